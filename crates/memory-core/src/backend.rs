@@ -1,0 +1,71 @@
+//! [`MemoryBackend`]: every contract in one object, plus what spans them.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::CacheStore;
+use crate::capabilities::Capabilities;
+use crate::checkpoint::CheckpointStore;
+use crate::conversation::ConversationStore;
+use crate::error::Result;
+use crate::fact::FactStore;
+use crate::scope::Scope;
+use crate::vector::VectorStore;
+use crate::working::WorkingMemoryStore;
+
+/// What [`MemoryBackend::forget_all`] removed, by kind of row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletionReceipt {
+    /// Conversations.
+    pub conversations: u64,
+    /// Messages.
+    pub messages: u64,
+    /// Facts, superseded history included.
+    pub facts: u64,
+    /// Vector records, in every collection.
+    pub vectors: u64,
+    /// Working-memory documents (conversation and user).
+    pub working_memory: u64,
+    /// Checkpoints.
+    pub checkpoints: u64,
+    /// Per-conversation cursors.
+    pub cursors: u64,
+}
+
+impl DeletionReceipt {
+    /// Every row removed.
+    pub fn total(&self) -> u64 {
+        self.conversations
+            + self.messages
+            + self.facts
+            + self.vectors
+            + self.working_memory
+            + self.checkpoints
+            + self.cursors
+    }
+}
+
+/// A complete backend: all six contracts, its capabilities and its name.
+///
+/// Use it as `Arc<dyn MemoryBackend>`.
+#[async_trait]
+pub trait MemoryBackend:
+    ConversationStore + WorkingMemoryStore + FactStore + VectorStore + CheckpointStore + CacheStore
+{
+    /// A short stable name (`"memory"`, `"sqlite"`, `"postgres"`, …).
+    fn backend_name(&self) -> &'static str;
+
+    /// What this backend can do.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Erases everything a subject owns (GDPR): conversations, messages, facts with history,
+    /// vectors in every collection, working memory, checkpoints and cursors.
+    ///
+    /// # Behavior
+    /// - Atomic per backend transaction where the storage has them; returns a receipt counting
+    ///   every row removed; afterwards no read of the scope finds anything.
+    /// - Other subjects and the shared scope are untouched; the cache (keyed by namespace) is not
+    ///   subject data and stays.
+    /// - The shared scope (no subject) is `InvalidInput`.
+    async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt>;
+}

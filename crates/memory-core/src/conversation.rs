@@ -1,0 +1,290 @@
+//! Conversation threads: the [`ConversationStore`] contract and its types.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MemoryError, Result};
+use crate::message::{Message, Metadata, Role, StoredMessage};
+use crate::scope::{validate_identifier, ConversationId, MessageId, Scope};
+use crate::time::Timestamp;
+
+/// A conversation thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conversation {
+    /// Its id, unique within the scope.
+    pub id: ConversationId,
+    /// Its owner.
+    pub scope: Scope,
+    /// Per-agent thread key (the seed's `conversational()` segregation key).
+    pub agent: Option<String>,
+    /// A title.
+    pub title: Option<String>,
+    /// Free-form metadata.
+    pub metadata: Metadata,
+    /// An application resource this thread is about (indexed for listing).
+    pub resource_slug: Option<String>,
+    /// An application record this thread is about (indexed for listing).
+    pub record_id: Option<String>,
+    /// When it was created (by the store's clock).
+    pub created_at: Timestamp,
+    /// When it or its messages last changed.
+    pub updated_at: Timestamp,
+    /// The seq of the last appended message, 0 when empty.
+    pub last_seq: u64,
+}
+
+/// What to create with [`ConversationStore::create_conversation`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewConversation {
+    /// The id to use; a UUIDv7 is made when `None`.
+    pub id: Option<ConversationId>,
+    /// Per-agent thread key.
+    pub agent: Option<String>,
+    /// A title.
+    pub title: Option<String>,
+    /// Free-form metadata.
+    pub metadata: Metadata,
+    /// An application resource this thread is about.
+    pub resource_slug: Option<String>,
+    /// An application record this thread is about.
+    pub record_id: Option<String>,
+}
+
+impl NewConversation {
+    /// Checks the identifier-like fields (agent, resource slug, record id).
+    pub fn validate(&self) -> Result<()> {
+        for (what, value) in
+            [("agent", &self.agent), ("resource slug", &self.resource_slug), ("record id", &self.record_id)]
+        {
+            if let Some(value) = value {
+                validate_identifier(what, value)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Changes applied by [`ConversationStore::update_conversation`]; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationUpdate {
+    /// New title (`Some(None)` clears it).
+    pub title: Option<Option<String>>,
+    /// New metadata, replacing the old object.
+    pub metadata: Option<Metadata>,
+}
+
+/// Filters and paging for [`ConversationStore::list_conversations`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationQuery {
+    /// Only threads of this agent key.
+    pub agent: Option<String>,
+    /// Only threads about this resource.
+    pub resource_slug: Option<String>,
+    /// Only threads about this record.
+    pub record_id: Option<String>,
+    /// Page size (default 50, at most 1000).
+    pub limit: Option<usize>,
+    /// Cursor from the previous page.
+    pub cursor: Option<String>,
+}
+
+impl ConversationQuery {
+    /// Whether a conversation passes the filters (not the cursor).
+    pub fn matches(&self, conversation: &Conversation) -> bool {
+        fn field(want: &Option<String>, have: &Option<String>) -> bool {
+            want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
+        }
+        field(&self.agent, &conversation.agent)
+            && field(&self.resource_slug, &conversation.resource_slug)
+            && field(&self.record_id, &conversation.record_id)
+    }
+}
+
+/// Options of [`ConversationStore::append`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendOptions {
+    /// Compare-and-append: the batch applies only if the conversation's `last_seq` equals this.
+    pub expected_last_seq: Option<u64>,
+    /// Storage limit: after appending, the oldest messages beyond this many are pruned in the
+    /// same transaction.
+    pub max_messages: Option<u64>,
+}
+
+/// What [`ConversationStore::append`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendReceipt {
+    /// Newly stored messages and their seqs, in batch order.
+    pub appended: Vec<(MessageId, u64)>,
+    /// Messages skipped because the same id with the same content was already stored, with the
+    /// seq they have.
+    pub duplicates: Vec<(MessageId, u64)>,
+    /// The conversation's `last_seq` afterwards.
+    pub last_seq: u64,
+    /// How many old messages the storage limit pruned.
+    pub pruned: u64,
+}
+
+/// Window and filters of [`ConversationStore::load`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadOptions {
+    /// Only the last N messages of the selection.
+    pub last: Option<usize>,
+    /// Only messages with seq strictly below this.
+    pub before_seq: Option<u64>,
+    /// Only messages with seq strictly above this.
+    pub after_seq: Option<u64>,
+    /// Only messages of these roles (a role-filtered view is not a transcript: it is never sanitized).
+    pub roles: Option<Vec<Role>>,
+    /// Run [`sanitize_conversation`](crate::sanitize_conversation) on the window (default true).
+    pub sanitize: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self { last: None, before_seq: None, after_seq: None, roles: None, sanitize: true }
+    }
+}
+
+impl LoadOptions {
+    /// The last `n` messages, sanitized.
+    pub fn last(n: usize) -> Self {
+        Self { last: Some(n), ..Self::default() }
+    }
+
+    /// Everything, exactly as stored (no sanitizing).
+    pub fn raw() -> Self {
+        Self { sanitize: false, ..Self::default() }
+    }
+
+    /// Whether a message at `seq` with `role` falls in the selection (before `last` is applied).
+    pub fn selects(&self, seq: u64, role: Role) -> bool {
+        self.before_seq.is_none_or(|b| seq < b)
+            && self.after_seq.is_none_or(|a| seq > a)
+            && self.roles.as_ref().is_none_or(|roles| roles.contains(&role))
+    }
+
+    /// Applies sanitizing to a loaded window when asked for and meaningful.
+    pub fn finish(&self, window: Vec<StoredMessage>) -> Vec<StoredMessage> {
+        if self.sanitize && self.roles.is_none() {
+            crate::sanitize::sanitize_conversation(window)
+        } else {
+            window
+        }
+    }
+}
+
+/// Checks a batch before it is appended: no id may appear twice with different content (an exact
+/// repeat is stored once and reported as a duplicate of the first occurrence).
+pub fn validate_batch(messages: &[Message]) -> Result<()> {
+    let mut seen: std::collections::HashMap<&MessageId, &Message> = std::collections::HashMap::new();
+    for message in messages {
+        if let Some(first) = seen.insert(&message.id, message) {
+            if !first.same_content(message) {
+                return Err(MemoryError::invalid(format!(
+                    "message id {} appears twice in the batch with different content",
+                    message.id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Conversation threads and their messages.
+///
+/// Every method takes the caller's [`Scope`]; a conversation of another scope is `NotFound`.
+#[async_trait]
+pub trait ConversationStore: Send + Sync {
+    /// Creates a conversation.
+    ///
+    /// # Behavior
+    /// - Without an id the store makes a UUIDv7.
+    /// - An id already used in the same scope is `AlreadyExists`; the same id in another scope is
+    ///   independent.
+    /// - `created_at` and `updated_at` come from the store's clock; `last_seq` starts at 0.
+    async fn create_conversation(&self, scope: &Scope, new: NewConversation) -> Result<Conversation>;
+
+    /// Reads a conversation.
+    ///
+    /// # Behavior
+    /// - A missing id, or another scope's, is `NotFound`.
+    async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation>;
+
+    /// Lists the scope's conversations, newest first.
+    ///
+    /// # Behavior
+    /// - Order is `created_at` descending, then id descending.
+    /// - Filters by agent, resource slug and record id combine with AND.
+    /// - Pages with a keyset cursor: every conversation appears exactly once across the pages,
+    ///   even while others are created concurrently (they are newer than the cursor).
+    /// - A malformed cursor is `InvalidInput`; so is a limit of 0 or above 1000.
+    async fn list_conversations(&self, scope: &Scope, query: ConversationQuery) -> Result<crate::Page<Conversation>>;
+
+    /// Changes title and/or metadata.
+    ///
+    /// # Behavior
+    /// - Bumps `updated_at`; returns the conversation as it now is.
+    /// - A missing id, or another scope's, is `NotFound`.
+    async fn update_conversation(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        update: ConversationUpdate,
+    ) -> Result<Conversation>;
+
+    /// Deletes a conversation.
+    ///
+    /// # Behavior
+    /// - Cascades: its messages, vectors whose `conversation_id` is it (any collection, same
+    ///   scope), its conversation-keyed working memory and its cursors go with it.
+    /// - Returns whether it existed; another scope's conversation is untouched and reports `false`.
+    async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool>;
+
+    /// Appends a batch of messages atomically.
+    ///
+    /// # Behavior
+    /// - All or nothing: if any message is rejected, none is stored.
+    /// - New messages get seqs `last_seq + 1, last_seq + 2, …` in batch order: contiguous, no
+    ///   gaps, even under concurrent writers.
+    /// - Idempotent by message id: an id already stored with the same content is skipped and
+    ///   reported in `duplicates`; with different content the whole batch is `Conflict`.
+    /// - The same id twice in one batch: stored once if the content is equal, `InvalidInput` if not.
+    /// - `expected_last_seq` makes it compare-and-append: a mismatch is `Conflict` with
+    ///   `current = last_seq` and nothing is stored. A fully duplicate batch (a retry) succeeds
+    ///   without checking it.
+    /// - `max_messages` prunes the oldest messages beyond the limit in the same transaction.
+    /// - An empty batch changes nothing and returns the current `last_seq`.
+    /// - A missing conversation, or another scope's, is `NotFound`.
+    async fn append(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        messages: Vec<Message>,
+        options: AppendOptions,
+    ) -> Result<AppendReceipt>;
+
+    /// Loads messages in chronological (seq) order.
+    ///
+    /// # Behavior
+    /// - `before_seq`, `after_seq` and `roles` select; `last` keeps the last N of the selection.
+    /// - Cost is O(N) in the messages returned, whatever the thread's length.
+    /// - With `sanitize` (the default) and no role filter the window is passed through
+    ///   [`sanitize_conversation`](crate::sanitize_conversation), so it is replay-safe after a
+    ///   crash between a tool call and its result.
+    /// - Every string round-trips byte-exactly, NUL included.
+    /// - A missing conversation, or another scope's, is `NotFound`.
+    async fn load(&self, scope: &Scope, id: &ConversationId, options: LoadOptions) -> Result<Vec<StoredMessage>>;
+
+    /// Reads a named per-conversation cursor (e.g. the fact extraction watermark).
+    ///
+    /// # Behavior
+    /// - `None` until first advanced; a missing conversation is `NotFound`.
+    async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>>;
+
+    /// Moves a named cursor forward to `seq` and returns its value.
+    ///
+    /// # Behavior
+    /// - Monotonic: the stored value becomes `max(current, seq)`.
+    /// - Deleted with the conversation and counted by `forget_all`.
+    async fn advance_cursor(&self, scope: &Scope, id: &ConversationId, name: &str, seq: u64) -> Result<u64>;
+}

@@ -1,0 +1,366 @@
+//! Facts ("user memory"): the [`FactStore`] contract, its types and the shared ranking.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MemoryError, Result};
+use crate::lexical;
+use crate::scope::{validate_identifier, ConversationId, FactId, MessageId, Scope};
+use crate::similarity::cosine;
+use crate::time::Timestamp;
+use crate::Page;
+
+/// Where a fact was learned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactSource {
+    /// The conversation.
+    pub conversation_id: ConversationId,
+    /// The messages it was extracted from.
+    pub message_ids: Vec<MessageId>,
+}
+
+/// A statement about a subject that travels across conversations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// Its id.
+    pub id: FactId,
+    /// Its owner.
+    pub scope: Scope,
+    /// The statement.
+    pub text: String,
+    /// A kind or schema name (`"preference"`, `"profile"`, …).
+    pub kind: Option<String>,
+    /// Supersede key: a new fact with the same key replaces this one (kept as history).
+    pub key: Option<String>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Confidence in [0, 1].
+    pub score: Option<f32>,
+    /// Where it was learned.
+    pub source: Option<FactSource>,
+    /// Embedding for semantic recall.
+    pub embedding: Option<Vec<f32>>,
+    /// When it was stored.
+    pub created_at: Timestamp,
+    /// When it last changed.
+    pub updated_at: Timestamp,
+    /// When it stops being returned.
+    pub expires_at: Option<Timestamp>,
+    /// When it was superseded (it is history from then on).
+    pub valid_to: Option<Timestamp>,
+    /// The fact that superseded it.
+    pub superseded_by: Option<FactId>,
+}
+
+impl Fact {
+    /// Whether the fact is past its expiry at `now`.
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+
+    /// Whether it is current: not superseded.
+    pub fn is_current(&self) -> bool {
+        self.superseded_by.is_none()
+    }
+}
+
+/// What [`FactStore::remember`] stores.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NewFact {
+    /// The statement (non-empty).
+    pub text: String,
+    /// Kind.
+    pub kind: Option<String>,
+    /// Supersede key.
+    pub key: Option<String>,
+    /// Tags.
+    pub tags: Vec<String>,
+    /// Confidence in [0, 1].
+    pub score: Option<f32>,
+    /// Where it was learned.
+    pub source: Option<FactSource>,
+    /// Embedding for semantic recall (finite, non-zero).
+    pub embedding: Option<Vec<f32>>,
+    /// Expiry.
+    pub expires_at: Option<Timestamp>,
+}
+
+impl NewFact {
+    /// A fact with just its text.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into(), ..Self::default() }
+    }
+
+    /// Checks text, identifiers, score and embedding.
+    pub fn validate(&self) -> Result<()> {
+        if self.text.trim().is_empty() {
+            return Err(MemoryError::invalid("fact text must not be empty"));
+        }
+        for (what, value) in [("fact kind", &self.kind), ("fact key", &self.key)] {
+            if let Some(value) = value {
+                validate_identifier(what, value)?;
+            }
+        }
+        self.tags.iter().try_for_each(|t| validate_identifier("tag", t))?;
+        if let Some(score) = self.score {
+            if !(0.0..=1.0).contains(&score) {
+                return Err(MemoryError::invalid(format!("fact score must be in [0, 1], got {score}")));
+            }
+        }
+        if let Some(embedding) = &self.embedding {
+            crate::vector::check_vector(embedding, embedding.len(), crate::Metric::Cosine)?;
+        }
+        Ok(())
+    }
+}
+
+/// Options of [`FactStore::remember`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RememberOptions {
+    /// Keep at most this many current facts in the scope, evicting in the same transaction.
+    pub max_facts: Option<usize>,
+}
+
+/// What [`FactStore::remember`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum RememberStatus {
+    /// A new fact was stored.
+    Created,
+    /// A current fact with the same key and text existed; nothing changed.
+    Duplicate,
+    /// A new fact replaced the current fact of its key, which is now history.
+    Superseded {
+        /// The fact replaced.
+        previous: FactId,
+    },
+}
+
+/// The result of [`FactStore::remember`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RememberOutcome {
+    /// The stored (or already present) fact.
+    pub fact: Fact,
+    /// What happened.
+    pub status: RememberStatus,
+    /// Facts evicted by `max_facts`, in eviction order.
+    pub evicted: Vec<FactId>,
+}
+
+/// A recall of [`FactStore::recall`]: lexical with `text`, semantic with `vector`, hybrid with both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallQuery {
+    /// Query text (lexical recall).
+    pub text: Option<String>,
+    /// Query embedding (semantic recall against fact embeddings, cosine).
+    pub vector: Option<Vec<f32>>,
+    /// Only facts carrying every one of these tags.
+    pub tags: Vec<String>,
+    /// Only facts of this kind.
+    pub kind: Option<String>,
+    /// Only facts whose score is at least this (facts without a score are excluded).
+    pub min_score: Option<f32>,
+    /// Most results (default 10).
+    pub limit: Option<usize>,
+}
+
+impl RecallQuery {
+    /// A lexical recall.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self { text: Some(text.into()), ..Self::default() }
+    }
+
+    /// Checks the query.
+    pub fn validate(&self) -> Result<()> {
+        if self.text.is_none() && self.vector.is_none() {
+            return Err(MemoryError::invalid("recall needs a query text, a query vector, or both"));
+        }
+        if let Some(v) = &self.vector {
+            crate::vector::check_vector(v, v.len(), crate::Metric::Cosine)?;
+        }
+        if matches!(self.limit, Some(0)) {
+            return Err(MemoryError::invalid("recall limit must be at least 1"));
+        }
+        if self.min_score.is_some_and(|s| !s.is_finite()) {
+            return Err(MemoryError::invalid("min_score must be finite"));
+        }
+        Ok(())
+    }
+
+    /// Whether a fact passes the tag, kind and score filters.
+    pub fn admits(&self, fact: &Fact) -> bool {
+        self.tags.iter().all(|t| fact.tags.contains(t))
+            && self.kind.as_ref().is_none_or(|k| fact.kind.as_ref() == Some(k))
+            && self.min_score.is_none_or(|min| fact.score.is_some_and(|s| s >= min))
+    }
+}
+
+/// Default number of recalled facts.
+pub const DEFAULT_RECALL_LIMIT: usize = 10;
+/// The `k` of reciprocal-rank fusion.
+pub const RRF_K: f64 = 60.0;
+
+/// A recalled fact and how relevant it is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoredFact {
+    /// The fact.
+    pub fact: Fact,
+    /// Lexical: share of query tokens matched; semantic: cosine; hybrid: fused RRF score.
+    pub relevance: f64,
+}
+
+fn tie_break(a: &Fact, b: &Fact) -> Ordering {
+    let score = |f: &Fact| f.score.unwrap_or(f32::NEG_INFINITY);
+    score(b)
+        .total_cmp(&score(a))
+        .then_with(|| b.created_at.cmp(&a.created_at))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+fn sort_scored(hits: &mut [ScoredFact]) {
+    hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then_with(|| tie_break(&a.fact, &b.fact)));
+}
+
+/// The reference recall over candidate facts: lexical, semantic or hybrid (reciprocal-rank
+/// fusion with k = 60) as the query asks, after the tag/kind/score filters, limited.
+///
+/// Candidates must be current, unexpired facts of the scope. A backend may pass a superset of
+/// the facts that can match (e.g. those sharing a token, from its index); the result is the same.
+pub fn rank_facts(query: &RecallQuery, candidates: impl IntoIterator<Item = Fact>) -> Vec<ScoredFact> {
+    let admitted: Vec<Fact> = candidates.into_iter().filter(|f| query.admits(f)).collect();
+    let limit = query.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
+    let lexical = query.text.as_deref().map(|text| {
+        let query_tokens = lexical::tokenize(text);
+        let mut hits: Vec<ScoredFact> = admitted
+            .iter()
+            .filter_map(|f| {
+                let relevance = lexical::relevance(&query_tokens, &lexical::tokenize(&f.text));
+                (relevance > 0.0).then(|| ScoredFact { fact: f.clone(), relevance })
+            })
+            .collect();
+        sort_scored(&mut hits);
+        hits
+    });
+    let semantic = query.vector.as_deref().map(|vector| {
+        let mut hits: Vec<ScoredFact> = admitted
+            .iter()
+            .filter_map(|f| {
+                let embedding = f.embedding.as_deref().filter(|e| e.len() == vector.len())?;
+                Some(ScoredFact { fact: f.clone(), relevance: f64::from(cosine(vector, embedding)) })
+            })
+            .collect();
+        sort_scored(&mut hits);
+        hits
+    });
+    let mut ranked = match (lexical, semantic) {
+        (Some(hits), None) | (None, Some(hits)) => hits,
+        (Some(lexical), Some(semantic)) => fuse(&[lexical, semantic]),
+        (None, None) => Vec::new(),
+    };
+    ranked.truncate(limit);
+    ranked
+}
+
+fn fuse(lists: &[Vec<ScoredFact>]) -> Vec<ScoredFact> {
+    let mut fused: HashMap<FactId, ScoredFact> = HashMap::new();
+    for list in lists {
+        for (rank, hit) in list.iter().enumerate() {
+            let contribution = 1.0 / (RRF_K + (rank + 1) as f64);
+            fused
+                .entry(hit.fact.id.clone())
+                .and_modify(|f| f.relevance += contribution)
+                .or_insert_with(|| ScoredFact { fact: hit.fact.clone(), relevance: contribution });
+        }
+    }
+    let mut hits: Vec<ScoredFact> = fused.into_values().collect();
+    sort_scored(&mut hits);
+    hits
+}
+
+/// The eviction order of `max_facts`: lowest score first (no score lowest), then oldest, then id.
+pub fn eviction_order(a: &Fact, b: &Fact) -> Ordering {
+    let score = |f: &Fact| f.score.unwrap_or(f32::NEG_INFINITY);
+    score(a)
+        .total_cmp(&score(b))
+        .then_with(|| a.created_at.cmp(&b.created_at))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+/// The distinct tokens of a fact's text (what backends index for lexical recall).
+pub fn fact_tokens(text: &str) -> BTreeSet<String> {
+    lexical::tokenize(text)
+}
+
+/// Filters and paging of [`FactStore::list_facts`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FactQuery {
+    /// Include superseded history.
+    pub include_superseded: bool,
+    /// Only facts carrying every one of these tags.
+    pub tags: Vec<String>,
+    /// Only facts of this kind.
+    pub kind: Option<String>,
+    /// Page size (default 50, at most 1000).
+    pub limit: Option<usize>,
+    /// Cursor from the previous page.
+    pub cursor: Option<String>,
+}
+
+impl FactQuery {
+    /// Whether a fact passes the filters (not the cursor).
+    pub fn matches(&self, fact: &Fact) -> bool {
+        (self.include_superseded || fact.is_current())
+            && self.tags.iter().all(|t| fact.tags.contains(t))
+            && self.kind.as_ref().is_none_or(|k| fact.kind.as_ref() == Some(k))
+    }
+}
+
+/// Facts about subjects.
+///
+/// Expired facts are never returned by any method (the store's clock decides "now") and are
+/// purged; superseded facts appear only through `get_fact`, `history` and
+/// `list_facts(include_superseded)`.
+#[async_trait]
+pub trait FactStore: Send + Sync {
+    /// Stores a fact.
+    ///
+    /// # Behavior
+    /// - Dedupe: a current fact with the same key (or both without key) and identical text is
+    ///   returned as `Duplicate`; nothing changes.
+    /// - With a key, a different text supersedes the current fact of that key: the old one gets
+    ///   `valid_to` and `superseded_by` and stays as history.
+    /// - `max_facts` keeps at most that many current facts in the scope, evicting (deleting) in
+    ///   [`eviction_order`] in the same transaction; the fact just stored is never evicted.
+    /// - Empty text, a score outside [0, 1], a bad embedding or identifier is `InvalidInput`.
+    async fn remember(&self, scope: &Scope, fact: NewFact, options: RememberOptions) -> Result<RememberOutcome>;
+
+    /// Recalls facts.
+    ///
+    /// # Behavior
+    /// - Exactly [`rank_facts`] over the scope's current, unexpired facts: lexical per
+    ///   [`lexical`](crate::lexical), semantic by cosine to fact embeddings, hybrid by RRF.
+    /// - A query with neither text nor vector is `InvalidInput`; one whose text has no token
+    ///   (≥ 3 chars) recalls nothing.
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>>;
+
+    /// Reads a fact (current or superseded).
+    ///
+    /// # Behavior
+    /// - Missing, expired, or another scope's: `NotFound`.
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact>;
+
+    /// Lists facts newest first (`created_at` desc, id desc) with a keyset cursor.
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>>;
+
+    /// All versions of a key, oldest first, the current one last.
+    ///
+    /// # Behavior
+    /// - Empty for an unknown key (or another scope's).
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>>;
+
+    /// Deletes a fact; returns whether it existed in the scope.
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool>;
+}

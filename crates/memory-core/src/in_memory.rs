@@ -1,0 +1,719 @@
+//! [`InMemoryBackend`]: the reference implementation of every contract.
+//!
+//! One lock around plain collections: every operation is trivially atomic, vector search is an
+//! exact scan. It is the behaviour every other backend must match, and a fine store for tests.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::backend::{DeletionReceipt, MemoryBackend};
+use crate::cache::CacheStore;
+use crate::capabilities::{Capabilities, Durability, VectorSearch};
+use crate::checkpoint::{Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint};
+use crate::conversation::{
+    validate_batch, AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
+    ConversationUpdate, LoadOptions, NewConversation,
+};
+use crate::error::{MemoryError, Result};
+use crate::fact::{
+    eviction_order, rank_facts, Fact, FactQuery, FactStore, NewFact, RecallQuery, RememberOptions,
+    RememberOutcome, RememberStatus, ScoredFact,
+};
+use crate::message::{Message, StoredMessage};
+use crate::page::{page_newest_first, Page};
+use crate::scope::{validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, VectorId};
+use crate::time::{Clock, SystemClock, Timestamp};
+use crate::vector::{rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore};
+use crate::working::{WorkingMemory, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate};
+
+const NAME: &str = "memory";
+
+#[derive(Default)]
+struct ConversationEntry {
+    conversation: Option<Conversation>,
+    messages: BTreeMap<u64, Message>,
+    seq_by_id: HashMap<MessageId, u64>,
+    cursors: HashMap<String, u64>,
+    working_memory: Option<WorkingMemory>,
+}
+
+impl ConversationEntry {
+    fn conversation(&self) -> &Conversation {
+        self.conversation.as_ref().expect("entries are created with their conversation")
+    }
+
+    fn conversation_mut(&mut self) -> &mut Conversation {
+        self.conversation.as_mut().expect("entries are created with their conversation")
+    }
+}
+
+struct Collection {
+    spec: CollectionSpec,
+    records: HashMap<Scope, BTreeMap<VectorId, VectorRecord>>,
+}
+
+#[derive(Default)]
+struct State {
+    conversations: HashMap<Scope, BTreeMap<ConversationId, ConversationEntry>>,
+    user_working_memory: HashMap<Scope, Option<WorkingMemory>>,
+    facts: HashMap<Scope, HashMap<FactId, Fact>>,
+    collections: BTreeMap<(Namespace, String), Collection>,
+    checkpoints: HashMap<Scope, HashMap<CheckpointId, Checkpoint>>,
+    cache: HashMap<(Namespace, String), (Vec<u8>, Option<Timestamp>)>,
+}
+
+impl State {
+    fn entry(&self, scope: &Scope, id: &ConversationId) -> Result<&ConversationEntry> {
+        self.conversations
+            .get(scope)
+            .and_then(|c| c.get(id))
+            .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
+    }
+
+    fn entry_mut(&mut self, scope: &Scope, id: &ConversationId) -> Result<&mut ConversationEntry> {
+        self.conversations
+            .get_mut(scope)
+            .and_then(|c| c.get_mut(id))
+            .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
+    }
+
+    fn collection(&self, namespace: &Namespace, name: &str) -> Result<&Collection> {
+        self.collections
+            .get(&(namespace.clone(), name.to_owned()))
+            .ok_or_else(|| MemoryError::not_found("collection", name))
+    }
+
+    fn collection_mut(&mut self, namespace: &Namespace, name: &str) -> Result<&mut Collection> {
+        self.collections
+            .get_mut(&(namespace.clone(), name.to_owned()))
+            .ok_or_else(|| MemoryError::not_found("collection", name))
+    }
+
+    /// Removes the scope's expired facts; expired facts are never returned.
+    fn purge_expired_facts(&mut self, scope: &Scope, now: Timestamp) -> &mut HashMap<FactId, Fact> {
+        let facts = self.facts.entry(scope.clone()).or_default();
+        facts.retain(|_, f| !f.is_expired(now));
+        facts
+    }
+
+    /// The working-memory slot of a key (conversation keys must name a conversation of the scope).
+    fn working_slot(&mut self, scope: &Scope, key: &WorkingMemoryKey) -> Result<&mut Option<WorkingMemory>> {
+        match key {
+            WorkingMemoryKey::Conversation(id) => Ok(&mut self.entry_mut(scope, id)?.working_memory),
+            WorkingMemoryKey::User => Ok(self.user_working_memory.entry(scope.clone()).or_default()),
+        }
+    }
+}
+
+/// The reference backend: everything in process memory behind one lock.
+///
+/// ```
+/// use std::sync::Arc;
+/// use memory_core::{ConversationStore, InMemoryBackend, Message, NewConversation, LoadOptions, AppendOptions, Scope};
+/// # tokio_test_block(async {
+/// let store = InMemoryBackend::new();
+/// let scope = Scope::for_subject("user-42")?;
+/// let thread = store.create_conversation(&scope, NewConversation::default()).await?;
+/// store.append(&scope, &thread.id, vec![Message::user("hi")], AppendOptions::default()).await?;
+/// let history = store.load(&scope, &thread.id, LoadOptions::last(10)).await?;
+/// assert_eq!(history[0].seq, 1);
+/// # Ok::<(), memory_core::MemoryError>(()) });
+/// # fn tokio_test_block<F: std::future::Future>(f: F) -> F::Output {
+/// #     tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(f)
+/// # }
+/// ```
+pub struct InMemoryBackend {
+    state: RwLock<State>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for InMemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InMemoryBackend").field("clock", &self.clock).finish_non_exhaustive()
+    }
+}
+
+impl Default for InMemoryBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InMemoryBackend {
+    /// An empty store on the wall clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty store whose "now" comes from `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self { state: RwLock::new(State::default()), clock }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl ConversationStore for InMemoryBackend {
+    async fn create_conversation(&self, scope: &Scope, new: NewConversation) -> Result<Conversation> {
+        new.validate()?;
+        let now = self.clock.now();
+        let id = new.id.unwrap_or_else(ConversationId::generate);
+        let mut state = self.write();
+        let threads = state.conversations.entry(scope.clone()).or_default();
+        if threads.contains_key(&id) {
+            return Err(MemoryError::AlreadyExists { entity: "conversation", id: id.to_string() });
+        }
+        let conversation = Conversation {
+            id: id.clone(),
+            scope: scope.clone(),
+            agent: new.agent,
+            title: new.title,
+            metadata: new.metadata,
+            resource_slug: new.resource_slug,
+            record_id: new.record_id,
+            created_at: now,
+            updated_at: now,
+            last_seq: 0,
+        };
+        threads.insert(id, ConversationEntry { conversation: Some(conversation.clone()), ..Default::default() });
+        Ok(conversation)
+    }
+
+    async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
+        Ok(self.read().entry(scope, id)?.conversation().clone())
+    }
+
+    async fn list_conversations(&self, scope: &Scope, query: ConversationQuery) -> Result<Page<Conversation>> {
+        let state = self.read();
+        let mut matching: Vec<Conversation> = state
+            .conversations
+            .get(scope)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .map(ConversationEntry::conversation)
+            .filter(|c| query.matches(c))
+            .cloned()
+            .collect();
+        matching.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        page_newest_first(matching, |c| (c.created_at, c.id.as_str()), query.cursor.as_deref(), query.limit)
+    }
+
+    async fn update_conversation(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        update: ConversationUpdate,
+    ) -> Result<Conversation> {
+        let now = self.clock.now();
+        let mut state = self.write();
+        let conversation = state.entry_mut(scope, id)?.conversation_mut();
+        if let Some(title) = update.title {
+            conversation.title = title;
+        }
+        if let Some(metadata) = update.metadata {
+            conversation.metadata = metadata;
+        }
+        conversation.updated_at = now;
+        Ok(conversation.clone())
+    }
+
+    async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
+        let mut state = self.write();
+        let existed = state.conversations.get_mut(scope).and_then(|c| c.remove(id)).is_some();
+        if existed {
+            for collection in state.collections.values_mut() {
+                if let Some(records) = collection.records.get_mut(scope) {
+                    records.retain(|_, r| r.conversation_id.as_ref() != Some(id));
+                }
+            }
+        }
+        Ok(existed)
+    }
+
+    async fn append(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        messages: Vec<Message>,
+        options: AppendOptions,
+    ) -> Result<AppendReceipt> {
+        validate_batch(&messages)?;
+        if options.max_messages == Some(0) {
+            return Err(MemoryError::invalid("max_messages must be at least 1"));
+        }
+        let now = self.clock.now();
+        let mut state = self.write();
+        let entry = state.entry_mut(scope, id)?;
+        let last_seq = entry.conversation().last_seq;
+        let mut receipt = AppendReceipt { last_seq, ..AppendReceipt::default() };
+        let mut fresh: Vec<(u64, Message)> = Vec::new();
+        let mut batch_seqs: HashMap<MessageId, u64> = HashMap::new();
+        for message in messages {
+            if let Some(&seq) = entry.seq_by_id.get(&message.id) {
+                if !entry.messages.get(&seq).is_some_and(|stored| stored.same_content(&message)) {
+                    return Err(MemoryError::conflict(
+                        format!("message {} is already stored with different content", message.id),
+                        None,
+                    ));
+                }
+                receipt.duplicates.push((message.id, seq));
+            } else if let Some(&seq) = batch_seqs.get(&message.id) {
+                receipt.duplicates.push((message.id, seq));
+            } else {
+                let seq = last_seq + fresh.len() as u64 + 1;
+                batch_seqs.insert(message.id.clone(), seq);
+                fresh.push((seq, message));
+            }
+        }
+        if fresh.is_empty() {
+            return Ok(receipt);
+        }
+        if let Some(expected) = options.expected_last_seq {
+            if expected != last_seq {
+                return Err(MemoryError::conflict(
+                    format!("conversation is at seq {last_seq}, not {expected}"),
+                    Some(last_seq),
+                ));
+            }
+        }
+        for (seq, message) in fresh {
+            receipt.appended.push((message.id.clone(), seq));
+            entry.seq_by_id.insert(message.id.clone(), seq);
+            entry.messages.insert(seq, message);
+            receipt.last_seq = seq;
+        }
+        if let Some(max) = options.max_messages {
+            while entry.messages.len() as u64 > max {
+                if let Some((_, pruned)) = entry.messages.pop_first() {
+                    entry.seq_by_id.remove(&pruned.id);
+                    receipt.pruned += 1;
+                }
+            }
+        }
+        let conversation = entry.conversation_mut();
+        conversation.last_seq = receipt.last_seq;
+        conversation.updated_at = now;
+        Ok(receipt)
+    }
+
+    async fn load(&self, scope: &Scope, id: &ConversationId, options: LoadOptions) -> Result<Vec<StoredMessage>> {
+        let state = self.read();
+        let entry = state.entry(scope, id)?;
+        let lower = options.after_seq.map_or(0, |a| a.saturating_add(1));
+        let upper = options.before_seq.unwrap_or(u64::MAX);
+        if lower >= upper {
+            return Ok(Vec::new());
+        }
+        let selected = entry
+            .messages
+            .range(lower..upper)
+            .rev()
+            .filter(|(seq, m)| options.selects(**seq, m.role))
+            .take(options.last.unwrap_or(usize::MAX))
+            .map(|(seq, m)| StoredMessage { seq: *seq, message: m.clone() });
+        let mut window: Vec<StoredMessage> = selected.collect();
+        window.reverse();
+        Ok(options.finish(window))
+    }
+
+    async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
+        validate_identifier("cursor name", name)?;
+        Ok(self.read().entry(scope, id)?.cursors.get(name).copied())
+    }
+
+    async fn advance_cursor(&self, scope: &Scope, id: &ConversationId, name: &str, seq: u64) -> Result<u64> {
+        validate_identifier("cursor name", name)?;
+        let mut state = self.write();
+        let value = state.entry_mut(scope, id)?.cursors.entry(name.to_owned()).or_insert(0);
+        *value = (*value).max(seq);
+        Ok(*value)
+    }
+}
+
+#[async_trait]
+impl WorkingMemoryStore for InMemoryBackend {
+    async fn get_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<Option<WorkingMemory>> {
+        let state = self.read();
+        match key {
+            WorkingMemoryKey::Conversation(id) => Ok(state.entry(scope, id)?.working_memory.clone()),
+            WorkingMemoryKey::User => Ok(state.user_working_memory.get(scope).cloned().flatten()),
+        }
+    }
+
+    async fn set_working_memory(
+        &self,
+        scope: &Scope,
+        key: &WorkingMemoryKey,
+        update: WorkingMemoryUpdate,
+    ) -> Result<WorkingMemory> {
+        update.validate()?;
+        let now = self.clock.now();
+        let mut state = self.write();
+        let slot = state.working_slot(scope, key)?;
+        let current = slot.as_ref().map_or(0, |w| w.revision);
+        update.check_revision(current)?;
+        let stored =
+            WorkingMemory { content: update.content, format: update.format, revision: current + 1, updated_at: now };
+        *slot = Some(stored.clone());
+        Ok(stored)
+    }
+
+    async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
+        let mut state = self.write();
+        Ok(state.working_slot(scope, key)?.take().is_some())
+    }
+}
+
+#[async_trait]
+impl FactStore for InMemoryBackend {
+    async fn remember(&self, scope: &Scope, new: NewFact, options: RememberOptions) -> Result<RememberOutcome> {
+        new.validate()?;
+        if options.max_facts == Some(0) {
+            return Err(MemoryError::invalid("max_facts must be at least 1"));
+        }
+        let now = self.clock.now();
+        let mut state = self.write();
+        let facts = state.purge_expired_facts(scope, now);
+        if let Some(same) = facts.values().find(|f| f.is_current() && f.key == new.key && f.text == new.text) {
+            return Ok(RememberOutcome { fact: same.clone(), status: RememberStatus::Duplicate, evicted: Vec::new() });
+        }
+        let fact = Fact {
+            id: FactId::generate(),
+            scope: scope.clone(),
+            text: new.text,
+            kind: new.kind,
+            key: new.key,
+            tags: new.tags,
+            score: new.score,
+            source: new.source,
+            embedding: new.embedding,
+            created_at: now,
+            updated_at: now,
+            expires_at: new.expires_at,
+            valid_to: None,
+            superseded_by: None,
+        };
+        let mut status = RememberStatus::Created;
+        if fact.key.is_some() {
+            if let Some(previous) = facts.values_mut().find(|f| f.is_current() && f.key == fact.key) {
+                previous.valid_to = Some(now);
+                previous.superseded_by = Some(fact.id.clone());
+                previous.updated_at = now;
+                status = RememberStatus::Superseded { previous: previous.id.clone() };
+            }
+        }
+        facts.insert(fact.id.clone(), fact.clone());
+        let mut evicted = Vec::new();
+        if let Some(max) = options.max_facts {
+            let mut candidates: Vec<&Fact> = facts.values().filter(|f| f.is_current() && f.id != fact.id).collect();
+            candidates.sort_by(|a, b| eviction_order(a, b));
+            let excess = (candidates.len() + 1).saturating_sub(max);
+            evicted = candidates.into_iter().take(excess).map(|f| f.id.clone()).collect();
+            for id in &evicted {
+                facts.remove(id);
+            }
+        }
+        Ok(RememberOutcome { fact, status, evicted })
+    }
+
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        query.validate()?;
+        let now = self.clock.now();
+        let mut state = self.write();
+        let facts = state.purge_expired_facts(scope, now);
+        Ok(rank_facts(&query, facts.values().filter(|f| f.is_current()).cloned()))
+    }
+
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
+        let now = self.clock.now();
+        self.read()
+            .facts
+            .get(scope)
+            .and_then(|f| f.get(id))
+            .filter(|f| !f.is_expired(now))
+            .cloned()
+            .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))
+    }
+
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
+        let now = self.clock.now();
+        let state = self.read();
+        let mut matching: Vec<Fact> = state
+            .facts
+            .get(scope)
+            .into_iter()
+            .flat_map(HashMap::values)
+            .filter(|f| !f.is_expired(now) && query.matches(f))
+            .cloned()
+            .collect();
+        matching.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
+        page_newest_first(matching, |f| (f.created_at, f.id.as_str()), query.cursor.as_deref(), query.limit)
+    }
+
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+        validate_identifier("fact key", key)?;
+        let now = self.clock.now();
+        let state = self.read();
+        let mut versions: Vec<Fact> = state
+            .facts
+            .get(scope)
+            .into_iter()
+            .flat_map(HashMap::values)
+            .filter(|f| f.key.as_deref() == Some(key) && !f.is_expired(now))
+            .cloned()
+            .collect();
+        versions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(versions)
+    }
+
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        Ok(self.write().facts.get_mut(scope).and_then(|f| f.remove(id)).is_some())
+    }
+}
+
+#[async_trait]
+impl VectorStore for InMemoryBackend {
+    async fn ensure_collection(&self, namespace: &Namespace, spec: CollectionSpec) -> Result<CollectionSpec> {
+        spec.validate()?;
+        let mut state = self.write();
+        let key = (namespace.clone(), spec.name.clone());
+        if let Some(existing) = state.collections.get(&key) {
+            existing.spec.check_same(&spec)?;
+            return Ok(existing.spec.clone());
+        }
+        state.collections.insert(key, Collection { spec: spec.clone(), records: HashMap::new() });
+        Ok(spec)
+    }
+
+    async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
+        Ok(self
+            .read()
+            .collections
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|(_, c)| c.spec.clone())
+            .collect())
+    }
+
+    async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
+        Ok(self.write().collections.remove(&(namespace.clone(), name.to_owned())).is_some())
+    }
+
+    async fn upsert_vectors(&self, scope: &Scope, collection: &str, records: Vec<VectorRecord>) -> Result<usize> {
+        let mut state = self.write();
+        let collection = state.collection_mut(scope.namespace(), collection)?;
+        for record in &records {
+            collection.spec.check_vector(&record.vector)?;
+        }
+        let count = records.len();
+        let stored = collection.records.entry(scope.clone()).or_default();
+        for record in records {
+            stored.insert(record.id.clone(), record);
+        }
+        Ok(count)
+    }
+
+    async fn get_vector(&self, scope: &Scope, collection: &str, id: &VectorId) -> Result<VectorRecord> {
+        self.read()
+            .collection(scope.namespace(), collection)?
+            .records
+            .get(scope)
+            .and_then(|r| r.get(id))
+            .cloned()
+            .ok_or_else(|| MemoryError::not_found("vector", id.as_str()))
+    }
+
+    async fn delete_vectors(&self, scope: &Scope, collection: &str, selector: VectorSelector) -> Result<usize> {
+        if let VectorSelector::Filter(filter) = &selector {
+            filter.validate()?;
+        }
+        let mut state = self.write();
+        let collection = state.collection_mut(scope.namespace(), collection)?;
+        let Some(records) = collection.records.get_mut(scope) else { return Ok(0) };
+        let before = records.len();
+        match selector {
+            VectorSelector::Ids(ids) => {
+                for id in ids {
+                    records.remove(&id);
+                }
+            }
+            VectorSelector::Filter(filter) => records.retain(|_, r| !filter.matches(&r.metadata)),
+        }
+        Ok(before - records.len())
+    }
+
+    async fn search(&self, scope: &Scope, collection: &str, query: VectorQuery) -> Result<Vec<VectorHit>> {
+        let state = self.read();
+        let collection = state.collection(scope.namespace(), collection)?;
+        query.validate(&collection.spec)?;
+        let metric = collection.spec.metric;
+        let mut hits: Vec<VectorHit> = collection
+            .records
+            .get(scope)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .filter(|r| query.filter.as_ref().is_none_or(|f| f.matches(&r.metadata)))
+            .map(|r| (r, metric.score(&query.vector, &r.vector)))
+            .filter(|(_, score)| query.min_score.is_none_or(|min| *score >= min))
+            .map(|(r, score)| {
+                let mut record = r.clone();
+                if !query.include_vectors {
+                    record.vector = Vec::new();
+                }
+                VectorHit { record, score }
+            })
+            .collect();
+        rank_hits(&mut hits);
+        hits.truncate(query.k);
+        Ok(hits)
+    }
+}
+
+#[async_trait]
+impl CheckpointStore for InMemoryBackend {
+    async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
+        new.validate()?;
+        let now = self.clock.now();
+        let mut state = self.write();
+        let checkpoints = state.checkpoints.entry(scope.clone()).or_default();
+        if checkpoints.contains_key(&new.id) {
+            return Err(MemoryError::AlreadyExists { entity: "checkpoint", id: new.id.to_string() });
+        }
+        let checkpoint = Checkpoint {
+            id: new.id.clone(),
+            workflow: new.workflow,
+            status: new.status,
+            state: new.state,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        checkpoints.insert(new.id, checkpoint.clone());
+        Ok(checkpoint)
+    }
+
+    async fn get_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {
+        self.read()
+            .checkpoints
+            .get(scope)
+            .and_then(|c| c.get(id))
+            .cloned()
+            .ok_or_else(|| MemoryError::not_found("checkpoint", id.as_str()))
+    }
+
+    async fn update_checkpoint(
+        &self,
+        scope: &Scope,
+        id: &CheckpointId,
+        update: CheckpointUpdate,
+    ) -> Result<Checkpoint> {
+        let now = self.clock.now();
+        let mut state = self.write();
+        let checkpoint = state
+            .checkpoints
+            .get_mut(scope)
+            .and_then(|c| c.get_mut(id))
+            .ok_or_else(|| MemoryError::not_found("checkpoint", id.as_str()))?;
+        update.check_version(checkpoint.version)?;
+        checkpoint.status = update.status;
+        checkpoint.state = update.state;
+        checkpoint.version += 1;
+        checkpoint.updated_at = now;
+        Ok(checkpoint.clone())
+    }
+
+    async fn list_suspended(&self, scope: &Scope, workflow: Option<&str>) -> Result<Vec<Checkpoint>> {
+        let state = self.read();
+        let mut suspended: Vec<Checkpoint> = state
+            .checkpoints
+            .get(scope)
+            .into_iter()
+            .flat_map(HashMap::values)
+            .filter(|c| c.status == CheckpointStatus::Suspended && workflow.is_none_or(|w| c.workflow == w))
+            .cloned()
+            .collect();
+        suspended.sort_by(|a, b| (a.updated_at, &a.id).cmp(&(b.updated_at, &b.id)));
+        Ok(suspended)
+    }
+
+    async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
+        Ok(self.write().checkpoints.get_mut(scope).and_then(|c| c.remove(id)).is_some())
+    }
+}
+
+#[async_trait]
+impl CacheStore for InMemoryBackend {
+    async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
+        validate_identifier("cache key", key)?;
+        let now = self.clock.now();
+        let state = self.read();
+        Ok(state
+            .cache
+            .get(&(namespace.clone(), key.to_owned()))
+            .filter(|(_, expires)| expires.is_none_or(|at| at > now))
+            .map(|(value, _)| value.clone()))
+    }
+
+    async fn cache_set(&self, namespace: &Namespace, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<()> {
+        validate_identifier("cache key", key)?;
+        let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
+        let mut state = self.write();
+        state.cache.retain(|_, (_, at)| at.is_none_or(|at| at > self.clock.now()));
+        state.cache.insert((namespace.clone(), key.to_owned()), (value, expires));
+        Ok(())
+    }
+
+    async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
+        validate_identifier("cache key", key)?;
+        let now = self.clock.now();
+        let removed = self.write().cache.remove(&(namespace.clone(), key.to_owned()));
+        Ok(removed.is_some_and(|(_, expires)| expires.is_none_or(|at| at > now)))
+    }
+}
+
+#[async_trait]
+impl MemoryBackend for InMemoryBackend {
+    fn backend_name(&self) -> &'static str {
+        NAME
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            vector_search: VectorSearch::Exact,
+            full_text: false,
+            native_ttl: false,
+            durability: Durability::Volatile,
+            max_batch: None,
+            cluster: false,
+        }
+    }
+
+    async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("forget_all")?;
+        let mut state = self.write();
+        let mut receipt = DeletionReceipt::default();
+        for entry in state.conversations.remove(scope).into_iter().flat_map(BTreeMap::into_values) {
+            receipt.conversations += 1;
+            receipt.messages += entry.messages.len() as u64;
+            receipt.cursors += entry.cursors.len() as u64;
+            receipt.working_memory += u64::from(entry.working_memory.is_some());
+        }
+        receipt.working_memory += u64::from(state.user_working_memory.remove(scope).flatten().is_some());
+        receipt.facts = state.facts.remove(scope).map_or(0, |f| f.len() as u64);
+        for collection in state.collections.values_mut() {
+            receipt.vectors += collection.records.remove(scope).map_or(0, |r| r.len() as u64);
+        }
+        receipt.checkpoints = state.checkpoints.remove(scope).map_or(0, |c| c.len() as u64);
+        Ok(receipt)
+    }
+}

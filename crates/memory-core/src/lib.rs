@@ -1,0 +1,49 @@
+#![doc = include_str!("../README.md")]
+#![deny(unsafe_code)]
+
+pub mod backend;
+pub mod cache;
+pub mod capabilities;
+pub mod checkpoint;
+pub mod continuation;
+pub mod conversation;
+pub mod error;
+pub mod fact;
+pub mod filter;
+pub mod in_memory;
+pub mod lexical;
+pub mod message;
+pub mod page;
+pub mod sanitize;
+pub mod scope;
+pub mod similarity;
+pub mod time;
+pub mod vector;
+pub mod working;
+
+pub use backend::{DeletionReceipt, MemoryBackend};
+pub use cache::CacheStore;
+pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
+pub use checkpoint::{Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint};
+pub use continuation::{
+    assert_valid_continuation, validate_continuation, ContinuationError, ContinuationOptions, RejectionCode, Verdict,
+};
+pub use conversation::{
+    AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore, ConversationUpdate,
+    LoadOptions, NewConversation,
+};
+pub use error::{BoxError, MemoryError, Result};
+pub use fact::{
+    Fact, FactQuery, FactSource, FactStore, NewFact, RecallQuery, RememberOptions, RememberOutcome,
+    RememberStatus, ScoredFact,
+};
+pub use filter::{FieldPath, Filter, FilterValue};
+pub use in_memory::InMemoryBackend;
+pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
+pub use page::Page;
+pub use sanitize::{is_replay_safe, sanitize_conversation};
+pub use scope::{CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, Subject, VectorId};
+pub use similarity::Metric;
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use vector::{CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore};
+pub use working::{WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate};

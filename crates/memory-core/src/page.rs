@@ -1,0 +1,98 @@
+//! Keyset pagination shared by the list operations.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MemoryError, Result};
+use crate::time::Timestamp;
+
+/// One page of a listing and the cursor to the next.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// The items, in the listing's order.
+    pub items: Vec<T>,
+    /// Pass to the next call to continue; `None` when this page is the last.
+    pub next_cursor: Option<String>,
+}
+
+/// Default page size when a listing gives none.
+pub const DEFAULT_PAGE_SIZE: usize = 50;
+/// Largest page a listing returns.
+pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// The position after which a newest-first listing continues: `(created_at, id)` of the last item.
+///
+/// Listings order by `created_at` descending then id descending, so items inserted while a caller
+/// pages (which are newer) never shift later pages: the cursor is stable under concurrent inserts.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cursor {
+    /// `created_at` of the last item returned.
+    pub created_at: Timestamp,
+    /// Id of the last item returned.
+    pub id: String,
+}
+
+impl Cursor {
+    /// Encodes as the opaque string handed to callers.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.created_at.as_millis(), self.id)
+    }
+
+    /// Decodes a string made by [`Cursor::encode`]; anything else is `InvalidInput`.
+    pub fn decode(text: &str) -> Result<Self> {
+        let bad = || MemoryError::invalid(format!("malformed cursor {text:?}"));
+        let (millis, id) = text.split_once(':').ok_or_else(bad)?;
+        let millis: i64 = millis.parse().map_err(|_| bad())?;
+        if id.is_empty() {
+            return Err(bad());
+        }
+        Ok(Self { created_at: Timestamp::from_millis(millis), id: id.to_owned() })
+    }
+
+    /// Whether an item at `(created_at, id)` comes after this cursor in newest-first order.
+    pub fn precedes(&self, created_at: Timestamp, id: &str) -> bool {
+        (created_at, id) < (self.created_at, self.id.as_str())
+    }
+}
+
+/// Checks and defaults a page size.
+pub fn page_size(limit: Option<usize>) -> Result<usize> {
+    match limit {
+        None => Ok(DEFAULT_PAGE_SIZE),
+        Some(0) => Err(MemoryError::invalid("page limit must be at least 1")),
+        Some(n) if n > MAX_PAGE_SIZE => {
+            Err(MemoryError::invalid(format!("page limit {n} exceeds {MAX_PAGE_SIZE}")))
+        }
+        Some(n) => Ok(n),
+    }
+}
+
+/// Pages items already sorted newest first (`created_at` desc, id desc) after `cursor`.
+///
+/// Shared by backends that list in memory so every backend pages identically.
+pub fn page_newest_first<T>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> (Timestamp, &str),
+    cursor: Option<&str>,
+    limit: Option<usize>,
+) -> Result<Page<T>> {
+    let limit = page_size(limit)?;
+    let cursor = cursor.map(Cursor::decode).transpose()?;
+    let mut items: Vec<T> = items
+        .into_iter()
+        .filter(|item| {
+            let (created_at, id) = key(item);
+            cursor.as_ref().is_none_or(|c| c.precedes(created_at, id))
+        })
+        .take(limit + 1)
+        .collect();
+    let next_cursor = if items.len() > limit {
+        items.truncate(limit);
+        items.last().map(|last| {
+            let (created_at, id) = key(last);
+            Cursor { created_at, id: id.to_owned() }.encode()
+        })
+    } else {
+        None
+    };
+    Ok(Page { items, next_cursor })
+}

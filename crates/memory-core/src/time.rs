@@ -1,0 +1,112 @@
+//! Timestamps and the injectable clock that decides "now" for TTL and expiry.
+
+use std::fmt;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+/// Milliseconds since the Unix epoch (UTC).
+///
+/// Millisecond precision is what every backend stores exactly (Postgres, SQLite and Redis alike),
+/// so a timestamp round-trips unchanged everywhere.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    /// The epoch.
+    pub const EPOCH: Self = Self(0);
+
+    /// From milliseconds since the epoch.
+    pub const fn from_millis(millis: i64) -> Self {
+        Self(millis)
+    }
+
+    /// Milliseconds since the epoch.
+    pub const fn as_millis(self) -> i64 {
+        self.0
+    }
+
+    /// The wall clock now.
+    pub fn now() -> Self {
+        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        Self(i64::try_from(millis).unwrap_or(i64::MAX))
+    }
+
+    /// This instant plus a duration, saturating.
+    #[must_use]
+    pub fn saturating_add(self, duration: Duration) -> Self {
+        let millis = i64::try_from(duration.as_millis()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_add(millis))
+    }
+}
+
+impl fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Timestamp({}ms)", self.0)
+    }
+}
+
+impl From<SystemTime> for Timestamp {
+    fn from(time: SystemTime) -> Self {
+        match time.duration_since(UNIX_EPOCH) {
+            Ok(d) => Self(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            Err(e) => Self(-i64::try_from(e.duration().as_millis()).unwrap_or(i64::MAX)),
+        }
+    }
+}
+
+/// The source of "now" for a store: expiry of facts and cache entries is decided by it, never by
+/// the database server's clock, so tests can move time and every backend agrees.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// The current instant.
+    fn now(&self) -> Timestamp;
+}
+
+/// The wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// A clock that only moves when told to; for tests of TTL and expiry.
+///
+/// Clones share the same instant.
+#[derive(Debug, Clone)]
+pub struct ManualClock(Arc<AtomicI64>);
+
+impl ManualClock {
+    /// A clock standing at `start`.
+    pub fn new(start: Timestamp) -> Self {
+        Self(Arc::new(AtomicI64::new(start.as_millis())))
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, by: Duration) {
+        let millis = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.0.fetch_add(millis, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to an instant.
+    pub fn set(&self, to: Timestamp) {
+        self.0.store(to.as_millis(), Ordering::SeqCst);
+    }
+}
+
+impl Default for ManualClock {
+    fn default() -> Self {
+        Self::new(Timestamp::now())
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        Timestamp(self.0.load(Ordering::SeqCst))
+    }
+}
