@@ -1,0 +1,328 @@
+//! Scenarios of [`FactStore`](memory_core::FactStore).
+
+use std::time::Duration;
+
+use memory_core::fact::rank_facts;
+use memory_core::{
+    FactId, FactQuery, FactSource, FactStore, MessageId, NewFact, RecallQuery, RememberOptions, RememberStatus,
+};
+
+use crate::support::{cid, unit_vector, ResultExt};
+use crate::Ctx;
+
+async fn remember(ctx: &Ctx, fact: NewFact) -> memory_core::RememberOutcome {
+    ctx.backend().remember(ctx.scope(), fact, RememberOptions::default()).await.must("remember")
+}
+
+async fn recall(ctx: &Ctx, query: RecallQuery) -> Vec<memory_core::ScoredFact> {
+    FactStore::recall(ctx.backend(), ctx.scope(), query).await.must("recall")
+}
+
+fn texts(hits: &[memory_core::ScoredFact]) -> Vec<&str> {
+    hits.iter().map(|h| h.fact.text.as_str()).collect()
+}
+
+fn scored(text: &str, score: f32) -> NewFact {
+    NewFact { score: Some(score), ..NewFact::new(text) }
+}
+
+/// A remembered fact keeps every field and reads back.
+pub async fn remember_stores_every_field(ctx: &Ctx) {
+    let new = NewFact {
+        text: "Prefers TypeScript strict mode".into(),
+        kind: Some("preference".into()),
+        key: Some("ts-mode".into()),
+        tags: vec!["code".into(), "style".into()],
+        score: Some(0.9),
+        source: Some(FactSource { conversation_id: cid("c-1"), message_ids: vec![MessageId::new("m-1").unwrap()] }),
+        embedding: None,
+        expires_at: Some(ctx.clock_now().saturating_add(Duration::from_secs(3600))),
+    };
+    let outcome = remember(ctx, new.clone()).await;
+    assert_eq!(outcome.status, RememberStatus::Created);
+    let fact = ctx.backend().get_fact(ctx.scope(), &outcome.fact.id).await.must("get");
+    assert_eq!(fact, outcome.fact);
+    assert_eq!((&fact.text, &fact.kind, &fact.key), (&new.text, &new.kind, &new.key));
+    assert_eq!((&fact.tags, fact.score, &fact.source), (&new.tags, new.score, &new.source));
+    assert_eq!(fact.expires_at, new.expires_at);
+    assert_eq!(fact.created_at, ctx.clock_now());
+    assert!(fact.is_current());
+}
+
+/// Identical text (same key or both keyless) is a duplicate: one fact, nothing changes.
+pub async fn remember_identical_text_is_a_duplicate(ctx: &Ctx) {
+    let first = remember(ctx, NewFact::new("Allergic to peanuts")).await;
+    let second = remember(ctx, NewFact::new("Allergic to peanuts")).await;
+    assert_eq!(second.status, RememberStatus::Duplicate);
+    assert_eq!(second.fact.id, first.fact.id);
+    let page = ctx.backend().list_facts(ctx.scope(), FactQuery::default()).await.must("list");
+    assert_eq!(page.items.len(), 1);
+}
+
+/// A new text for a key supersedes the current fact and keeps it as history.
+pub async fn remember_with_key_supersedes_and_keeps_history(ctx: &Ctx) {
+    let keyed = |t: &str| NewFact { key: Some("city".into()), ..NewFact::new(t) };
+    let old = remember(ctx, keyed("Lives in Paris")).await.fact;
+    ctx.clock().advance(Duration::from_secs(1));
+    let outcome = remember(ctx, keyed("Lives in Berlin")).await;
+    assert_eq!(outcome.status, RememberStatus::Superseded { previous: old.id.clone() });
+    let old_now = ctx.backend().get_fact(ctx.scope(), &old.id).await.must("get old");
+    assert_eq!(old_now.superseded_by.as_ref(), Some(&outcome.fact.id));
+    assert_eq!(old_now.valid_to, Some(ctx.clock_now()));
+    assert!(!old_now.is_current() && outcome.fact.is_current());
+    let again = remember(ctx, keyed("Lives in Berlin")).await;
+    assert_eq!(again.status, RememberStatus::Duplicate);
+}
+
+/// History lists every version of a key, oldest first, the current one last.
+pub async fn history_lists_versions_oldest_first(ctx: &Ctx) {
+    for city in ["Paris", "Berlin", "Oslo"] {
+        remember(ctx, NewFact { key: Some("city".into()), ..NewFact::new(format!("Lives in {city}")) }).await;
+        ctx.clock().advance(Duration::from_secs(1));
+    }
+    remember(ctx, NewFact { key: Some("job".into()), ..NewFact::new("Engineer") }).await;
+    let history = ctx.backend().history(ctx.scope(), "city").await.must("history");
+    let texts: Vec<_> = history.iter().map(|f| f.text.as_str()).collect();
+    assert_eq!(texts, ["Lives in Paris", "Lives in Berlin", "Lives in Oslo"]);
+    assert!(history[..2].iter().all(|f| !f.is_current()) && history[2].is_current());
+    assert!(ctx.backend().history(ctx.scope(), "unknown").await.must("unknown").is_empty());
+}
+
+/// Superseded facts are never recalled.
+pub async fn superseded_facts_are_not_recalled(ctx: &Ctx) {
+    let keyed = |t: &str| NewFact { key: Some("editor".into()), ..NewFact::new(t) };
+    remember(ctx, keyed("Editor choice is vim")).await;
+    remember(ctx, keyed("Editor choice is emacs")).await;
+    let hits = recall(ctx, RecallQuery::text("editor choice")).await;
+    assert_eq!(texts(&hits), ["Editor choice is emacs"]);
+}
+
+/// Recall equals the core's reference ranking on a varied corpus and several queries.
+pub async fn recall_matches_lexical_definition(ctx: &Ctx) {
+    let corpus = [
+        ("Project Foo deploys to fly.io us-east", Some(0.9)),
+        ("Foo uses PostgreSQL 16 with pgvector", Some(0.8)),
+        ("Prefers dark mode in every editor", None),
+        ("The deploy pipeline for Foo runs nightly", Some(0.5)),
+        ("Straße names in München are hard", Some(0.7)),
+        ("STRASSE is not the same token as straße", Some(0.7)),
+        ("東京都 office opens at nine", Some(0.6)),
+        ("Uses an M1 Mac; ok with x86 builds", Some(0.4)),
+        ("foo-bar_baz tokens: foo bar baz", None),
+    ];
+    let mut facts = Vec::new();
+    for (i, (text, score)) in corpus.iter().enumerate() {
+        ctx.clock().advance(Duration::from_millis(1 + i as u64));
+        facts.push(remember(ctx, NewFact { score: *score, ..NewFact::new(*text) }).await.fact);
+    }
+    for query in ["where does foo deploy", "FOO", "straße münchen", "東京都", "mac builds x86", "bar baz qux", "to a"] {
+        let q = RecallQuery { limit: Some(20), ..RecallQuery::text(query) };
+        let got = recall(ctx, q.clone()).await;
+        let want = rank_facts(&q, facts.iter().cloned());
+        let got_ids: Vec<_> = got.iter().map(|h| (&h.fact.id, h.relevance)).collect();
+        let want_ids: Vec<_> = want.iter().map(|h| (&h.fact.id, h.relevance)).collect();
+        assert_eq!(got_ids, want_ids, "query {query:?}");
+    }
+}
+
+/// Order: relevance, then score (none last), then newest, then id.
+pub async fn recall_orders_by_relevance_score_then_recency(ctx: &Ctx) {
+    remember(ctx, scored("alpha beta gamma", 0.1)).await;
+    ctx.clock().advance(Duration::from_millis(5));
+    remember(ctx, scored("alpha only old", 0.9)).await;
+    ctx.clock().advance(Duration::from_millis(5));
+    remember(ctx, scored("alpha only new", 0.9)).await;
+    remember(ctx, NewFact::new("alpha without score")).await;
+    remember(ctx, scored("alpha low", 0.2)).await;
+    let hits = recall(ctx, RecallQuery::text("alpha beta")).await;
+    assert_eq!(texts(&hits), ["alpha beta gamma", "alpha only new", "alpha only old", "alpha low", "alpha without score"]);
+    assert!((hits[0].relevance - 1.0).abs() < 1e-9 && (hits[1].relevance - 0.5).abs() < 1e-9);
+}
+
+/// Tokens shorter than 3 characters never match; punctuation splits tokens.
+pub async fn recall_ignores_short_tokens_and_splits_on_punctuation(ctx: &Ctx) {
+    remember(ctx, NewFact::new("go to db at 9")).await;
+    remember(ctx, NewFact::new("user's e-mail: alice@example.com")).await;
+    assert!(recall(ctx, RecallQuery::text("go db at")).await.is_empty());
+    assert_eq!(texts(&recall(ctx, RecallQuery::text("example")).await), ["user's e-mail: alice@example.com"]);
+    assert_eq!(texts(&recall(ctx, RecallQuery::text("ALICE")).await).len(), 1);
+    assert!(recall(ctx, RecallQuery::text("exam")).await.is_empty(), "no prefix matching");
+}
+
+/// Matching is case-insensitive over Unicode.
+pub async fn recall_is_case_insensitive_over_unicode(ctx: &Ctx) {
+    remember(ctx, NewFact::new("ÄRGER mit ОКНО")).await;
+    assert_eq!(recall(ctx, RecallQuery::text("ärger")).await.len(), 1);
+    assert_eq!(recall(ctx, RecallQuery::text("окно")).await.len(), 1);
+}
+
+/// `limit` caps the result (default 10).
+pub async fn recall_respects_limit(ctx: &Ctx) {
+    for i in 0..15 {
+        remember(ctx, NewFact::new(format!("shared token number {i}"))).await;
+    }
+    assert_eq!(recall(ctx, RecallQuery::text("shared")).await.len(), 10);
+    assert_eq!(recall(ctx, RecallQuery { limit: Some(3), ..RecallQuery::text("shared") }).await.len(), 3);
+}
+
+/// Tags filter with all-of semantics; kind filters exactly.
+pub async fn recall_filters_by_tags_and_kind(ctx: &Ctx) {
+    remember(ctx, NewFact { tags: vec!["work".into(), "infra".into()], kind: Some("note".into()), ..NewFact::new("deploy on friday") }).await;
+    remember(ctx, NewFact { tags: vec!["work".into()], ..NewFact::new("deploy checklist") }).await;
+    remember(ctx, NewFact { tags: vec!["home".into()], kind: Some("note".into()), ..NewFact::new("deploy the garden") }).await;
+    let q = |tags: &[&str], kind: Option<&str>| RecallQuery {
+        tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+        kind: kind.map(Into::into),
+        ..RecallQuery::text("deploy")
+    };
+    assert_eq!(recall(ctx, q(&["work"], None)).await.len(), 2);
+    assert_eq!(texts(&recall(ctx, q(&["work", "infra"], None)).await), ["deploy on friday"]);
+    assert_eq!(recall(ctx, q(&[], Some("note"))).await.len(), 2);
+    assert_eq!(texts(&recall(ctx, q(&["home"], Some("note"))).await), ["deploy the garden"]);
+    assert!(recall(ctx, q(&["nope"], None)).await.is_empty());
+}
+
+/// `min_score` excludes lower-scored and unscored facts.
+pub async fn recall_min_score_excludes_low_and_unscored(ctx: &Ctx) {
+    remember(ctx, scored("coffee black", 0.9)).await;
+    remember(ctx, scored("coffee with milk", 0.6)).await;
+    remember(ctx, NewFact::new("coffee unknown")).await;
+    let hits = recall(ctx, RecallQuery { min_score: Some(0.7), ..RecallQuery::text("coffee") }).await;
+    assert_eq!(texts(&hits), ["coffee black"]);
+}
+
+/// A query without tokens recalls nothing; a query with neither text nor vector is invalid.
+pub async fn recall_without_tokens_returns_nothing(ctx: &Ctx) {
+    remember(ctx, NewFact::new("anything at all")).await;
+    assert!(recall(ctx, RecallQuery::text("?! a b")).await.is_empty());
+    FactStore::recall(ctx.backend(), ctx.scope(), RecallQuery::default()).await.must_be_invalid("no query");
+}
+
+/// Expired facts are never returned by get, list, recall or history.
+pub async fn expired_facts_are_never_returned(ctx: &Ctx) {
+    let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_secs(60)));
+    let fact = remember(ctx, NewFact { expires_at, key: Some("k".into()), ..NewFact::new("temporary token") }).await.fact;
+    remember(ctx, NewFact::new("permanent token")).await;
+    assert_eq!(recall(ctx, RecallQuery::text("token")).await.len(), 2);
+    ctx.clock().advance(Duration::from_secs(61));
+    assert_eq!(texts(&recall(ctx, RecallQuery::text("token")).await), ["permanent token"]);
+    ctx.backend().get_fact(ctx.scope(), &fact.id).await.must_be_not_found("get expired");
+    let page = ctx.backend().list_facts(ctx.scope(), FactQuery::default()).await.must("list");
+    assert_eq!(page.items.len(), 1);
+    assert!(ctx.backend().history(ctx.scope(), "k").await.must("history").is_empty());
+}
+
+/// `max_facts` evicts lowest score first, then oldest; never the new fact.
+pub async fn max_facts_evicts_lowest_score_then_oldest(ctx: &Ctx) {
+    let options = |n| RememberOptions { max_facts: Some(n) };
+    let b = ctx.backend();
+    let mut ids = Vec::new();
+    for (text, score) in [("one", Some(0.5)), ("two", Some(0.2)), ("three", Some(0.2)), ("four", None), ("five", Some(0.9))] {
+        ctx.clock().advance(Duration::from_millis(3));
+        let f = NewFact { score, ..NewFact::new(text) };
+        ids.push(b.remember(ctx.scope(), f, RememberOptions::default()).await.must("seed").fact.id);
+    }
+    ctx.clock().advance(Duration::from_millis(3));
+    let outcome = b.remember(ctx.scope(), scored("six", 0.0), options(3)).await.must("evict");
+    // order: four (no score), two (0.2, older), three (0.2, newer), one, five
+    assert_eq!(outcome.evicted, vec![ids[3].clone(), ids[1].clone(), ids[2].clone()]);
+    let left: Vec<FactId> = b.list_facts(ctx.scope(), FactQuery::default()).await.must("list").items.into_iter().map(|f| f.id).collect();
+    assert_eq!(left.len(), 3);
+    assert!(left.contains(&outcome.fact.id), "the new fact is never evicted");
+    b.remember(ctx.scope(), NewFact::new("x"), options(0)).await.must_be_invalid("max_facts 0");
+}
+
+/// Reading a missing fact is `NotFound`.
+pub async fn get_missing_fact_is_not_found(ctx: &Ctx) {
+    ctx.backend().get_fact(ctx.scope(), &FactId::new("missing").unwrap()).await.must_be_not_found("get");
+}
+
+/// Listing is newest first, pages with a cursor, hides history unless asked, and filters.
+pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
+    for i in 0..7 {
+        ctx.clock().advance(Duration::from_millis(1));
+        let tags = if i % 2 == 0 { vec!["even".into()] } else { Vec::new() };
+        remember(ctx, NewFact { tags, ..NewFact::new(format!("fact {i}")) }).await;
+    }
+    remember(ctx, NewFact { key: Some("k".into()), ..NewFact::new("v1") }).await;
+    remember(ctx, NewFact { key: Some("k".into()), ..NewFact::new("v2") }).await;
+    let b = ctx.backend();
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = b.list_facts(ctx.scope(), FactQuery { limit: Some(3), cursor: cursor.take(), ..FactQuery::default() }).await.must("page");
+        seen.extend(page.items.into_iter().map(|f| (f.created_at, f.id)));
+        if page.next_cursor.is_none() {
+            break;
+        }
+        cursor = page.next_cursor;
+    }
+    assert_eq!(seen.len(), 8, "7 + the current version of k");
+    let mut sorted = seen.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(seen, sorted);
+    let all = b.list_facts(ctx.scope(), FactQuery { include_superseded: true, ..FactQuery::default() }).await.must("all");
+    assert_eq!(all.items.len(), 9);
+    let even = b.list_facts(ctx.scope(), FactQuery { tags: vec!["even".into()], ..FactQuery::default() }).await.must("even");
+    assert_eq!(even.items.len(), 4);
+    let bad = FactQuery { cursor: Some("garbage".into()), ..FactQuery::default() };
+    b.list_facts(ctx.scope(), bad).await.must_be_invalid("bad cursor");
+}
+
+/// Forget removes a fact and reports whether it existed.
+pub async fn forget_removes_a_fact(ctx: &Ctx) {
+    let fact = remember(ctx, NewFact::new("to be forgotten")).await.fact;
+    assert!(ctx.backend().forget(ctx.scope(), &fact.id).await.must("forget"));
+    assert!(!ctx.backend().forget(ctx.scope(), &fact.id).await.must("forget again"));
+    ctx.backend().get_fact(ctx.scope(), &fact.id).await.must_be_not_found("get forgotten");
+    assert!(recall(ctx, RecallQuery::text("forgotten")).await.is_empty());
+}
+
+/// Empty text, out-of-range scores, bad identifiers and bad embeddings are `InvalidInput`.
+pub async fn remember_rejects_invalid_input(ctx: &Ctx) {
+    let b = ctx.backend();
+    let bad = [
+        NewFact::new("   "),
+        scored("x", 1.5),
+        scored("x", -0.1),
+        NewFact { key: Some(String::new()), ..NewFact::new("x") },
+        NewFact { tags: vec!["nul\0tag".into()], ..NewFact::new("x") },
+        NewFact { embedding: Some(vec![f32::NAN, 1.0]), ..NewFact::new("x") },
+        NewFact { embedding: Some(vec![0.0, 0.0]), ..NewFact::new("x") },
+    ];
+    for fact in bad {
+        let what = format!("{fact:?}");
+        b.remember(ctx.scope(), fact, RememberOptions::default()).await.must_be_invalid(&what);
+    }
+    assert!(b.list_facts(ctx.scope(), FactQuery::default()).await.must("list").items.is_empty());
+}
+
+/// Semantic recall ranks facts by cosine similarity of their embeddings.
+pub async fn semantic_recall_ranks_by_cosine(ctx: &Ctx) {
+    let query = unit_vector(16, 1);
+    let near: Vec<f32> = query.iter().map(|x| x + 0.01).collect();
+    let far = unit_vector(16, 99);
+    remember(ctx, NewFact { embedding: Some(far), ..NewFact::new("far away") }).await;
+    remember(ctx, NewFact { embedding: Some(near), ..NewFact::new("close by") }).await;
+    remember(ctx, NewFact::new("no embedding")).await;
+    let hits = recall(ctx, RecallQuery { vector: Some(query), ..RecallQuery::default() }).await;
+    assert_eq!(texts(&hits), ["close by", "far away"]);
+    assert!(hits[0].relevance > 0.99);
+}
+
+/// Hybrid recall fuses lexical and semantic ranks (RRF), matching the reference.
+pub async fn hybrid_recall_fuses_ranks(ctx: &Ctx) {
+    let query = unit_vector(8, 7);
+    let mut facts = Vec::new();
+    for (i, text) in ["rust memory store", "rust compiler", "gardening tips", "memory palace"].iter().enumerate() {
+        let embedding = if i == 2 { query.clone() } else { unit_vector(8, 100 + i as u64) };
+        ctx.clock().advance(Duration::from_millis(1));
+        facts.push(remember(ctx, NewFact { embedding: Some(embedding), ..NewFact::new(*text) }).await.fact);
+    }
+    let q = RecallQuery { vector: Some(query), ..RecallQuery::text("rust memory") };
+    let got = recall(ctx, q.clone()).await;
+    let want = rank_facts(&q, facts);
+    assert_eq!(texts(&got), texts(&want));
+    assert_eq!(got.len(), 4, "lexical ∪ semantic");
+    assert_eq!(got[0].fact.text, "rust memory store");
+}

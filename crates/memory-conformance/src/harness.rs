@@ -1,0 +1,259 @@
+//! Running one scenario against a backend: fresh scope, clock, skips, requirements, report.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use memory_core::{
+    Capabilities, Clock, ManualClock, MemoryBackend, MemoryError, Namespace, Scope, Timestamp, VectorSearch,
+};
+
+/// A boxed future, as returned by factories and scenarios.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why a factory could not make a backend.
+#[derive(Debug)]
+pub enum SetupError {
+    /// The service is not reachable (no URL, no Docker): a named skip, or a failure when
+    /// `MEMORY_TEST_REQUIRE` names the backend.
+    Unreachable(String),
+    /// The service was reached but setting up failed: always a failure.
+    Failed(MemoryError),
+}
+
+impl From<MemoryError> for SetupError {
+    fn from(e: MemoryError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// What every scenario gets: a fresh backend handle, its clock, and scopes no other run uses.
+pub struct Ctx {
+    backend: Arc<dyn MemoryBackend>,
+    clock: ManualClock,
+    namespace: Namespace,
+    scope: Scope,
+    other: Scope,
+}
+
+fn random_word(len: usize) -> String {
+    (0..len).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect()
+}
+
+impl Ctx {
+    /// A context over `backend` (which must have been built with `clock`), with a random
+    /// namespace and two random subjects, so runs never collide and never wipe shared data.
+    pub fn new(backend: Arc<dyn MemoryBackend>, clock: ManualClock) -> Self {
+        let namespace = Namespace::new(format!("t{}", random_word(12))).expect("valid namespace");
+        let scope = Scope::from_parts(namespace.clone(), Some(subject(&format!("alice-{}", random_word(8)))));
+        let other = Scope::from_parts(namespace.clone(), Some(subject(&format!("bob-{}", random_word(8)))));
+        Self { backend, clock, namespace, scope, other }
+    }
+
+    /// The backend under test.
+    pub fn backend(&self) -> &dyn MemoryBackend {
+        self.backend.as_ref()
+    }
+
+    /// A shared handle to the backend (for concurrent scenarios).
+    pub fn backend_arc(&self) -> Arc<dyn MemoryBackend> {
+        Arc::clone(&self.backend)
+    }
+
+    /// The backend's capabilities.
+    pub fn capabilities(&self) -> Capabilities {
+        self.backend.capabilities()
+    }
+
+    /// The clock the backend was built with.
+    pub fn clock(&self) -> &ManualClock {
+        &self.clock
+    }
+
+    /// The scenario's namespace (random).
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The main subject's scope.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// Another subject in the same namespace.
+    pub fn other_scope(&self) -> &Scope {
+        &self.other
+    }
+
+    /// The clock's current instant.
+    pub fn clock_now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The namespace-wide shared scope.
+    pub fn shared_scope(&self) -> Scope {
+        Scope::from_parts(self.namespace.clone(), None)
+    }
+
+    /// The main subject in another (random) namespace.
+    pub fn foreign_namespace_scope(&self) -> Scope {
+        let namespace = Namespace::new(format!("t{}", random_word(12))).expect("valid namespace");
+        Scope::from_parts(namespace, self.scope.subject().cloned())
+    }
+}
+
+fn subject(s: &str) -> memory_core::Subject {
+    memory_core::Subject::new(s).expect("valid subject")
+}
+
+/// A capability a scenario needs; a backend without it gets a named skip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requirement {
+    /// Runs everywhere.
+    None,
+    /// Needs vector search (exact or approximate).
+    Vectors,
+    /// Needs exact vector search.
+    ExactVectors,
+    /// Needs an approximate index (checks its recall).
+    ApproximateVectors,
+    /// Runs only where vector search is absent (checks it is refused).
+    NoVectors,
+}
+
+impl Requirement {
+    /// `Err(reason)` when the capabilities exclude the scenario.
+    pub fn check(self, caps: &Capabilities) -> Result<(), &'static str> {
+        match (self, caps.vector_search) {
+            (Self::None, _)
+            | (Self::Vectors, VectorSearch::Exact | VectorSearch::Approximate(_))
+            | (Self::ExactVectors, VectorSearch::Exact)
+            | (Self::ApproximateVectors, VectorSearch::Approximate(_))
+            | (Self::NoVectors, VectorSearch::None) => Ok(()),
+            (Self::Vectors | Self::ExactVectors, VectorSearch::None) => Err("backend declares no vector search"),
+            (Self::ExactVectors, VectorSearch::Approximate(_)) => Err("backend declares approximate vector search"),
+            (Self::ApproximateVectors, _) => Err("backend declares no approximate vector index"),
+            (Self::NoVectors, _) => Err("backend declares vector search"),
+        }
+    }
+}
+
+/// A scenario: a name that reads as a sentence, what it needs, and the function.
+pub struct Scenario {
+    /// `group::name`.
+    pub name: &'static str,
+    /// The capability it needs.
+    pub requires: Requirement,
+    /// The scenario; panics on a violation.
+    pub run: for<'a> fn(&'a Ctx) -> BoxFuture<'a, ()>,
+}
+
+/// How one scenario ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It held.
+    Passed,
+    /// It was violated (or panicked).
+    Failed,
+    /// It was skipped by name.
+    Skipped,
+}
+
+/// Whether `MEMORY_TEST_REQUIRE` (comma-separated backend names, or `all`) names the backend.
+pub fn is_required(backend: &str) -> bool {
+    std::env::var("MEMORY_TEST_REQUIRE").is_ok_and(|list| {
+        list.split(',').map(str::trim).any(|name| name == backend || name == "all")
+    })
+}
+
+/// Prints past libtest's output capture, so skips are visible in a normal `cargo test` run.
+fn announce(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
+    let Ok(path) = std::env::var("MEMORY_CONFORMANCE_REPORT") else { return };
+    let line = serde_json::json!({
+        "backend": backend,
+        "scenario": scenario,
+        "outcome": format!("{outcome:?}").to_lowercase(),
+        "reason": reason,
+    });
+    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// Runs the scenario `name` against a backend made by `factory`; what the suite's tests call.
+///
+/// Skips (printed as `SKIP <scenario>: <reason>`) when the backend's capabilities exclude the
+/// scenario or its service is unreachable and not required; panics when the scenario fails, the
+/// service is required but unreachable, or the name is unknown.
+pub async fn run_scenario<F>(backend: &str, factory: F, name: &str)
+where
+    F: FnOnce(Arc<dyn Clock>) -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>>,
+{
+    let scenario = crate::SCENARIOS
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("unknown conformance scenario {name}"));
+    let clock = ManualClock::new(Timestamp::now());
+    let made = match factory(Arc::new(clock.clone())).await {
+        Ok(made) => made,
+        Err(SetupError::Unreachable(reason)) if !is_required(backend) => {
+            announce(&format!("SKIP {name}: {backend} unreachable: {reason}"));
+            record(backend, name, Outcome::Skipped, &format!("unreachable: {reason}"));
+            return;
+        }
+        Err(error) => {
+            record(backend, name, Outcome::Failed, &format!("setup: {error:?}"));
+            panic!("{backend}: cannot set up the backend for {name}: {error:?} (MEMORY_TEST_REQUIRE names it)");
+        }
+    };
+    if let Err(reason) = scenario.requires.check(&made.capabilities()) {
+        announce(&format!("SKIP {name}: {reason}"));
+        record(backend, name, Outcome::Skipped, reason);
+        return;
+    }
+    let ctx = Ctx::new(made, clock);
+    let run = scenario.run;
+    let result = tokio::spawn(async move { run(&ctx).await }).await;
+    match result {
+        Ok(()) => record(backend, name, Outcome::Passed, ""),
+        Err(error) => {
+            let reason = if error.is_panic() { "panicked" } else { "cancelled" };
+            record(backend, name, Outcome::Failed, reason);
+            match error.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(error) => panic!("{name}: {error}"),
+            }
+        }
+    }
+}
+
+/// [`run_scenario`] on a fresh multi-threaded tokio runtime (4 workers); what [`suite!`](crate::suite)'s
+/// tests call, so users need no async test attribute.
+pub fn block_on_scenario<F>(backend: &str, factory: F, name: &str)
+where
+    F: FnOnce(Arc<dyn Clock>) -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>>,
+{
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(run_scenario(backend, factory, name));
+}
+
+/// Checks that the names a suite emits are exactly the canonical scenario list.
+pub fn assert_complete(emitted: &[&str]) {
+    let canonical: std::collections::BTreeSet<&str> = crate::SCENARIOS.iter().map(|s| s.name).collect();
+    let emitted_set: std::collections::BTreeSet<&str> = emitted.iter().copied().collect();
+    let missing: Vec<_> = canonical.difference(&emitted_set).collect();
+    let unknown: Vec<_> = emitted_set.difference(&canonical).collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty() && emitted.len() == canonical.len(),
+        "suite out of date: missing {missing:?}, unknown {unknown:?}"
+    );
+}

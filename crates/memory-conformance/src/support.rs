@@ -1,0 +1,140 @@
+//! Small helpers the scenarios share: message builders, payloads, error-kind assertions.
+
+use std::fmt::Debug;
+
+use memory_core::{
+    AppendOptions, Conversation, ConversationId, MemoryError, Message, MessageId, NewConversation, Part, Role,
+    Scope, Timestamp,
+};
+
+use crate::Ctx;
+
+/// Assertions on the kind of a `Result`'s error.
+pub trait ResultExt<T> {
+    /// The value, or a panic naming `what`.
+    fn must(self, what: &str) -> T;
+    /// Panics unless the error is `NotFound`.
+    fn must_be_not_found(self, what: &str);
+    /// Panics unless the error is `Conflict`; returns it.
+    fn must_be_conflict(self, what: &str) -> MemoryError;
+    /// Panics unless the error is `InvalidInput`.
+    fn must_be_invalid(self, what: &str);
+    /// Panics unless the error is `AlreadyExists`.
+    fn must_be_already_exists(self, what: &str);
+}
+
+impl<T: Debug> ResultExt<T> for Result<T, MemoryError> {
+    fn must(self, what: &str) -> T {
+        self.unwrap_or_else(|e| panic!("{what}: unexpected error {e:?}"))
+    }
+
+    fn must_be_not_found(self, what: &str) {
+        match self {
+            Err(e) if e.is_not_found() => {}
+            other => panic!("{what}: expected NotFound, got {other:?}"),
+        }
+    }
+
+    fn must_be_conflict(self, what: &str) -> MemoryError {
+        match self {
+            Err(e) if e.is_conflict() => e,
+            other => panic!("{what}: expected Conflict, got {other:?}"),
+        }
+    }
+
+    fn must_be_invalid(self, what: &str) {
+        match self {
+            Err(e) if e.is_invalid_input() => {}
+            other => panic!("{what}: expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    fn must_be_already_exists(self, what: &str) {
+        match self {
+            Err(e) if e.is_already_exists() => {}
+            other => panic!("{what}: expected AlreadyExists, got {other:?}"),
+        }
+    }
+}
+
+/// A message with a chosen id.
+pub fn message(id: &str, role: Role, parts: Vec<Part>) -> Message {
+    Message {
+        id: MessageId::new(id).expect("valid id"),
+        role,
+        parts,
+        created_at: Timestamp::from_millis(1_700_000_000_000),
+        metadata: memory_core::Metadata::new(),
+    }
+}
+
+/// A text message with a chosen id.
+pub fn text(id: &str, role: Role, body: &str) -> Message {
+    message(id, role, vec![Part::text(body)])
+}
+
+/// `n` user text messages `prefix-0`, `prefix-1`, ….
+pub fn texts(prefix: &str, n: usize) -> Vec<Message> {
+    (0..n).map(|i| text(&format!("{prefix}-{i}"), Role::User, &format!("{prefix} message {i}"))).collect()
+}
+
+/// An id from text.
+pub fn cid(id: &str) -> ConversationId {
+    ConversationId::new(id).expect("valid id")
+}
+
+/// Creates an empty conversation in `scope`.
+pub async fn conversation(ctx: &Ctx, scope: &Scope) -> Conversation {
+    ctx.backend().create_conversation(scope, NewConversation::default()).await.must("create conversation")
+}
+
+/// Creates a conversation in the main scope and appends `messages`.
+pub async fn conversation_with(ctx: &Ctx, messages: Vec<Message>) -> Conversation {
+    let c = conversation(ctx, ctx.scope()).await;
+    ctx.backend().append(ctx.scope(), &c.id, messages, AppendOptions::default()).await.must("append");
+    c
+}
+
+/// Strings that break naive storage code: quoting, LIKE and JSON-path syntax, escapes, NUL,
+/// ZWJ emoji, right-to-left text, combining marks. Each is named for the failure message.
+pub fn payloads() -> Vec<(&'static str, String)> {
+    vec![
+        ("quotes", r#"it's "quoted" `back` 'single'"#.to_owned()),
+        ("sql comment", "x -- y; DROP TABLE messages; /* z */".to_owned()),
+        ("semicolon", "a;b;;c".to_owned()),
+        ("like wildcards", "100% _under_ %_%".to_owned()),
+        ("json path", "$.a[0].b ->> 'c' #> '{d}'".to_owned()),
+        ("backslash", r"C:\path\to\file \\ \n \u0000 \x00".to_owned()),
+        ("nul", "before\0after\0".to_owned()),
+        ("emoji zwj", "family 👩‍👩‍👧‍👦 flag 🏳️‍🌈 skin 👍🏽".to_owned()),
+        ("rtl", "مرحبا بالعالم \u{202E}desrever\u{202C} שלום".to_owned()),
+        ("combining", "e\u{301} vs é, Å vs A\u{30A}".to_owned()),
+        ("lua and redis", "{hash}:tag* [] ?redis.call('FLUSHALL')".to_owned()),
+        ("control chars", "\t\r\n\u{1b}[31m\u{7f}".to_owned()),
+        ("empty-ish", " ".to_owned()),
+        ("max unicode", "\u{10FFFF}\u{FFFD}\u{FEFF}".to_owned()),
+    ]
+}
+
+/// Payloads usable as identifiers (no NUL, at most 256 bytes).
+pub fn identifier_payloads() -> Vec<(&'static str, String)> {
+    payloads().into_iter().filter(|(_, p)| !p.contains('\0') && !p.trim().is_empty()).collect()
+}
+
+/// One mebibyte of multi-byte text.
+pub fn one_mebibyte() -> String {
+    let unit = "agent memory ✓ 記憶 ";
+    let mut s = unit.repeat((1 << 20) / unit.len() + 1);
+    while s.len() > 1 << 20 {
+        s.pop();
+    }
+    s
+}
+
+/// A deterministic pseudo-random unit vector for seed `i`.
+pub fn unit_vector(dims: usize, seed: u64) -> Vec<f32> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let v: Vec<f32> = (0..dims).map(|_| rng.f32() * 2.0 - 1.0).collect();
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / norm).collect()
+}
