@@ -46,9 +46,10 @@ pub fn sanitize_conversation<M: AsRef<Message> + AsMut<Message>>(messages: Vec<M
     let mut out = Vec::with_capacity(messages.len());
     let mut iter = messages.into_iter().peekable();
     while let Some(mut head) = iter.next() {
+        let was_empty = head.as_ref().parts.is_empty();
         if !has_tool_calls(head.as_ref()) {
-            strip(head.as_mut(), &HashSet::new(), &HashSet::new());
-            push_unless_emptied(&mut out, head, None);
+            strip(head.as_mut(), &mut Answers::default());
+            push_unless_emptied(&mut out, head, was_empty);
             continue;
         }
         let mut run = Vec::new();
@@ -57,11 +58,12 @@ pub fn sanitize_conversation<M: AsRef<Message> + AsMut<Message>>(messages: Vec<M
         }
         let answered = answered_calls(head.as_ref(), &run);
         let (calls, approvals) = keep_answered(head.as_mut(), &answered);
-        push_unless_emptied(&mut out, head, Some(true));
+        push_unless_emptied(&mut out, head, false);
+        let mut answers = Answers { calls, approvals, ..Answers::default() };
         for mut message in run {
             let was_empty = message.as_ref().parts.is_empty();
-            strip(message.as_mut(), &calls, &approvals);
-            push_unless_emptied(&mut out, message, Some(was_empty));
+            strip(message.as_mut(), &mut answers);
+            push_unless_emptied(&mut out, message, was_empty);
         }
     }
     out
@@ -86,13 +88,15 @@ fn answered_calls<M: AsRef<Message>>(head: &Message, run: &[M]) -> HashSet<Strin
         .collect()
 }
 
-/// Keeps in `head` only answered calls (first occurrence) and approval requests for them;
-/// returns the kept call ids and approval ids.
+/// Keeps in `head` only answered calls (first occurrence) and approval requests for them, and
+/// drops results and responses (a turn's head asks, it does not answer); returns the kept call
+/// ids and approval ids.
 fn keep_answered(head: &mut Message, answered: &HashSet<String>) -> (HashSet<String>, HashSet<String>) {
     let mut calls = HashSet::new();
     let mut approvals = HashSet::new();
     head.parts.retain(|p| match p {
         Part::ToolCall { call_id, .. } => answered.contains(call_id) && calls.insert(call_id.clone()),
+        Part::ToolResult { .. } | Part::ApprovalResponse { .. } => false,
         _ => true,
     });
     head.parts.retain(|p| match p {
@@ -104,34 +108,36 @@ fn keep_answered(head: &mut Message, answered: &HashSet<String>) -> (HashSet<Str
     (calls, approvals)
 }
 
-/// Keeps the first result per call in `calls` and the first response per approval in
-/// `approvals`; drops every other result, response and (outside a tool turn) approval request.
-fn strip(message: &mut Message, calls: &HashSet<String>, approvals: &HashSet<String>) {
-    let mut results = HashSet::new();
-    let mut responses = HashSet::new();
-    let assistant_calls: HashSet<String> = message
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolCall { call_id, .. } => Some(call_id.clone()),
-            _ => None,
-        })
-        .collect();
+/// What a tool turn may answer, and what its run answered so far.
+#[derive(Default)]
+struct Answers {
+    calls: HashSet<String>,
+    approvals: HashSet<String>,
+    results: HashSet<String>,
+    responses: HashSet<String>,
+}
+
+/// For a message that does not head a tool turn: keeps the first result per open call and the
+/// first response per open approval of the turn; drops every other result and response, and
+/// any tool call or approval request (only an assistant message heading a turn may hold those).
+fn strip(message: &mut Message, answers: &mut Answers) {
     message.parts.retain(|p| match p {
-        Part::ToolResult { call_id, .. } => calls.contains(call_id) && results.insert(call_id.clone()),
-        Part::ApprovalResponse { approval_id, .. } => {
-            approvals.contains(approval_id) && responses.insert(approval_id.clone())
+        Part::ToolResult { call_id, .. } => {
+            answers.calls.contains(call_id) && answers.results.insert(call_id.clone())
         }
-        Part::ApprovalRequest { call_id, .. } => assistant_calls.contains(call_id),
+        Part::ApprovalResponse { approval_id, .. } => {
+            answers.approvals.contains(approval_id) && answers.responses.insert(approval_id.clone())
+        }
+        Part::ToolCall { .. } | Part::ApprovalRequest { .. } => false,
         _ => true,
     });
 }
 
 /// Pushes `message` unless sanitizing emptied it (a message that was empty to begin with is
 /// kept), or it is a `Tool` message without results.
-fn push_unless_emptied<M: AsRef<Message>>(out: &mut Vec<M>, message: M, was_empty: Option<bool>) {
+fn push_unless_emptied<M: AsRef<Message>>(out: &mut Vec<M>, message: M, was_empty: bool) {
     let m = message.as_ref();
-    let emptied = m.parts.is_empty() && was_empty != Some(true);
+    let emptied = m.parts.is_empty() && !was_empty;
     let resultless_tool =
         m.role == Role::Tool && !m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. }));
     if !emptied && !resultless_tool {
