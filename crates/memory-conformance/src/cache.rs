@@ -8,39 +8,97 @@ use crate::Ctx;
 /// Arbitrary bytes round-trip exactly.
 pub async fn set_then_get_round_trips_bytes(ctx: &Ctx) {
     let value: Vec<u8> = (0..=255u8).chain([0, 0, 255]).collect();
-    ctx.backend().cache_set(ctx.namespace(), "embedding:abc", value.clone(), None).await.must("set");
-    assert_eq!(ctx.backend().cache_get(ctx.namespace(), "embedding:abc").await.must("get"), Some(value));
-    assert_eq!(ctx.backend().cache_get(ctx.namespace(), "missing").await.must("missing"), None);
-    ctx.backend().cache_set(ctx.namespace(), "empty", Vec::new(), None).await.must("set empty");
-    assert_eq!(ctx.backend().cache_get(ctx.namespace(), "empty").await.must("get empty"), Some(Vec::new()));
+    ctx.backend()
+        .cache_set(ctx.namespace(), "embedding:abc", value.clone(), None)
+        .await
+        .must("set");
+    assert_eq!(
+        ctx.backend()
+            .cache_get(ctx.namespace(), "embedding:abc")
+            .await
+            .must("get"),
+        Some(value)
+    );
+    assert_eq!(
+        ctx.backend()
+            .cache_get(ctx.namespace(), "missing")
+            .await
+            .must("missing"),
+        None
+    );
+    ctx.backend()
+        .cache_set(ctx.namespace(), "empty", Vec::new(), None)
+        .await
+        .must("set empty");
+    assert_eq!(
+        ctx.backend()
+            .cache_get(ctx.namespace(), "empty")
+            .await
+            .must("get empty"),
+        Some(Vec::new())
+    );
 }
 
 /// A set replaces the value and its TTL.
 pub async fn set_replaces_value_and_ttl(ctx: &Ctx) {
     let b = ctx.backend();
-    b.cache_set(ctx.namespace(), "k", b"one".to_vec(), Some(Duration::from_secs(10))).await.must("set");
-    b.cache_set(ctx.namespace(), "k", b"two".to_vec(), None).await.must("replace");
+    b.cache_set(
+        ctx.namespace(),
+        "k",
+        b"one".to_vec(),
+        Some(Duration::from_secs(10)),
+    )
+    .await
+    .must("set");
+    b.cache_set(ctx.namespace(), "k", b"two".to_vec(), None)
+        .await
+        .must("replace");
     ctx.clock().advance(Duration::from_secs(11));
-    assert_eq!(b.cache_get(ctx.namespace(), "k").await.must("get"), Some(b"two".to_vec()), "TTL cleared");
+    assert_eq!(
+        b.cache_get(ctx.namespace(), "k").await.must("get"),
+        Some(b"two".to_vec()),
+        "TTL cleared"
+    );
 }
 
 /// Entries expire by the store clock at `now + ttl`.
 pub async fn ttl_expires_by_store_clock(ctx: &Ctx) {
     let b = ctx.backend();
-    b.cache_set(ctx.namespace(), "k", b"v".to_vec(), Some(Duration::from_secs(30))).await.must("set");
+    b.cache_set(
+        ctx.namespace(),
+        "k",
+        b"v".to_vec(),
+        Some(Duration::from_secs(30)),
+    )
+    .await
+    .must("set");
     ctx.clock().advance(Duration::from_secs(29));
-    assert!(b.cache_get(ctx.namespace(), "k").await.must("before").is_some());
+    assert!(b
+        .cache_get(ctx.namespace(), "k")
+        .await
+        .must("before")
+        .is_some());
     ctx.clock().advance(Duration::from_secs(1));
     assert_eq!(b.cache_get(ctx.namespace(), "k").await.must("after"), None);
-    assert!(!b.cache_delete(ctx.namespace(), "k").await.must("delete expired"), "expired is not there");
+    assert!(
+        !b.cache_delete(ctx.namespace(), "k")
+            .await
+            .must("delete expired"),
+        "expired is not there"
+    );
 }
 
 /// Delete reports whether a live entry existed.
 pub async fn delete_reports_whether_it_existed(ctx: &Ctx) {
     let b = ctx.backend();
-    b.cache_set(ctx.namespace(), "k", b"v".to_vec(), None).await.must("set");
+    b.cache_set(ctx.namespace(), "k", b"v".to_vec(), None)
+        .await
+        .must("set");
     assert!(b.cache_delete(ctx.namespace(), "k").await.must("delete"));
-    assert!(!b.cache_delete(ctx.namespace(), "k").await.must("delete again"));
+    assert!(!b
+        .cache_delete(ctx.namespace(), "k")
+        .await
+        .must("delete again"));
     assert_eq!(b.cache_get(ctx.namespace(), "k").await.must("get"), None);
 }
 
@@ -48,16 +106,34 @@ pub async fn delete_reports_whether_it_existed(ctx: &Ctx) {
 pub async fn namespaces_do_not_share_entries(ctx: &Ctx) {
     let other = ctx.foreign_namespace_scope();
     let b = ctx.backend();
-    b.cache_set(ctx.namespace(), "k", b"mine".to_vec(), None).await.must("set");
-    assert_eq!(b.cache_get(other.namespace(), "k").await.must("other ns"), None);
-    assert!(!b.cache_delete(other.namespace(), "k").await.must("delete other ns"));
-    assert!(b.cache_get(ctx.namespace(), "k").await.must("still mine").is_some());
+    b.cache_set(ctx.namespace(), "k", b"mine".to_vec(), None)
+        .await
+        .must("set");
+    assert_eq!(
+        b.cache_get(other.namespace(), "k").await.must("other ns"),
+        None
+    );
+    assert!(!b
+        .cache_delete(other.namespace(), "k")
+        .await
+        .must("delete other ns"));
+    assert!(b
+        .cache_get(ctx.namespace(), "k")
+        .await
+        .must("still mine")
+        .is_some());
 }
 
 /// Keys follow identifier rules: empty or NUL keys are `InvalidInput`.
 pub async fn invalid_keys_are_rejected(ctx: &Ctx) {
     let b = ctx.backend();
-    b.cache_set(ctx.namespace(), "", b"v".to_vec(), None).await.must_be_invalid("empty key");
-    b.cache_set(ctx.namespace(), "a\0b", b"v".to_vec(), None).await.must_be_invalid("NUL key");
-    b.cache_get(ctx.namespace(), &"k".repeat(300)).await.must_be_invalid("long key");
+    b.cache_set(ctx.namespace(), "", b"v".to_vec(), None)
+        .await
+        .must_be_invalid("empty key");
+    b.cache_set(ctx.namespace(), "a\0b", b"v".to_vec(), None)
+        .await
+        .must_be_invalid("NUL key");
+    b.cache_get(ctx.namespace(), &"k".repeat(300))
+        .await
+        .must_be_invalid("long key");
 }

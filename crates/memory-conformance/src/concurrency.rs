@@ -25,28 +25,50 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
         tokio::spawn(async move {
             for b in 0..BATCHES {
                 let batch = (0..BATCH_SIZE)
-                    .map(|i| text(&format!("w{w}-b{b}-{i}"), memory_core::Role::User, &format!("{w} {b} {i}")))
+                    .map(|i| {
+                        text(
+                            &format!("w{w}-b{b}-{i}"),
+                            memory_core::Role::User,
+                            &format!("{w} {b} {i}"),
+                        )
+                    })
                     .collect();
-                backend.append(&scope, &id, batch, AppendOptions::default()).await.must("concurrent append");
+                backend
+                    .append(&scope, &id, batch, AppendOptions::default())
+                    .await
+                    .must("concurrent append");
             }
         })
     });
     for task in join_all(tasks).await {
         task.expect("writer task");
     }
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::raw())
+        .await
+        .must("load");
     let total = WRITERS * BATCHES * BATCH_SIZE;
     assert_eq!(loaded.len(), total, "lost or duplicated messages");
     let expected: Vec<u64> = (1..=total as u64).collect();
-    assert_eq!(loaded.iter().map(|m| m.seq).collect::<Vec<_>>(), expected, "seqs must be 1..=N with no gaps");
+    assert_eq!(
+        loaded.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        expected,
+        "seqs must be 1..=N with no gaps"
+    );
     let mut unique = std::collections::HashSet::new();
-    assert!(loaded.iter().all(|m| unique.insert(m.message.id.clone())), "an id appears twice");
+    assert!(
+        loaded.iter().all(|m| unique.insert(m.message.id.clone())),
+        "an id appears twice"
+    );
     let mut last_batch: HashMap<String, (usize, usize, u64)> = HashMap::new();
     for m in &loaded {
         let id = m.message.id.as_str();
         let mut fields = id.split('-');
         let writer = fields.next().expect("writer").to_owned();
-        let batch: usize = fields.next().expect("batch")[1..].parse().expect("batch number");
+        let batch: usize = fields.next().expect("batch")[1..]
+            .parse()
+            .expect("batch number");
         let item: usize = fields.next().expect("item").parse().expect("item number");
         if let Some((prev_batch, prev_item, prev_seq)) = last_batch.get(&writer) {
             let in_order = (batch, item) > (*prev_batch, *prev_item);
@@ -57,7 +79,11 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
         }
         last_batch.insert(writer, (batch, item, m.seq));
     }
-    let read = ctx.backend().get_conversation(ctx.scope(), &c.id).await.must("get");
+    let read = ctx
+        .backend()
+        .get_conversation(ctx.scope(), &c.id)
+        .await
+        .must("get");
     assert_eq!(read.last_seq, total as u64);
 }
 
@@ -69,15 +95,24 @@ pub async fn concurrent_retries_of_one_batch_apply_once(ctx: &Ctx) {
         let (scope, id) = (ctx.scope().clone(), c.id.clone());
         tokio::spawn(async move {
             for b in 0..25 {
-                let batch = (0..4).map(|i| text(&format!("b{b}-{i}"), memory_core::Role::User, "same")).collect();
-                backend.append(&scope, &id, batch, AppendOptions::default()).await.must("retry append");
+                let batch = (0..4)
+                    .map(|i| text(&format!("b{b}-{i}"), memory_core::Role::User, "same"))
+                    .collect();
+                backend
+                    .append(&scope, &id, batch, AppendOptions::default())
+                    .await
+                    .must("retry append");
             }
         })
     });
     for task in join_all(tasks).await {
         task.expect("retry task");
     }
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::raw())
+        .await
+        .must("load");
     assert_eq!(loaded.len(), 100);
     assert_eq!(loaded.last().map(|m| m.seq), Some(100));
 }
@@ -89,33 +124,71 @@ pub async fn concurrent_compare_and_append_has_one_winner(ctx: &Ctx) {
         let backend = ctx.backend_arc();
         let (scope, id) = (ctx.scope().clone(), c.id.clone());
         tokio::spawn(async move {
-            let options = AppendOptions { expected_last_seq: Some(0), ..AppendOptions::default() };
+            let options = AppendOptions {
+                expected_last_seq: Some(0),
+                ..AppendOptions::default()
+            };
             let batch = vec![text(&format!("w{w}"), memory_core::Role::User, "race")];
             backend.append(&scope, &id, batch, options).await
         })
     });
-    let results: Vec<Result<_, MemoryError>> = join_all(tasks).await.into_iter().map(|t| t.expect("task")).collect();
+    let results: Vec<Result<_, MemoryError>> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|t| t.expect("task"))
+        .collect();
     let winners = results.iter().filter(|r| r.is_ok()).count();
-    assert_eq!(winners, 1, "exactly one compare-and-append wins: {results:?}");
-    assert!(results.iter().filter_map(|r| r.as_ref().err()).all(|e| e.is_conflict() && e.current() == Some(1)));
-    assert_eq!(ctx.backend().load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load").len(), 1);
+    assert_eq!(
+        winners, 1,
+        "exactly one compare-and-append wins: {results:?}"
+    );
+    assert!(results
+        .iter()
+        .filter_map(|r| r.as_ref().err())
+        .all(|e| e.is_conflict() && e.current() == Some(1)));
+    assert_eq!(
+        ctx.backend()
+            .load(ctx.scope(), &c.id, LoadOptions::raw())
+            .await
+            .must("load")
+            .len(),
+        1
+    );
 }
 
 /// Of concurrent working-memory compare-and-sets from one revision exactly one wins.
 pub async fn concurrent_working_memory_compare_and_set_has_one_winner(ctx: &Ctx) {
     let key = WorkingMemoryKey::User;
-    ctx.backend().set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown("v1")).await.must("seed");
+    ctx.backend()
+        .set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown("v1"))
+        .await
+        .must("seed");
     let tasks = (0..WRITERS).map(|w| {
         let backend = ctx.backend_arc();
         let scope = ctx.scope().clone();
         tokio::spawn(async move {
             let update = WorkingMemoryUpdate::markdown(format!("writer {w}")).expecting(1);
-            backend.set_working_memory(&scope, &WorkingMemoryKey::User, update).await
+            backend
+                .set_working_memory(&scope, &WorkingMemoryKey::User, update)
+                .await
         })
     });
-    let results: Vec<_> = join_all(tasks).await.into_iter().map(|t| t.expect("task")).collect();
-    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 1, "one winner: {results:?}");
-    let stored = ctx.backend().get_working_memory(ctx.scope(), &key).await.must("get").expect("set");
+    let results: Vec<_> = join_all(tasks)
+        .await
+        .into_iter()
+        .map(|t| t.expect("task"))
+        .collect();
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "one winner: {results:?}"
+    );
+    let stored = ctx
+        .backend()
+        .get_working_memory(ctx.scope(), &key)
+        .await
+        .must("get")
+        .expect("set");
     assert_eq!(stored.revision, 2);
 }
 
@@ -125,18 +198,36 @@ pub async fn concurrent_supersedes_leave_one_current_fact(ctx: &Ctx) {
         let backend = ctx.backend_arc();
         let scope = ctx.scope().clone();
         tokio::spawn(async move {
-            let fact = NewFact { key: Some("city".into()), ..NewFact::new(format!("lives in city {w}")) };
-            backend.remember(&scope, fact, RememberOptions::default()).await.must("remember")
+            let fact = NewFact {
+                key: Some("city".into()),
+                ..NewFact::new(format!("lives in city {w}"))
+            };
+            backend
+                .remember(&scope, fact, RememberOptions::default())
+                .await
+                .must("remember")
         })
     });
     for task in join_all(tasks).await {
         task.expect("task");
     }
-    let history = ctx.backend().history(ctx.scope(), "city").await.must("history");
-    assert_eq!(history.len(), WRITERS, "every version kept");
-    assert_eq!(history.iter().filter(|f| f.is_current()).count(), 1, "exactly one current");
-    let recalled = FactStore::recall(ctx.backend(), ctx.scope(), memory_core::RecallQuery::text("city"))
+    let history = ctx
+        .backend()
+        .history(ctx.scope(), "city")
         .await
-        .must("recall");
+        .must("history");
+    assert_eq!(history.len(), WRITERS, "every version kept");
+    assert_eq!(
+        history.iter().filter(|f| f.is_current()).count(),
+        1,
+        "exactly one current"
+    );
+    let recalled = FactStore::recall(
+        ctx.backend(),
+        ctx.scope(),
+        memory_core::RecallQuery::text("city"),
+    )
+    .await
+    .must("recall");
     assert_eq!(recalled.len(), 1);
 }

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use memory_core::{
-    AppendOptions, ConversationQuery, ConversationUpdate, LoadOptions, Message, NewConversation, Part, Role,
+    AppendOptions, ConversationQuery, ConversationUpdate, LoadOptions, Message, NewConversation,
+    Part, Role,
 };
 use serde_json::json;
 
@@ -40,8 +41,16 @@ pub async fn create_keeps_client_id_and_fields(ctx: &Ctx) {
         resource_slug: Some("invoices".into()),
         record_id: Some("inv-7".into()),
     };
-    let created = ctx.backend().create_conversation(ctx.scope(), new).await.must("create");
-    let read = ctx.backend().get_conversation(ctx.scope(), &cid("thread-1")).await.must("get");
+    let created = ctx
+        .backend()
+        .create_conversation(ctx.scope(), new)
+        .await
+        .must("create");
+    let read = ctx
+        .backend()
+        .get_conversation(ctx.scope(), &cid("thread-1"))
+        .await
+        .must("get");
     assert_eq!(created, read);
     assert_eq!(read.agent.as_deref(), Some("support-agent"));
     assert_eq!(read.title.as_deref(), Some("Billing"));
@@ -54,15 +63,30 @@ pub async fn create_keeps_client_id_and_fields(ctx: &Ctx) {
 
 /// The same id twice in a scope is `AlreadyExists`; in another scope it is independent.
 pub async fn create_duplicate_id_is_already_exists_only_within_scope(ctx: &Ctx) {
-    let new = || NewConversation { id: Some(cid("same")), ..NewConversation::default() };
-    ctx.backend().create_conversation(ctx.scope(), new()).await.must("first");
-    ctx.backend().create_conversation(ctx.scope(), new()).await.must_be_already_exists("second in same scope");
-    ctx.backend().create_conversation(ctx.other_scope(), new()).await.must("same id, other subject");
+    let new = || NewConversation {
+        id: Some(cid("same")),
+        ..NewConversation::default()
+    };
+    ctx.backend()
+        .create_conversation(ctx.scope(), new())
+        .await
+        .must("first");
+    ctx.backend()
+        .create_conversation(ctx.scope(), new())
+        .await
+        .must_be_already_exists("second in same scope");
+    ctx.backend()
+        .create_conversation(ctx.other_scope(), new())
+        .await
+        .must("same id, other subject");
 }
 
 /// Reading a missing conversation is `NotFound`.
 pub async fn get_missing_is_not_found(ctx: &Ctx) {
-    ctx.backend().get_conversation(ctx.scope(), &cid("nope")).await.must_be_not_found("get missing");
+    ctx.backend()
+        .get_conversation(ctx.scope(), &cid("nope"))
+        .await
+        .must_be_not_found("get missing");
 }
 
 /// Listing is newest first.
@@ -73,7 +97,11 @@ pub async fn list_is_newest_first(ctx: &Ctx) {
         ctx.clock().advance(Duration::from_millis(5));
     }
     made.reverse();
-    let page = ctx.backend().list_conversations(ctx.scope(), ConversationQuery::default()).await.must("list");
+    let page = ctx
+        .backend()
+        .list_conversations(ctx.scope(), ConversationQuery::default())
+        .await
+        .must("list");
     let listed: Vec<_> = page.items.into_iter().map(|c| c.id).collect();
     assert_eq!(listed, made);
     assert!(page.next_cursor.is_none());
@@ -88,16 +116,29 @@ pub async fn list_filters_by_agent_resource_and_record(ctx: &Ctx) {
         ..NewConversation::default()
     };
     let b = ctx.backend();
-    let target = b.create_conversation(ctx.scope(), make("chat", "orders", "o-1")).await.must("create");
-    b.create_conversation(ctx.scope(), make("chat", "orders", "o-2")).await.must("create");
-    b.create_conversation(ctx.scope(), make("support", "orders", "o-1")).await.must("create");
-    let query = |agent: Option<&str>, resource: Option<&str>, record: Option<&str>| ConversationQuery {
-        agent: agent.map(Into::into),
-        resource_slug: resource.map(Into::into),
-        record_id: record.map(Into::into),
-        ..ConversationQuery::default()
+    let target = b
+        .create_conversation(ctx.scope(), make("chat", "orders", "o-1"))
+        .await
+        .must("create");
+    b.create_conversation(ctx.scope(), make("chat", "orders", "o-2"))
+        .await
+        .must("create");
+    b.create_conversation(ctx.scope(), make("support", "orders", "o-1"))
+        .await
+        .must("create");
+    let query =
+        |agent: Option<&str>, resource: Option<&str>, record: Option<&str>| ConversationQuery {
+            agent: agent.map(Into::into),
+            resource_slug: resource.map(Into::into),
+            record_id: record.map(Into::into),
+            ..ConversationQuery::default()
+        };
+    let count = |q| async {
+        b.list_conversations(ctx.scope(), q)
+            .await
+            .must("list")
+            .items
     };
-    let count = |q| async { b.list_conversations(ctx.scope(), q).await.must("list").items };
     assert_eq!(count(query(Some("chat"), None, None)).await.len(), 2);
     assert_eq!(count(query(None, Some("orders"), None)).await.len(), 3);
     assert_eq!(count(query(None, None, Some("o-1"))).await.len(), 2);
@@ -119,8 +160,16 @@ pub async fn list_pages_cover_every_conversation_once(ctx: &Ctx) {
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let query = ConversationQuery { limit: Some(5), cursor: cursor.take(), ..ConversationQuery::default() };
-        let page = ctx.backend().list_conversations(ctx.scope(), query).await.must("page");
+        let query = ConversationQuery {
+            limit: Some(5),
+            cursor: cursor.take(),
+            ..ConversationQuery::default()
+        };
+        let page = ctx
+            .backend()
+            .list_conversations(ctx.scope(), query)
+            .await
+            .must("page");
         assert!(page.items.len() <= 5);
         seen.extend(page.items.into_iter().map(|c| (c.created_at, c.id)));
         match page.next_cursor {
@@ -146,7 +195,13 @@ pub async fn list_cursor_is_stable_under_concurrent_inserts(ctx: &Ctx) {
     }
     let first = ctx
         .backend()
-        .list_conversations(ctx.scope(), ConversationQuery { limit: Some(4), ..ConversationQuery::default() })
+        .list_conversations(
+            ctx.scope(),
+            ConversationQuery {
+                limit: Some(4),
+                ..ConversationQuery::default()
+            },
+        )
         .await
         .must("first page");
     for _ in 0..3 {
@@ -158,25 +213,54 @@ pub async fn list_cursor_is_stable_under_concurrent_inserts(ctx: &Ctx) {
     while let Some(c) = cursor {
         let page = ctx
             .backend()
-            .list_conversations(ctx.scope(), ConversationQuery { limit: Some(4), cursor: Some(c), ..ConversationQuery::default() })
+            .list_conversations(
+                ctx.scope(),
+                ConversationQuery {
+                    limit: Some(4),
+                    cursor: Some(c),
+                    ..ConversationQuery::default()
+                },
+            )
             .await
             .must("next page");
         rest.extend(page.items.into_iter().map(|c| c.id));
         cursor = page.next_cursor;
     }
-    assert_eq!(rest.len(), 6, "the 6 older conversations, none of the new ones");
-    assert!(first.items.iter().all(|c| !rest.contains(&c.id)), "no repeats");
+    assert_eq!(
+        rest.len(),
+        6,
+        "the 6 older conversations, none of the new ones"
+    );
+    assert!(
+        first.items.iter().all(|c| !rest.contains(&c.id)),
+        "no repeats"
+    );
 }
 
 /// A cursor that was not made by the store, or a bad limit, is `InvalidInput`.
 pub async fn list_rejects_malformed_cursor_and_bad_limit(ctx: &Ctx) {
     let b = ctx.backend();
-    let bad = ConversationQuery { cursor: Some("not a cursor".into()), ..ConversationQuery::default() };
-    b.list_conversations(ctx.scope(), bad).await.must_be_invalid("malformed cursor");
-    let zero = ConversationQuery { limit: Some(0), ..ConversationQuery::default() };
-    b.list_conversations(ctx.scope(), zero).await.must_be_invalid("limit 0");
-    let huge = ConversationQuery { limit: Some(1_000_000), ..ConversationQuery::default() };
-    b.list_conversations(ctx.scope(), huge).await.must_be_invalid("limit 1e6");
+    let bad = ConversationQuery {
+        cursor: Some("not a cursor".into()),
+        ..ConversationQuery::default()
+    };
+    b.list_conversations(ctx.scope(), bad)
+        .await
+        .must_be_invalid("malformed cursor");
+    let zero = ConversationQuery {
+        limit: Some(0),
+        ..ConversationQuery::default()
+    };
+    b.list_conversations(ctx.scope(), zero)
+        .await
+        .must_be_invalid("limit 0");
+    let huge = ConversationQuery {
+        limit: Some(1_000_000),
+        ..ConversationQuery::default()
+    };
+    b.list_conversations(ctx.scope(), huge)
+        .await
+        .must_be_invalid("limit 1e6");
 }
 
 /// Update changes title and metadata and bumps `updated_at`.
@@ -185,17 +269,35 @@ pub async fn update_changes_title_and_metadata(ctx: &Ctx) {
     ctx.clock().advance(Duration::from_secs(1));
     let mut metadata = memory_core::Metadata::new();
     metadata.insert("k".into(), json!({"nested": [1, 2]}));
-    let update = ConversationUpdate { title: Some(Some("New".into())), metadata: Some(metadata.clone()) };
-    let updated = ctx.backend().update_conversation(ctx.scope(), &c.id, update).await.must("update");
+    let update = ConversationUpdate {
+        title: Some(Some("New".into())),
+        metadata: Some(metadata.clone()),
+    };
+    let updated = ctx
+        .backend()
+        .update_conversation(ctx.scope(), &c.id, update)
+        .await
+        .must("update");
     assert_eq!(updated.title.as_deref(), Some("New"));
     assert_eq!(updated.metadata, metadata);
     assert!(updated.updated_at > c.updated_at);
     assert_eq!(updated.created_at, c.created_at);
-    let read = ctx.backend().get_conversation(ctx.scope(), &c.id).await.must("get");
+    let read = ctx
+        .backend()
+        .get_conversation(ctx.scope(), &c.id)
+        .await
+        .must("get");
     assert_eq!(read, updated);
     let cleared = ctx
         .backend()
-        .update_conversation(ctx.scope(), &c.id, ConversationUpdate { title: Some(None), metadata: None })
+        .update_conversation(
+            ctx.scope(),
+            &c.id,
+            ConversationUpdate {
+                title: Some(None),
+                metadata: None,
+            },
+        )
         .await
         .must("clear title");
     assert_eq!(cleared.title, None);
@@ -213,40 +315,87 @@ pub async fn update_missing_is_not_found(ctx: &Ctx) {
 /// Delete reports whether the conversation existed, and it is gone afterwards.
 pub async fn delete_reports_whether_it_existed(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 3)).await;
-    assert!(ctx.backend().delete_conversation(ctx.scope(), &c.id).await.must("delete"));
-    assert!(!ctx.backend().delete_conversation(ctx.scope(), &c.id).await.must("delete again"));
-    ctx.backend().get_conversation(ctx.scope(), &c.id).await.must_be_not_found("get deleted");
-    ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must_be_not_found("load deleted");
+    assert!(ctx
+        .backend()
+        .delete_conversation(ctx.scope(), &c.id)
+        .await
+        .must("delete"));
+    assert!(!ctx
+        .backend()
+        .delete_conversation(ctx.scope(), &c.id)
+        .await
+        .must("delete again"));
+    ctx.backend()
+        .get_conversation(ctx.scope(), &c.id)
+        .await
+        .must_be_not_found("get deleted");
+    ctx.backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must_be_not_found("load deleted");
 }
 
 /// Appends get seqs 1, 2, 3 … with no gaps, across batches, and `last_seq` follows.
 pub async fn append_assigns_contiguous_seq(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     let b = ctx.backend();
-    let first = b.append(ctx.scope(), &c.id, texts("a", 3), AppendOptions::default()).await.must("append 1");
-    assert_eq!(first.appended.iter().map(|(_, s)| *s).collect::<Vec<_>>(), [1, 2, 3]);
+    let first = b
+        .append(ctx.scope(), &c.id, texts("a", 3), AppendOptions::default())
+        .await
+        .must("append 1");
+    assert_eq!(
+        first.appended.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
     assert_eq!(first.last_seq, 3);
-    let second = b.append(ctx.scope(), &c.id, texts("b", 2), AppendOptions::default()).await.must("append 2");
-    assert_eq!(second.appended.iter().map(|(_, s)| *s).collect::<Vec<_>>(), [4, 5]);
-    let loaded = b.load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
+    let second = b
+        .append(ctx.scope(), &c.id, texts("b", 2), AppendOptions::default())
+        .await
+        .must("append 2");
+    assert_eq!(
+        second.appended.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+        [4, 5]
+    );
+    let loaded = b
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
     assert_eq!(seqs(&loaded), [1, 2, 3, 4, 5]);
     assert_eq!(ids(&loaded), ["a-0", "a-1", "a-2", "b-0", "b-1"]);
-    assert_eq!(b.get_conversation(ctx.scope(), &c.id).await.must("get").last_seq, 5);
+    assert_eq!(
+        b.get_conversation(ctx.scope(), &c.id)
+            .await
+            .must("get")
+            .last_seq,
+        5
+    );
 }
 
 /// Appending bumps `updated_at` of the conversation.
 pub async fn append_bumps_updated_at(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     ctx.clock().advance(Duration::from_secs(2));
-    ctx.backend().append(ctx.scope(), &c.id, texts("x", 1), AppendOptions::default()).await.must("append");
-    let read = ctx.backend().get_conversation(ctx.scope(), &c.id).await.must("get");
+    ctx.backend()
+        .append(ctx.scope(), &c.id, texts("x", 1), AppendOptions::default())
+        .await
+        .must("append");
+    let read = ctx
+        .backend()
+        .get_conversation(ctx.scope(), &c.id)
+        .await
+        .must("get");
     assert_eq!(read.updated_at, ctx.clock_now());
 }
 
 /// Appending to a missing conversation is `NotFound`.
 pub async fn append_to_missing_conversation_is_not_found(ctx: &Ctx) {
     ctx.backend()
-        .append(ctx.scope(), &cid("ghost"), texts("x", 1), AppendOptions::default())
+        .append(
+            ctx.scope(),
+            &cid("ghost"),
+            texts("x", 1),
+            AppendOptions::default(),
+        )
         .await
         .must_be_not_found("append to missing");
 }
@@ -254,7 +403,11 @@ pub async fn append_to_missing_conversation_is_not_found(ctx: &Ctx) {
 /// An empty batch changes nothing.
 pub async fn append_empty_batch_changes_nothing(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 2)).await;
-    let receipt = ctx.backend().append(ctx.scope(), &c.id, Vec::new(), AppendOptions::default()).await.must("empty");
+    let receipt = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, Vec::new(), AppendOptions::default())
+        .await
+        .must("empty");
     assert!(receipt.appended.is_empty() && receipt.duplicates.is_empty());
     assert_eq!(receipt.last_seq, 2);
 }
@@ -264,22 +417,44 @@ pub async fn append_is_idempotent_by_message_id(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 3)).await;
     let mut retry = texts("m", 3);
     retry.extend(texts("n", 1));
-    let receipt = ctx.backend().append(ctx.scope(), &c.id, retry, AppendOptions::default()).await.must("retry");
+    let receipt = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, retry, AppendOptions::default())
+        .await
+        .must("retry");
     let dup_seqs: Vec<u64> = receipt.duplicates.iter().map(|(_, s)| *s).collect();
     assert_eq!(dup_seqs, [1, 2, 3]);
     assert_eq!(receipt.appended.len(), 1);
     assert_eq!(receipt.appended[0].1, 4);
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
     assert_eq!(ids(&loaded), ["m-0", "m-1", "m-2", "n-0"]);
 }
 
 /// A stored id with different content is `Conflict`, and nothing of the batch is stored.
 pub async fn append_same_id_with_different_content_is_conflict(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 2)).await;
-    let batch = vec![text("fresh", Role::User, "new"), text("m-1", Role::User, "tampered")];
-    ctx.backend().append(ctx.scope(), &c.id, batch, AppendOptions::default()).await.must_be_conflict("tampered");
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
-    assert_eq!(ids(&loaded), ["m-0", "m-1"], "the batch was not partly applied");
+    let batch = vec![
+        text("fresh", Role::User, "new"),
+        text("m-1", Role::User, "tampered"),
+    ];
+    ctx.backend()
+        .append(ctx.scope(), &c.id, batch, AppendOptions::default())
+        .await
+        .must_be_conflict("tampered");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
+    assert_eq!(
+        ids(&loaded),
+        ["m-0", "m-1"],
+        "the batch was not partly applied"
+    );
     assert_eq!(loaded[1].message.text(), "m message 1");
 }
 
@@ -288,40 +463,88 @@ pub async fn append_handles_repeated_ids_within_a_batch(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     let b = ctx.backend();
     let twice = vec![text("d", Role::User, "same"), text("d", Role::User, "same")];
-    let receipt = b.append(ctx.scope(), &c.id, twice, AppendOptions::default()).await.must("equal twice");
+    let receipt = b
+        .append(ctx.scope(), &c.id, twice, AppendOptions::default())
+        .await
+        .must("equal twice");
     assert_eq!(receipt.appended.len(), 1);
     assert_eq!(receipt.duplicates.len(), 1);
     let differing = vec![text("e", Role::User, "one"), text("e", Role::User, "two")];
-    b.append(ctx.scope(), &c.id, differing, AppendOptions::default()).await.must_be_invalid("different twice");
-    assert_eq!(b.load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load").len(), 1);
+    b.append(ctx.scope(), &c.id, differing, AppendOptions::default())
+        .await
+        .must_be_invalid("different twice");
+    assert_eq!(
+        b.load(ctx.scope(), &c.id, LoadOptions::default())
+            .await
+            .must("load")
+            .len(),
+        1
+    );
 }
 
 /// Compare-and-append applies when `expected_last_seq` matches.
 pub async fn compare_and_append_applies_on_expected_seq(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 2)).await;
-    let options = AppendOptions { expected_last_seq: Some(2), ..AppendOptions::default() };
-    let receipt = ctx.backend().append(ctx.scope(), &c.id, texts("n", 1), options).await.must("cas");
+    let options = AppendOptions {
+        expected_last_seq: Some(2),
+        ..AppendOptions::default()
+    };
+    let receipt = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, texts("n", 1), options)
+        .await
+        .must("cas");
     assert_eq!(receipt.last_seq, 3);
     let empty = conversation(ctx, ctx.scope()).await;
-    let first = AppendOptions { expected_last_seq: Some(0), ..AppendOptions::default() };
-    ctx.backend().append(ctx.scope(), &empty.id, texts("f", 1), first).await.must("cas on empty");
+    let first = AppendOptions {
+        expected_last_seq: Some(0),
+        ..AppendOptions::default()
+    };
+    ctx.backend()
+        .append(ctx.scope(), &empty.id, texts("f", 1), first)
+        .await
+        .must("cas on empty");
 }
 
 /// A stale `expected_last_seq` is `Conflict` reporting the current seq; nothing is stored.
 pub async fn compare_and_append_conflict_reports_current_seq(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 3)).await;
-    let options = AppendOptions { expected_last_seq: Some(1), ..AppendOptions::default() };
-    let err = ctx.backend().append(ctx.scope(), &c.id, texts("n", 1), options).await.must_be_conflict("stale");
+    let options = AppendOptions {
+        expected_last_seq: Some(1),
+        ..AppendOptions::default()
+    };
+    let err = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, texts("n", 1), options)
+        .await
+        .must_be_conflict("stale");
     assert_eq!(err.current(), Some(3));
-    assert_eq!(ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load").len(), 3);
+    assert_eq!(
+        ctx.backend()
+            .load(ctx.scope(), &c.id, LoadOptions::default())
+            .await
+            .must("load")
+            .len(),
+        3
+    );
 }
 
 /// A retried compare-and-append whose messages all landed succeeds without re-checking.
 pub async fn compare_and_append_retry_of_applied_batch_succeeds(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
-    let options = AppendOptions { expected_last_seq: Some(0), ..AppendOptions::default() };
-    ctx.backend().append(ctx.scope(), &c.id, texts("m", 2), options).await.must("first");
-    let retry = ctx.backend().append(ctx.scope(), &c.id, texts("m", 2), options).await.must("retry");
+    let options = AppendOptions {
+        expected_last_seq: Some(0),
+        ..AppendOptions::default()
+    };
+    ctx.backend()
+        .append(ctx.scope(), &c.id, texts("m", 2), options)
+        .await
+        .must("first");
+    let retry = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, texts("m", 2), options)
+        .await
+        .must("retry");
     assert!(retry.appended.is_empty());
     assert_eq!(retry.duplicates.len(), 2);
     assert_eq!(retry.last_seq, 2);
@@ -330,14 +553,31 @@ pub async fn compare_and_append_retry_of_applied_batch_succeeds(ctx: &Ctx) {
 /// `max_messages` prunes the oldest beyond the limit; seqs keep counting.
 pub async fn append_storage_limit_prunes_oldest(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 5)).await;
-    let options = AppendOptions { max_messages: Some(4), ..AppendOptions::default() };
-    let receipt = ctx.backend().append(ctx.scope(), &c.id, texts("n", 2), options).await.must("append");
+    let options = AppendOptions {
+        max_messages: Some(4),
+        ..AppendOptions::default()
+    };
+    let receipt = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, texts("n", 2), options)
+        .await
+        .must("append");
     assert_eq!(receipt.pruned, 3);
     assert_eq!(receipt.last_seq, 7);
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
     assert_eq!(seqs(&loaded), [4, 5, 6, 7]);
-    let bad = AppendOptions { max_messages: Some(0), ..AppendOptions::default() };
-    ctx.backend().append(ctx.scope(), &c.id, texts("z", 1), bad).await.must_be_invalid("max 0");
+    let bad = AppendOptions {
+        max_messages: Some(0),
+        ..AppendOptions::default()
+    };
+    ctx.backend()
+        .append(ctx.scope(), &c.id, texts("z", 1), bad)
+        .await
+        .must_be_invalid("max 0");
 }
 
 /// Load returns messages in seq order with every field as appended.
@@ -346,7 +586,11 @@ pub async fn load_returns_messages_as_appended(ctx: &Ctx) {
     m.metadata.insert("model".into(), json!("gpt"));
     m.created_at = memory_core::Timestamp::from_millis(1_234_567_890_123);
     let c = conversation_with(ctx, vec![text("u", Role::User, "hi"), m.clone()]).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
     assert_eq!(loaded.len(), 2);
     assert_eq!(loaded[1].message, m);
     assert_eq!(loaded[1].seq, 2);
@@ -356,14 +600,34 @@ pub async fn load_returns_messages_as_appended(ctx: &Ctx) {
 pub async fn load_round_trips_every_part_type(ctx: &Ctx) {
     let parts = vec![
         Part::text("t"),
-        Part::Reasoning { text: "thinking".into() },
-        Part::tool_call("c1", "search", json!({"q": "rust", "opts": {"k": 3, "deep": [true, null, 1.5]}})),
+        Part::Reasoning {
+            text: "thinking".into(),
+        },
+        Part::tool_call(
+            "c1",
+            "search",
+            json!({"q": "rust", "opts": {"k": 3, "deep": [true, null, 1.5]}}),
+        ),
         Part::approval_request("a1", "c1"),
-        Part::File { media_type: "image/png".into(), source: memory_core::FileSource::Url("https://x/y.png".into()) },
-        Part::File { media_type: "text/plain".into(), source: memory_core::FileSource::Base64("aGk=".into()) },
+        Part::File {
+            media_type: "image/png".into(),
+            source: memory_core::FileSource::Url("https://x/y.png".into()),
+        },
+        Part::File {
+            media_type: "text/plain".into(),
+            source: memory_core::FileSource::Base64("aGk=".into()),
+        },
     ];
-    let answer = vec![Part::ApprovalResponse { approval_id: "a1".into(), approved: true, reason: Some("ok".into()) }];
-    let result = vec![Part::ToolResult { call_id: "c1".into(), output: json!({"hits": []}), is_error: true }];
+    let answer = vec![Part::ApprovalResponse {
+        approval_id: "a1".into(),
+        approved: true,
+        reason: Some("ok".into()),
+    }];
+    let result = vec![Part::ToolResult {
+        call_id: "c1".into(),
+        output: json!({"hits": []}),
+        is_error: true,
+    }];
     let sent = vec![
         message("1", Role::Assistant, parts),
         message("2", Role::User, answer),
@@ -371,7 +635,11 @@ pub async fn load_round_trips_every_part_type(ctx: &Ctx) {
         message("4", Role::System, vec![Part::text("sys")]),
     ];
     let c = conversation_with(ctx, sent.clone()).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::raw())
+        .await
+        .must("load");
     let got: Vec<Message> = loaded.into_iter().map(|m| m.message).collect();
     assert_eq!(got, sent);
 }
@@ -379,9 +647,17 @@ pub async fn load_round_trips_every_part_type(ctx: &Ctx) {
 /// `last` returns the tail, in chronological order.
 pub async fn load_last_n_returns_the_tail(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 10)).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::last(3)).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::last(3))
+        .await
+        .must("load");
     assert_eq!(seqs(&loaded), [8, 9, 10]);
-    let all = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::last(100)).await.must("load");
+    let all = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::last(100))
+        .await
+        .must("load");
     assert_eq!(all.len(), 10);
 }
 
@@ -389,11 +665,41 @@ pub async fn load_last_n_returns_the_tail(ctx: &Ctx) {
 pub async fn load_selects_before_and_after_seq(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 10)).await;
     let b = ctx.backend();
-    let opts = |before, after, last| LoadOptions { before_seq: before, after_seq: after, last, ..LoadOptions::default() };
-    assert_eq!(seqs(&b.load(ctx.scope(), &c.id, opts(Some(4), None, None)).await.must("before")), [1, 2, 3]);
-    assert_eq!(seqs(&b.load(ctx.scope(), &c.id, opts(None, Some(8), None)).await.must("after")), [9, 10]);
-    assert_eq!(seqs(&b.load(ctx.scope(), &c.id, opts(Some(8), Some(2), Some(2))).await.must("both")), [6, 7]);
-    assert!(b.load(ctx.scope(), &c.id, opts(Some(3), Some(3), None)).await.must("empty range").is_empty());
+    let opts = |before, after, last| LoadOptions {
+        before_seq: before,
+        after_seq: after,
+        last,
+        ..LoadOptions::default()
+    };
+    assert_eq!(
+        seqs(
+            &b.load(ctx.scope(), &c.id, opts(Some(4), None, None))
+                .await
+                .must("before")
+        ),
+        [1, 2, 3]
+    );
+    assert_eq!(
+        seqs(
+            &b.load(ctx.scope(), &c.id, opts(None, Some(8), None))
+                .await
+                .must("after")
+        ),
+        [9, 10]
+    );
+    assert_eq!(
+        seqs(
+            &b.load(ctx.scope(), &c.id, opts(Some(8), Some(2), Some(2)))
+                .await
+                .must("both")
+        ),
+        [6, 7]
+    );
+    assert!(b
+        .load(ctx.scope(), &c.id, opts(Some(3), Some(3), None))
+        .await
+        .must("empty range")
+        .is_empty());
 }
 
 /// A role filter returns only those roles.
@@ -406,11 +712,29 @@ pub async fn load_filters_by_role(ctx: &Ctx) {
         text("5", Role::Assistant, "a2"),
     ];
     let c = conversation_with(ctx, messages).await;
-    let options = LoadOptions { roles: Some(vec![Role::User]), ..LoadOptions::default() };
-    let users = ctx.backend().load(ctx.scope(), &c.id, options).await.must("users");
+    let options = LoadOptions {
+        roles: Some(vec![Role::User]),
+        ..LoadOptions::default()
+    };
+    let users = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, options)
+        .await
+        .must("users");
     assert_eq!(ids(&users), ["2", "4"]);
-    let options = LoadOptions { roles: Some(vec![Role::Assistant, Role::System]), last: Some(2), ..LoadOptions::default() };
-    assert_eq!(ids(&ctx.backend().load(ctx.scope(), &c.id, options).await.must("tail")), ["3", "5"]);
+    let options = LoadOptions {
+        roles: Some(vec![Role::Assistant, Role::System]),
+        last: Some(2),
+        ..LoadOptions::default()
+    };
+    assert_eq!(
+        ids(&ctx
+            .backend()
+            .load(ctx.scope(), &c.id, options)
+            .await
+            .must("tail")),
+        ["3", "5"]
+    );
 }
 
 /// The tail of a long thread comes back whole and exact.
@@ -418,60 +742,136 @@ pub async fn load_window_from_long_thread(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     for batch in 0..20 {
         let messages = texts(&format!("b{batch}"), 100);
-        ctx.backend().append(ctx.scope(), &c.id, messages, AppendOptions::default()).await.must("append");
+        ctx.backend()
+            .append(ctx.scope(), &c.id, messages, AppendOptions::default())
+            .await
+            .must("append");
     }
-    let tail = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::last(5)).await.must("tail");
+    let tail = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::last(5))
+        .await
+        .must("tail");
     assert_eq!(seqs(&tail), [1996, 1997, 1998, 1999, 2000]);
-    assert_eq!(ids(&tail), ["b19-95", "b19-96", "b19-97", "b19-98", "b19-99"]);
+    assert_eq!(
+        ids(&tail),
+        ["b19-95", "b19-96", "b19-97", "b19-98", "b19-99"]
+    );
 }
 
 /// After a crash between a tool call and its result, the loaded history is replay-safe.
 pub async fn load_sanitizes_after_crash_between_call_and_result(ctx: &Ctx) {
     let history = vec![
         text("1", Role::User, "weather?"),
-        message("2", Role::Assistant, vec![Part::text("checking"), Part::tool_call("c1", "weather", json!({}))]),
+        message(
+            "2",
+            Role::Assistant,
+            vec![
+                Part::text("checking"),
+                Part::tool_call("c1", "weather", json!({})),
+            ],
+        ),
         // crash: the tool result of c1 never landed; the user wrote again
         text("3", Role::User, "hello?"),
         text("4", Role::Assistant, "sorry"),
     ];
     let c = conversation_with(ctx, history).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
-    assert!(memory_core::is_replay_safe(&loaded), "loaded history must be replay-safe: {loaded:?}");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
+    assert!(
+        memory_core::is_replay_safe(&loaded),
+        "loaded history must be replay-safe: {loaded:?}"
+    );
     assert_eq!(ids(&loaded), ["1", "2", "3", "4"]);
-    assert_eq!(loaded[1].message.parts, vec![Part::text("checking")], "the dangling call is dropped");
-    let raw = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("raw");
-    assert_eq!(raw[1].message.parts.len(), 2, "raw load keeps what is stored");
+    assert_eq!(
+        loaded[1].message.parts,
+        vec![Part::text("checking")],
+        "the dangling call is dropped"
+    );
+    let raw = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::raw())
+        .await
+        .must("raw");
+    assert_eq!(
+        raw[1].message.parts.len(),
+        2,
+        "raw load keeps what is stored"
+    );
 }
 
 /// A window that starts in the middle of a tool turn drops the orphaned results.
 pub async fn load_window_drops_orphan_tool_results(ctx: &Ctx) {
     let history = vec![
         text("1", Role::User, "q"),
-        message("2", Role::Assistant, vec![Part::tool_call("c1", "f", json!({}))]),
+        message(
+            "2",
+            Role::Assistant,
+            vec![Part::tool_call("c1", "f", json!({}))],
+        ),
         message("3", Role::Tool, vec![Part::tool_result("c1", json!("r"))]),
         text("4", Role::Assistant, "done"),
     ];
     let c = conversation_with(ctx, history).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::last(2)).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::last(2))
+        .await
+        .must("load");
     assert_eq!(ids(&loaded), ["4"]);
-    let complete = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::last(3)).await.must("load");
+    let complete = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::last(3))
+        .await
+        .must("load");
     assert_eq!(ids(&complete), ["2", "3", "4"]);
 }
 
 /// Loading a missing conversation is `NotFound`.
 pub async fn load_missing_is_not_found(ctx: &Ctx) {
-    ctx.backend().load(ctx.scope(), &cid("none"), LoadOptions::default()).await.must_be_not_found("load");
+    ctx.backend()
+        .load(ctx.scope(), &cid("none"), LoadOptions::default())
+        .await
+        .must_be_not_found("load");
 }
 
 /// Cursors start unset, move forward only, and need the conversation.
 pub async fn cursor_advances_monotonically(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     let b = ctx.backend();
-    assert_eq!(b.cursor(ctx.scope(), &c.id, "extract").await.must("unset"), None);
-    assert_eq!(b.advance_cursor(ctx.scope(), &c.id, "extract", 5).await.must("advance"), 5);
-    assert_eq!(b.advance_cursor(ctx.scope(), &c.id, "extract", 3).await.must("backwards"), 5);
-    assert_eq!(b.cursor(ctx.scope(), &c.id, "extract").await.must("read"), Some(5));
-    assert_eq!(b.cursor(ctx.scope(), &c.id, "other").await.must("other name"), None);
-    b.cursor(ctx.scope(), &cid("missing"), "extract").await.must_be_not_found("missing conversation");
-    b.advance_cursor(ctx.scope(), &cid("missing"), "x", 1).await.must_be_not_found("advance missing");
+    assert_eq!(
+        b.cursor(ctx.scope(), &c.id, "extract").await.must("unset"),
+        None
+    );
+    assert_eq!(
+        b.advance_cursor(ctx.scope(), &c.id, "extract", 5)
+            .await
+            .must("advance"),
+        5
+    );
+    assert_eq!(
+        b.advance_cursor(ctx.scope(), &c.id, "extract", 3)
+            .await
+            .must("backwards"),
+        5
+    );
+    assert_eq!(
+        b.cursor(ctx.scope(), &c.id, "extract").await.must("read"),
+        Some(5)
+    );
+    assert_eq!(
+        b.cursor(ctx.scope(), &c.id, "other")
+            .await
+            .must("other name"),
+        None
+    );
+    b.cursor(ctx.scope(), &cid("missing"), "extract")
+        .await
+        .must_be_not_found("missing conversation");
+    b.advance_cursor(ctx.scope(), &cid("missing"), "x", 1)
+        .await
+        .must_be_not_found("advance missing");
 }

@@ -4,18 +4,24 @@ use std::time::Duration;
 
 use memory_core::fact::rank_facts;
 use memory_core::{
-    FactId, FactQuery, FactSource, FactStore, MessageId, NewFact, RecallQuery, RememberOptions, RememberStatus,
+    FactId, FactQuery, FactSource, FactStore, MessageId, NewFact, RecallQuery, RememberOptions,
+    RememberStatus,
 };
 
 use crate::support::{cid, unit_vector, ResultExt};
 use crate::Ctx;
 
 async fn remember(ctx: &Ctx, fact: NewFact) -> memory_core::RememberOutcome {
-    ctx.backend().remember(ctx.scope(), fact, RememberOptions::default()).await.must("remember")
+    ctx.backend()
+        .remember(ctx.scope(), fact, RememberOptions::default())
+        .await
+        .must("remember")
 }
 
 async fn recall(ctx: &Ctx, query: RecallQuery) -> Vec<memory_core::ScoredFact> {
-    FactStore::recall(ctx.backend(), ctx.scope(), query).await.must("recall")
+    FactStore::recall(ctx.backend(), ctx.scope(), query)
+        .await
+        .must("recall")
 }
 
 fn texts(hits: &[memory_core::ScoredFact]) -> Vec<&str> {
@@ -23,7 +29,10 @@ fn texts(hits: &[memory_core::ScoredFact]) -> Vec<&str> {
 }
 
 fn scored(text: &str, score: f32) -> NewFact {
-    NewFact { score: Some(score), ..NewFact::new(text) }
+    NewFact {
+        score: Some(score),
+        ..NewFact::new(text)
+    }
 }
 
 /// A remembered fact keeps every field and reads back.
@@ -34,16 +43,29 @@ pub async fn remember_stores_every_field(ctx: &Ctx) {
         key: Some("ts-mode".into()),
         tags: vec!["code".into(), "style".into()],
         score: Some(0.9),
-        source: Some(FactSource { conversation_id: cid("c-1"), message_ids: vec![MessageId::new("m-1").unwrap()] }),
+        source: Some(FactSource {
+            conversation_id: cid("c-1"),
+            message_ids: vec![MessageId::new("m-1").unwrap()],
+        }),
         embedding: None,
         expires_at: Some(ctx.clock_now().saturating_add(Duration::from_secs(3600))),
     };
     let outcome = remember(ctx, new.clone()).await;
     assert_eq!(outcome.status, RememberStatus::Created);
-    let fact = ctx.backend().get_fact(ctx.scope(), &outcome.fact.id).await.must("get");
+    let fact = ctx
+        .backend()
+        .get_fact(ctx.scope(), &outcome.fact.id)
+        .await
+        .must("get");
     assert_eq!(fact, outcome.fact);
-    assert_eq!((&fact.text, &fact.kind, &fact.key), (&new.text, &new.kind, &new.key));
-    assert_eq!((&fact.tags, fact.score, &fact.source), (&new.tags, new.score, &new.source));
+    assert_eq!(
+        (&fact.text, &fact.kind, &fact.key),
+        (&new.text, &new.kind, &new.key)
+    );
+    assert_eq!(
+        (&fact.tags, fact.score, &fact.source),
+        (&new.tags, new.score, &new.source)
+    );
     assert_eq!(fact.expires_at, new.expires_at);
     assert_eq!(fact.created_at, ctx.clock_now());
     assert!(fact.is_current());
@@ -55,18 +77,34 @@ pub async fn remember_identical_text_is_a_duplicate(ctx: &Ctx) {
     let second = remember(ctx, NewFact::new("Allergic to peanuts")).await;
     assert_eq!(second.status, RememberStatus::Duplicate);
     assert_eq!(second.fact.id, first.fact.id);
-    let page = ctx.backend().list_facts(ctx.scope(), FactQuery::default()).await.must("list");
+    let page = ctx
+        .backend()
+        .list_facts(ctx.scope(), FactQuery::default())
+        .await
+        .must("list");
     assert_eq!(page.items.len(), 1);
 }
 
 /// A new text for a key supersedes the current fact and keeps it as history.
 pub async fn remember_with_key_supersedes_and_keeps_history(ctx: &Ctx) {
-    let keyed = |t: &str| NewFact { key: Some("city".into()), ..NewFact::new(t) };
+    let keyed = |t: &str| NewFact {
+        key: Some("city".into()),
+        ..NewFact::new(t)
+    };
     let old = remember(ctx, keyed("Lives in Paris")).await.fact;
     ctx.clock().advance(Duration::from_secs(1));
     let outcome = remember(ctx, keyed("Lives in Berlin")).await;
-    assert_eq!(outcome.status, RememberStatus::Superseded { previous: old.id.clone() });
-    let old_now = ctx.backend().get_fact(ctx.scope(), &old.id).await.must("get old");
+    assert_eq!(
+        outcome.status,
+        RememberStatus::Superseded {
+            previous: old.id.clone()
+        }
+    );
+    let old_now = ctx
+        .backend()
+        .get_fact(ctx.scope(), &old.id)
+        .await
+        .must("get old");
     assert_eq!(old_now.superseded_by.as_ref(), Some(&outcome.fact.id));
     assert_eq!(old_now.valid_to, Some(ctx.clock_now()));
     assert!(!old_now.is_current() && outcome.fact.is_current());
@@ -77,20 +115,49 @@ pub async fn remember_with_key_supersedes_and_keeps_history(ctx: &Ctx) {
 /// History lists every version of a key, oldest first, the current one last.
 pub async fn history_lists_versions_oldest_first(ctx: &Ctx) {
     for city in ["Paris", "Berlin", "Oslo"] {
-        remember(ctx, NewFact { key: Some("city".into()), ..NewFact::new(format!("Lives in {city}")) }).await;
+        remember(
+            ctx,
+            NewFact {
+                key: Some("city".into()),
+                ..NewFact::new(format!("Lives in {city}"))
+            },
+        )
+        .await;
         ctx.clock().advance(Duration::from_secs(1));
     }
-    remember(ctx, NewFact { key: Some("job".into()), ..NewFact::new("Engineer") }).await;
-    let history = ctx.backend().history(ctx.scope(), "city").await.must("history");
+    remember(
+        ctx,
+        NewFact {
+            key: Some("job".into()),
+            ..NewFact::new("Engineer")
+        },
+    )
+    .await;
+    let history = ctx
+        .backend()
+        .history(ctx.scope(), "city")
+        .await
+        .must("history");
     let texts: Vec<_> = history.iter().map(|f| f.text.as_str()).collect();
-    assert_eq!(texts, ["Lives in Paris", "Lives in Berlin", "Lives in Oslo"]);
+    assert_eq!(
+        texts,
+        ["Lives in Paris", "Lives in Berlin", "Lives in Oslo"]
+    );
     assert!(history[..2].iter().all(|f| !f.is_current()) && history[2].is_current());
-    assert!(ctx.backend().history(ctx.scope(), "unknown").await.must("unknown").is_empty());
+    assert!(ctx
+        .backend()
+        .history(ctx.scope(), "unknown")
+        .await
+        .must("unknown")
+        .is_empty());
 }
 
 /// Superseded facts are never recalled.
 pub async fn superseded_facts_are_not_recalled(ctx: &Ctx) {
-    let keyed = |t: &str| NewFact { key: Some("editor".into()), ..NewFact::new(t) };
+    let keyed = |t: &str| NewFact {
+        key: Some("editor".into()),
+        ..NewFact::new(t)
+    };
     remember(ctx, keyed("Editor choice is vim")).await;
     remember(ctx, keyed("Editor choice is emacs")).await;
     let hits = recall(ctx, RecallQuery::text("editor choice")).await;
@@ -113,10 +180,31 @@ pub async fn recall_matches_lexical_definition(ctx: &Ctx) {
     let mut facts = Vec::new();
     for (i, (text, score)) in corpus.iter().enumerate() {
         ctx.clock().advance(Duration::from_millis(1 + i as u64));
-        facts.push(remember(ctx, NewFact { score: *score, ..NewFact::new(*text) }).await.fact);
+        facts.push(
+            remember(
+                ctx,
+                NewFact {
+                    score: *score,
+                    ..NewFact::new(*text)
+                },
+            )
+            .await
+            .fact,
+        );
     }
-    for query in ["where does foo deploy", "FOO", "straße münchen", "東京都", "mac builds x86", "bar baz qux", "to a"] {
-        let q = RecallQuery { limit: Some(20), ..RecallQuery::text(query) };
+    for query in [
+        "where does foo deploy",
+        "FOO",
+        "straße münchen",
+        "東京都",
+        "mac builds x86",
+        "bar baz qux",
+        "to a",
+    ] {
+        let q = RecallQuery {
+            limit: Some(20),
+            ..RecallQuery::text(query)
+        };
         let got = recall(ctx, q.clone()).await;
         let want = rank_facts(&q, facts.iter().cloned());
         let got_ids: Vec<_> = got.iter().map(|h| (&h.fact.id, h.relevance)).collect();
@@ -135,7 +223,16 @@ pub async fn recall_orders_by_relevance_score_then_recency(ctx: &Ctx) {
     remember(ctx, NewFact::new("alpha without score")).await;
     remember(ctx, scored("alpha low", 0.2)).await;
     let hits = recall(ctx, RecallQuery::text("alpha beta")).await;
-    assert_eq!(texts(&hits), ["alpha beta gamma", "alpha only new", "alpha only old", "alpha low", "alpha without score"]);
+    assert_eq!(
+        texts(&hits),
+        [
+            "alpha beta gamma",
+            "alpha only new",
+            "alpha only old",
+            "alpha low",
+            "alpha without score"
+        ]
+    );
     assert!((hits[0].relevance - 1.0).abs() < 1e-9 && (hits[1].relevance - 0.5).abs() < 1e-9);
 }
 
@@ -144,9 +241,18 @@ pub async fn recall_ignores_short_tokens_and_splits_on_punctuation(ctx: &Ctx) {
     remember(ctx, NewFact::new("go to db at 9")).await;
     remember(ctx, NewFact::new("user's e-mail: alice@example.com")).await;
     assert!(recall(ctx, RecallQuery::text("go db at")).await.is_empty());
-    assert_eq!(texts(&recall(ctx, RecallQuery::text("example")).await), ["user's e-mail: alice@example.com"]);
-    assert_eq!(texts(&recall(ctx, RecallQuery::text("ALICE")).await).len(), 1);
-    assert!(recall(ctx, RecallQuery::text("exam")).await.is_empty(), "no prefix matching");
+    assert_eq!(
+        texts(&recall(ctx, RecallQuery::text("example")).await),
+        ["user's e-mail: alice@example.com"]
+    );
+    assert_eq!(
+        texts(&recall(ctx, RecallQuery::text("ALICE")).await).len(),
+        1
+    );
+    assert!(
+        recall(ctx, RecallQuery::text("exam")).await.is_empty(),
+        "no prefix matching"
+    );
 }
 
 /// Matching is case-insensitive over Unicode.
@@ -162,23 +268,63 @@ pub async fn recall_respects_limit(ctx: &Ctx) {
         remember(ctx, NewFact::new(format!("shared token number {i}"))).await;
     }
     assert_eq!(recall(ctx, RecallQuery::text("shared")).await.len(), 10);
-    assert_eq!(recall(ctx, RecallQuery { limit: Some(3), ..RecallQuery::text("shared") }).await.len(), 3);
+    assert_eq!(
+        recall(
+            ctx,
+            RecallQuery {
+                limit: Some(3),
+                ..RecallQuery::text("shared")
+            }
+        )
+        .await
+        .len(),
+        3
+    );
 }
 
 /// Tags filter with all-of semantics; kind filters exactly.
 pub async fn recall_filters_by_tags_and_kind(ctx: &Ctx) {
-    remember(ctx, NewFact { tags: vec!["work".into(), "infra".into()], kind: Some("note".into()), ..NewFact::new("deploy on friday") }).await;
-    remember(ctx, NewFact { tags: vec!["work".into()], ..NewFact::new("deploy checklist") }).await;
-    remember(ctx, NewFact { tags: vec!["home".into()], kind: Some("note".into()), ..NewFact::new("deploy the garden") }).await;
+    remember(
+        ctx,
+        NewFact {
+            tags: vec!["work".into(), "infra".into()],
+            kind: Some("note".into()),
+            ..NewFact::new("deploy on friday")
+        },
+    )
+    .await;
+    remember(
+        ctx,
+        NewFact {
+            tags: vec!["work".into()],
+            ..NewFact::new("deploy checklist")
+        },
+    )
+    .await;
+    remember(
+        ctx,
+        NewFact {
+            tags: vec!["home".into()],
+            kind: Some("note".into()),
+            ..NewFact::new("deploy the garden")
+        },
+    )
+    .await;
     let q = |tags: &[&str], kind: Option<&str>| RecallQuery {
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
         kind: kind.map(Into::into),
         ..RecallQuery::text("deploy")
     };
     assert_eq!(recall(ctx, q(&["work"], None)).await.len(), 2);
-    assert_eq!(texts(&recall(ctx, q(&["work", "infra"], None)).await), ["deploy on friday"]);
+    assert_eq!(
+        texts(&recall(ctx, q(&["work", "infra"], None)).await),
+        ["deploy on friday"]
+    );
     assert_eq!(recall(ctx, q(&[], Some("note"))).await.len(), 2);
-    assert_eq!(texts(&recall(ctx, q(&["home"], Some("note"))).await), ["deploy the garden"]);
+    assert_eq!(
+        texts(&recall(ctx, q(&["home"], Some("note"))).await),
+        ["deploy the garden"]
+    );
     assert!(recall(ctx, q(&["nope"], None)).await.is_empty());
 }
 
@@ -187,7 +333,14 @@ pub async fn recall_min_score_excludes_low_and_unscored(ctx: &Ctx) {
     remember(ctx, scored("coffee black", 0.9)).await;
     remember(ctx, scored("coffee with milk", 0.6)).await;
     remember(ctx, NewFact::new("coffee unknown")).await;
-    let hits = recall(ctx, RecallQuery { min_score: Some(0.7), ..RecallQuery::text("coffee") }).await;
+    let hits = recall(
+        ctx,
+        RecallQuery {
+            min_score: Some(0.7),
+            ..RecallQuery::text("coffee")
+        },
+    )
+    .await;
     assert_eq!(texts(&hits), ["coffee black"]);
 }
 
@@ -195,21 +348,47 @@ pub async fn recall_min_score_excludes_low_and_unscored(ctx: &Ctx) {
 pub async fn recall_without_tokens_returns_nothing(ctx: &Ctx) {
     remember(ctx, NewFact::new("anything at all")).await;
     assert!(recall(ctx, RecallQuery::text("?! a b")).await.is_empty());
-    FactStore::recall(ctx.backend(), ctx.scope(), RecallQuery::default()).await.must_be_invalid("no query");
+    FactStore::recall(ctx.backend(), ctx.scope(), RecallQuery::default())
+        .await
+        .must_be_invalid("no query");
 }
 
 /// Expired facts are never returned by get, list, recall or history.
 pub async fn expired_facts_are_never_returned(ctx: &Ctx) {
     let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_secs(60)));
-    let fact = remember(ctx, NewFact { expires_at, key: Some("k".into()), ..NewFact::new("temporary token") }).await.fact;
+    let fact = remember(
+        ctx,
+        NewFact {
+            expires_at,
+            key: Some("k".into()),
+            ..NewFact::new("temporary token")
+        },
+    )
+    .await
+    .fact;
     remember(ctx, NewFact::new("permanent token")).await;
     assert_eq!(recall(ctx, RecallQuery::text("token")).await.len(), 2);
     ctx.clock().advance(Duration::from_secs(61));
-    assert_eq!(texts(&recall(ctx, RecallQuery::text("token")).await), ["permanent token"]);
-    ctx.backend().get_fact(ctx.scope(), &fact.id).await.must_be_not_found("get expired");
-    let page = ctx.backend().list_facts(ctx.scope(), FactQuery::default()).await.must("list");
+    assert_eq!(
+        texts(&recall(ctx, RecallQuery::text("token")).await),
+        ["permanent token"]
+    );
+    ctx.backend()
+        .get_fact(ctx.scope(), &fact.id)
+        .await
+        .must_be_not_found("get expired");
+    let page = ctx
+        .backend()
+        .list_facts(ctx.scope(), FactQuery::default())
+        .await
+        .must("list");
     assert_eq!(page.items.len(), 1);
-    assert!(ctx.backend().history(ctx.scope(), "k").await.must("history").is_empty());
+    assert!(ctx
+        .backend()
+        .history(ctx.scope(), "k")
+        .await
+        .must("history")
+        .is_empty());
 }
 
 /// `max_facts` evicts lowest score first, then oldest; never the new fact.
@@ -217,40 +396,111 @@ pub async fn max_facts_evicts_lowest_score_then_oldest(ctx: &Ctx) {
     let options = |n| RememberOptions { max_facts: Some(n) };
     let b = ctx.backend();
     let mut ids = Vec::new();
-    for (text, score) in [("one", Some(0.5)), ("two", Some(0.2)), ("three", Some(0.2)), ("four", None), ("five", Some(0.9))] {
+    for (text, score) in [
+        ("one", Some(0.5)),
+        ("two", Some(0.2)),
+        ("three", Some(0.2)),
+        ("four", None),
+        ("five", Some(0.9)),
+    ] {
         ctx.clock().advance(Duration::from_millis(3));
-        let f = NewFact { score, ..NewFact::new(text) };
-        ids.push(b.remember(ctx.scope(), f, RememberOptions::default()).await.must("seed").fact.id);
+        let f = NewFact {
+            score,
+            ..NewFact::new(text)
+        };
+        ids.push(
+            b.remember(ctx.scope(), f, RememberOptions::default())
+                .await
+                .must("seed")
+                .fact
+                .id,
+        );
     }
     ctx.clock().advance(Duration::from_millis(3));
-    let outcome = b.remember(ctx.scope(), scored("six", 0.0), options(3)).await.must("evict");
+    let outcome = b
+        .remember(ctx.scope(), scored("six", 0.0), options(3))
+        .await
+        .must("evict");
     // order: four (no score), two (0.2, older), three (0.2, newer), one, five
-    assert_eq!(outcome.evicted, vec![ids[3].clone(), ids[1].clone(), ids[2].clone()]);
-    let left: Vec<FactId> = b.list_facts(ctx.scope(), FactQuery::default()).await.must("list").items.into_iter().map(|f| f.id).collect();
+    assert_eq!(
+        outcome.evicted,
+        vec![ids[3].clone(), ids[1].clone(), ids[2].clone()]
+    );
+    let left: Vec<FactId> = b
+        .list_facts(ctx.scope(), FactQuery::default())
+        .await
+        .must("list")
+        .items
+        .into_iter()
+        .map(|f| f.id)
+        .collect();
     assert_eq!(left.len(), 3);
-    assert!(left.contains(&outcome.fact.id), "the new fact is never evicted");
-    b.remember(ctx.scope(), NewFact::new("x"), options(0)).await.must_be_invalid("max_facts 0");
+    assert!(
+        left.contains(&outcome.fact.id),
+        "the new fact is never evicted"
+    );
+    b.remember(ctx.scope(), NewFact::new("x"), options(0))
+        .await
+        .must_be_invalid("max_facts 0");
 }
 
 /// Reading a missing fact is `NotFound`.
 pub async fn get_missing_fact_is_not_found(ctx: &Ctx) {
-    ctx.backend().get_fact(ctx.scope(), &FactId::new("missing").unwrap()).await.must_be_not_found("get");
+    ctx.backend()
+        .get_fact(ctx.scope(), &FactId::new("missing").unwrap())
+        .await
+        .must_be_not_found("get");
 }
 
 /// Listing is newest first, pages with a cursor, hides history unless asked, and filters.
 pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
     for i in 0..7 {
         ctx.clock().advance(Duration::from_millis(1));
-        let tags = if i % 2 == 0 { vec!["even".into()] } else { Vec::new() };
-        remember(ctx, NewFact { tags, ..NewFact::new(format!("fact {i}")) }).await;
+        let tags = if i % 2 == 0 {
+            vec!["even".into()]
+        } else {
+            Vec::new()
+        };
+        remember(
+            ctx,
+            NewFact {
+                tags,
+                ..NewFact::new(format!("fact {i}"))
+            },
+        )
+        .await;
     }
-    remember(ctx, NewFact { key: Some("k".into()), ..NewFact::new("v1") }).await;
-    remember(ctx, NewFact { key: Some("k".into()), ..NewFact::new("v2") }).await;
+    remember(
+        ctx,
+        NewFact {
+            key: Some("k".into()),
+            ..NewFact::new("v1")
+        },
+    )
+    .await;
+    remember(
+        ctx,
+        NewFact {
+            key: Some("k".into()),
+            ..NewFact::new("v2")
+        },
+    )
+    .await;
     let b = ctx.backend();
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let page = b.list_facts(ctx.scope(), FactQuery { limit: Some(3), cursor: cursor.take(), ..FactQuery::default() }).await.must("page");
+        let page = b
+            .list_facts(
+                ctx.scope(),
+                FactQuery {
+                    limit: Some(3),
+                    cursor: cursor.take(),
+                    ..FactQuery::default()
+                },
+            )
+            .await
+            .must("page");
         seen.extend(page.items.into_iter().map(|f| (f.created_at, f.id)));
         if page.next_cursor.is_none() {
             break;
@@ -261,20 +511,54 @@ pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
     let mut sorted = seen.clone();
     sorted.sort_by(|a, b| b.cmp(a));
     assert_eq!(seen, sorted);
-    let all = b.list_facts(ctx.scope(), FactQuery { include_superseded: true, ..FactQuery::default() }).await.must("all");
+    let all = b
+        .list_facts(
+            ctx.scope(),
+            FactQuery {
+                include_superseded: true,
+                ..FactQuery::default()
+            },
+        )
+        .await
+        .must("all");
     assert_eq!(all.items.len(), 9);
-    let even = b.list_facts(ctx.scope(), FactQuery { tags: vec!["even".into()], ..FactQuery::default() }).await.must("even");
+    let even = b
+        .list_facts(
+            ctx.scope(),
+            FactQuery {
+                tags: vec!["even".into()],
+                ..FactQuery::default()
+            },
+        )
+        .await
+        .must("even");
     assert_eq!(even.items.len(), 4);
-    let bad = FactQuery { cursor: Some("garbage".into()), ..FactQuery::default() };
-    b.list_facts(ctx.scope(), bad).await.must_be_invalid("bad cursor");
+    let bad = FactQuery {
+        cursor: Some("garbage".into()),
+        ..FactQuery::default()
+    };
+    b.list_facts(ctx.scope(), bad)
+        .await
+        .must_be_invalid("bad cursor");
 }
 
 /// Forget removes a fact and reports whether it existed.
 pub async fn forget_removes_a_fact(ctx: &Ctx) {
     let fact = remember(ctx, NewFact::new("to be forgotten")).await.fact;
-    assert!(ctx.backend().forget(ctx.scope(), &fact.id).await.must("forget"));
-    assert!(!ctx.backend().forget(ctx.scope(), &fact.id).await.must("forget again"));
-    ctx.backend().get_fact(ctx.scope(), &fact.id).await.must_be_not_found("get forgotten");
+    assert!(ctx
+        .backend()
+        .forget(ctx.scope(), &fact.id)
+        .await
+        .must("forget"));
+    assert!(!ctx
+        .backend()
+        .forget(ctx.scope(), &fact.id)
+        .await
+        .must("forget again"));
+    ctx.backend()
+        .get_fact(ctx.scope(), &fact.id)
+        .await
+        .must_be_not_found("get forgotten");
     assert!(recall(ctx, RecallQuery::text("forgotten")).await.is_empty());
 }
 
@@ -285,16 +569,35 @@ pub async fn remember_rejects_invalid_input(ctx: &Ctx) {
         NewFact::new("   "),
         scored("x", 1.5),
         scored("x", -0.1),
-        NewFact { key: Some(String::new()), ..NewFact::new("x") },
-        NewFact { tags: vec!["nul\0tag".into()], ..NewFact::new("x") },
-        NewFact { embedding: Some(vec![f32::NAN, 1.0]), ..NewFact::new("x") },
-        NewFact { embedding: Some(vec![0.0, 0.0]), ..NewFact::new("x") },
+        NewFact {
+            key: Some(String::new()),
+            ..NewFact::new("x")
+        },
+        NewFact {
+            tags: vec!["nul\0tag".into()],
+            ..NewFact::new("x")
+        },
+        NewFact {
+            embedding: Some(vec![f32::NAN, 1.0]),
+            ..NewFact::new("x")
+        },
+        NewFact {
+            embedding: Some(vec![0.0, 0.0]),
+            ..NewFact::new("x")
+        },
     ];
     for fact in bad {
         let what = format!("{fact:?}");
-        b.remember(ctx.scope(), fact, RememberOptions::default()).await.must_be_invalid(&what);
+        b.remember(ctx.scope(), fact, RememberOptions::default())
+            .await
+            .must_be_invalid(&what);
     }
-    assert!(b.list_facts(ctx.scope(), FactQuery::default()).await.must("list").items.is_empty());
+    assert!(b
+        .list_facts(ctx.scope(), FactQuery::default())
+        .await
+        .must("list")
+        .items
+        .is_empty());
 }
 
 /// Semantic recall ranks facts by cosine similarity of their embeddings.
@@ -302,10 +605,31 @@ pub async fn semantic_recall_ranks_by_cosine(ctx: &Ctx) {
     let query = unit_vector(16, 1);
     let near: Vec<f32> = query.iter().map(|x| x + 0.01).collect();
     let far = unit_vector(16, 99);
-    remember(ctx, NewFact { embedding: Some(far), ..NewFact::new("far away") }).await;
-    remember(ctx, NewFact { embedding: Some(near), ..NewFact::new("close by") }).await;
+    remember(
+        ctx,
+        NewFact {
+            embedding: Some(far),
+            ..NewFact::new("far away")
+        },
+    )
+    .await;
+    remember(
+        ctx,
+        NewFact {
+            embedding: Some(near),
+            ..NewFact::new("close by")
+        },
+    )
+    .await;
     remember(ctx, NewFact::new("no embedding")).await;
-    let hits = recall(ctx, RecallQuery { vector: Some(query), ..RecallQuery::default() }).await;
+    let hits = recall(
+        ctx,
+        RecallQuery {
+            vector: Some(query),
+            ..RecallQuery::default()
+        },
+    )
+    .await;
     assert_eq!(texts(&hits), ["close by", "far away"]);
     assert!(hits[0].relevance > 0.99);
 }
@@ -314,12 +638,37 @@ pub async fn semantic_recall_ranks_by_cosine(ctx: &Ctx) {
 pub async fn hybrid_recall_fuses_ranks(ctx: &Ctx) {
     let query = unit_vector(8, 7);
     let mut facts = Vec::new();
-    for (i, text) in ["rust memory store", "rust compiler", "gardening tips", "memory palace"].iter().enumerate() {
-        let embedding = if i == 2 { query.clone() } else { unit_vector(8, 100 + i as u64) };
+    for (i, text) in [
+        "rust memory store",
+        "rust compiler",
+        "gardening tips",
+        "memory palace",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let embedding = if i == 2 {
+            query.clone()
+        } else {
+            unit_vector(8, 100 + i as u64)
+        };
         ctx.clock().advance(Duration::from_millis(1));
-        facts.push(remember(ctx, NewFact { embedding: Some(embedding), ..NewFact::new(*text) }).await.fact);
+        facts.push(
+            remember(
+                ctx,
+                NewFact {
+                    embedding: Some(embedding),
+                    ..NewFact::new(*text)
+                },
+            )
+            .await
+            .fact,
+        );
     }
-    let q = RecallQuery { vector: Some(query), ..RecallQuery::text("rust memory") };
+    let q = RecallQuery {
+        vector: Some(query),
+        ..RecallQuery::text("rust memory")
+    };
     let got = recall(ctx, q.clone()).await;
     let want = rank_facts(&q, facts);
     assert_eq!(texts(&got), texts(&want));

@@ -6,7 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use memory_core::{
-    Capabilities, Clock, ManualClock, MemoryBackend, MemoryError, Namespace, Scope, Timestamp, VectorSearch,
+    Capabilities, Clock, ManualClock, MemoryBackend, MemoryError, Namespace, Scope, Timestamp,
+    VectorSearch,
 };
 
 /// A boxed future, as returned by factories and scenarios.
@@ -38,7 +39,9 @@ pub struct Ctx {
 }
 
 fn random_word(len: usize) -> String {
-    (0..len).map(|_| fastrand::alphanumeric().to_ascii_lowercase()).collect()
+    (0..len)
+        .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
+        .collect()
 }
 
 impl Ctx {
@@ -46,9 +49,21 @@ impl Ctx {
     /// namespace and two random subjects, so runs never collide and never wipe shared data.
     pub fn new(backend: Arc<dyn MemoryBackend>, clock: ManualClock) -> Self {
         let namespace = Namespace::new(format!("t{}", random_word(12))).expect("valid namespace");
-        let scope = Scope::from_parts(namespace.clone(), Some(subject(&format!("alice-{}", random_word(8)))));
-        let other = Scope::from_parts(namespace.clone(), Some(subject(&format!("bob-{}", random_word(8)))));
-        Self { backend, clock, namespace, scope, other }
+        let scope = Scope::from_parts(
+            namespace.clone(),
+            Some(subject(&format!("alice-{}", random_word(8)))),
+        );
+        let other = Scope::from_parts(
+            namespace.clone(),
+            Some(subject(&format!("bob-{}", random_word(8)))),
+        );
+        Self {
+            backend,
+            clock,
+            namespace,
+            scope,
+            other,
+        }
     }
 
     /// The backend under test.
@@ -131,8 +146,12 @@ impl Requirement {
             | (Self::ExactVectors, VectorSearch::Exact)
             | (Self::ApproximateVectors, VectorSearch::Approximate(_))
             | (Self::NoVectors, VectorSearch::None) => Ok(()),
-            (Self::Vectors | Self::ExactVectors, VectorSearch::None) => Err("backend declares no vector search"),
-            (Self::ExactVectors, VectorSearch::Approximate(_)) => Err("backend declares approximate vector search"),
+            (Self::Vectors | Self::ExactVectors, VectorSearch::None) => {
+                Err("backend declares no vector search")
+            }
+            (Self::ExactVectors, VectorSearch::Approximate(_)) => {
+                Err("backend declares approximate vector search")
+            }
             (Self::ApproximateVectors, _) => Err("backend declares no approximate vector index"),
             (Self::NoVectors, _) => Err("backend declares vector search"),
         }
@@ -163,7 +182,9 @@ pub enum Outcome {
 /// Whether `MEMORY_TEST_REQUIRE` (comma-separated backend names, or `all`) names the backend.
 pub fn is_required(backend: &str) -> bool {
     std::env::var("MEMORY_TEST_REQUIRE").is_ok_and(|list| {
-        list.split(',').map(str::trim).any(|name| name == backend || name == "all")
+        list.split(',')
+            .map(str::trim)
+            .any(|name| name == backend || name == "all")
     })
 }
 
@@ -173,15 +194,24 @@ fn announce(line: &str) {
 }
 
 fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
-    let Ok(path) = std::env::var("MEMORY_CONFORMANCE_REPORT") else { return };
+    let Ok(path) = std::env::var("MEMORY_CONFORMANCE_REPORT") else {
+        return;
+    };
     let line = serde_json::json!({
         "backend": backend,
         "scenario": scenario,
         "outcome": format!("{outcome:?}").to_lowercase(),
         "reason": reason,
     });
-    if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-        let _ = writeln!(file, "{line}");
+    // Tests run in parallel threads of one process: serialize the appends, one write per line.
+    static REPORT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _guard = REPORT_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = file.write_all(format!("{line}\n").as_bytes());
     }
 }
 
@@ -203,7 +233,12 @@ where
         Ok(made) => made,
         Err(SetupError::Unreachable(reason)) if !is_required(backend) => {
             announce(&format!("SKIP {name}: {backend} unreachable: {reason}"));
-            record(backend, name, Outcome::Skipped, &format!("unreachable: {reason}"));
+            record(
+                backend,
+                name,
+                Outcome::Skipped,
+                &format!("unreachable: {reason}"),
+            );
             return;
         }
         Err(error) => {
@@ -222,7 +257,11 @@ where
     match result {
         Ok(()) => record(backend, name, Outcome::Passed, ""),
         Err(error) => {
-            let reason = if error.is_panic() { "panicked" } else { "cancelled" };
+            let reason = if error.is_panic() {
+                "panicked"
+            } else {
+                "cancelled"
+            };
             record(backend, name, Outcome::Failed, reason);
             match error.try_into_panic() {
                 Ok(panic) => std::panic::resume_unwind(panic),
@@ -248,7 +287,8 @@ where
 
 /// Checks that the names a suite emits are exactly the canonical scenario list.
 pub fn assert_complete(emitted: &[&str]) {
-    let canonical: std::collections::BTreeSet<&str> = crate::SCENARIOS.iter().map(|s| s.name).collect();
+    let canonical: std::collections::BTreeSet<&str> =
+        crate::SCENARIOS.iter().map(|s| s.name).collect();
     let emitted_set: std::collections::BTreeSet<&str> = emitted.iter().copied().collect();
     let missing: Vec<_> = canonical.difference(&emitted_set).collect();
     let unknown: Vec<_> = emitted_set.difference(&canonical).collect();

@@ -11,11 +11,15 @@ mod harness;
 pub mod isolation;
 pub mod lifecycle;
 pub mod payload;
+pub mod services;
 pub mod support;
 pub mod vectors;
 pub mod working_memory;
 
-pub use harness::{assert_complete, block_on_scenario, is_required, run_scenario, BoxFuture, Ctx, Outcome, Requirement, Scenario, SetupError};
+pub use harness::{
+    assert_complete, block_on_scenario, is_required, run_scenario, BoxFuture, Ctx, Outcome,
+    Requirement, Scenario, SetupError,
+};
 
 macro_rules! scenario {
     ($group:ident :: $name:ident, $requires:ident) => {
@@ -31,26 +35,56 @@ macro_rules! scenario {
 pub static SCENARIOS: &[Scenario] = &[
     scenario!(conversation::create_assigns_uuid_v7_when_no_id_given, None),
     scenario!(conversation::create_keeps_client_id_and_fields, None),
-    scenario!(conversation::create_duplicate_id_is_already_exists_only_within_scope, None),
+    scenario!(
+        conversation::create_duplicate_id_is_already_exists_only_within_scope,
+        None
+    ),
     scenario!(conversation::get_missing_is_not_found, None),
     scenario!(conversation::list_is_newest_first, None),
-    scenario!(conversation::list_filters_by_agent_resource_and_record, None),
+    scenario!(
+        conversation::list_filters_by_agent_resource_and_record,
+        None
+    ),
     scenario!(conversation::list_pages_cover_every_conversation_once, None),
-    scenario!(conversation::list_cursor_is_stable_under_concurrent_inserts, None),
-    scenario!(conversation::list_rejects_malformed_cursor_and_bad_limit, None),
+    scenario!(
+        conversation::list_cursor_is_stable_under_concurrent_inserts,
+        None
+    ),
+    scenario!(
+        conversation::list_rejects_malformed_cursor_and_bad_limit,
+        None
+    ),
     scenario!(conversation::update_changes_title_and_metadata, None),
     scenario!(conversation::update_missing_is_not_found, None),
     scenario!(conversation::delete_reports_whether_it_existed, None),
     scenario!(conversation::append_assigns_contiguous_seq, None),
     scenario!(conversation::append_bumps_updated_at, None),
-    scenario!(conversation::append_to_missing_conversation_is_not_found, None),
+    scenario!(
+        conversation::append_to_missing_conversation_is_not_found,
+        None
+    ),
     scenario!(conversation::append_empty_batch_changes_nothing, None),
     scenario!(conversation::append_is_idempotent_by_message_id, None),
-    scenario!(conversation::append_same_id_with_different_content_is_conflict, None),
-    scenario!(conversation::append_handles_repeated_ids_within_a_batch, None),
-    scenario!(conversation::compare_and_append_applies_on_expected_seq, None),
-    scenario!(conversation::compare_and_append_conflict_reports_current_seq, None),
-    scenario!(conversation::compare_and_append_retry_of_applied_batch_succeeds, None),
+    scenario!(
+        conversation::append_same_id_with_different_content_is_conflict,
+        None
+    ),
+    scenario!(
+        conversation::append_handles_repeated_ids_within_a_batch,
+        None
+    ),
+    scenario!(
+        conversation::compare_and_append_applies_on_expected_seq,
+        None
+    ),
+    scenario!(
+        conversation::compare_and_append_conflict_reports_current_seq,
+        None
+    ),
+    scenario!(
+        conversation::compare_and_append_retry_of_applied_batch_succeeds,
+        None
+    ),
     scenario!(conversation::append_storage_limit_prunes_oldest, None),
     scenario!(conversation::load_returns_messages_as_appended, None),
     scenario!(conversation::load_round_trips_every_part_type, None),
@@ -58,23 +92,50 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(conversation::load_selects_before_and_after_seq, None),
     scenario!(conversation::load_filters_by_role, None),
     scenario!(conversation::load_window_from_long_thread, None),
-    scenario!(conversation::load_sanitizes_after_crash_between_call_and_result, None),
+    scenario!(
+        conversation::load_sanitizes_after_crash_between_call_and_result,
+        None
+    ),
     scenario!(conversation::load_window_drops_orphan_tool_results, None),
     scenario!(conversation::load_missing_is_not_found, None),
     scenario!(conversation::cursor_advances_monotonically, None),
-    scenario!(concurrency::concurrent_appends_lose_and_duplicate_nothing, None),
-    scenario!(concurrency::concurrent_retries_of_one_batch_apply_once, None),
-    scenario!(concurrency::concurrent_compare_and_append_has_one_winner, None),
-    scenario!(concurrency::concurrent_working_memory_compare_and_set_has_one_winner, None),
-    scenario!(concurrency::concurrent_supersedes_leave_one_current_fact, None),
+    scenario!(
+        concurrency::concurrent_appends_lose_and_duplicate_nothing,
+        None
+    ),
+    scenario!(
+        concurrency::concurrent_retries_of_one_batch_apply_once,
+        None
+    ),
+    scenario!(
+        concurrency::concurrent_compare_and_append_has_one_winner,
+        None
+    ),
+    scenario!(
+        concurrency::concurrent_working_memory_compare_and_set_has_one_winner,
+        None
+    ),
+    scenario!(
+        concurrency::concurrent_supersedes_leave_one_current_fact,
+        None
+    ),
     scenario!(working_memory::get_unset_is_none, None),
     scenario!(working_memory::set_then_get_round_trips, None),
     scenario!(working_memory::set_bumps_revision, None),
-    scenario!(working_memory::compare_and_set_conflict_reports_current_revision, None),
+    scenario!(
+        working_memory::compare_and_set_conflict_reports_current_revision,
+        None
+    ),
     scenario!(working_memory::compare_and_set_zero_requires_absence, None),
     scenario!(working_memory::clear_removes_and_reports, None),
-    scenario!(working_memory::user_and_conversation_documents_are_separate, None),
-    scenario!(working_memory::conversation_key_requires_existing_conversation, None),
+    scenario!(
+        working_memory::user_and_conversation_documents_are_separate,
+        None
+    ),
+    scenario!(
+        working_memory::conversation_key_requires_existing_conversation,
+        None
+    ),
     scenario!(working_memory::json_documents_must_parse, None),
     scenario!(facts::remember_stores_every_field, None),
     scenario!(facts::remember_identical_text_is_a_duplicate, None),
@@ -83,7 +144,10 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(facts::superseded_facts_are_not_recalled, None),
     scenario!(facts::recall_matches_lexical_definition, None),
     scenario!(facts::recall_orders_by_relevance_score_then_recency, None),
-    scenario!(facts::recall_ignores_short_tokens_and_splits_on_punctuation, None),
+    scenario!(
+        facts::recall_ignores_short_tokens_and_splits_on_punctuation,
+        None
+    ),
     scenario!(facts::recall_is_case_insensitive_over_unicode, None),
     scenario!(facts::recall_respects_limit, None),
     scenario!(facts::recall_filters_by_tags_and_kind, None),
@@ -98,7 +162,10 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(facts::semantic_recall_ranks_by_cosine, Vectors),
     scenario!(facts::hybrid_recall_fuses_ranks, Vectors),
     scenario!(vectors::ensure_collection_is_idempotent, Vectors),
-    scenario!(vectors::ensure_collection_with_other_dims_metric_or_model_is_rejected, Vectors),
+    scenario!(
+        vectors::ensure_collection_with_other_dims_metric_or_model_is_rejected,
+        Vectors
+    ),
     scenario!(vectors::drop_collection_removes_it_and_its_records, Vectors),
     scenario!(vectors::missing_collection_is_not_found, Vectors),
     scenario!(vectors::upsert_then_get_round_trips, Vectors),
@@ -109,9 +176,18 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(vectors::search_rejects_bad_queries, Vectors),
     scenario!(vectors::exact_top_k_matches_reference_cosine, ExactVectors),
     scenario!(vectors::exact_top_k_matches_reference_dot, ExactVectors),
-    scenario!(vectors::exact_top_k_matches_reference_euclidean, ExactVectors),
-    scenario!(vectors::approximate_search_reaches_recall_at_10, ApproximateVectors),
-    scenario!(vectors::vector_operations_are_unsupported_without_vector_search, NoVectors),
+    scenario!(
+        vectors::exact_top_k_matches_reference_euclidean,
+        ExactVectors
+    ),
+    scenario!(
+        vectors::approximate_search_reaches_recall_at_10,
+        ApproximateVectors
+    ),
+    scenario!(
+        vectors::vector_operations_are_unsupported_without_vector_search,
+        NoVectors
+    ),
     scenario!(vectors::search_returns_min_of_k_and_matching, Vectors),
     scenario!(vectors::search_min_score_drops_weak_hits, Vectors),
     scenario!(vectors::search_includes_vectors_only_when_asked, Vectors),
@@ -121,11 +197,17 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(filters::filter_ne_matches_missing_and_other_types, Vectors),
     scenario!(filters::filter_in_matches_any_listed_value, Vectors),
     scenario!(filters::filter_range_compares_numbers, Vectors),
-    scenario!(filters::filter_range_compares_strings_by_code_point, Vectors),
+    scenario!(
+        filters::filter_range_compares_strings_by_code_point,
+        Vectors
+    ),
     scenario!(filters::filter_exists_counts_null_as_present, Vectors),
     scenario!(filters::filter_boolean_operators_compose, Vectors),
     scenario!(filters::filter_nested_paths, Vectors),
-    scenario!(filters::filter_never_matches_arrays_or_objects_as_scalars, Vectors),
+    scenario!(
+        filters::filter_never_matches_arrays_or_objects_as_scalars,
+        Vectors
+    ),
     scenario!(filters::filter_values_are_bound_not_spliced, Vectors),
     scenario!(filters::malformed_filters_are_invalid, Vectors),
     scenario!(checkpoints::put_then_get_round_trips, None),
@@ -133,7 +215,10 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(checkpoints::update_with_current_version_bumps_it, None),
     scenario!(checkpoints::update_with_stale_version_is_conflict, None),
     scenario!(checkpoints::concurrent_updates_have_one_winner, None),
-    scenario!(checkpoints::list_suspended_filters_by_status_and_workflow, None),
+    scenario!(
+        checkpoints::list_suspended_filters_by_status_and_workflow,
+        None
+    ),
     scenario!(checkpoints::delete_and_missing_checkpoints, None),
     scenario!(cache::set_then_get_round_trips_bytes, None),
     scenario!(cache::set_replaces_value_and_ttl, None),
@@ -143,7 +228,10 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(cache::invalid_keys_are_rejected, None),
     scenario!(isolation::conversation_of_other_subject_is_not_found, None),
     scenario!(isolation::conversation_lists_are_per_scope, None),
-    scenario!(isolation::working_memory_of_other_subject_is_invisible, None),
+    scenario!(
+        isolation::working_memory_of_other_subject_is_invisible,
+        None
+    ),
     scenario!(isolation::facts_of_other_subject_are_invisible, None),
     scenario!(isolation::supersede_never_crosses_scopes, None),
     scenario!(isolation::vectors_of_other_subject_are_invisible, Vectors),

@@ -1,8 +1,9 @@
 //! Deletion cascades and `forget_all`.
 
 use memory_core::{
-    AppendOptions, CheckpointId, CheckpointStatus, ConversationQuery, FactQuery, FactStore, LoadOptions, Metric,
-    NewCheckpoint, NewFact, RecallQuery, RememberOptions, VectorQuery, WorkingMemoryKey, WorkingMemoryUpdate,
+    AppendOptions, CheckpointId, CheckpointStatus, ConversationQuery, FactQuery, FactStore,
+    LoadOptions, Metric, NewCheckpoint, NewFact, RecallQuery, RememberOptions, VectorQuery,
+    WorkingMemoryKey, WorkingMemoryUpdate,
 };
 use serde_json::json;
 
@@ -16,30 +17,64 @@ pub async fn delete_conversation_cascades(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 4)).await;
     let keep = conversation_with(ctx, texts("k", 1)).await;
     let vectors = ctx.capabilities().has_vectors();
-    let spec = if vectors { Some(collection(ctx, Metric::Cosine).await) } else { None };
+    let spec = if vectors {
+        Some(collection(ctx, Metric::Cosine).await)
+    } else {
+        None
+    };
     if let Some(spec) = &spec {
         let mut linked = record("msg-vec", unit_vector(DIMS, 1), json!({}));
         linked.conversation_id = Some(c.id.clone());
         let mut other = record("keep-vec", unit_vector(DIMS, 2), json!({}));
         other.conversation_id = Some(keep.id.clone());
-        b.upsert_vectors(ctx.scope(), &spec.name, vec![linked, other]).await.must("upsert");
+        b.upsert_vectors(ctx.scope(), &spec.name, vec![linked, other])
+            .await
+            .must("upsert");
     }
     let key = WorkingMemoryKey::Conversation(c.id.clone());
-    b.set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown("wm")).await.must("wm");
-    b.advance_cursor(ctx.scope(), &c.id, "extract", 4).await.must("cursor");
+    b.set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown("wm"))
+        .await
+        .must("wm");
+    b.advance_cursor(ctx.scope(), &c.id, "extract", 4)
+        .await
+        .must("cursor");
 
-    assert!(b.delete_conversation(ctx.scope(), &c.id).await.must("delete"));
+    assert!(b
+        .delete_conversation(ctx.scope(), &c.id)
+        .await
+        .must("delete"));
     if let Some(spec) = &spec {
-        b.get_vector(ctx.scope(), &spec.name, &vid("msg-vec")).await.must_be_not_found("linked vector");
-        b.get_vector(ctx.scope(), &spec.name, &vid("keep-vec")).await.must("other conversation's vector kept");
+        b.get_vector(ctx.scope(), &spec.name, &vid("msg-vec"))
+            .await
+            .must_be_not_found("linked vector");
+        b.get_vector(ctx.scope(), &spec.name, &vid("keep-vec"))
+            .await
+            .must("other conversation's vector kept");
     }
-    b.get_working_memory(ctx.scope(), &key).await.must_be_not_found("conversation working memory");
+    b.get_working_memory(ctx.scope(), &key)
+        .await
+        .must_be_not_found("conversation working memory");
     // A conversation re-created under the same id starts empty: nothing was left behind.
-    let again = memory_core::NewConversation { id: Some(c.id.clone()), ..Default::default() };
-    b.create_conversation(ctx.scope(), again).await.must("re-create");
-    assert!(b.load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load").is_empty());
-    assert_eq!(b.cursor(ctx.scope(), &c.id, "extract").await.must("cursor"), None);
-    assert_eq!(b.get_working_memory(ctx.scope(), &key).await.must("wm"), None);
+    let again = memory_core::NewConversation {
+        id: Some(c.id.clone()),
+        ..Default::default()
+    };
+    b.create_conversation(ctx.scope(), again)
+        .await
+        .must("re-create");
+    assert!(b
+        .load(ctx.scope(), &c.id, LoadOptions::raw())
+        .await
+        .must("load")
+        .is_empty());
+    assert_eq!(
+        b.cursor(ctx.scope(), &c.id, "extract").await.must("cursor"),
+        None
+    );
+    assert_eq!(
+        b.get_working_memory(ctx.scope(), &key).await.must("wm"),
+        None
+    );
 }
 
 /// Seeds one of everything for the main subject; returns the expected receipt counts.
@@ -47,36 +82,88 @@ async fn seed_everything(ctx: &Ctx) -> memory_core::DeletionReceipt {
     let b = ctx.backend();
     let c1 = conversation_with(ctx, texts("a", 3)).await;
     let c2 = conversation_with(ctx, texts("b", 2)).await;
-    b.advance_cursor(ctx.scope(), &c1.id, "extract", 3).await.must("cursor");
-    b.set_working_memory(ctx.scope(), &WorkingMemoryKey::Conversation(c2.id.clone()), WorkingMemoryUpdate::markdown("x")).await.must("wm");
-    b.set_working_memory(ctx.scope(), &WorkingMemoryKey::User, WorkingMemoryUpdate::markdown("u")).await.must("wm");
+    b.advance_cursor(ctx.scope(), &c1.id, "extract", 3)
+        .await
+        .must("cursor");
+    b.set_working_memory(
+        ctx.scope(),
+        &WorkingMemoryKey::Conversation(c2.id.clone()),
+        WorkingMemoryUpdate::markdown("x"),
+    )
+    .await
+    .must("wm");
+    b.set_working_memory(
+        ctx.scope(),
+        &WorkingMemoryKey::User,
+        WorkingMemoryUpdate::markdown("u"),
+    )
+    .await
+    .must("wm");
     for t in ["likes tea", "likes coffee"] {
-        b.remember(ctx.scope(), NewFact::new(t), RememberOptions::default()).await.must("fact");
+        b.remember(ctx.scope(), NewFact::new(t), RememberOptions::default())
+            .await
+            .must("fact");
     }
-    let keyed = |t: &str| NewFact { key: Some("city".into()), ..NewFact::new(t) };
-    b.remember(ctx.scope(), keyed("in Rome"), RememberOptions::default()).await.must("fact");
-    b.remember(ctx.scope(), keyed("in Oslo"), RememberOptions::default()).await.must("superseding fact");
+    let keyed = |t: &str| NewFact {
+        key: Some("city".into()),
+        ..NewFact::new(t)
+    };
+    b.remember(ctx.scope(), keyed("in Rome"), RememberOptions::default())
+        .await
+        .must("fact");
+    b.remember(ctx.scope(), keyed("in Oslo"), RememberOptions::default())
+        .await
+        .must("superseding fact");
     let vectors = if ctx.capabilities().has_vectors() {
         let cosine = collection(ctx, Metric::Cosine).await;
         let dot = collection(ctx, Metric::Dot).await;
-        let records = |p: &str| (0..3).map(|i| record(&format!("{p}{i}"), unit_vector(DIMS, i), json!({}))).collect();
-        b.upsert_vectors(ctx.scope(), &cosine.name, records("c")).await.must("vectors");
-        b.upsert_vectors(ctx.scope(), &dot.name, records("d")).await.must("vectors");
+        let records = |p: &str| {
+            (0..3)
+                .map(|i| record(&format!("{p}{i}"), unit_vector(DIMS, i), json!({})))
+                .collect()
+        };
+        b.upsert_vectors(ctx.scope(), &cosine.name, records("c"))
+            .await
+            .must("vectors");
+        b.upsert_vectors(ctx.scope(), &dot.name, records("d"))
+            .await
+            .must("vectors");
         6
     } else {
         0
     };
-    let cp = NewCheckpoint { id: CheckpointId::new("run").unwrap(), workflow: "w".into(), status: CheckpointStatus::Suspended, state: json!({}) };
+    let cp = NewCheckpoint {
+        id: CheckpointId::new("run").unwrap(),
+        workflow: "w".into(),
+        status: CheckpointStatus::Suspended,
+        state: json!({}),
+    };
     b.put_checkpoint(ctx.scope(), cp).await.must("checkpoint");
-    memory_core::DeletionReceipt { conversations: 2, messages: 5, facts: 4, vectors, working_memory: 2, checkpoints: 1, cursors: 1 }
+    memory_core::DeletionReceipt {
+        conversations: 2,
+        messages: 5,
+        facts: 4,
+        vectors,
+        working_memory: 2,
+        checkpoints: 1,
+        cursors: 1,
+    }
 }
 
 /// `forget_all` returns a receipt counting every kind of row removed.
 pub async fn forget_all_receipt_counts_every_row(ctx: &Ctx) {
     let expected = seed_everything(ctx).await;
-    let receipt = ctx.backend().forget_all(ctx.scope()).await.must("forget_all");
+    let receipt = ctx
+        .backend()
+        .forget_all(ctx.scope())
+        .await
+        .must("forget_all");
     assert_eq!(receipt, expected);
-    let again = ctx.backend().forget_all(ctx.scope()).await.must("forget_all again");
+    let again = ctx
+        .backend()
+        .forget_all(ctx.scope())
+        .await
+        .must("forget_all again");
     assert_eq!(again.total(), 0, "nothing left to forget");
 }
 
@@ -86,16 +173,45 @@ pub async fn forget_all_leaves_nothing_behind(ctx: &Ctx) {
     let b = ctx.backend();
     b.forget_all(ctx.scope()).await.must("forget_all");
     let s = ctx.scope();
-    assert!(b.list_conversations(s, ConversationQuery::default()).await.must("conversations").items.is_empty());
-    let facts = FactQuery { include_superseded: true, ..FactQuery::default() };
+    assert!(b
+        .list_conversations(s, ConversationQuery::default())
+        .await
+        .must("conversations")
+        .items
+        .is_empty());
+    let facts = FactQuery {
+        include_superseded: true,
+        ..FactQuery::default()
+    };
     assert!(b.list_facts(s, facts).await.must("facts").items.is_empty());
     assert!(b.history(s, "city").await.must("history").is_empty());
-    assert!(FactStore::recall(b, s, RecallQuery::text("likes")).await.must("recall").is_empty());
-    assert_eq!(b.get_working_memory(s, &WorkingMemoryKey::User).await.must("wm"), None);
-    assert!(b.list_suspended(s, None).await.must("checkpoints").is_empty());
-    let collections = if ctx.capabilities().has_vectors() { b.list_collections(ctx.namespace()).await.must("collections") } else { Vec::new() };
+    assert!(FactStore::recall(b, s, RecallQuery::text("likes"))
+        .await
+        .must("recall")
+        .is_empty());
+    assert_eq!(
+        b.get_working_memory(s, &WorkingMemoryKey::User)
+            .await
+            .must("wm"),
+        None
+    );
+    assert!(b
+        .list_suspended(s, None)
+        .await
+        .must("checkpoints")
+        .is_empty());
+    let collections = if ctx.capabilities().has_vectors() {
+        b.list_collections(ctx.namespace())
+            .await
+            .must("collections")
+    } else {
+        Vec::new()
+    };
     for spec in collections {
-        let hits = b.search(s, &spec.name, VectorQuery::new(unit_vector(DIMS, 0), 10)).await.must("search");
+        let hits = b
+            .search(s, &spec.name, VectorQuery::new(unit_vector(DIMS, 0), 10))
+            .await
+            .must("search");
         assert!(hits.is_empty(), "vectors left in {}", spec.name);
     }
 }
@@ -105,24 +221,68 @@ pub async fn forget_all_leaves_others_untouched(ctx: &Ctx) {
     seed_everything(ctx).await;
     let b = ctx.backend();
     let other = ctx.other_scope();
-    let theirs = b.create_conversation(other, memory_core::NewConversation::default()).await.must("theirs");
-    b.append(other, &theirs.id, texts("t", 2), AppendOptions::default()).await.must("append");
-    b.remember(&ctx.shared_scope(), NewFact::new("shared knowledge"), RememberOptions::default()).await.must("shared");
-    b.cache_set(ctx.namespace(), "k", b"v".to_vec(), None).await.must("cache");
-    let spec = if ctx.capabilities().has_vectors() { Some(collection(ctx, Metric::Cosine).await) } else { None };
+    let theirs = b
+        .create_conversation(other, memory_core::NewConversation::default())
+        .await
+        .must("theirs");
+    b.append(other, &theirs.id, texts("t", 2), AppendOptions::default())
+        .await
+        .must("append");
+    b.remember(
+        &ctx.shared_scope(),
+        NewFact::new("shared knowledge"),
+        RememberOptions::default(),
+    )
+    .await
+    .must("shared");
+    b.cache_set(ctx.namespace(), "k", b"v".to_vec(), None)
+        .await
+        .must("cache");
+    let spec = if ctx.capabilities().has_vectors() {
+        Some(collection(ctx, Metric::Cosine).await)
+    } else {
+        None
+    };
     if let Some(spec) = &spec {
-        b.upsert_vectors(other, &spec.name, vec![record("c0", unit_vector(DIMS, 0), json!({}))]).await.must("their vector");
+        b.upsert_vectors(
+            other,
+            &spec.name,
+            vec![record("c0", unit_vector(DIMS, 0), json!({}))],
+        )
+        .await
+        .must("their vector");
     }
     b.forget_all(ctx.scope()).await.must("forget_all");
-    assert_eq!(b.load(other, &theirs.id, LoadOptions::raw()).await.must("theirs").len(), 2);
-    assert_eq!(FactStore::recall(b, &ctx.shared_scope(), RecallQuery::text("shared")).await.must("shared").len(), 1);
-    assert!(b.cache_get(ctx.namespace(), "k").await.must("cache").is_some());
+    assert_eq!(
+        b.load(other, &theirs.id, LoadOptions::raw())
+            .await
+            .must("theirs")
+            .len(),
+        2
+    );
+    assert_eq!(
+        FactStore::recall(b, &ctx.shared_scope(), RecallQuery::text("shared"))
+            .await
+            .must("shared")
+            .len(),
+        1
+    );
+    assert!(b
+        .cache_get(ctx.namespace(), "k")
+        .await
+        .must("cache")
+        .is_some());
     if let Some(spec) = &spec {
-        b.get_vector(other, &spec.name, &vid("c0")).await.must("their vector with the same id");
+        b.get_vector(other, &spec.name, &vid("c0"))
+            .await
+            .must("their vector with the same id");
     }
 }
 
 /// `forget_all` of the shared scope (no subject) is `InvalidInput`.
 pub async fn forget_all_requires_a_subject(ctx: &Ctx) {
-    ctx.backend().forget_all(&ctx.shared_scope()).await.must_be_invalid("shared scope");
+    ctx.backend()
+        .forget_all(&ctx.shared_scope())
+        .await
+        .must_be_invalid("shared scope");
 }

@@ -1,19 +1,26 @@
 //! The payload corpus through every string field: byte-exact round trips, NUL and all.
 
 use memory_core::{
-    CheckpointId, CheckpointStatus, CollectionSpec, ConversationId, ConversationQuery, FactStore, Filter,
-    LoadOptions, Message, MessageId, Metadata, NewCheckpoint, NewConversation, NewFact, Part, RecallQuery,
-    RememberOptions, Role, Scope, VectorId, VectorQuery, VectorRecord, WorkingMemoryKey, WorkingMemoryUpdate,
+    CheckpointId, CheckpointStatus, CollectionSpec, ConversationId, ConversationQuery, FactStore,
+    Filter, LoadOptions, Message, MessageId, Metadata, NewCheckpoint, NewConversation, NewFact,
+    Part, RecallQuery, RememberOptions, Role, Scope, VectorId, VectorQuery, VectorRecord,
+    WorkingMemoryKey, WorkingMemoryUpdate,
 };
 use serde_json::{json, Value};
 
-use crate::support::{conversation, conversation_with, identifier_payloads, message, one_mebibyte, payloads, unit_vector, ResultExt};
+use crate::support::{
+    conversation, conversation_with, identifier_payloads, message, one_mebibyte, payloads,
+    unit_vector, ResultExt,
+};
 use crate::Ctx;
 
 fn metadata_of(payload: &str) -> Metadata {
     let mut m = Metadata::new();
     m.insert("value".into(), Value::String(payload.to_owned()));
-    m.insert(payload.to_owned(), json!({"nested": payload, "list": [payload]}));
+    m.insert(
+        payload.to_owned(),
+        json!({"nested": payload, "list": [payload]}),
+    );
     m
 }
 
@@ -23,13 +30,21 @@ pub async fn message_text_round_trips(ctx: &Ctx) {
         .into_iter()
         .enumerate()
         .map(|(i, (_, p))| {
-            let mut m = message(&format!("m{i}"), Role::User, vec![Part::text(p.clone()), Part::Reasoning { text: p.clone() }]);
+            let mut m = message(
+                &format!("m{i}"),
+                Role::User,
+                vec![Part::text(p.clone()), Part::Reasoning { text: p.clone() }],
+            );
             m.metadata = metadata_of(&p);
             m
         })
         .collect();
     let c = conversation_with(ctx, sent.clone()).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::raw())
+        .await
+        .must("load");
     for ((name, _), (got, want)) in payloads().iter().zip(loaded.iter().zip(&sent)) {
         assert_eq!(&got.message, want, "payload {name}");
     }
@@ -41,11 +56,23 @@ pub async fn tool_calls_and_results_round_trip(ctx: &Ctx) {
     for (i, (_, p)) in payloads().into_iter().enumerate() {
         let call_id = format!("call-{i}-{p}");
         let args = json!({ p.clone(): p, "n": [1, 2.5, -3e10], "deep": {"x": null, "y": true} });
-        sent.push(message(&format!("a{i}"), Role::Assistant, vec![Part::tool_call(call_id.clone(), format!("tool {p}"), args)]));
-        sent.push(message(&format!("t{i}"), Role::Tool, vec![Part::tool_result(call_id, json!({"out": p}))]));
+        sent.push(message(
+            &format!("a{i}"),
+            Role::Assistant,
+            vec![Part::tool_call(call_id.clone(), format!("tool {p}"), args)],
+        ));
+        sent.push(message(
+            &format!("t{i}"),
+            Role::Tool,
+            vec![Part::tool_result(call_id, json!({"out": p}))],
+        ));
     }
     let c = conversation_with(ctx, sent.clone()).await;
-    let loaded = ctx.backend().load(ctx.scope(), &c.id, LoadOptions::default()).await.must("load");
+    let loaded = ctx
+        .backend()
+        .load(ctx.scope(), &c.id, LoadOptions::default())
+        .await
+        .must("load");
     let got: Vec<Message> = loaded.into_iter().map(|m| m.message).collect();
     assert_eq!(got, sent, "sanitize keeps complete turns and every byte");
 }
@@ -54,7 +81,11 @@ pub async fn tool_calls_and_results_round_trip(ctx: &Ctx) {
 pub async fn conversation_fields_round_trip(ctx: &Ctx) {
     let b = ctx.backend();
     for (name, p) in payloads() {
-        let ident = if p.contains('\0') || p.trim().is_empty() { "plain".to_owned() } else { p.clone() };
+        let ident = if p.contains('\0') || p.trim().is_empty() {
+            "plain".to_owned()
+        } else {
+            p.clone()
+        };
         let new = NewConversation {
             id: None,
             agent: Some(ident.clone()),
@@ -64,12 +95,22 @@ pub async fn conversation_fields_round_trip(ctx: &Ctx) {
             record_id: Some(ident.clone()),
         };
         let created = b.create_conversation(ctx.scope(), new).await.must(name);
-        let read = b.get_conversation(ctx.scope(), &created.id).await.must(name);
+        let read = b
+            .get_conversation(ctx.scope(), &created.id)
+            .await
+            .must(name);
         assert_eq!(read, created, "payload {name}");
         assert_eq!(read.title.as_deref(), Some(p.as_str()), "payload {name}");
-        let query = ConversationQuery { agent: Some(ident.clone()), record_id: Some(ident), ..ConversationQuery::default() };
+        let query = ConversationQuery {
+            agent: Some(ident.clone()),
+            record_id: Some(ident),
+            ..ConversationQuery::default()
+        };
         let found = b.list_conversations(ctx.scope(), query).await.must(name);
-        assert!(found.items.iter().any(|c| c.id == created.id), "filter by payload {name}");
+        assert!(
+            found.items.iter().any(|c| c.id == created.id),
+            "filter by payload {name}"
+        );
     }
 }
 
@@ -79,16 +120,40 @@ pub async fn identifiers_round_trip(ctx: &Ctx) {
     for (name, p) in identifier_payloads() {
         let scope = Scope::new(ctx.namespace().as_str(), format!("{p}-subject")).expect("subject");
         let id = ConversationId::new(p.clone()).expect("conversation id");
-        let new = NewConversation { id: Some(id.clone()), ..NewConversation::default() };
+        let new = NewConversation {
+            id: Some(id.clone()),
+            ..NewConversation::default()
+        };
         b.create_conversation(&scope, new).await.must(name);
-        let m = Message { id: MessageId::new(p.clone()).expect("id"), ..Message::user(p.clone()) };
-        b.append(&scope, &id, vec![m.clone()], memory_core::AppendOptions::default()).await.must(name);
+        let m = Message {
+            id: MessageId::new(p.clone()).expect("id"),
+            ..Message::user(p.clone())
+        };
+        b.append(
+            &scope,
+            &id,
+            vec![m.clone()],
+            memory_core::AppendOptions::default(),
+        )
+        .await
+        .must(name);
         let loaded = b.load(&scope, &id, LoadOptions::raw()).await.must(name);
         assert_eq!(loaded[0].message, m, "payload {name}");
-        b.get_conversation(ctx.scope(), &id).await.must_be_not_found(name);
-        let cp = NewCheckpoint { id: CheckpointId::new(p.clone()).unwrap(), workflow: p.clone(), status: CheckpointStatus::Suspended, state: json!(p) };
+        b.get_conversation(ctx.scope(), &id)
+            .await
+            .must_be_not_found(name);
+        let cp = NewCheckpoint {
+            id: CheckpointId::new(p.clone()).unwrap(),
+            workflow: p.clone(),
+            status: CheckpointStatus::Suspended,
+            state: json!(p),
+        };
         b.put_checkpoint(&scope, cp.clone()).await.must(name);
-        assert_eq!(b.list_suspended(&scope, Some(&p)).await.must(name)[0].id, cp.id, "payload {name}");
+        assert_eq!(
+            b.list_suspended(&scope, Some(&p)).await.must(name)[0].id,
+            cp.id,
+            "payload {name}"
+        );
     }
 }
 
@@ -96,16 +161,35 @@ pub async fn identifiers_round_trip(ctx: &Ctx) {
 pub async fn fact_fields_round_trip(ctx: &Ctx) {
     let b = ctx.backend();
     for (i, (name, p)) in payloads().into_iter().enumerate() {
-        let ident = if p.contains('\0') || p.trim().is_empty() { "plain".to_owned() } else { p.clone() };
+        let ident = if p.contains('\0') || p.trim().is_empty() {
+            "plain".to_owned()
+        } else {
+            p.clone()
+        };
         let text = format!("{p} marker{}", name.replace(' ', ""));
         let key = format!("k{i}-{ident}");
-        let new = NewFact { kind: Some(ident.clone()), key: Some(key.clone()), tags: vec![ident.clone()], ..NewFact::new(text.clone()) };
-        let stored = b.remember(ctx.scope(), new, RememberOptions::default()).await.must(name).fact;
+        let new = NewFact {
+            kind: Some(ident.clone()),
+            key: Some(key.clone()),
+            tags: vec![ident.clone()],
+            ..NewFact::new(text.clone())
+        };
+        let stored = b
+            .remember(ctx.scope(), new, RememberOptions::default())
+            .await
+            .must(name)
+            .fact;
         let read = b.get_fact(ctx.scope(), &stored.id).await.must(name);
         assert_eq!(read.text, text, "payload {name}");
-        assert_eq!((read.kind.as_deref(), read.key.as_deref()), (Some(ident.as_str()), Some(key.as_str())));
+        assert_eq!(
+            (read.kind.as_deref(), read.key.as_deref()),
+            (Some(ident.as_str()), Some(key.as_str()))
+        );
         assert_eq!(read.tags, vec![ident.clone()]);
-        let query = RecallQuery { tags: vec![ident], ..RecallQuery::text(format!("marker{}", name.replace(' ', ""))) };
+        let query = RecallQuery {
+            tags: vec![ident],
+            ..RecallQuery::text(format!("marker{}", name.replace(' ', "")))
+        };
         let hits = FactStore::recall(b, ctx.scope(), query).await.must(name);
         assert_eq!(hits.len(), 1, "recall with payload tag {name}");
     }
@@ -116,12 +200,28 @@ pub async fn working_memory_round_trips(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     let key = WorkingMemoryKey::Conversation(c.id);
     for (name, p) in payloads() {
-        ctx.backend().set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown(p.clone())).await.must(name);
-        let read = ctx.backend().get_working_memory(ctx.scope(), &key).await.must(name).expect("set");
+        ctx.backend()
+            .set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown(p.clone()))
+            .await
+            .must(name);
+        let read = ctx
+            .backend()
+            .get_working_memory(ctx.scope(), &key)
+            .await
+            .must(name)
+            .expect("set");
         assert_eq!(read.content, p, "payload {name}");
         let doc = json!({ "k": p, p.clone(): 1 }).to_string();
-        ctx.backend().set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::json(doc.clone())).await.must(name);
-        let read = ctx.backend().get_working_memory(ctx.scope(), &key).await.must(name).expect("set");
+        ctx.backend()
+            .set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::json(doc.clone()))
+            .await
+            .must(name);
+        let read = ctx
+            .backend()
+            .get_working_memory(ctx.scope(), &key)
+            .await
+            .must(name)
+            .expect("set");
         assert_eq!(read.content, doc, "json payload {name}");
     }
 }
@@ -129,7 +229,10 @@ pub async fn working_memory_round_trips(ctx: &Ctx) {
 /// Vector text, ids and metadata round-trip, and filters match payload values literally.
 pub async fn vector_payloads_round_trip(ctx: &Ctx) {
     let spec = CollectionSpec::new("payloads", 8, "m");
-    ctx.backend().ensure_collection(ctx.namespace(), spec.clone()).await.must("ensure");
+    ctx.backend()
+        .ensure_collection(ctx.namespace(), spec.clone())
+        .await
+        .must("ensure");
     let records: Vec<VectorRecord> = payloads()
         .into_iter()
         .enumerate()
@@ -141,14 +244,29 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
             conversation_id: None,
         })
         .collect();
-    ctx.backend().upsert_vectors(ctx.scope(), &spec.name, records.clone()).await.must("upsert");
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, records.clone())
+        .await
+        .must("upsert");
     for ((name, p), want) in payloads().into_iter().zip(&records) {
-        assert_eq!(&ctx.backend().get_vector(ctx.scope(), &spec.name, &want.id).await.must(name), want, "payload {name}");
+        assert_eq!(
+            &ctx.backend()
+                .get_vector(ctx.scope(), &spec.name, &want.id)
+                .await
+                .must(name),
+            want,
+            "payload {name}"
+        );
         if p.contains('\0') {
             continue; // filter strings exclude NUL by contract
         }
-        let query = VectorQuery::new(unit_vector(8, 0), 100).with_filter(Filter::eq("value", p.as_str()));
-        let hits = ctx.backend().search(ctx.scope(), &spec.name, query).await.must(name);
+        let query =
+            VectorQuery::new(unit_vector(8, 0), 100).with_filter(Filter::eq("value", p.as_str()));
+        let hits = ctx
+            .backend()
+            .search(ctx.scope(), &spec.name, query)
+            .await
+            .must(name);
         assert_eq!(hits.len(), 1, "filter on payload {name}");
         assert_eq!(hits[0].record.id, want.id);
     }
@@ -158,19 +276,45 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
 pub async fn checkpoint_state_round_trips(ctx: &Ctx) {
     for (i, (name, p)) in payloads().into_iter().enumerate() {
         let state = json!({ "s": p, p.clone(): [p] });
-        let new = NewCheckpoint { id: CheckpointId::new(format!("cp{i}")).unwrap(), workflow: "w".into(), status: CheckpointStatus::Running, state: state.clone() };
-        ctx.backend().put_checkpoint(ctx.scope(), new.clone()).await.must(name);
-        assert_eq!(ctx.backend().get_checkpoint(ctx.scope(), &new.id).await.must(name).state, state, "payload {name}");
+        let new = NewCheckpoint {
+            id: CheckpointId::new(format!("cp{i}")).unwrap(),
+            workflow: "w".into(),
+            status: CheckpointStatus::Running,
+            state: state.clone(),
+        };
+        ctx.backend()
+            .put_checkpoint(ctx.scope(), new.clone())
+            .await
+            .must(name);
+        assert_eq!(
+            ctx.backend()
+                .get_checkpoint(ctx.scope(), &new.id)
+                .await
+                .must(name)
+                .state,
+            state,
+            "payload {name}"
+        );
     }
 }
 
 /// Cache keys made of hostile characters round-trip their values.
 pub async fn cache_keys_round_trip(ctx: &Ctx) {
     for (name, p) in identifier_payloads() {
-        ctx.backend().cache_set(ctx.namespace(), &p, p.as_bytes().to_vec(), None).await.must(name);
+        ctx.backend()
+            .cache_set(ctx.namespace(), &p, p.as_bytes().to_vec(), None)
+            .await
+            .must(name);
     }
     for (name, p) in identifier_payloads() {
-        assert_eq!(ctx.backend().cache_get(ctx.namespace(), &p).await.must(name), Some(p.into_bytes()), "payload {name}");
+        assert_eq!(
+            ctx.backend()
+                .cache_get(ctx.namespace(), &p)
+                .await
+                .must(name),
+            Some(p.into_bytes()),
+            "payload {name}"
+        );
     }
 }
 
@@ -178,14 +322,60 @@ pub async fn cache_keys_round_trip(ctx: &Ctx) {
 pub async fn one_mebibyte_text_round_trips(ctx: &Ctx) {
     let big = one_mebibyte();
     let b = ctx.backend();
-    let c = conversation_with(ctx, vec![message("big", Role::User, vec![Part::text(big.clone())])]).await;
-    assert_eq!(b.load(ctx.scope(), &c.id, LoadOptions::raw()).await.must("load")[0].message.text(), big);
-    let fact = b.remember(ctx.scope(), NewFact::new(big.clone()), RememberOptions::default()).await.must("fact").fact;
-    assert_eq!(b.get_fact(ctx.scope(), &fact.id).await.must("get").text, big);
-    assert_eq!(FactStore::recall(b, ctx.scope(), RecallQuery::text("memory")).await.must("recall").len(), 1);
+    let c = conversation_with(
+        ctx,
+        vec![message("big", Role::User, vec![Part::text(big.clone())])],
+    )
+    .await;
+    assert_eq!(
+        b.load(ctx.scope(), &c.id, LoadOptions::raw())
+            .await
+            .must("load")[0]
+            .message
+            .text(),
+        big
+    );
+    let fact = b
+        .remember(
+            ctx.scope(),
+            NewFact::new(big.clone()),
+            RememberOptions::default(),
+        )
+        .await
+        .must("fact")
+        .fact;
+    assert_eq!(
+        b.get_fact(ctx.scope(), &fact.id).await.must("get").text,
+        big
+    );
+    assert_eq!(
+        FactStore::recall(b, ctx.scope(), RecallQuery::text("memory"))
+            .await
+            .must("recall")
+            .len(),
+        1
+    );
     let key = WorkingMemoryKey::User;
-    b.set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown(big.clone())).await.must("wm");
-    assert_eq!(b.get_working_memory(ctx.scope(), &key).await.must("wm").expect("set").content, big);
-    b.cache_set(ctx.namespace(), "big", big.clone().into_bytes(), None).await.must("cache");
-    assert_eq!(b.cache_get(ctx.namespace(), "big").await.must("cache"), Some(big.into_bytes()));
+    b.set_working_memory(
+        ctx.scope(),
+        &key,
+        WorkingMemoryUpdate::markdown(big.clone()),
+    )
+    .await
+    .must("wm");
+    assert_eq!(
+        b.get_working_memory(ctx.scope(), &key)
+            .await
+            .must("wm")
+            .expect("set")
+            .content,
+        big
+    );
+    b.cache_set(ctx.namespace(), "big", big.clone().into_bytes(), None)
+        .await
+        .must("cache");
+    assert_eq!(
+        b.cache_get(ctx.namespace(), "big").await.must("cache"),
+        Some(big.into_bytes())
+    );
 }

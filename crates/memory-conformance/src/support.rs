@@ -3,8 +3,8 @@
 use std::fmt::Debug;
 
 use memory_core::{
-    AppendOptions, Conversation, ConversationId, MemoryError, Message, MessageId, NewConversation, Part, Role,
-    Scope, Timestamp,
+    AppendOptions, Conversation, ConversationId, MemoryError, Message, MessageId, NewConversation,
+    Part, Role, Scope, Timestamp,
 };
 
 use crate::Ctx;
@@ -75,7 +75,15 @@ pub fn text(id: &str, role: Role, body: &str) -> Message {
 
 /// `n` user text messages `prefix-0`, `prefix-1`, ….
 pub fn texts(prefix: &str, n: usize) -> Vec<Message> {
-    (0..n).map(|i| text(&format!("{prefix}-{i}"), Role::User, &format!("{prefix} message {i}"))).collect()
+    (0..n)
+        .map(|i| {
+            text(
+                &format!("{prefix}-{i}"),
+                Role::User,
+                &format!("{prefix} message {i}"),
+            )
+        })
+        .collect()
 }
 
 /// An id from text.
@@ -85,13 +93,19 @@ pub fn cid(id: &str) -> ConversationId {
 
 /// Creates an empty conversation in `scope`.
 pub async fn conversation(ctx: &Ctx, scope: &Scope) -> Conversation {
-    ctx.backend().create_conversation(scope, NewConversation::default()).await.must("create conversation")
+    ctx.backend()
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .must("create conversation")
 }
 
 /// Creates a conversation in the main scope and appends `messages`.
 pub async fn conversation_with(ctx: &Ctx, messages: Vec<Message>) -> Conversation {
     let c = conversation(ctx, ctx.scope()).await;
-    ctx.backend().append(ctx.scope(), &c.id, messages, AppendOptions::default()).await.must("append");
+    ctx.backend()
+        .append(ctx.scope(), &c.id, messages, AppendOptions::default())
+        .await
+        .must("append");
     c
 }
 
@@ -100,16 +114,25 @@ pub async fn conversation_with(ctx: &Ctx, messages: Vec<Message>) -> Conversatio
 pub fn payloads() -> Vec<(&'static str, String)> {
     vec![
         ("quotes", r#"it's "quoted" `back` 'single'"#.to_owned()),
-        ("sql comment", "x -- y; DROP TABLE messages; /* z */".to_owned()),
+        (
+            "sql comment",
+            "x -- y; DROP TABLE messages; /* z */".to_owned(),
+        ),
         ("semicolon", "a;b;;c".to_owned()),
         ("like wildcards", "100% _under_ %_%".to_owned()),
         ("json path", "$.a[0].b ->> 'c' #> '{d}'".to_owned()),
         ("backslash", r"C:\path\to\file \\ \n \u0000 \x00".to_owned()),
         ("nul", "before\0after\0".to_owned()),
         ("emoji zwj", "family 👩‍👩‍👧‍👦 flag 🏳️‍🌈 skin 👍🏽".to_owned()),
-        ("rtl", "مرحبا بالعالم \u{202E}desrever\u{202C} שלום".to_owned()),
+        (
+            "rtl",
+            "مرحبا بالعالم \u{202E}desrever\u{202C} שלום".to_owned(),
+        ),
         ("combining", "e\u{301} vs é, Å vs A\u{30A}".to_owned()),
-        ("lua and redis", "{hash}:tag* [] ?redis.call('FLUSHALL')".to_owned()),
+        (
+            "lua and redis",
+            "{hash}:tag* [] ?redis.call('FLUSHALL')".to_owned(),
+        ),
         ("control chars", "\t\r\n\u{1b}[31m\u{7f}".to_owned()),
         ("empty-ish", " ".to_owned()),
         ("max unicode", "\u{10FFFF}\u{FFFD}\u{FEFF}".to_owned()),
@@ -118,7 +141,10 @@ pub fn payloads() -> Vec<(&'static str, String)> {
 
 /// Payloads usable as identifiers (no NUL, at most 256 bytes).
 pub fn identifier_payloads() -> Vec<(&'static str, String)> {
-    payloads().into_iter().filter(|(_, p)| !p.contains('\0') && !p.trim().is_empty()).collect()
+    payloads()
+        .into_iter()
+        .filter(|(_, p)| !p.contains('\0') && !p.trim().is_empty())
+        .collect()
 }
 
 /// One mebibyte of multi-byte text.

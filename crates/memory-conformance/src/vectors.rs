@@ -18,8 +18,12 @@ pub(crate) fn vid(id: &str) -> VectorId {
 }
 
 pub(crate) async fn collection(ctx: &Ctx, metric: Metric) -> CollectionSpec {
-    let spec = CollectionSpec::new(format!("col-{}", metric.as_str()), DIMS, "test-model").with_metric(metric);
-    ctx.backend().ensure_collection(ctx.namespace(), spec).await.must("ensure collection")
+    let spec = CollectionSpec::new(format!("col-{}", metric.as_str()), DIMS, "test-model")
+        .with_metric(metric);
+    ctx.backend()
+        .ensure_collection(ctx.namespace(), spec)
+        .await
+        .must("ensure collection")
 }
 
 pub(crate) fn record(id: &str, vector: Vec<f32>, metadata: serde_json::Value) -> VectorRecord {
@@ -32,9 +36,13 @@ pub(crate) fn record(id: &str, vector: Vec<f32>, metadata: serde_json::Value) ->
 
 /// Upserts `n` random records `r0..rn` into the main scope.
 pub(crate) async fn seeded(ctx: &Ctx, spec: &CollectionSpec, n: u64) -> Vec<VectorRecord> {
-    let records: Vec<_> =
-        (0..n).map(|i| record(&format!("r{i}"), unit_vector(spec.dims, i), json!({"i": i}))).collect();
-    ctx.backend().upsert_vectors(ctx.scope(), &spec.name, records.clone()).await.must("upsert");
+    let records: Vec<_> = (0..n)
+        .map(|i| record(&format!("r{i}"), unit_vector(spec.dims, i), json!({"i": i})))
+        .collect();
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, records.clone())
+        .await
+        .must("upsert");
     records
 }
 
@@ -47,7 +55,11 @@ pub async fn ensure_collection_is_idempotent(ctx: &Ctx) {
     let first = collection(ctx, Metric::Cosine).await;
     let second = collection(ctx, Metric::Cosine).await;
     assert_eq!(first, second);
-    let listed = ctx.backend().list_collections(ctx.namespace()).await.must("list");
+    let listed = ctx
+        .backend()
+        .list_collections(ctx.namespace())
+        .await
+        .must("list");
     assert_eq!(listed, vec![first]);
 }
 
@@ -55,14 +67,35 @@ pub async fn ensure_collection_is_idempotent(ctx: &Ctx) {
 pub async fn ensure_collection_with_other_dims_metric_or_model_is_rejected(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let b = ctx.backend();
-    let other_dims = CollectionSpec { dims: DIMS + 1, ..spec.clone() };
-    b.ensure_collection(ctx.namespace(), other_dims).await.must_be_invalid("dims");
-    let other_metric = CollectionSpec { metric: Metric::Dot, ..spec.clone() };
-    b.ensure_collection(ctx.namespace(), other_metric).await.must_be_invalid("metric");
-    let other_model = CollectionSpec { model: "another-model".into(), ..spec.clone() };
-    b.ensure_collection(ctx.namespace(), other_model).await.must_be_invalid("model");
-    let zero = CollectionSpec { name: "zero".into(), dims: 0, ..spec };
-    b.ensure_collection(ctx.namespace(), zero).await.must_be_invalid("zero dims");
+    let other_dims = CollectionSpec {
+        dims: DIMS + 1,
+        ..spec.clone()
+    };
+    b.ensure_collection(ctx.namespace(), other_dims)
+        .await
+        .must_be_invalid("dims");
+    let other_metric = CollectionSpec {
+        metric: Metric::Dot,
+        ..spec.clone()
+    };
+    b.ensure_collection(ctx.namespace(), other_metric)
+        .await
+        .must_be_invalid("metric");
+    let other_model = CollectionSpec {
+        model: "another-model".into(),
+        ..spec.clone()
+    };
+    b.ensure_collection(ctx.namespace(), other_model)
+        .await
+        .must_be_invalid("model");
+    let zero = CollectionSpec {
+        name: "zero".into(),
+        dims: 0,
+        ..spec
+    };
+    b.ensure_collection(ctx.namespace(), zero)
+        .await
+        .must_be_invalid("zero dims");
 }
 
 /// Collections are listed by name and dropped with their records.
@@ -70,32 +103,90 @@ pub async fn drop_collection_removes_it_and_its_records(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let other = collection(ctx, Metric::Dot).await;
     seeded(ctx, &spec, 3).await;
-    let names: Vec<_> = ctx.backend().list_collections(ctx.namespace()).await.must("list").into_iter().map(|c| c.name).collect();
-    assert_eq!(names, [spec.name.clone(), other.name.clone()], "sorted by name");
-    assert!(ctx.backend().drop_collection(ctx.namespace(), &spec.name).await.must("drop"));
-    assert!(!ctx.backend().drop_collection(ctx.namespace(), &spec.name).await.must("drop again"));
-    ctx.backend().get_vector(ctx.scope(), &spec.name, &vid("r0")).await.must_be_not_found("record of dropped");
+    let names: Vec<_> = ctx
+        .backend()
+        .list_collections(ctx.namespace())
+        .await
+        .must("list")
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(
+        names,
+        [spec.name.clone(), other.name.clone()],
+        "sorted by name"
+    );
+    assert!(ctx
+        .backend()
+        .drop_collection(ctx.namespace(), &spec.name)
+        .await
+        .must("drop"));
+    assert!(!ctx
+        .backend()
+        .drop_collection(ctx.namespace(), &spec.name)
+        .await
+        .must("drop again"));
+    ctx.backend()
+        .get_vector(ctx.scope(), &spec.name, &vid("r0"))
+        .await
+        .must_be_not_found("record of dropped");
     let recreated = collection(ctx, Metric::Cosine).await;
-    let hits = ctx.backend().search(ctx.scope(), &recreated.name, VectorQuery::new(unit_vector(DIMS, 0), 5)).await.must("search");
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &recreated.name,
+            VectorQuery::new(unit_vector(DIMS, 0), 5),
+        )
+        .await
+        .must("search");
     assert!(hits.is_empty(), "a recreated collection starts empty");
 }
 
 /// Upserting into, reading from or searching a missing collection is `NotFound`.
 pub async fn missing_collection_is_not_found(ctx: &Ctx) {
     let b = ctx.backend();
-    b.upsert_vectors(ctx.scope(), "nope", vec![record("a", unit_vector(DIMS, 1), json!({}))]).await.must_be_not_found("upsert");
-    b.get_vector(ctx.scope(), "nope", &vid("a")).await.must_be_not_found("get");
-    b.search(ctx.scope(), "nope", VectorQuery::new(unit_vector(DIMS, 1), 3)).await.must_be_not_found("search");
+    b.upsert_vectors(
+        ctx.scope(),
+        "nope",
+        vec![record("a", unit_vector(DIMS, 1), json!({}))],
+    )
+    .await
+    .must_be_not_found("upsert");
+    b.get_vector(ctx.scope(), "nope", &vid("a"))
+        .await
+        .must_be_not_found("get");
+    b.search(
+        ctx.scope(),
+        "nope",
+        VectorQuery::new(unit_vector(DIMS, 1), 3),
+    )
+    .await
+    .must_be_not_found("search");
 }
 
 /// A record reads back exactly.
 pub async fn upsert_then_get_round_trips(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
-    let mut r = record("a", unit_vector(DIMS, 3), json!({"lang": "en", "n": 1.5, "tags": ["x"], "deep": {"k": null}}));
+    let mut r = record(
+        "a",
+        unit_vector(DIMS, 3),
+        json!({"lang": "en", "n": 1.5, "tags": ["x"], "deep": {"k": null}}),
+    );
     r.conversation_id = Some(memory_core::ConversationId::new("conv-1").unwrap());
-    let written = ctx.backend().upsert_vectors(ctx.scope(), &spec.name, vec![r.clone()]).await.must("upsert");
+    let written = ctx
+        .backend()
+        .upsert_vectors(ctx.scope(), &spec.name, vec![r.clone()])
+        .await
+        .must("upsert");
     assert_eq!(written, 1);
-    assert_eq!(ctx.backend().get_vector(ctx.scope(), &spec.name, &vid("a")).await.must("get"), r);
+    assert_eq!(
+        ctx.backend()
+            .get_vector(ctx.scope(), &spec.name, &vid("a"))
+            .await
+            .must("get"),
+        r
+    );
 }
 
 /// Upserting an existing id replaces the record.
@@ -103,9 +194,26 @@ pub async fn upsert_replaces_existing_id(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     seeded(ctx, &spec, 2).await;
     let replacement = record("r1", unit_vector(DIMS, 50), json!({"v": 2}));
-    ctx.backend().upsert_vectors(ctx.scope(), &spec.name, vec![replacement.clone()]).await.must("replace");
-    assert_eq!(ctx.backend().get_vector(ctx.scope(), &spec.name, &vid("r1")).await.must("get"), replacement);
-    let hits = ctx.backend().search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 50), 10)).await.must("search");
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, vec![replacement.clone()])
+        .await
+        .must("replace");
+    assert_eq!(
+        ctx.backend()
+            .get_vector(ctx.scope(), &spec.name, &vid("r1"))
+            .await
+            .must("get"),
+        replacement
+    );
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(unit_vector(DIMS, 50), 10),
+        )
+        .await
+        .must("search");
     assert_eq!(hits.len(), 2, "replaced, not duplicated");
     assert_eq!(hits[0].record.id.as_str(), "r1");
 }
@@ -113,9 +221,18 @@ pub async fn upsert_replaces_existing_id(ctx: &Ctx) {
 /// A wrong dimension anywhere in a batch rejects the whole batch.
 pub async fn upsert_rejects_wrong_dimension_atomically(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
-    let batch = vec![record("ok", unit_vector(DIMS, 1), json!({})), record("bad", unit_vector(DIMS - 1, 2), json!({}))];
-    ctx.backend().upsert_vectors(ctx.scope(), &spec.name, batch).await.must_be_invalid("short vector");
-    ctx.backend().get_vector(ctx.scope(), &spec.name, &vid("ok")).await.must_be_not_found("nothing written");
+    let batch = vec![
+        record("ok", unit_vector(DIMS, 1), json!({})),
+        record("bad", unit_vector(DIMS - 1, 2), json!({})),
+    ];
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, batch)
+        .await
+        .must_be_invalid("short vector");
+    ctx.backend()
+        .get_vector(ctx.scope(), &spec.name, &vid("ok"))
+        .await
+        .must_be_not_found("nothing written");
 }
 
 /// NaN and infinite components are `InvalidInput`.
@@ -124,7 +241,10 @@ pub async fn upsert_rejects_nan_and_infinity(ctx: &Ctx) {
     for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
         let mut v = unit_vector(DIMS, 1);
         v[3] = bad;
-        ctx.backend().upsert_vectors(ctx.scope(), &spec.name, vec![record("x", v, json!({}))]).await.must_be_invalid("non-finite");
+        ctx.backend()
+            .upsert_vectors(ctx.scope(), &spec.name, vec![record("x", v, json!({}))])
+            .await
+            .must_be_invalid("non-finite");
     }
 }
 
@@ -133,11 +253,25 @@ pub async fn zero_vector_is_rejected_only_under_cosine(ctx: &Ctx) {
     let cosine = collection(ctx, Metric::Cosine).await;
     let zero = vec![0.0; DIMS];
     let b = ctx.backend();
-    b.upsert_vectors(ctx.scope(), &cosine.name, vec![record("z", zero.clone(), json!({}))]).await.must_be_invalid("store zero");
-    b.search(ctx.scope(), &cosine.name, VectorQuery::new(zero.clone(), 1)).await.must_be_invalid("query zero");
+    b.upsert_vectors(
+        ctx.scope(),
+        &cosine.name,
+        vec![record("z", zero.clone(), json!({}))],
+    )
+    .await
+    .must_be_invalid("store zero");
+    b.search(ctx.scope(), &cosine.name, VectorQuery::new(zero.clone(), 1))
+        .await
+        .must_be_invalid("query zero");
     for metric in [Metric::Dot, Metric::Euclidean] {
         let spec = collection(ctx, metric).await;
-        b.upsert_vectors(ctx.scope(), &spec.name, vec![record("z", zero.clone(), json!({}))]).await.must("zero ok");
+        b.upsert_vectors(
+            ctx.scope(),
+            &spec.name,
+            vec![record("z", zero.clone(), json!({}))],
+        )
+        .await
+        .must("zero ok");
     }
 }
 
@@ -145,12 +279,32 @@ pub async fn zero_vector_is_rejected_only_under_cosine(ctx: &Ctx) {
 pub async fn search_rejects_bad_queries(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let b = ctx.backend();
-    b.search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS + 2, 1), 3)).await.must_be_invalid("dims");
+    b.search(
+        ctx.scope(),
+        &spec.name,
+        VectorQuery::new(unit_vector(DIMS + 2, 1), 3),
+    )
+    .await
+    .must_be_invalid("dims");
     let mut nan = unit_vector(DIMS, 1);
     nan[0] = f32::NAN;
-    b.search(ctx.scope(), &spec.name, VectorQuery::new(nan, 3)).await.must_be_invalid("nan");
-    b.search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 1), 0)).await.must_be_invalid("k 0");
-    b.search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 1), 1001)).await.must_be_invalid("k 1001");
+    b.search(ctx.scope(), &spec.name, VectorQuery::new(nan, 3))
+        .await
+        .must_be_invalid("nan");
+    b.search(
+        ctx.scope(),
+        &spec.name,
+        VectorQuery::new(unit_vector(DIMS, 1), 0),
+    )
+    .await
+    .must_be_invalid("k 0");
+    b.search(
+        ctx.scope(),
+        &spec.name,
+        VectorQuery::new(unit_vector(DIMS, 1), 1001),
+    )
+    .await
+    .must_be_invalid("k 1001");
 }
 
 /// Exact top-k equals a brute-force ranking for `metric` (scores within 1e-4).
@@ -159,16 +313,36 @@ async fn exact_top_k_matches_reference(ctx: &Ctx, metric: Metric) {
     let records = seeded(ctx, &spec, 300).await;
     for q in 0..5 {
         let query = unit_vector(DIMS, 10_000 + q);
-        let hits = ctx.backend().search(ctx.scope(), &spec.name, VectorQuery::new(query.clone(), 10)).await.must("search");
-        let mut reference: Vec<(f32, &str)> = records.iter().map(|r| (metric.score(&query, &r.vector), r.id.as_str())).collect();
+        let hits = ctx
+            .backend()
+            .search(ctx.scope(), &spec.name, VectorQuery::new(query.clone(), 10))
+            .await
+            .must("search");
+        let mut reference: Vec<(f32, &str)> = records
+            .iter()
+            .map(|r| (metric.score(&query, &r.vector), r.id.as_str()))
+            .collect();
         reference.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
         assert_eq!(hits.len(), 10);
         for (hit, (score, id)) in hits.iter().zip(&reference) {
-            assert!((hit.score - score).abs() < 1e-4, "score of {} is {}, reference {score}", hit.record.id, hit.score);
+            assert!(
+                (hit.score - score).abs() < 1e-4,
+                "score of {} is {}, reference {score}",
+                hit.record.id,
+                hit.score
+            );
             if hit.record.id.as_str() != *id {
                 // Only a tie within float noise may swap places.
-                let theirs = reference.iter().find(|(_, rid)| *rid == hit.record.id.as_str()).expect("known id").0;
-                assert!((theirs - score).abs() < 1e-5, "{metric:?}: got {}, expected {id}", hit.record.id);
+                let theirs = reference
+                    .iter()
+                    .find(|(_, rid)| *rid == hit.record.id.as_str())
+                    .expect("known id")
+                    .0;
+                assert!(
+                    (theirs - score).abs() < 1e-5,
+                    "{metric:?}: got {}, expected {id}",
+                    hit.record.id
+                );
             }
         }
     }
@@ -192,12 +366,24 @@ pub async fn exact_top_k_matches_reference_euclidean(ctx: &Ctx) {
 /// An approximate index reaches recall@10 ≥ 0.95 against exact, scope and filter honoured.
 pub async fn approximate_search_reaches_recall_at_10(ctx: &Ctx) {
     let spec = CollectionSpec::new("ann", 64, "test-model");
-    ctx.backend().ensure_collection(ctx.namespace(), spec.clone()).await.must("ensure");
+    ctx.backend()
+        .ensure_collection(ctx.namespace(), spec.clone())
+        .await
+        .must("ensure");
     let records: Vec<_> = (0..2000u64)
-        .map(|i| record(&format!("r{i}"), unit_vector(64, i), json!({"even": i % 2 == 0})))
+        .map(|i| {
+            record(
+                &format!("r{i}"),
+                unit_vector(64, i),
+                json!({"even": i % 2 == 0}),
+            )
+        })
         .collect();
     for chunk in records.chunks(500) {
-        ctx.backend().upsert_vectors(ctx.scope(), &spec.name, chunk.to_vec()).await.must("upsert");
+        ctx.backend()
+            .upsert_vectors(ctx.scope(), &spec.name, chunk.to_vec())
+            .await
+            .must("upsert");
     }
     let (mut found, mut wanted) = (0usize, 0usize);
     for q in 0..20u64 {
@@ -205,11 +391,19 @@ pub async fn approximate_search_reaches_recall_at_10(ctx: &Ctx) {
         let filter = Filter::eq("even", true);
         let hits = ctx
             .backend()
-            .search(ctx.scope(), &spec.name, VectorQuery::new(query.clone(), 10).with_filter(filter))
+            .search(
+                ctx.scope(),
+                &spec.name,
+                VectorQuery::new(query.clone(), 10).with_filter(filter),
+            )
             .await
             .must("search");
         assert_eq!(hits.len(), 10, "min(k, matching) results");
-        assert!(hits.iter().all(|h| h.record.metadata["even"] == json!(true)), "filter honoured");
+        assert!(
+            hits.iter()
+                .all(|h| h.record.metadata["even"] == json!(true)),
+            "filter honoured"
+        );
         let mut exact: Vec<_> = records
             .iter()
             .filter(|r| r.metadata["even"] == json!(true))
@@ -217,7 +411,10 @@ pub async fn approximate_search_reaches_recall_at_10(ctx: &Ctx) {
             .collect();
         exact.sort_by(|a, b| b.0.total_cmp(&a.0));
         let truth: HashSet<&str> = exact.iter().take(10).map(|(_, id)| *id).collect();
-        found += hits.iter().filter(|h| truth.contains(h.record.id.as_str())).count();
+        found += hits
+            .iter()
+            .filter(|h| truth.contains(h.record.id.as_str()))
+            .count();
         wanted += 10;
     }
     let recall = found as f64 / wanted as f64;
@@ -237,13 +434,37 @@ pub async fn vector_operations_are_unsupported_without_vector_search(ctx: &Ctx) 
 pub async fn search_returns_min_of_k_and_matching(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     seeded(ctx, &spec, 4).await;
-    let hits = ctx.backend().search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 2), 10)).await.must("search");
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(unit_vector(DIMS, 2), 10),
+        )
+        .await
+        .must("search");
     assert_eq!(hits.len(), 4);
-    assert_eq!(hits[0].record.id.as_str(), "r2", "the record itself is nearest");
+    assert_eq!(
+        hits[0].record.id.as_str(),
+        "r2",
+        "the record itself is nearest"
+    );
     assert!((hits[0].score - 1.0).abs() < 1e-5);
-    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "best first");
+    assert!(
+        hits.windows(2).all(|w| w[0].score >= w[1].score),
+        "best first"
+    );
     let empty = collection(ctx, Metric::Dot).await;
-    assert!(ctx.backend().search(ctx.scope(), &empty.name, VectorQuery::new(unit_vector(DIMS, 1), 3)).await.must("empty").is_empty());
+    assert!(ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &empty.name,
+            VectorQuery::new(unit_vector(DIMS, 1), 3)
+        )
+        .await
+        .must("empty")
+        .is_empty());
 }
 
 /// `min_score` drops hits below it.
@@ -252,7 +473,11 @@ pub async fn search_min_score_drops_weak_hits(ctx: &Ctx) {
     seeded(ctx, &spec, 50).await;
     let mut query = VectorQuery::new(unit_vector(DIMS, 7), 50);
     query.min_score = Some(0.3);
-    let hits = ctx.backend().search(ctx.scope(), &spec.name, query).await.must("search");
+    let hits = ctx
+        .backend()
+        .search(ctx.scope(), &spec.name, query)
+        .await
+        .must("search");
     assert!(!hits.is_empty() && hits.len() < 50);
     assert!(hits.iter().all(|h| h.score >= 0.3));
 }
@@ -261,13 +486,25 @@ pub async fn search_min_score_drops_weak_hits(ctx: &Ctx) {
 pub async fn search_includes_vectors_only_when_asked(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let records = seeded(ctx, &spec, 3).await;
-    let plain = ctx.backend().search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 0), 1)).await.must("plain");
+    let plain = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(unit_vector(DIMS, 0), 1),
+        )
+        .await
+        .must("plain");
     assert!(plain[0].record.vector.is_empty());
     assert_eq!(plain[0].record.text, records[0].text);
     assert_eq!(plain[0].record.metadata, records[0].metadata);
     let mut query = VectorQuery::new(unit_vector(DIMS, 0), 1);
     query.include_vectors = true;
-    let full = ctx.backend().search(ctx.scope(), &spec.name, query).await.must("full");
+    let full = ctx
+        .backend()
+        .search(ctx.scope(), &spec.name, query)
+        .await
+        .must("full");
     assert_eq!(full[0].record, records[0]);
 }
 
@@ -277,11 +514,23 @@ pub async fn delete_by_ids_reports_count(ctx: &Ctx) {
     seeded(ctx, &spec, 5).await;
     let deleted = ctx
         .backend()
-        .delete_vectors(ctx.scope(), &spec.name, VectorSelector::Ids(vec![vid("r1"), vid("r3"), vid("unknown")]))
+        .delete_vectors(
+            ctx.scope(),
+            &spec.name,
+            VectorSelector::Ids(vec![vid("r1"), vid("r3"), vid("unknown")]),
+        )
         .await
         .must("delete");
     assert_eq!(deleted, 2);
-    let hits = ctx.backend().search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 1), 10)).await.must("search");
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(unit_vector(DIMS, 1), 10),
+        )
+        .await
+        .must("search");
     let mut ids = hit_ids(&hits);
     ids.sort_unstable();
     assert_eq!(ids, ["r0", "r2", "r4"]);
@@ -293,11 +542,25 @@ pub async fn delete_by_filter_removes_matching(ctx: &Ctx) {
     seeded(ctx, &spec, 10).await;
     let deleted = ctx
         .backend()
-        .delete_vectors(ctx.scope(), &spec.name, VectorSelector::Filter(Filter::range("i").gte(6)))
+        .delete_vectors(
+            ctx.scope(),
+            &spec.name,
+            VectorSelector::Filter(Filter::range("i").gte(6)),
+        )
         .await
         .must("delete");
     assert_eq!(deleted, 4);
-    let hits = ctx.backend().search(ctx.scope(), &spec.name, VectorQuery::new(unit_vector(DIMS, 1), 20)).await.must("search");
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(unit_vector(DIMS, 1), 20),
+        )
+        .await
+        .must("search");
     assert_eq!(hits.len(), 6);
-    assert!(hits.iter().all(|h| h.record.metadata["i"].as_u64().unwrap() < 6));
+    assert!(hits
+        .iter()
+        .all(|h| h.record.metadata["i"].as_u64().unwrap() < 6));
 }

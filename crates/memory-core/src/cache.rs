@@ -21,7 +21,13 @@ pub trait CacheStore: Send + Sync {
     /// # Behavior
     /// - With a TTL the entry expires at `now + ttl` (store clock); without, it stays.
     /// - Any bytes round-trip exactly; the key follows identifier rules (`InvalidInput`).
-    async fn cache_set(&self, namespace: &Namespace, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<()>;
+    async fn cache_set(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<()>;
 
     /// Removes a value; returns whether an unexpired one existed.
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool>;

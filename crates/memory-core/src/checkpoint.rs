@@ -79,7 +79,10 @@ impl CheckpointUpdate {
             Ok(())
         } else {
             Err(MemoryError::conflict(
-                format!("checkpoint is at version {current}, not {}", self.expected_version),
+                format!(
+                    "checkpoint is at version {current}, not {}",
+                    self.expected_version
+                ),
                 Some(current),
             ))
         }
@@ -107,11 +110,19 @@ pub trait CheckpointStore: Send + Sync {
     /// - A stale `expected_version` is `Conflict` with `current` = the stored version; of
     ///   concurrent updates from the same version exactly one wins.
     /// - Missing, or another scope's: `NotFound`.
-    async fn update_checkpoint(&self, scope: &Scope, id: &CheckpointId, update: CheckpointUpdate)
-        -> Result<Checkpoint>;
+    async fn update_checkpoint(
+        &self,
+        scope: &Scope,
+        id: &CheckpointId,
+        update: CheckpointUpdate,
+    ) -> Result<Checkpoint>;
 
     /// The scope's suspended checkpoints, optionally of one workflow, oldest update first (then id).
-    async fn list_suspended(&self, scope: &Scope, workflow: Option<&str>) -> Result<Vec<Checkpoint>>;
+    async fn list_suspended(
+        &self,
+        scope: &Scope,
+        workflow: Option<&str>,
+    ) -> Result<Vec<Checkpoint>>;
 
     /// Deletes a checkpoint; returns whether it existed.
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool>;

@@ -53,7 +53,9 @@ pub struct ContinuationOptions {
 impl ContinuationOptions {
     /// Only these tools run on the client.
     pub fn client_tools<I: IntoIterator<Item = S>, S: Into<String>>(tools: I) -> Self {
-        Self { client_tools: Some(tools.into_iter().map(Into::into).collect()) }
+        Self {
+            client_tools: Some(tools.into_iter().map(Into::into).collect()),
+        }
     }
 }
 
@@ -72,11 +74,21 @@ pub struct Verdict {
 
 impl Verdict {
     fn accept() -> Self {
-        Self { ok: true, code: None, reason: String::new(), index: None }
+        Self {
+            ok: true,
+            code: None,
+            reason: String::new(),
+            index: None,
+        }
     }
 
     fn reject(code: RejectionCode, index: usize, reason: String) -> Self {
-        Self { ok: false, code: Some(code), reason, index: Some(index) }
+        Self {
+            ok: false,
+            code: Some(code),
+            reason,
+            index: Some(index),
+        }
     }
 }
 
@@ -128,14 +140,21 @@ pub fn validate_continuation<P: AsRef<Message>, I: AsRef<Message>>(
             return Verdict::reject(
                 RejectionCode::NotAPrefix,
                 incoming.len(),
-                format!("incoming history has {} messages, persisted {}", incoming.len(), persisted.len()),
+                format!(
+                    "incoming history has {} messages, persisted {}",
+                    incoming.len(),
+                    persisted.len()
+                ),
             );
         };
         if !same_entry(stored.as_ref(), sent.as_ref()) {
             return Verdict::reject(
                 RejectionCode::NotAPrefix,
                 index,
-                format!("message {index} differs from the persisted message {}", stored.as_ref().id),
+                format!(
+                    "message {index} differs from the persisted message {}",
+                    stored.as_ref().id
+                ),
             );
         }
     }
@@ -170,11 +189,17 @@ pub fn validate_continuation<P: AsRef<Message>, I: AsRef<Message>>(
                             format!("tool result for call {call_id:?}, which is not pending"),
                         );
                     };
-                    if options.client_tools.as_ref().is_some_and(|tools| !tools.contains(tool)) {
+                    if options
+                        .client_tools
+                        .as_ref()
+                        .is_some_and(|tools| !tools.contains(tool))
+                    {
                         return Verdict::reject(
                             RejectionCode::ForgedToolResult,
                             index,
-                            format!("tool result for call {call_id:?} of server-side tool {tool:?}"),
+                            format!(
+                                "tool result for call {call_id:?} of server-side tool {tool:?}"
+                            ),
                         );
                     }
                 }
@@ -202,7 +227,11 @@ pub fn assert_valid_continuation<P: AsRef<Message>, I: AsRef<Message>>(
 ) -> Result<(), ContinuationError> {
     let verdict = validate_continuation(persisted, incoming, options);
     match (verdict.code, verdict.index) {
-        (Some(code), Some(index)) => Err(ContinuationError { code, reason: verdict.reason, index }),
+        (Some(code), Some(index)) => Err(ContinuationError {
+            code,
+            reason: verdict.reason,
+            index,
+        }),
         _ => Ok(()),
     }
 }

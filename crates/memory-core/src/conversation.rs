@@ -53,9 +53,11 @@ pub struct NewConversation {
 impl NewConversation {
     /// Checks the identifier-like fields (agent, resource slug, record id).
     pub fn validate(&self) -> Result<()> {
-        for (what, value) in
-            [("agent", &self.agent), ("resource slug", &self.resource_slug), ("record id", &self.record_id)]
-        {
+        for (what, value) in [
+            ("agent", &self.agent),
+            ("resource slug", &self.resource_slug),
+            ("record id", &self.record_id),
+        ] {
             if let Some(value) = value {
                 validate_identifier(what, value)?;
             }
@@ -141,26 +143,41 @@ pub struct LoadOptions {
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        Self { last: None, before_seq: None, after_seq: None, roles: None, sanitize: true }
+        Self {
+            last: None,
+            before_seq: None,
+            after_seq: None,
+            roles: None,
+            sanitize: true,
+        }
     }
 }
 
 impl LoadOptions {
     /// The last `n` messages, sanitized.
     pub fn last(n: usize) -> Self {
-        Self { last: Some(n), ..Self::default() }
+        Self {
+            last: Some(n),
+            ..Self::default()
+        }
     }
 
     /// Everything, exactly as stored (no sanitizing).
     pub fn raw() -> Self {
-        Self { sanitize: false, ..Self::default() }
+        Self {
+            sanitize: false,
+            ..Self::default()
+        }
     }
 
     /// Whether a message at `seq` with `role` falls in the selection (before `last` is applied).
     pub fn selects(&self, seq: u64, role: Role) -> bool {
         self.before_seq.is_none_or(|b| seq < b)
             && self.after_seq.is_none_or(|a| seq > a)
-            && self.roles.as_ref().is_none_or(|roles| roles.contains(&role))
+            && self
+                .roles
+                .as_ref()
+                .is_none_or(|roles| roles.contains(&role))
     }
 
     /// Applies sanitizing to a loaded window when asked for and meaningful.
@@ -176,7 +193,8 @@ impl LoadOptions {
 /// Checks a batch before it is appended: no id may appear twice with different content (an exact
 /// repeat is stored once and reported as a duplicate of the first occurrence).
 pub fn validate_batch(messages: &[Message]) -> Result<()> {
-    let mut seen: std::collections::HashMap<&MessageId, &Message> = std::collections::HashMap::new();
+    let mut seen: std::collections::HashMap<&MessageId, &Message> =
+        std::collections::HashMap::new();
     for message in messages {
         if let Some(first) = seen.insert(&message.id, message) {
             if !first.same_content(message) {
@@ -202,7 +220,11 @@ pub trait ConversationStore: Send + Sync {
     /// - An id already used in the same scope is `AlreadyExists`; the same id in another scope is
     ///   independent.
     /// - `created_at` and `updated_at` come from the store's clock; `last_seq` starts at 0.
-    async fn create_conversation(&self, scope: &Scope, new: NewConversation) -> Result<Conversation>;
+    async fn create_conversation(
+        &self,
+        scope: &Scope,
+        new: NewConversation,
+    ) -> Result<Conversation>;
 
     /// Reads a conversation.
     ///
@@ -218,7 +240,11 @@ pub trait ConversationStore: Send + Sync {
     /// - Pages with a keyset cursor: every conversation appears exactly once across the pages,
     ///   even while others are created concurrently (they are newer than the cursor).
     /// - A malformed cursor is `InvalidInput`; so is a limit of 0 or above 1000.
-    async fn list_conversations(&self, scope: &Scope, query: ConversationQuery) -> Result<crate::Page<Conversation>>;
+    async fn list_conversations(
+        &self,
+        scope: &Scope,
+        query: ConversationQuery,
+    ) -> Result<crate::Page<Conversation>>;
 
     /// Changes title and/or metadata.
     ///
@@ -273,7 +299,12 @@ pub trait ConversationStore: Send + Sync {
     ///   crash between a tool call and its result.
     /// - Every string round-trips byte-exactly, NUL included.
     /// - A missing conversation, or another scope's, is `NotFound`.
-    async fn load(&self, scope: &Scope, id: &ConversationId, options: LoadOptions) -> Result<Vec<StoredMessage>>;
+    async fn load(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        options: LoadOptions,
+    ) -> Result<Vec<StoredMessage>>;
 
     /// Reads a named per-conversation cursor (e.g. the fact extraction watermark).
     ///
@@ -286,5 +317,11 @@ pub trait ConversationStore: Send + Sync {
     /// # Behavior
     /// - Monotonic: the stored value becomes `max(current, seq)`.
     /// - Deleted with the conversation and counted by `forget_all`.
-    async fn advance_cursor(&self, scope: &Scope, id: &ConversationId, name: &str, seq: u64) -> Result<u64>;
+    async fn advance_cursor(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        name: &str,
+        seq: u64,
+    ) -> Result<u64>;
 }

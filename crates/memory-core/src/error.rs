@@ -83,12 +83,18 @@ impl MemoryError {
 
     /// Builds a [`MemoryError::NotFound`].
     pub fn not_found(entity: &'static str, id: impl Into<String>) -> Self {
-        Self::NotFound { entity, id: id.into() }
+        Self::NotFound {
+            entity,
+            id: id.into(),
+        }
     }
 
     /// Builds a [`MemoryError::Conflict`].
     pub fn conflict(reason: impl Into<String>, current: Option<u64>) -> Self {
-        Self::Conflict { reason: reason.into(), current }
+        Self::Conflict {
+            reason: reason.into(),
+            current,
+        }
     }
 
     /// True for [`MemoryError::NotFound`].

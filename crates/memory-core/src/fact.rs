@@ -91,7 +91,10 @@ pub struct NewFact {
 impl NewFact {
     /// A fact with just its text.
     pub fn new(text: impl Into<String>) -> Self {
-        Self { text: text.into(), ..Self::default() }
+        Self {
+            text: text.into(),
+            ..Self::default()
+        }
     }
 
     /// Checks text, identifiers, score and embedding.
@@ -104,10 +107,14 @@ impl NewFact {
                 validate_identifier(what, value)?;
             }
         }
-        self.tags.iter().try_for_each(|t| validate_identifier("tag", t))?;
+        self.tags
+            .iter()
+            .try_for_each(|t| validate_identifier("tag", t))?;
         if let Some(score) = self.score {
             if !(0.0..=1.0).contains(&score) {
-                return Err(MemoryError::invalid(format!("fact score must be in [0, 1], got {score}")));
+                return Err(MemoryError::invalid(format!(
+                    "fact score must be in [0, 1], got {score}"
+                )));
             }
         }
         if let Some(embedding) = &self.embedding {
@@ -170,13 +177,18 @@ pub struct RecallQuery {
 impl RecallQuery {
     /// A lexical recall.
     pub fn text(text: impl Into<String>) -> Self {
-        Self { text: Some(text.into()), ..Self::default() }
+        Self {
+            text: Some(text.into()),
+            ..Self::default()
+        }
     }
 
     /// Checks the query.
     pub fn validate(&self) -> Result<()> {
         if self.text.is_none() && self.vector.is_none() {
-            return Err(MemoryError::invalid("recall needs a query text, a query vector, or both"));
+            return Err(MemoryError::invalid(
+                "recall needs a query text, a query vector, or both",
+            ));
         }
         if let Some(v) = &self.vector {
             crate::vector::check_vector(v, v.len(), crate::Metric::Cosine)?;
@@ -193,8 +205,13 @@ impl RecallQuery {
     /// Whether a fact passes the tag, kind and score filters.
     pub fn admits(&self, fact: &Fact) -> bool {
         self.tags.iter().all(|t| fact.tags.contains(t))
-            && self.kind.as_ref().is_none_or(|k| fact.kind.as_ref() == Some(k))
-            && self.min_score.is_none_or(|min| fact.score.is_some_and(|s| s >= min))
+            && self
+                .kind
+                .as_ref()
+                .is_none_or(|k| fact.kind.as_ref() == Some(k))
+            && self
+                .min_score
+                .is_none_or(|min| fact.score.is_some_and(|s| s >= min))
     }
 }
 
@@ -221,7 +238,11 @@ fn tie_break(a: &Fact, b: &Fact) -> Ordering {
 }
 
 fn sort_scored(hits: &mut [ScoredFact]) {
-    hits.sort_by(|a, b| b.relevance.total_cmp(&a.relevance).then_with(|| tie_break(&a.fact, &b.fact)));
+    hits.sort_by(|a, b| {
+        b.relevance
+            .total_cmp(&a.relevance)
+            .then_with(|| tie_break(&a.fact, &b.fact))
+    });
 }
 
 /// The reference recall over candidate facts: lexical, semantic or hybrid (reciprocal-rank
@@ -229,7 +250,10 @@ fn sort_scored(hits: &mut [ScoredFact]) {
 ///
 /// Candidates must be current, unexpired facts of the scope. A backend may pass a superset of
 /// the facts that can match (e.g. those sharing a token, from its index); the result is the same.
-pub fn rank_facts(query: &RecallQuery, candidates: impl IntoIterator<Item = Fact>) -> Vec<ScoredFact> {
+pub fn rank_facts(
+    query: &RecallQuery,
+    candidates: impl IntoIterator<Item = Fact>,
+) -> Vec<ScoredFact> {
     let admitted: Vec<Fact> = candidates.into_iter().filter(|f| query.admits(f)).collect();
     let limit = query.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
     let lexical = query.text.as_deref().map(|text| {
@@ -238,7 +262,10 @@ pub fn rank_facts(query: &RecallQuery, candidates: impl IntoIterator<Item = Fact
             .iter()
             .filter_map(|f| {
                 let relevance = lexical::relevance(&query_tokens, &lexical::tokenize(&f.text));
-                (relevance > 0.0).then(|| ScoredFact { fact: f.clone(), relevance })
+                (relevance > 0.0).then(|| ScoredFact {
+                    fact: f.clone(),
+                    relevance,
+                })
             })
             .collect();
         sort_scored(&mut hits);
@@ -249,7 +276,10 @@ pub fn rank_facts(query: &RecallQuery, candidates: impl IntoIterator<Item = Fact
             .iter()
             .filter_map(|f| {
                 let embedding = f.embedding.as_deref().filter(|e| e.len() == vector.len())?;
-                Some(ScoredFact { fact: f.clone(), relevance: f64::from(cosine(vector, embedding)) })
+                Some(ScoredFact {
+                    fact: f.clone(),
+                    relevance: f64::from(cosine(vector, embedding)),
+                })
             })
             .collect();
         sort_scored(&mut hits);
@@ -272,7 +302,10 @@ fn fuse(lists: &[Vec<ScoredFact>]) -> Vec<ScoredFact> {
             fused
                 .entry(hit.fact.id.clone())
                 .and_modify(|f| f.relevance += contribution)
-                .or_insert_with(|| ScoredFact { fact: hit.fact.clone(), relevance: contribution });
+                .or_insert_with(|| ScoredFact {
+                    fact: hit.fact.clone(),
+                    relevance: contribution,
+                });
         }
     }
     let mut hits: Vec<ScoredFact> = fused.into_values().collect();
@@ -314,7 +347,10 @@ impl FactQuery {
     pub fn matches(&self, fact: &Fact) -> bool {
         (self.include_superseded || fact.is_current())
             && self.tags.iter().all(|t| fact.tags.contains(t))
-            && self.kind.as_ref().is_none_or(|k| fact.kind.as_ref() == Some(k))
+            && self
+                .kind
+                .as_ref()
+                .is_none_or(|k| fact.kind.as_ref() == Some(k))
     }
 }
 
@@ -335,7 +371,12 @@ pub trait FactStore: Send + Sync {
     /// - `max_facts` keeps at most that many current facts in the scope, evicting (deleting) in
     ///   [`eviction_order`] in the same transaction; the fact just stored is never evicted.
     /// - Empty text, a score outside [0, 1], a bad embedding or identifier is `InvalidInput`.
-    async fn remember(&self, scope: &Scope, fact: NewFact, options: RememberOptions) -> Result<RememberOutcome>;
+    async fn remember(
+        &self,
+        scope: &Scope,
+        fact: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome>;
 
     /// Recalls facts.
     ///

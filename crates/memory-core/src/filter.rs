@@ -52,9 +52,13 @@ impl FieldPath {
 
     fn validate(&self) -> Result<()> {
         if self.0.is_empty() {
-            return Err(MemoryError::invalid("filter path must have at least one segment"));
+            return Err(MemoryError::invalid(
+                "filter path must have at least one segment",
+            ));
         }
-        self.0.iter().try_for_each(|s| validate_identifier("filter path segment", s))
+        self.0
+            .iter()
+            .try_for_each(|s| validate_identifier("filter path segment", s))
     }
 }
 
@@ -104,8 +108,12 @@ impl FilterValue {
 
     fn validate(&self) -> Result<()> {
         match self {
-            Self::Number(n) if !n.is_finite() => Err(MemoryError::invalid("filter numbers must be finite")),
-            Self::String(s) if s.contains('\0') => Err(MemoryError::invalid("filter strings must not contain NUL")),
+            Self::Number(n) if !n.is_finite() => {
+                Err(MemoryError::invalid("filter numbers must be finite"))
+            }
+            Self::String(s) if s.contains('\0') => {
+                Err(MemoryError::invalid("filter strings must not contain NUL"))
+            }
             _ => Ok(()),
         }
     }
@@ -232,22 +240,40 @@ pub enum Filter {
 impl Filter {
     /// `path == value`.
     pub fn eq(path: impl Into<FieldPath>, value: impl Into<FilterValue>) -> Self {
-        Self::Eq { path: path.into(), value: value.into() }
+        Self::Eq {
+            path: path.into(),
+            value: value.into(),
+        }
     }
 
     /// `path != value` (missing fields match).
     pub fn ne(path: impl Into<FieldPath>, value: impl Into<FilterValue>) -> Self {
-        Self::Ne { path: path.into(), value: value.into() }
+        Self::Ne {
+            path: path.into(),
+            value: value.into(),
+        }
     }
 
     /// `path` in `values`.
-    pub fn any_of<V: Into<FilterValue>>(path: impl Into<FieldPath>, values: impl IntoIterator<Item = V>) -> Self {
-        Self::In { path: path.into(), values: values.into_iter().map(Into::into).collect() }
+    pub fn any_of<V: Into<FilterValue>>(
+        path: impl Into<FieldPath>,
+        values: impl IntoIterator<Item = V>,
+    ) -> Self {
+        Self::In {
+            path: path.into(),
+            values: values.into_iter().map(Into::into).collect(),
+        }
     }
 
     /// An unbounded range on `path`; add bounds with [`gt`](Self::gt), [`gte`](Self::gte), …
     pub fn range(path: impl Into<FieldPath>) -> Self {
-        Self::Range { path: path.into(), gt: None, gte: None, lt: None, lte: None }
+        Self::Range {
+            path: path.into(),
+            gt: None,
+            gte: None,
+            lt: None,
+            lte: None,
+        }
     }
 
     /// `path` is present.
@@ -257,21 +283,31 @@ impl Filter {
 
     /// All of the filters.
     pub fn and(filters: impl IntoIterator<Item = Filter>) -> Self {
-        Self::And { filters: filters.into_iter().collect() }
+        Self::And {
+            filters: filters.into_iter().collect(),
+        }
     }
 
     /// Any of the filters.
     pub fn or(filters: impl IntoIterator<Item = Filter>) -> Self {
-        Self::Or { filters: filters.into_iter().collect() }
+        Self::Or {
+            filters: filters.into_iter().collect(),
+        }
     }
 
     /// The negation.
     #[allow(clippy::should_implement_trait)]
     pub fn not(filter: Filter) -> Self {
-        Self::Not { filter: Box::new(filter) }
+        Self::Not {
+            filter: Box::new(filter),
+        }
     }
 
-    fn with_bound(mut self, which: fn(&mut Self) -> Option<&mut Option<FilterValue>>, v: FilterValue) -> Self {
+    fn with_bound(
+        mut self,
+        which: fn(&mut Self) -> Option<&mut Option<FilterValue>>,
+        v: FilterValue,
+    ) -> Self {
         if let Some(slot) = which(&mut self) {
             *slot = Some(v);
         }
@@ -281,25 +317,61 @@ impl Filter {
     /// Adds an exclusive lower bound to a range (no effect on other filters).
     #[must_use]
     pub fn gt(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(|f| if let Self::Range { gt, .. } = f { Some(gt) } else { None }, v.into())
+        self.with_bound(
+            |f| {
+                if let Self::Range { gt, .. } = f {
+                    Some(gt)
+                } else {
+                    None
+                }
+            },
+            v.into(),
+        )
     }
 
     /// Adds an inclusive lower bound to a range.
     #[must_use]
     pub fn gte(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(|f| if let Self::Range { gte, .. } = f { Some(gte) } else { None }, v.into())
+        self.with_bound(
+            |f| {
+                if let Self::Range { gte, .. } = f {
+                    Some(gte)
+                } else {
+                    None
+                }
+            },
+            v.into(),
+        )
     }
 
     /// Adds an exclusive upper bound to a range.
     #[must_use]
     pub fn lt(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(|f| if let Self::Range { lt, .. } = f { Some(lt) } else { None }, v.into())
+        self.with_bound(
+            |f| {
+                if let Self::Range { lt, .. } = f {
+                    Some(lt)
+                } else {
+                    None
+                }
+            },
+            v.into(),
+        )
     }
 
     /// Adds an inclusive upper bound to a range.
     #[must_use]
     pub fn lte(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(|f| if let Self::Range { lte, .. } = f { Some(lte) } else { None }, v.into())
+        self.with_bound(
+            |f| {
+                if let Self::Range { lte, .. } = f {
+                    Some(lte)
+                } else {
+                    None
+                }
+            },
+            v.into(),
+        )
     }
 
     /// Checks the filter is well formed: valid paths, finite numbers, ranges with at least one
@@ -310,7 +382,9 @@ impl Filter {
 
     fn validate_at(&self, depth: usize) -> Result<()> {
         if depth > MAX_FILTER_DEPTH {
-            return Err(MemoryError::invalid(format!("filter nests deeper than {MAX_FILTER_DEPTH}")));
+            return Err(MemoryError::invalid(format!(
+                "filter nests deeper than {MAX_FILTER_DEPTH}"
+            )));
         }
         match self {
             Self::Eq { path, value } | Self::Ne { path, value } => {
@@ -321,19 +395,31 @@ impl Filter {
                 path.validate()?;
                 values.iter().try_for_each(FilterValue::validate)
             }
-            Self::Range { path, gt, gte, lt, lte } => {
+            Self::Range {
+                path,
+                gt,
+                gte,
+                lt,
+                lte,
+            } => {
                 path.validate()?;
                 let bounds: Vec<&FilterValue> = [gt, gte, lt, lte].into_iter().flatten().collect();
                 let Some(first) = bounds.first() else {
-                    return Err(MemoryError::invalid("range filter needs at least one bound"));
+                    return Err(MemoryError::invalid(
+                        "range filter needs at least one bound",
+                    ));
                 };
                 if matches!(first, FilterValue::Bool(_)) {
-                    return Err(MemoryError::invalid("range bounds must be numbers or strings"));
+                    return Err(MemoryError::invalid(
+                        "range bounds must be numbers or strings",
+                    ));
                 }
                 for bound in &bounds {
                     bound.validate()?;
                     if bound.kind() != first.kind() {
-                        return Err(MemoryError::invalid("range bounds must all have the same type"));
+                        return Err(MemoryError::invalid(
+                            "range bounds must all have the same type",
+                        ));
                     }
                 }
                 Ok(())
@@ -351,11 +437,19 @@ impl Filter {
         match self {
             Self::Eq { path, value } => path.resolve(metadata).is_some_and(|v| value.matches(v)),
             Self::Ne { path, value } => !path.resolve(metadata).is_some_and(|v| value.matches(v)),
-            Self::In { path, values } => {
-                path.resolve(metadata).is_some_and(|v| values.iter().any(|want| want.matches(v)))
-            }
-            Self::Range { path, gt, gte, lt, lte } => {
-                let Some(v) = path.resolve(metadata) else { return false };
+            Self::In { path, values } => path
+                .resolve(metadata)
+                .is_some_and(|v| values.iter().any(|want| want.matches(v))),
+            Self::Range {
+                path,
+                gt,
+                gte,
+                lt,
+                lte,
+            } => {
+                let Some(v) = path.resolve(metadata) else {
+                    return false;
+                };
                 let within = |bound: &Option<FilterValue>, ok: fn(Ordering) -> bool| {
                     bound.as_ref().is_none_or(|b| b.compare(v).is_some_and(ok))
                 };

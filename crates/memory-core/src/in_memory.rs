@@ -12,10 +12,12 @@ use async_trait::async_trait;
 use crate::backend::{DeletionReceipt, MemoryBackend};
 use crate::cache::CacheStore;
 use crate::capabilities::{Capabilities, Durability, VectorSearch};
-use crate::checkpoint::{Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint};
+use crate::checkpoint::{
+    Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
+};
 use crate::conversation::{
-    validate_batch, AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
-    ConversationUpdate, LoadOptions, NewConversation,
+    validate_batch, AppendOptions, AppendReceipt, Conversation, ConversationQuery,
+    ConversationStore, ConversationUpdate, LoadOptions, NewConversation,
 };
 use crate::error::{MemoryError, Result};
 use crate::fact::{
@@ -24,9 +26,14 @@ use crate::fact::{
 };
 use crate::message::{Message, StoredMessage};
 use crate::page::{page_newest_first, Page};
-use crate::scope::{validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, VectorId};
+use crate::scope::{
+    validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope,
+    VectorId,
+};
 use crate::time::{Clock, SystemClock, Timestamp};
-use crate::vector::{rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore};
+use crate::vector::{
+    rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+};
 use crate::working::{WorkingMemory, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate};
 
 const NAME: &str = "memory";
@@ -42,11 +49,15 @@ struct ConversationEntry {
 
 impl ConversationEntry {
     fn conversation(&self) -> &Conversation {
-        self.conversation.as_ref().expect("entries are created with their conversation")
+        self.conversation
+            .as_ref()
+            .expect("entries are created with their conversation")
     }
 
     fn conversation_mut(&mut self) -> &mut Conversation {
-        self.conversation.as_mut().expect("entries are created with their conversation")
+        self.conversation
+            .as_mut()
+            .expect("entries are created with their conversation")
     }
 }
 
@@ -100,10 +111,18 @@ impl State {
     }
 
     /// The working-memory slot of a key (conversation keys must name a conversation of the scope).
-    fn working_slot(&mut self, scope: &Scope, key: &WorkingMemoryKey) -> Result<&mut Option<WorkingMemory>> {
+    fn working_slot(
+        &mut self,
+        scope: &Scope,
+        key: &WorkingMemoryKey,
+    ) -> Result<&mut Option<WorkingMemory>> {
         match key {
-            WorkingMemoryKey::Conversation(id) => Ok(&mut self.entry_mut(scope, id)?.working_memory),
-            WorkingMemoryKey::User => Ok(self.user_working_memory.entry(scope.clone()).or_default()),
+            WorkingMemoryKey::Conversation(id) => {
+                Ok(&mut self.entry_mut(scope, id)?.working_memory)
+            }
+            WorkingMemoryKey::User => {
+                Ok(self.user_working_memory.entry(scope.clone()).or_default())
+            }
         }
     }
 }
@@ -132,7 +151,9 @@ pub struct InMemoryBackend {
 
 impl std::fmt::Debug for InMemoryBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InMemoryBackend").field("clock", &self.clock).finish_non_exhaustive()
+        f.debug_struct("InMemoryBackend")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,7 +171,10 @@ impl InMemoryBackend {
 
     /// An empty store whose "now" comes from `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
-        Self { state: RwLock::new(State::default()), clock }
+        Self {
+            state: RwLock::new(State::default()),
+            clock,
+        }
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
@@ -164,14 +188,21 @@ impl InMemoryBackend {
 
 #[async_trait]
 impl ConversationStore for InMemoryBackend {
-    async fn create_conversation(&self, scope: &Scope, new: NewConversation) -> Result<Conversation> {
+    async fn create_conversation(
+        &self,
+        scope: &Scope,
+        new: NewConversation,
+    ) -> Result<Conversation> {
         new.validate()?;
         let now = self.clock.now();
         let id = new.id.unwrap_or_else(ConversationId::generate);
         let mut state = self.write();
         let threads = state.conversations.entry(scope.clone()).or_default();
         if threads.contains_key(&id) {
-            return Err(MemoryError::AlreadyExists { entity: "conversation", id: id.to_string() });
+            return Err(MemoryError::AlreadyExists {
+                entity: "conversation",
+                id: id.to_string(),
+            });
         }
         let conversation = Conversation {
             id: id.clone(),
@@ -185,7 +216,13 @@ impl ConversationStore for InMemoryBackend {
             updated_at: now,
             last_seq: 0,
         };
-        threads.insert(id, ConversationEntry { conversation: Some(conversation.clone()), ..Default::default() });
+        threads.insert(
+            id,
+            ConversationEntry {
+                conversation: Some(conversation.clone()),
+                ..Default::default()
+            },
+        );
         Ok(conversation)
     }
 
@@ -193,7 +230,11 @@ impl ConversationStore for InMemoryBackend {
         Ok(self.read().entry(scope, id)?.conversation().clone())
     }
 
-    async fn list_conversations(&self, scope: &Scope, query: ConversationQuery) -> Result<Page<Conversation>> {
+    async fn list_conversations(
+        &self,
+        scope: &Scope,
+        query: ConversationQuery,
+    ) -> Result<Page<Conversation>> {
         let state = self.read();
         let mut matching: Vec<Conversation> = state
             .conversations
@@ -205,7 +246,12 @@ impl ConversationStore for InMemoryBackend {
             .cloned()
             .collect();
         matching.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        page_newest_first(matching, |c| (c.created_at, c.id.as_str()), query.cursor.as_deref(), query.limit)
+        page_newest_first(
+            matching,
+            |c| (c.created_at, c.id.as_str()),
+            query.cursor.as_deref(),
+            query.limit,
+        )
     }
 
     async fn update_conversation(
@@ -229,7 +275,11 @@ impl ConversationStore for InMemoryBackend {
 
     async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
         let mut state = self.write();
-        let existed = state.conversations.get_mut(scope).and_then(|c| c.remove(id)).is_some();
+        let existed = state
+            .conversations
+            .get_mut(scope)
+            .and_then(|c| c.remove(id))
+            .is_some();
         if existed {
             for collection in state.collections.values_mut() {
                 if let Some(records) = collection.records.get_mut(scope) {
@@ -255,14 +305,24 @@ impl ConversationStore for InMemoryBackend {
         let mut state = self.write();
         let entry = state.entry_mut(scope, id)?;
         let last_seq = entry.conversation().last_seq;
-        let mut receipt = AppendReceipt { last_seq, ..AppendReceipt::default() };
+        let mut receipt = AppendReceipt {
+            last_seq,
+            ..AppendReceipt::default()
+        };
         let mut fresh: Vec<(u64, Message)> = Vec::new();
         let mut batch_seqs: HashMap<MessageId, u64> = HashMap::new();
         for message in messages {
             if let Some(&seq) = entry.seq_by_id.get(&message.id) {
-                if !entry.messages.get(&seq).is_some_and(|stored| stored.same_content(&message)) {
+                if !entry
+                    .messages
+                    .get(&seq)
+                    .is_some_and(|stored| stored.same_content(&message))
+                {
                     return Err(MemoryError::conflict(
-                        format!("message {} is already stored with different content", message.id),
+                        format!(
+                            "message {} is already stored with different content",
+                            message.id
+                        ),
                         None,
                     ));
                 }
@@ -306,7 +366,12 @@ impl ConversationStore for InMemoryBackend {
         Ok(receipt)
     }
 
-    async fn load(&self, scope: &Scope, id: &ConversationId, options: LoadOptions) -> Result<Vec<StoredMessage>> {
+    async fn load(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        options: LoadOptions,
+    ) -> Result<Vec<StoredMessage>> {
         let state = self.read();
         let entry = state.entry(scope, id)?;
         let lower = options.after_seq.map_or(0, |a| a.saturating_add(1));
@@ -320,7 +385,10 @@ impl ConversationStore for InMemoryBackend {
             .rev()
             .filter(|(seq, m)| options.selects(**seq, m.role))
             .take(options.last.unwrap_or(usize::MAX))
-            .map(|(seq, m)| StoredMessage { seq: *seq, message: m.clone() });
+            .map(|(seq, m)| StoredMessage {
+                seq: *seq,
+                message: m.clone(),
+            });
         let mut window: Vec<StoredMessage> = selected.collect();
         window.reverse();
         Ok(options.finish(window))
@@ -331,10 +399,20 @@ impl ConversationStore for InMemoryBackend {
         Ok(self.read().entry(scope, id)?.cursors.get(name).copied())
     }
 
-    async fn advance_cursor(&self, scope: &Scope, id: &ConversationId, name: &str, seq: u64) -> Result<u64> {
+    async fn advance_cursor(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        name: &str,
+        seq: u64,
+    ) -> Result<u64> {
         validate_identifier("cursor name", name)?;
         let mut state = self.write();
-        let value = state.entry_mut(scope, id)?.cursors.entry(name.to_owned()).or_insert(0);
+        let value = state
+            .entry_mut(scope, id)?
+            .cursors
+            .entry(name.to_owned())
+            .or_insert(0);
         *value = (*value).max(seq);
         Ok(*value)
     }
@@ -342,10 +420,16 @@ impl ConversationStore for InMemoryBackend {
 
 #[async_trait]
 impl WorkingMemoryStore for InMemoryBackend {
-    async fn get_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<Option<WorkingMemory>> {
+    async fn get_working_memory(
+        &self,
+        scope: &Scope,
+        key: &WorkingMemoryKey,
+    ) -> Result<Option<WorkingMemory>> {
         let state = self.read();
         match key {
-            WorkingMemoryKey::Conversation(id) => Ok(state.entry(scope, id)?.working_memory.clone()),
+            WorkingMemoryKey::Conversation(id) => {
+                Ok(state.entry(scope, id)?.working_memory.clone())
+            }
             WorkingMemoryKey::User => Ok(state.user_working_memory.get(scope).cloned().flatten()),
         }
     }
@@ -362,8 +446,12 @@ impl WorkingMemoryStore for InMemoryBackend {
         let slot = state.working_slot(scope, key)?;
         let current = slot.as_ref().map_or(0, |w| w.revision);
         update.check_revision(current)?;
-        let stored =
-            WorkingMemory { content: update.content, format: update.format, revision: current + 1, updated_at: now };
+        let stored = WorkingMemory {
+            content: update.content,
+            format: update.format,
+            revision: current + 1,
+            updated_at: now,
+        };
         *slot = Some(stored.clone());
         Ok(stored)
     }
@@ -376,7 +464,12 @@ impl WorkingMemoryStore for InMemoryBackend {
 
 #[async_trait]
 impl FactStore for InMemoryBackend {
-    async fn remember(&self, scope: &Scope, new: NewFact, options: RememberOptions) -> Result<RememberOutcome> {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
         new.validate()?;
         if options.max_facts == Some(0) {
             return Err(MemoryError::invalid("max_facts must be at least 1"));
@@ -384,8 +477,15 @@ impl FactStore for InMemoryBackend {
         let now = self.clock.now();
         let mut state = self.write();
         let facts = state.purge_expired_facts(scope, now);
-        if let Some(same) = facts.values().find(|f| f.is_current() && f.key == new.key && f.text == new.text) {
-            return Ok(RememberOutcome { fact: same.clone(), status: RememberStatus::Duplicate, evicted: Vec::new() });
+        if let Some(same) = facts
+            .values()
+            .find(|f| f.is_current() && f.key == new.key && f.text == new.text)
+        {
+            return Ok(RememberOutcome {
+                fact: same.clone(),
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            });
         }
         let fact = Fact {
             id: FactId::generate(),
@@ -405,25 +505,41 @@ impl FactStore for InMemoryBackend {
         };
         let mut status = RememberStatus::Created;
         if fact.key.is_some() {
-            if let Some(previous) = facts.values_mut().find(|f| f.is_current() && f.key == fact.key) {
+            if let Some(previous) = facts
+                .values_mut()
+                .find(|f| f.is_current() && f.key == fact.key)
+            {
                 previous.valid_to = Some(now);
                 previous.superseded_by = Some(fact.id.clone());
                 previous.updated_at = now;
-                status = RememberStatus::Superseded { previous: previous.id.clone() };
+                status = RememberStatus::Superseded {
+                    previous: previous.id.clone(),
+                };
             }
         }
         facts.insert(fact.id.clone(), fact.clone());
         let mut evicted = Vec::new();
         if let Some(max) = options.max_facts {
-            let mut candidates: Vec<&Fact> = facts.values().filter(|f| f.is_current() && f.id != fact.id).collect();
+            let mut candidates: Vec<&Fact> = facts
+                .values()
+                .filter(|f| f.is_current() && f.id != fact.id)
+                .collect();
             candidates.sort_by(|a, b| eviction_order(a, b));
             let excess = (candidates.len() + 1).saturating_sub(max);
-            evicted = candidates.into_iter().take(excess).map(|f| f.id.clone()).collect();
+            evicted = candidates
+                .into_iter()
+                .take(excess)
+                .map(|f| f.id.clone())
+                .collect();
             for id in &evicted {
                 facts.remove(id);
             }
         }
-        Ok(RememberOutcome { fact, status, evicted })
+        Ok(RememberOutcome {
+            fact,
+            status,
+            evicted,
+        })
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
@@ -431,7 +547,10 @@ impl FactStore for InMemoryBackend {
         let now = self.clock.now();
         let mut state = self.write();
         let facts = state.purge_expired_facts(scope, now);
-        Ok(rank_facts(&query, facts.values().filter(|f| f.is_current()).cloned()))
+        Ok(rank_facts(
+            &query,
+            facts.values().filter(|f| f.is_current()).cloned(),
+        ))
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
@@ -457,7 +576,12 @@ impl FactStore for InMemoryBackend {
             .cloned()
             .collect();
         matching.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        page_newest_first(matching, |f| (f.created_at, f.id.as_str()), query.cursor.as_deref(), query.limit)
+        page_newest_first(
+            matching,
+            |f| (f.created_at, f.id.as_str()),
+            query.cursor.as_deref(),
+            query.limit,
+        )
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
@@ -477,13 +601,22 @@ impl FactStore for InMemoryBackend {
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
-        Ok(self.write().facts.get_mut(scope).and_then(|f| f.remove(id)).is_some())
+        Ok(self
+            .write()
+            .facts
+            .get_mut(scope)
+            .and_then(|f| f.remove(id))
+            .is_some())
     }
 }
 
 #[async_trait]
 impl VectorStore for InMemoryBackend {
-    async fn ensure_collection(&self, namespace: &Namespace, spec: CollectionSpec) -> Result<CollectionSpec> {
+    async fn ensure_collection(
+        &self,
+        namespace: &Namespace,
+        spec: CollectionSpec,
+    ) -> Result<CollectionSpec> {
         spec.validate()?;
         let mut state = self.write();
         let key = (namespace.clone(), spec.name.clone());
@@ -491,7 +624,13 @@ impl VectorStore for InMemoryBackend {
             existing.spec.check_same(&spec)?;
             return Ok(existing.spec.clone());
         }
-        state.collections.insert(key, Collection { spec: spec.clone(), records: HashMap::new() });
+        state.collections.insert(
+            key,
+            Collection {
+                spec: spec.clone(),
+                records: HashMap::new(),
+            },
+        );
         Ok(spec)
     }
 
@@ -506,10 +645,19 @@ impl VectorStore for InMemoryBackend {
     }
 
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        Ok(self.write().collections.remove(&(namespace.clone(), name.to_owned())).is_some())
+        Ok(self
+            .write()
+            .collections
+            .remove(&(namespace.clone(), name.to_owned()))
+            .is_some())
     }
 
-    async fn upsert_vectors(&self, scope: &Scope, collection: &str, records: Vec<VectorRecord>) -> Result<usize> {
+    async fn upsert_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        records: Vec<VectorRecord>,
+    ) -> Result<usize> {
         let mut state = self.write();
         let collection = state.collection_mut(scope.namespace(), collection)?;
         for record in &records {
@@ -523,7 +671,12 @@ impl VectorStore for InMemoryBackend {
         Ok(count)
     }
 
-    async fn get_vector(&self, scope: &Scope, collection: &str, id: &VectorId) -> Result<VectorRecord> {
+    async fn get_vector(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        id: &VectorId,
+    ) -> Result<VectorRecord> {
         self.read()
             .collection(scope.namespace(), collection)?
             .records
@@ -533,13 +686,20 @@ impl VectorStore for InMemoryBackend {
             .ok_or_else(|| MemoryError::not_found("vector", id.as_str()))
     }
 
-    async fn delete_vectors(&self, scope: &Scope, collection: &str, selector: VectorSelector) -> Result<usize> {
+    async fn delete_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        selector: VectorSelector,
+    ) -> Result<usize> {
         if let VectorSelector::Filter(filter) = &selector {
             filter.validate()?;
         }
         let mut state = self.write();
         let collection = state.collection_mut(scope.namespace(), collection)?;
-        let Some(records) = collection.records.get_mut(scope) else { return Ok(0) };
+        let Some(records) = collection.records.get_mut(scope) else {
+            return Ok(0);
+        };
         let before = records.len();
         match selector {
             VectorSelector::Ids(ids) => {
@@ -552,7 +712,12 @@ impl VectorStore for InMemoryBackend {
         Ok(before - records.len())
     }
 
-    async fn search(&self, scope: &Scope, collection: &str, query: VectorQuery) -> Result<Vec<VectorHit>> {
+    async fn search(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>> {
         let state = self.read();
         let collection = state.collection(scope.namespace(), collection)?;
         query.validate(&collection.spec)?;
@@ -587,7 +752,10 @@ impl CheckpointStore for InMemoryBackend {
         let mut state = self.write();
         let checkpoints = state.checkpoints.entry(scope.clone()).or_default();
         if checkpoints.contains_key(&new.id) {
-            return Err(MemoryError::AlreadyExists { entity: "checkpoint", id: new.id.to_string() });
+            return Err(MemoryError::AlreadyExists {
+                entity: "checkpoint",
+                id: new.id.to_string(),
+            });
         }
         let checkpoint = Checkpoint {
             id: new.id.clone(),
@@ -632,14 +800,20 @@ impl CheckpointStore for InMemoryBackend {
         Ok(checkpoint.clone())
     }
 
-    async fn list_suspended(&self, scope: &Scope, workflow: Option<&str>) -> Result<Vec<Checkpoint>> {
+    async fn list_suspended(
+        &self,
+        scope: &Scope,
+        workflow: Option<&str>,
+    ) -> Result<Vec<Checkpoint>> {
         let state = self.read();
         let mut suspended: Vec<Checkpoint> = state
             .checkpoints
             .get(scope)
             .into_iter()
             .flat_map(HashMap::values)
-            .filter(|c| c.status == CheckpointStatus::Suspended && workflow.is_none_or(|w| c.workflow == w))
+            .filter(|c| {
+                c.status == CheckpointStatus::Suspended && workflow.is_none_or(|w| c.workflow == w)
+            })
             .cloned()
             .collect();
         suspended.sort_by(|a, b| (a.updated_at, &a.id).cmp(&(b.updated_at, &b.id)));
@@ -647,7 +821,12 @@ impl CheckpointStore for InMemoryBackend {
     }
 
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
-        Ok(self.write().checkpoints.get_mut(scope).and_then(|c| c.remove(id)).is_some())
+        Ok(self
+            .write()
+            .checkpoints
+            .get_mut(scope)
+            .and_then(|c| c.remove(id))
+            .is_some())
     }
 }
 
@@ -664,19 +843,32 @@ impl CacheStore for InMemoryBackend {
             .map(|(value, _)| value.clone()))
     }
 
-    async fn cache_set(&self, namespace: &Namespace, key: &str, value: Vec<u8>, ttl: Option<Duration>) -> Result<()> {
+    async fn cache_set(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
         validate_identifier("cache key", key)?;
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
         let mut state = self.write();
-        state.cache.retain(|_, (_, at)| at.is_none_or(|at| at > self.clock.now()));
-        state.cache.insert((namespace.clone(), key.to_owned()), (value, expires));
+        state
+            .cache
+            .retain(|_, (_, at)| at.is_none_or(|at| at > self.clock.now()));
+        state
+            .cache
+            .insert((namespace.clone(), key.to_owned()), (value, expires));
         Ok(())
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
         validate_identifier("cache key", key)?;
         let now = self.clock.now();
-        let removed = self.write().cache.remove(&(namespace.clone(), key.to_owned()));
+        let removed = self
+            .write()
+            .cache
+            .remove(&(namespace.clone(), key.to_owned()));
         Ok(removed.is_some_and(|(_, expires)| expires.is_none_or(|at| at > now)))
     }
 }
@@ -702,18 +894,30 @@ impl MemoryBackend for InMemoryBackend {
         scope.require_subject("forget_all")?;
         let mut state = self.write();
         let mut receipt = DeletionReceipt::default();
-        for entry in state.conversations.remove(scope).into_iter().flat_map(BTreeMap::into_values) {
+        for entry in state
+            .conversations
+            .remove(scope)
+            .into_iter()
+            .flat_map(BTreeMap::into_values)
+        {
             receipt.conversations += 1;
             receipt.messages += entry.messages.len() as u64;
             receipt.cursors += entry.cursors.len() as u64;
             receipt.working_memory += u64::from(entry.working_memory.is_some());
         }
-        receipt.working_memory += u64::from(state.user_working_memory.remove(scope).flatten().is_some());
+        receipt.working_memory +=
+            u64::from(state.user_working_memory.remove(scope).flatten().is_some());
         receipt.facts = state.facts.remove(scope).map_or(0, |f| f.len() as u64);
         for collection in state.collections.values_mut() {
-            receipt.vectors += collection.records.remove(scope).map_or(0, |r| r.len() as u64);
+            receipt.vectors += collection
+                .records
+                .remove(scope)
+                .map_or(0, |r| r.len() as u64);
         }
-        receipt.checkpoints = state.checkpoints.remove(scope).map_or(0, |c| c.len() as u64);
+        receipt.checkpoints = state
+            .checkpoints
+            .remove(scope)
+            .map_or(0, |c| c.len() as u64);
         Ok(receipt)
     }
 }

@@ -24,13 +24,16 @@ pub mod working;
 pub use backend::{DeletionReceipt, MemoryBackend};
 pub use cache::CacheStore;
 pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
-pub use checkpoint::{Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint};
+pub use checkpoint::{
+    Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
+};
 pub use continuation::{
-    assert_valid_continuation, validate_continuation, ContinuationError, ContinuationOptions, RejectionCode, Verdict,
+    assert_valid_continuation, validate_continuation, ContinuationError, ContinuationOptions,
+    RejectionCode, Verdict,
 };
 pub use conversation::{
-    AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore, ConversationUpdate,
-    LoadOptions, NewConversation,
+    AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
+    ConversationUpdate, LoadOptions, NewConversation,
 };
 pub use error::{BoxError, MemoryError, Result};
 pub use fact::{
@@ -42,8 +45,14 @@ pub use in_memory::InMemoryBackend;
 pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
 pub use page::Page;
 pub use sanitize::{is_replay_safe, sanitize_conversation};
-pub use scope::{CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, Subject, VectorId};
+pub use scope::{
+    CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, Subject, VectorId,
+};
 pub use similarity::Metric;
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
-pub use vector::{CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore};
-pub use working::{WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate};
+pub use vector::{
+    CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+};
+pub use working::{
+    WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
+};

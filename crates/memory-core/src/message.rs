@@ -111,23 +111,42 @@ impl Part {
     }
 
     /// A tool call part.
-    pub fn tool_call(call_id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
-        Self::ToolCall { call_id: call_id.into(), name: name.into(), arguments }
+    pub fn tool_call(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: Value,
+    ) -> Self {
+        Self::ToolCall {
+            call_id: call_id.into(),
+            name: name.into(),
+            arguments,
+        }
     }
 
     /// A successful tool result part.
     pub fn tool_result(call_id: impl Into<String>, output: Value) -> Self {
-        Self::ToolResult { call_id: call_id.into(), output, is_error: false }
+        Self::ToolResult {
+            call_id: call_id.into(),
+            output,
+            is_error: false,
+        }
     }
 
     /// An approval request part.
     pub fn approval_request(approval_id: impl Into<String>, call_id: impl Into<String>) -> Self {
-        Self::ApprovalRequest { approval_id: approval_id.into(), call_id: call_id.into() }
+        Self::ApprovalRequest {
+            approval_id: approval_id.into(),
+            call_id: call_id.into(),
+        }
     }
 
     /// An approval response part.
     pub fn approval_response(approval_id: impl Into<String>, approved: bool) -> Self {
-        Self::ApprovalResponse { approval_id: approval_id.into(), approved, reason: None }
+        Self::ApprovalResponse {
+            approval_id: approval_id.into(),
+            approved,
+            reason: None,
+        }
     }
 }
 
@@ -157,7 +176,13 @@ pub struct Message {
 impl Message {
     /// A message with a fresh id, created now.
     pub fn new(role: Role, parts: Vec<Part>) -> Self {
-        Self { id: MessageId::generate(), role, parts, created_at: Timestamp::now(), metadata: Map::new() }
+        Self {
+            id: MessageId::generate(),
+            role,
+            parts,
+            created_at: Timestamp::now(),
+            metadata: Map::new(),
+        }
     }
 
     /// A user text message.

@@ -45,7 +45,10 @@ impl Cursor {
         if id.is_empty() {
             return Err(bad());
         }
-        Ok(Self { created_at: Timestamp::from_millis(millis), id: id.to_owned() })
+        Ok(Self {
+            created_at: Timestamp::from_millis(millis),
+            id: id.to_owned(),
+        })
     }
 
     /// Whether an item at `(created_at, id)` comes after this cursor in newest-first order.
@@ -59,9 +62,9 @@ pub fn page_size(limit: Option<usize>) -> Result<usize> {
     match limit {
         None => Ok(DEFAULT_PAGE_SIZE),
         Some(0) => Err(MemoryError::invalid("page limit must be at least 1")),
-        Some(n) if n > MAX_PAGE_SIZE => {
-            Err(MemoryError::invalid(format!("page limit {n} exceeds {MAX_PAGE_SIZE}")))
-        }
+        Some(n) if n > MAX_PAGE_SIZE => Err(MemoryError::invalid(format!(
+            "page limit {n} exceeds {MAX_PAGE_SIZE}"
+        ))),
         Some(n) => Ok(n),
     }
 }
@@ -89,7 +92,11 @@ pub fn page_newest_first<T>(
         items.truncate(limit);
         items.last().map(|last| {
             let (created_at, id) = key(last);
-            Cursor { created_at, id: id.to_owned() }.encode()
+            Cursor {
+                created_at,
+                id: id.to_owned(),
+            }
+            .encode()
         })
     } else {
         None

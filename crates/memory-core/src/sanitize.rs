@@ -12,7 +12,11 @@ use std::collections::HashSet;
 use crate::message::{Message, Part, Role};
 
 fn has_tool_calls(message: &Message) -> bool {
-    message.role == Role::Assistant && message.parts.iter().any(|p| matches!(p, Part::ToolCall { .. }))
+    message.role == Role::Assistant
+        && message
+            .parts
+            .iter()
+            .any(|p| matches!(p, Part::ToolCall { .. }))
 }
 
 fn is_tool_side(message: &Message) -> bool {
@@ -20,7 +24,10 @@ fn is_tool_side(message: &Message) -> bool {
         Role::Tool => true,
         Role::User => {
             !message.parts.is_empty()
-                && message.parts.iter().all(|p| matches!(p, Part::ApprovalResponse { .. }))
+                && message
+                    .parts
+                    .iter()
+                    .all(|p| matches!(p, Part::ApprovalResponse { .. }))
         }
         _ => false,
     }
@@ -59,7 +66,11 @@ pub fn sanitize_conversation<M: AsRef<Message> + AsMut<Message>>(messages: Vec<M
         let answered = answered_calls(head.as_ref(), &run);
         let (calls, approvals) = keep_answered(head.as_mut(), &answered);
         push_unless_emptied(&mut out, head, false);
-        let mut answers = Answers { calls, approvals, ..Answers::default() };
+        let mut answers = Answers {
+            calls,
+            approvals,
+            ..Answers::default()
+        };
         for mut message in run {
             let was_empty = message.as_ref().parts.is_empty();
             strip(message.as_mut(), &mut answers);
@@ -82,7 +93,9 @@ fn answered_calls<M: AsRef<Message>>(head: &Message, run: &[M]) -> HashSet<Strin
     run.iter()
         .flat_map(|m| m.as_ref().parts.iter())
         .filter_map(|p| match p {
-            Part::ToolResult { call_id, .. } if calls.contains(call_id.as_str()) => Some(call_id.clone()),
+            Part::ToolResult { call_id, .. } if calls.contains(call_id.as_str()) => {
+                Some(call_id.clone())
+            }
             _ => None,
         })
         .collect()
@@ -91,18 +104,24 @@ fn answered_calls<M: AsRef<Message>>(head: &Message, run: &[M]) -> HashSet<Strin
 /// Keeps in `head` only answered calls (first occurrence) and approval requests for them, and
 /// drops results and responses (a turn's head asks, it does not answer); returns the kept call
 /// ids and approval ids.
-fn keep_answered(head: &mut Message, answered: &HashSet<String>) -> (HashSet<String>, HashSet<String>) {
+fn keep_answered(
+    head: &mut Message,
+    answered: &HashSet<String>,
+) -> (HashSet<String>, HashSet<String>) {
     let mut calls = HashSet::new();
     let mut approvals = HashSet::new();
     head.parts.retain(|p| match p {
-        Part::ToolCall { call_id, .. } => answered.contains(call_id) && calls.insert(call_id.clone()),
+        Part::ToolCall { call_id, .. } => {
+            answered.contains(call_id) && calls.insert(call_id.clone())
+        }
         Part::ToolResult { .. } | Part::ApprovalResponse { .. } => false,
         _ => true,
     });
     head.parts.retain(|p| match p {
-        Part::ApprovalRequest { approval_id, call_id } => {
-            calls.contains(call_id) && approvals.insert(approval_id.clone())
-        }
+        Part::ApprovalRequest {
+            approval_id,
+            call_id,
+        } => calls.contains(call_id) && approvals.insert(approval_id.clone()),
         _ => true,
     });
     (calls, approvals)
@@ -159,7 +178,12 @@ pub fn is_replay_safe<M: AsRef<Message>>(messages: &[M]) -> bool {
     for message in messages.iter().map(AsRef::as_ref) {
         if is_tool_side(message) {
             let Some(t) = turn.as_mut() else { return false };
-            if message.role == Role::Tool && !message.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })) {
+            if message.role == Role::Tool
+                && !message
+                    .parts
+                    .iter()
+                    .any(|p| matches!(p, Part::ToolResult { .. }))
+            {
                 return false;
             }
             for part in &message.parts {
@@ -171,7 +195,9 @@ pub fn is_replay_safe<M: AsRef<Message>>(messages: &[M]) -> bool {
                         t.done.insert(call_id.clone());
                     }
                     Part::ApprovalResponse { approval_id, .. } => {
-                        if !t.approvals.contains(approval_id) || !t.approved.insert(approval_id.clone()) {
+                        if !t.approvals.contains(approval_id)
+                            || !t.approved.insert(approval_id.clone())
+                        {
                             return false;
                         }
                     }
@@ -198,14 +224,23 @@ pub fn is_replay_safe<M: AsRef<Message>>(messages: &[M]) -> bool {
         }
         let mut approvals = HashSet::new();
         for part in &message.parts {
-            if let Part::ApprovalRequest { approval_id, call_id } = part {
+            if let Part::ApprovalRequest {
+                approval_id,
+                call_id,
+            } = part
+            {
                 if !calls.contains(call_id) || !approvals.insert(approval_id.clone()) {
                     return false;
                 }
             }
         }
         if !calls.is_empty() {
-            turn = Some(Turn { open: calls, done: HashSet::new(), approvals, approved: HashSet::new() });
+            turn = Some(Turn {
+                open: calls,
+                done: HashSet::new(),
+                approvals,
+                approved: HashSet::new(),
+            });
         }
     }
     turn.is_none_or(|t| t.open.is_empty())

@@ -215,17 +215,26 @@ pub struct Scope {
 impl Scope {
     /// A subject's scope within a namespace.
     pub fn new(namespace: impl Into<String>, subject: impl Into<String>) -> Result<Self> {
-        Ok(Self { namespace: Namespace::new(namespace)?, subject: Some(Subject::new(subject)?) })
+        Ok(Self {
+            namespace: Namespace::new(namespace)?,
+            subject: Some(Subject::new(subject)?),
+        })
     }
 
     /// A subject's scope in the `default` namespace.
     pub fn for_subject(subject: impl Into<String>) -> Result<Self> {
-        Ok(Self { namespace: Namespace::default(), subject: Some(Subject::new(subject)?) })
+        Ok(Self {
+            namespace: Namespace::default(),
+            subject: Some(Subject::new(subject)?),
+        })
     }
 
     /// The namespace-wide scope that holds shared knowledge (no subject).
     pub fn shared(namespace: impl Into<String>) -> Result<Self> {
-        Ok(Self { namespace: Namespace::new(namespace)?, subject: None })
+        Ok(Self {
+            namespace: Namespace::new(namespace)?,
+            subject: None,
+        })
     }
 
     /// Builds a scope from already validated parts.
@@ -245,9 +254,9 @@ impl Scope {
 
     /// The subject, or `InvalidInput` for the shared scope (for operations that need an owner).
     pub fn require_subject(&self, operation: &str) -> Result<&Subject> {
-        self.subject
-            .as_ref()
-            .ok_or_else(|| MemoryError::invalid(format!("{operation} needs a scope with a subject")))
+        self.subject.as_ref().ok_or_else(|| {
+            MemoryError::invalid(format!("{operation} needs a scope with a subject"))
+        })
     }
 }
 

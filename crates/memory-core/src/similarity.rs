@@ -90,17 +90,32 @@ mod tests {
     use super::*;
 
     fn naive_dot(a: &[f32], b: &[f32]) -> f64 {
-        a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| f64::from(*x) * f64::from(*y))
+            .sum()
     }
 
     #[test]
     fn kernels_agree_with_naive_loops_on_odd_lengths() {
         for len in [1usize, 7, 8, 9, 31, 384, 385] {
             let a: Vec<f32> = (0..len).map(|i| ((i * 37 % 11) as f32) - 5.0).collect();
-            let b: Vec<f32> = (0..len).map(|i| ((i * 13 % 7) as f32) * 0.5 - 1.0).collect();
-            assert!((f64::from(dot(&a, &b)) - naive_dot(&a, &b)).abs() < 1e-3, "dot len {len}");
-            let l2: f64 = a.iter().zip(&b).map(|(x, y)| f64::from(x - y).powi(2)).sum();
-            assert!((f64::from(l2_squared(&a, &b)) - l2).abs() < 1e-2, "l2 len {len}");
+            let b: Vec<f32> = (0..len)
+                .map(|i| ((i * 13 % 7) as f32) * 0.5 - 1.0)
+                .collect();
+            assert!(
+                (f64::from(dot(&a, &b)) - naive_dot(&a, &b)).abs() < 1e-3,
+                "dot len {len}"
+            );
+            let l2: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| f64::from(x - y).powi(2))
+                .sum();
+            assert!(
+                (f64::from(l2_squared(&a, &b)) - l2).abs() < 1e-2,
+                "l2 len {len}"
+            );
         }
     }
 

@@ -31,7 +31,9 @@ impl Timestamp {
 
     /// The wall clock now.
     pub fn now() -> Self {
-        let millis = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        let millis = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
         Self(i64::try_from(millis).unwrap_or(i64::MAX))
     }
 

@@ -30,7 +30,12 @@ pub struct CollectionSpec {
 impl CollectionSpec {
     /// A cosine collection.
     pub fn new(name: impl Into<String>, dims: usize, model: impl Into<String>) -> Self {
-        Self { name: name.into(), dims, metric: Metric::Cosine, model: model.into() }
+        Self {
+            name: name.into(),
+            dims,
+            metric: Metric::Cosine,
+            model: model.into(),
+        }
     }
 
     /// The same with another metric.
@@ -45,7 +50,10 @@ impl CollectionSpec {
         validate_identifier("collection name", &self.name)?;
         validate_identifier("model id", &self.model)?;
         if self.dims == 0 || self.dims > MAX_DIMS {
-            return Err(MemoryError::invalid(format!("dims must be in 1..={MAX_DIMS}, got {}", self.dims)));
+            return Err(MemoryError::invalid(format!(
+                "dims must be in 1..={MAX_DIMS}, got {}",
+                self.dims
+            )));
         }
         Ok(())
     }
@@ -84,13 +92,20 @@ impl CollectionSpec {
 /// Checks a vector: `dims` long, every component finite, not zero under cosine.
 pub fn check_vector(vector: &[f32], dims: usize, metric: Metric) -> Result<()> {
     if vector.len() != dims {
-        return Err(MemoryError::invalid(format!("vector has {} dims, expected {dims}", vector.len())));
+        return Err(MemoryError::invalid(format!(
+            "vector has {} dims, expected {dims}",
+            vector.len()
+        )));
     }
     if let Some(i) = vector.iter().position(|x| !x.is_finite()) {
-        return Err(MemoryError::invalid(format!("vector component {i} is not finite")));
+        return Err(MemoryError::invalid(format!(
+            "vector component {i} is not finite"
+        )));
     }
     if metric == Metric::Cosine && norm(vector) == 0.0 {
-        return Err(MemoryError::invalid("zero vector has no direction under cosine"));
+        return Err(MemoryError::invalid(
+            "zero vector has no direction under cosine",
+        ));
     }
     Ok(())
 }
@@ -113,7 +128,13 @@ pub struct VectorRecord {
 impl VectorRecord {
     /// A record with no text or metadata.
     pub fn new(id: VectorId, vector: Vec<f32>) -> Self {
-        Self { id, vector, text: None, metadata: Metadata::new(), conversation_id: None }
+        Self {
+            id,
+            vector,
+            text: None,
+            metadata: Metadata::new(),
+            conversation_id: None,
+        }
     }
 }
 
@@ -135,7 +156,13 @@ pub struct VectorQuery {
 impl VectorQuery {
     /// The `k` nearest to `vector`.
     pub fn new(vector: Vec<f32>, k: usize) -> Self {
-        Self { vector, k, filter: None, min_score: None, include_vectors: false }
+        Self {
+            vector,
+            k,
+            filter: None,
+            min_score: None,
+            include_vectors: false,
+        }
     }
 
     /// Restricts to records matching `filter`.
@@ -148,7 +175,10 @@ impl VectorQuery {
     /// Checks `k`, the vector and the filter against a collection.
     pub fn validate(&self, spec: &CollectionSpec) -> Result<()> {
         if self.k == 0 || self.k > MAX_TOP_K {
-            return Err(MemoryError::invalid(format!("k must be in 1..={MAX_TOP_K}, got {}", self.k)));
+            return Err(MemoryError::invalid(format!(
+                "k must be in 1..={MAX_TOP_K}, got {}",
+                self.k
+            )));
         }
         if self.min_score.is_some_and(|s| !s.is_finite()) {
             return Err(MemoryError::invalid("min_score must be finite"));
@@ -180,7 +210,11 @@ pub enum VectorSelector {
 /// Orders hits best first: score descending, then id ascending. Shared so every exact backend
 /// breaks ties the same way.
 pub fn rank_hits(hits: &mut [VectorHit]) {
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.record.id.cmp(&b.record.id)));
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.record.id.cmp(&b.record.id))
+    });
 }
 
 /// Vector collections and search.
@@ -194,7 +228,11 @@ pub trait VectorStore: Send + Sync {
     /// # Behavior
     /// - Idempotent: the same spec again returns the collection.
     /// - A different dims, metric or model id than the stored one is `InvalidInput`.
-    async fn ensure_collection(&self, namespace: &Namespace, spec: CollectionSpec) -> Result<CollectionSpec>;
+    async fn ensure_collection(
+        &self,
+        namespace: &Namespace,
+        spec: CollectionSpec,
+    ) -> Result<CollectionSpec>;
 
     /// Lists a namespace's collections by name.
     ///
@@ -212,19 +250,34 @@ pub trait VectorStore: Send + Sync {
     ///   any record is `InvalidInput` and nothing is written.
     /// - A record with an existing id (same scope) replaces it.
     /// - A missing collection is `NotFound`. Returns how many records were written.
-    async fn upsert_vectors(&self, scope: &Scope, collection: &str, records: Vec<VectorRecord>) -> Result<usize>;
+    async fn upsert_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        records: Vec<VectorRecord>,
+    ) -> Result<usize>;
 
     /// Reads one record.
     ///
     /// # Behavior
     /// - A missing id, or another scope's, is `NotFound`.
-    async fn get_vector(&self, scope: &Scope, collection: &str, id: &VectorId) -> Result<VectorRecord>;
+    async fn get_vector(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        id: &VectorId,
+    ) -> Result<VectorRecord>;
 
     /// Deletes records of the scope by ids or filter; returns how many.
     ///
     /// # Behavior
     /// - Only the caller's scope is touched; unknown ids are ignored.
-    async fn delete_vectors(&self, scope: &Scope, collection: &str, selector: VectorSelector) -> Result<usize>;
+    async fn delete_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        selector: VectorSelector,
+    ) -> Result<usize>;
 
     /// The `k` records of the scope most similar to the query.
     ///
@@ -235,5 +288,10 @@ pub trait VectorStore: Send + Sync {
     ///   records matching the filter and scoring at least `min_score`.
     /// - A query of the wrong dimension, with NaN/∞, or zero under cosine is `InvalidInput`;
     ///   a missing collection is `NotFound`.
-    async fn search(&self, scope: &Scope, collection: &str, query: VectorQuery) -> Result<Vec<VectorHit>>;
+    async fn search(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>>;
 }

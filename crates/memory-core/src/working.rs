@@ -55,12 +55,20 @@ pub struct WorkingMemoryUpdate {
 impl WorkingMemoryUpdate {
     /// Markdown content, unconditional.
     pub fn markdown(content: impl Into<String>) -> Self {
-        Self { content: content.into(), format: WorkingMemoryFormat::Markdown, expected_revision: None }
+        Self {
+            content: content.into(),
+            format: WorkingMemoryFormat::Markdown,
+            expected_revision: None,
+        }
     }
 
     /// JSON content, unconditional.
     pub fn json(content: impl Into<String>) -> Self {
-        Self { content: content.into(), format: WorkingMemoryFormat::Json, expected_revision: None }
+        Self {
+            content: content.into(),
+            format: WorkingMemoryFormat::Json,
+            expected_revision: None,
+        }
     }
 
     /// Makes the write conditional on the current revision.
@@ -73,8 +81,9 @@ impl WorkingMemoryUpdate {
     /// Rejects JSON content that does not parse.
     pub fn validate(&self) -> Result<()> {
         if self.format == WorkingMemoryFormat::Json {
-            serde_json::from_str::<serde_json::Value>(&self.content)
-                .map_err(|e| MemoryError::invalid(format!("working memory is not valid JSON: {e}")))?;
+            serde_json::from_str::<serde_json::Value>(&self.content).map_err(|e| {
+                MemoryError::invalid(format!("working memory is not valid JSON: {e}"))
+            })?;
         }
         Ok(())
     }
@@ -99,7 +108,11 @@ pub trait WorkingMemoryStore: Send + Sync {
     /// # Behavior
     /// - `None` when never set or cleared.
     /// - A conversation key of a conversation missing from the scope is `NotFound`.
-    async fn get_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<Option<WorkingMemory>>;
+    async fn get_working_memory(
+        &self,
+        scope: &Scope,
+        key: &WorkingMemoryKey,
+    ) -> Result<Option<WorkingMemory>>;
 
     /// Writes a document.
     ///

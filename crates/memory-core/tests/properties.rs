@@ -5,15 +5,22 @@
 use std::collections::BTreeSet;
 
 use memory_core::{
-    is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions, Message, MessageId, Part,
-    RejectionCode, Role, Timestamp,
+    is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions, Message,
+    MessageId, Part, RejectionCode, Role, Timestamp,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(10_000);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(10_000);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 const CLIENT_TOOLS: [&str; 2] = ["pick_file", "confirm"];
@@ -26,7 +33,11 @@ enum Turn {
     Assistant(String),
     System,
     /// An assistant tool turn: per call (tool index, needs approval), text first, results grouped.
-    Tools { calls: Vec<(usize, bool)>, text: bool, grouped: bool },
+    Tools {
+        calls: Vec<(usize, bool)>,
+        text: bool,
+        grouped: bool,
+    },
 }
 
 fn turn() -> impl Strategy<Value = Turn> {
@@ -34,8 +45,16 @@ fn turn() -> impl Strategy<Value = Turn> {
         "[a-z ]{0,12}".prop_map(Turn::User),
         "[a-z ]{0,12}".prop_map(Turn::Assistant),
         Just(Turn::System),
-        (prop::collection::vec((0..4usize, any::<bool>()), 1..4), any::<bool>(), any::<bool>())
-            .prop_map(|(calls, text, grouped)| Turn::Tools { calls, text, grouped }),
+        (
+            prop::collection::vec((0..4usize, any::<bool>()), 1..4),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(calls, text, grouped)| Turn::Tools {
+                calls,
+                text,
+                grouped
+            }),
     ]
 }
 
@@ -46,7 +65,10 @@ struct Builder {
 
 impl Builder {
     fn new() -> Self {
-        Self { next: 0, messages: Vec::new() }
+        Self {
+            next: 0,
+            messages: Vec::new(),
+        }
     }
 
     fn id(&mut self, prefix: &str) -> String {
@@ -70,7 +92,11 @@ impl Builder {
     }
 
     /// An assistant message with calls (and approval requests); returns (call id, tool, approval id).
-    fn calls(&mut self, calls: &[(usize, bool)], text: bool) -> Vec<(String, &'static str, Option<String>)> {
+    fn calls(
+        &mut self,
+        calls: &[(usize, bool)],
+        text: bool,
+    ) -> Vec<(String, &'static str, Option<String>)> {
         let mut parts = Vec::new();
         if text {
             parts.push(Part::text("let me check"));
@@ -79,7 +105,11 @@ impl Builder {
         for (tool, approval) in calls {
             let call_id = self.id("call");
             let name = Self::tool_name(*tool);
-            parts.push(Part::tool_call(call_id.clone(), name, json!({"b": [1, {"y": 2, "x": 1}], "a": "z"})));
+            parts.push(Part::tool_call(
+                call_id.clone(),
+                name,
+                json!({"b": [1, {"y": 2, "x": 1}], "a": "z"}),
+            ));
             let approval_id = approval.then(|| self.id("appr"));
             if let Some(a) = &approval_id {
                 parts.push(Part::approval_request(a.clone(), call_id.clone()));
@@ -91,12 +121,18 @@ impl Builder {
     }
 
     fn answer(&mut self, made: &[(String, &'static str, Option<String>)], grouped: bool) {
-        let approvals: Vec<Part> =
-            made.iter().filter_map(|(_, _, a)| a.clone()).map(|a| Part::approval_response(a, true)).collect();
+        let approvals: Vec<Part> = made
+            .iter()
+            .filter_map(|(_, _, a)| a.clone())
+            .map(|a| Part::approval_response(a, true))
+            .collect();
         if !approvals.is_empty() {
             self.push(Role::User, approvals);
         }
-        let results: Vec<Part> = made.iter().map(|(c, _, _)| Part::tool_result(c.clone(), json!({"ok": c}))).collect();
+        let results: Vec<Part> = made
+            .iter()
+            .map(|(c, _, _)| Part::tool_result(c.clone(), json!({"ok": c})))
+            .collect();
         if grouped {
             self.push(Role::Tool, results);
         } else {
@@ -112,7 +148,11 @@ impl Builder {
                 Turn::User(text) => self.push(Role::User, vec![Part::text(text.clone())]),
                 Turn::Assistant(text) => self.push(Role::Assistant, vec![Part::text(text.clone())]),
                 Turn::System => self.push(Role::System, vec![Part::text("be brief")]),
-                Turn::Tools { calls, text, grouped } => {
+                Turn::Tools {
+                    calls,
+                    text,
+                    grouped,
+                } => {
                     let made = self.calls(calls, *text);
                     self.answer(&made, *grouped);
                 }
@@ -133,10 +173,16 @@ fn messy() -> impl Strategy<Value = Vec<Message>> {
         Just(Part::text("t")),
         (0..4u8).prop_map(|c| Part::tool_call(format!("c{c}"), "search", json!({}))),
         (0..4u8).prop_map(|c| Part::tool_result(format!("c{c}"), json!(1))),
-        (0..3u8, 0..4u8).prop_map(|(a, c)| Part::approval_request(format!("a{a}"), format!("c{c}"))),
+        (0..3u8, 0..4u8)
+            .prop_map(|(a, c)| Part::approval_request(format!("a{a}"), format!("c{c}"))),
         (0..3u8).prop_map(|a| Part::approval_response(format!("a{a}"), true)),
     ];
-    let role = prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::Tool), Just(Role::System)];
+    let role = prop_oneof![
+        Just(Role::User),
+        Just(Role::Assistant),
+        Just(Role::Tool),
+        Just(Role::System)
+    ];
     prop::collection::vec((role, prop::collection::vec(part, 0..4)), 0..10).prop_map(|raw| {
         let mut b = Builder::new();
         for (role, parts) in raw {
@@ -190,7 +236,9 @@ fn continuation() -> impl Strategy<Value = Continuation> {
     continuation_from(any::<bool>())
 }
 
-fn continuation_from(with_server_call: impl Strategy<Value = bool>) -> impl Strategy<Value = Continuation> {
+fn continuation_from(
+    with_server_call: impl Strategy<Value = bool>,
+) -> impl Strategy<Value = Continuation> {
     (
         prop::collection::vec(turn(), 1..8),
         prop::collection::vec((0..2usize, any::<bool>()), 1..4),
@@ -206,12 +254,22 @@ fn continuation_from(with_server_call: impl Strategy<Value = bool>) -> impl Stra
             let made = b.calls(&calls, true);
             let persisted = b.messages.clone();
             b.messages.clear();
-            let client_made: Vec<_> = made.iter().filter(|(_, tool, _)| CLIENT_TOOLS.contains(tool)).cloned().collect();
+            let client_made: Vec<_> = made
+                .iter()
+                .filter(|(_, tool, _)| CLIENT_TOOLS.contains(tool))
+                .cloned()
+                .collect();
             b.answer(&client_made, grouped);
             b.push(Role::User, vec![Part::text("thanks")]);
-            let pending_server_call =
-                made.iter().find(|(_, tool, _)| SERVER_TOOLS.contains(tool)).map(|(c, _, _)| c.clone());
-            Continuation { persisted, honest_suffix: b.messages, pending_server_call }
+            let pending_server_call = made
+                .iter()
+                .find(|(_, tool, _)| SERVER_TOOLS.contains(tool))
+                .map(|(c, _, _)| c.clone());
+            Continuation {
+                persisted,
+                honest_suffix: b.messages,
+                pending_server_call,
+            }
         })
 }
 
@@ -220,11 +278,21 @@ fn options() -> ContinuationOptions {
 }
 
 fn incoming(c: &Continuation) -> Vec<Message> {
-    c.persisted.iter().chain(&c.honest_suffix).cloned().collect()
+    c.persisted
+        .iter()
+        .chain(&c.honest_suffix)
+        .cloned()
+        .collect()
 }
 
 fn tool_message(id: &str, part: Part) -> Message {
-    Message { id: MessageId::new(id).unwrap(), role: Role::Tool, parts: vec![part], created_at: Timestamp::from_millis(0), metadata: serde_json::Map::new() }
+    Message {
+        id: MessageId::new(id).unwrap(),
+        role: Role::Tool,
+        parts: vec![part],
+        created_at: Timestamp::from_millis(0),
+        metadata: serde_json::Map::new(),
+    }
 }
 
 /// Rewrites every JSON object with its keys in reverse order, through JSON text, as a store

@@ -1,0 +1,148 @@
+//! Where a backend's test service comes from, in this order:
+//!
+//! 1. its URL variable (`MEMORY_TEST_POSTGRES_URL`, `MEMORY_TEST_REDIS_URL`,
+//!    `MEMORY_TEST_REDIS_CLUSTER_URLS`, `MEMORY_TEST_LIBSQL_URL`);
+//! 2. with the `containers` feature and a reachable Docker engine, a container started once per
+//!    test process by testcontainers (without Docker this fails at once: the signal to skip);
+//! 3. otherwise [`SetupError::Unreachable`]: a named skip, or a failure when
+//!    `MEMORY_TEST_REQUIRE` names the backend.
+//!
+//! `cargo xtask test` sets the URL variables for the services it provisions.
+
+use crate::SetupError;
+
+/// A service a backend's tests need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// PostgreSQL with pgvector.
+    Postgres,
+    /// A standalone Redis.
+    Redis,
+    /// A Redis Cluster (comma-separated seed URLs).
+    RedisCluster,
+    /// A remote libSQL server (sqld).
+    Libsql,
+}
+
+impl Service {
+    /// The variable that gives its URL.
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Self::Postgres => "MEMORY_TEST_POSTGRES_URL",
+            Self::Redis => "MEMORY_TEST_REDIS_URL",
+            Self::RedisCluster => "MEMORY_TEST_REDIS_CLUSTER_URLS",
+            Self::Libsql => "MEMORY_TEST_LIBSQL_URL",
+        }
+    }
+}
+
+/// The service's URL, from its variable or a container; `Unreachable` says why neither worked.
+pub fn locate(service: Service) -> Result<String, SetupError> {
+    if let Some(url) = std::env::var(service.env_var())
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    {
+        return Ok(url);
+    }
+    #[cfg(feature = "containers")]
+    {
+        containers::start(service).map_err(|why| {
+            SetupError::Unreachable(format!(
+                "{} is unset and no container could start: {why}",
+                service.env_var()
+            ))
+        })
+    }
+    #[cfg(not(feature = "containers"))]
+    {
+        Err(SetupError::Unreachable(format!(
+            "{} is unset (and the `containers` feature is off)",
+            service.env_var()
+        )))
+    }
+}
+
+#[cfg(feature = "containers")]
+mod containers {
+    use std::sync::{Mutex, OnceLock};
+
+    use testcontainers_modules::postgres::Postgres;
+    use testcontainers_modules::redis::Redis;
+    use testcontainers_modules::testcontainers::runners::SyncRunner;
+    use testcontainers_modules::testcontainers::{Container, ImageExt};
+
+    use super::Service;
+
+    /// Containers live as long as the test process (one per service, shared by all scenarios).
+    static POSTGRES: OnceLock<Mutex<Result<(Container<Postgres>, String), String>>> =
+        OnceLock::new();
+    static REDIS: OnceLock<Mutex<Result<(Container<Redis>, String), String>>> = OnceLock::new();
+
+    pub(super) fn start(service: Service) -> Result<String, String> {
+        match service {
+            Service::Postgres => {
+                let slot = POSTGRES.get_or_init(|| {
+                    Mutex::new((|| {
+                        let image = Postgres::default()
+                            .with_name("pgvector/pgvector")
+                            .with_tag("pg17");
+                        let container = image.start().map_err(|e| e.to_string())?;
+                        let port = container
+                            .get_host_port_ipv4(5432)
+                            .map_err(|e| e.to_string())?;
+                        Ok((
+                            container,
+                            format!("postgres://postgres:postgres@127.0.0.1:{port}/postgres"),
+                        ))
+                    })())
+                });
+                slot.lock()
+                    .map_err(|e| e.to_string())?
+                    .as_ref()
+                    .map(|(_, url)| url.clone())
+                    .map_err(Clone::clone)
+            }
+            Service::Redis => {
+                let slot = REDIS.get_or_init(|| {
+                    Mutex::new((|| {
+                        let container = Redis::default().start().map_err(|e| e.to_string())?;
+                        let port = container
+                            .get_host_port_ipv4(6379)
+                            .map_err(|e| e.to_string())?;
+                        Ok((container, format!("redis://127.0.0.1:{port}")))
+                    })())
+                });
+                slot.lock()
+                    .map_err(|e| e.to_string())?
+                    .as_ref()
+                    .map(|(_, url)| url.clone())
+                    .map_err(Clone::clone)
+            }
+            Service::RedisCluster | Service::Libsql => Err(
+                "no container recipe: provide the URL (cargo xtask test starts a local cluster)"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_given_url_wins() {
+        // Libsql has no container recipe, so only the variable can make it reachable.
+        std::env::set_var("MEMORY_TEST_LIBSQL_URL", "libsql://example.invalid");
+        assert_eq!(
+            locate(Service::Libsql).ok().as_deref(),
+            Some("libsql://example.invalid")
+        );
+        std::env::set_var("MEMORY_TEST_LIBSQL_URL", " ");
+        assert!(matches!(
+            locate(Service::Libsql),
+            Err(SetupError::Unreachable(_))
+        ));
+        std::env::remove_var("MEMORY_TEST_LIBSQL_URL");
+    }
+}

@@ -1,0 +1,165 @@
+//! Finding or starting the services tests can use: given URL → running local service →
+//! `docker compose up --wait` → local binary on a spare port in a temp dir. Whatever is found is
+//! passed to the tests as `MEMORY_TEST_*` variables; what is not found makes those tests named
+//! skips (or failures under `MEMORY_TEST_REQUIRE`).
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Services found or started; started ones stop when this is dropped.
+#[derive(Default)]
+pub struct Provisioned {
+    /// `(variable, url)` pairs for the tests.
+    pub urls: Vec<(&'static str, String)>,
+    children: Vec<Child>,
+    temp_dirs: Vec<std::path::PathBuf>,
+    compose: bool,
+}
+
+impl Drop for Provisioned {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for dir in &self.temp_dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        if self.compose {
+            let _ = Command::new("docker")
+                .args(["compose", "down"])
+                .current_dir(super::workspace_root())
+                .status();
+        }
+    }
+}
+
+struct Spec {
+    var: &'static str,
+    /// Where the machine's own service usually listens, and the URL to use for it.
+    local: (u16, &'static str),
+    /// The port docker-compose.yml publishes it on.
+    compose: (u16, &'static str),
+}
+
+const SPECS: &[Spec] = &[
+    Spec {
+        var: "MEMORY_TEST_POSTGRES_URL",
+        local: (5432, "postgres://postgres@127.0.0.1:5432/test"),
+        compose: (
+            55432,
+            "postgres://postgres:postgres@127.0.0.1:55432/postgres",
+        ),
+    },
+    Spec {
+        var: "MEMORY_TEST_REDIS_URL",
+        local: (6379, "redis://127.0.0.1:6379"),
+        compose: (56379, "redis://127.0.0.1:56379"),
+    },
+];
+
+fn listening(port: u16) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
+}
+
+fn docker_engine() -> bool {
+    Command::new("docker")
+        .args(["info", "--format", "{{.ServerVersion}}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn spare_port() -> Option<u16> {
+    TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()
+        .map(|a| a.port())
+}
+
+/// Starts `redis-server` on a spare port in a temp dir, if the binary exists.
+fn local_redis(provisioned: &mut Provisioned) -> Option<String> {
+    let port = spare_port()?;
+    let dir = std::env::temp_dir().join(format!("memory-xtask-redis-{port}"));
+    std::fs::create_dir_all(&dir).ok()?;
+    let child = Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .spawn()
+        .ok()?;
+    provisioned.children.push(child);
+    provisioned.temp_dirs.push(dir);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if listening(port) {
+            return Some(format!("redis://127.0.0.1:{port}"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Finds or starts every service it can and says where each came from.
+pub fn provision() -> Provisioned {
+    let mut provisioned = Provisioned::default();
+    let mut missing = Vec::new();
+    for spec in SPECS {
+        if let Ok(url) = std::env::var(spec.var) {
+            eprintln!("xtask: {} given: {url}", spec.var);
+            provisioned.urls.push((spec.var, url));
+        } else if listening(spec.local.0) {
+            eprintln!(
+                "xtask: {} = {} (running local service)",
+                spec.var, spec.local.1
+            );
+            provisioned.urls.push((spec.var, spec.local.1.to_owned()));
+        } else {
+            missing.push(spec);
+        }
+    }
+    if !missing.is_empty() && docker_engine() {
+        let status = Command::new("docker")
+            .args(["compose", "up", "--wait", "--detach"])
+            .current_dir(super::workspace_root())
+            .status();
+        if status.is_ok_and(|s| s.success()) {
+            provisioned.compose = true;
+            for spec in missing.drain(..) {
+                eprintln!("xtask: {} = {} (docker compose)", spec.var, spec.compose.1);
+                provisioned.urls.push((spec.var, spec.compose.1.to_owned()));
+            }
+        }
+    }
+    for spec in missing {
+        let started = if spec.var == "MEMORY_TEST_REDIS_URL" {
+            local_redis(&mut provisioned)
+        } else {
+            None
+        };
+        match started {
+            Some(url) => {
+                eprintln!("xtask: {} = {url} (local binary, temp dir)", spec.var);
+                provisioned.urls.push((spec.var, url));
+            }
+            None => eprintln!(
+                "xtask: {} not available: its tests are named skips",
+                spec.var
+            ),
+        }
+    }
+    provisioned
+}
