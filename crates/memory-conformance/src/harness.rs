@@ -194,6 +194,8 @@ fn announce(line: &str) {
 }
 
 fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
+    // Tests run in parallel threads of one process: serialize the appends, one write per line.
+    static REPORT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let Ok(path) = std::env::var("MEMORY_CONFORMANCE_REPORT") else {
         return;
     };
@@ -203,9 +205,9 @@ fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
         "outcome": format!("{outcome:?}").to_lowercase(),
         "reason": reason,
     });
-    // Tests run in parallel threads of one process: serialize the appends, one write per line.
-    static REPORT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _guard = REPORT_LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _guard = REPORT_LOCK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Ok(mut file) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

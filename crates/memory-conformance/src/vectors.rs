@@ -27,8 +27,11 @@ pub(crate) async fn collection(ctx: &Ctx, metric: Metric) -> CollectionSpec {
 }
 
 pub(crate) fn record(id: &str, vector: Vec<f32>, metadata: serde_json::Value) -> VectorRecord {
+    let serde_json::Value::Object(metadata) = metadata else {
+        panic!("metadata must be a JSON object")
+    };
     VectorRecord {
-        metadata: metadata.as_object().cloned().unwrap_or_default(),
+        metadata,
         text: Some(format!("text of {id}")),
         ..VectorRecord::new(vid(id), vector)
     }

@@ -93,12 +93,15 @@ pub struct ConversationQuery {
 impl ConversationQuery {
     /// Whether a conversation passes the filters (not the cursor).
     pub fn matches(&self, conversation: &Conversation) -> bool {
-        fn field(want: &Option<String>, have: &Option<String>) -> bool {
-            want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
+        fn field(want: Option<&String>, have: Option<&String>) -> bool {
+            want.is_none_or(|w| have == Some(w))
         }
-        field(&self.agent, &conversation.agent)
-            && field(&self.resource_slug, &conversation.resource_slug)
-            && field(&self.record_id, &conversation.record_id)
+        field(self.agent.as_ref(), conversation.agent.as_ref())
+            && field(
+                self.resource_slug.as_ref(),
+                conversation.resource_slug.as_ref(),
+            )
+            && field(self.record_id.as_ref(), conversation.record_id.as_ref())
     }
 }
 
