@@ -56,3 +56,8 @@ pub use vector::{
 pub use working::{
     WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
+
+/// The repository README's example, compiled and run as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
