@@ -29,6 +29,10 @@ pub trait CacheStore: Send + Sync {
         ttl: Option<Duration>,
     ) -> Result<()>;
 
-    /// Removes a value; returns whether an unexpired one existed.
+    /// Removes a value.
+    ///
+    /// # Behavior
+    /// - Returns whether an unexpired value existed; an expired one reports `false`.
+    /// - Another namespace's entry with the same key is untouched.
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool>;
 }

@@ -117,13 +117,19 @@ pub trait CheckpointStore: Send + Sync {
         update: CheckpointUpdate,
     ) -> Result<Checkpoint>;
 
-    /// The scope's suspended checkpoints, optionally of one workflow, oldest update first (then id).
+    /// Lists the scope's suspended checkpoints.
+    ///
+    /// # Behavior
+    /// - Only status `Suspended`, of one workflow when given; oldest update first, then id.
     async fn list_suspended(
         &self,
         scope: &Scope,
         workflow: Option<&str>,
     ) -> Result<Vec<Checkpoint>>;
 
-    /// Deletes a checkpoint; returns whether it existed.
+    /// Deletes a checkpoint.
+    ///
+    /// # Behavior
+    /// - Returns whether it existed in the scope; afterwards get and update are `NotFound`.
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool>;
 }

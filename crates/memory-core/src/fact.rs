@@ -393,7 +393,13 @@ pub trait FactStore: Send + Sync {
     /// - Missing, expired, or another scope's: `NotFound`.
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact>;
 
-    /// Lists facts newest first (`created_at` desc, id desc) with a keyset cursor.
+    /// Lists facts newest first with a keyset cursor.
+    ///
+    /// # Behavior
+    /// - Order is `created_at` descending, then id descending; every fact appears exactly once
+    ///   across the pages.
+    /// - Superseded history is hidden unless `include_superseded`; tags (all-of) and kind filter.
+    /// - A malformed cursor or a limit of 0 or above 1000 is `InvalidInput`.
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>>;
 
     /// All versions of a key, oldest first, the current one last.
@@ -402,6 +408,10 @@ pub trait FactStore: Send + Sync {
     /// - Empty for an unknown key (or another scope's).
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>>;
 
-    /// Deletes a fact; returns whether it existed in the scope.
+    /// Deletes a fact.
+    ///
+    /// # Behavior
+    /// - Returns whether it existed in the scope; afterwards get is `NotFound` and recall misses it.
+    /// - Another scope's fact is untouched and reports `false`.
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool>;
 }

@@ -147,6 +147,7 @@ impl State {
 pub struct InMemoryBackend {
     state: RwLock<State>,
     clock: Arc<dyn Clock>,
+    capabilities: Capabilities,
 }
 
 impl std::fmt::Debug for InMemoryBackend {
@@ -174,7 +175,23 @@ impl InMemoryBackend {
         Self {
             state: RwLock::new(State::default()),
             clock,
+            capabilities: Capabilities {
+                vector_search: VectorSearch::Exact,
+                full_text: false,
+                native_ttl: false,
+                durability: Durability::Volatile,
+                max_batch: None,
+                cluster: false,
+            },
         }
+    }
+
+    /// Declares other capabilities than the reference's (exact vectors, volatile). Behaviour does
+    /// not change: this is for testing how a suite or an engine reacts to what a backend declares.
+    #[must_use]
+    pub fn with_capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
     }
 
     fn read(&self) -> RwLockReadGuard<'_, State> {
@@ -880,14 +897,7 @@ impl MemoryBackend for InMemoryBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            vector_search: VectorSearch::Exact,
-            full_text: false,
-            native_ttl: false,
-            durability: Durability::Volatile,
-            max_batch: None,
-            cluster: false,
-        }
+        self.capabilities
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {

@@ -240,7 +240,11 @@ pub trait VectorStore: Send + Sync {
     /// - Sorted by name; empty for a namespace with none.
     async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>>;
 
-    /// Drops a collection and every record in it (all scopes); returns whether it existed.
+    /// Drops a collection of the namespace.
+    ///
+    /// # Behavior
+    /// - Every record in it goes too, in every scope; returns whether it existed.
+    /// - A collection made again under the same name starts empty.
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool>;
 
     /// Inserts or replaces records by id.
