@@ -2,11 +2,10 @@
 
 use std::time::Duration;
 
-use futures::future::join_all;
 use memory_core::{CheckpointId, CheckpointStatus, CheckpointUpdate, NewCheckpoint};
 use serde_json::json;
 
-use crate::support::ResultExt;
+use crate::support::{assert_one_winner, race, ResultExt};
 use crate::Ctx;
 
 fn id(s: &str) -> CheckpointId {
@@ -111,30 +110,18 @@ pub async fn concurrent_updates_have_one_winner(ctx: &Ctx) {
         .put_checkpoint(ctx.scope(), new("run-1", "w", CheckpointStatus::Running))
         .await
         .must("put");
-    let tasks = (0..8).map(|w| {
-        let backend = ctx.backend_arc();
-        let scope = ctx.scope().clone();
-        tokio::spawn(async move {
-            let update = CheckpointUpdate {
-                expected_version: 1,
-                status: CheckpointStatus::Running,
-                state: json!(w),
-            };
-            backend
-                .update_checkpoint(&scope, &id("run-1"), update)
-                .await
-        })
-    });
-    let results: Vec<_> = join_all(tasks)
-        .await
-        .into_iter()
-        .map(|t| t.expect("task"))
-        .collect();
-    assert_eq!(
-        results.iter().filter(|r| r.is_ok()).count(),
-        1,
-        "{results:?}"
-    );
+    let results = race(ctx, 8, |backend, scope, w| async move {
+        let update = CheckpointUpdate {
+            expected_version: 1,
+            status: CheckpointStatus::Running,
+            state: json!(w),
+        };
+        backend
+            .update_checkpoint(&scope, &id("run-1"), update)
+            .await
+    })
+    .await;
+    assert_one_winner(&results);
     assert_eq!(
         ctx.backend()
             .get_checkpoint(ctx.scope(), &id("run-1"))

@@ -1,14 +1,13 @@
 //! Scenarios of concurrent writers: nothing lost, nothing applied twice, one winner per fence.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use futures::future::join_all;
 use memory_core::{
-    AppendOptions, FactStore, LoadOptions, MemoryError, NewFact, RememberOptions, WorkingMemoryKey,
-    WorkingMemoryUpdate,
+    AppendOptions, FactStore, LoadOptions, NewFact, RecallQuery, RememberOptions, Role,
+    WorkingMemoryKey, WorkingMemoryUpdate,
 };
 
-use crate::support::{conversation, text, ResultExt};
+use crate::support::{assert_one_winner, conversation, race, text, ResultExt};
 use crate::Ctx;
 
 const WRITERS: usize = 8;
@@ -19,29 +18,29 @@ const BATCH_SIZE: usize = 2;
 /// writer's order kept and each batch contiguous.
 pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
-    let tasks = (0..WRITERS).map(|w| {
-        let backend = ctx.backend_arc();
-        let (scope, id) = (ctx.scope().clone(), c.id.clone());
-        tokio::spawn(async move {
+    let results = race(ctx, WRITERS, |backend, scope, w| {
+        let id = c.id.clone();
+        async move {
             for b in 0..BATCHES {
                 let batch = (0..BATCH_SIZE)
                     .map(|i| {
                         text(
                             &format!("w{w}-b{b}-{i}"),
-                            memory_core::Role::User,
+                            Role::User,
                             &format!("{w} {b} {i}"),
                         )
                     })
                     .collect();
                 backend
                     .append(&scope, &id, batch, AppendOptions::default())
-                    .await
-                    .must("concurrent append");
+                    .await?;
             }
-        })
-    });
-    for task in join_all(tasks).await {
-        task.expect("writer task");
+            Ok(())
+        }
+    })
+    .await;
+    for result in results {
+        result.must("concurrent append");
     }
     let loaded = ctx
         .backend()
@@ -56,12 +55,12 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
         expected,
         "seqs must be 1..=N with no gaps"
     );
-    let mut unique = std::collections::HashSet::new();
+    let mut unique = HashSet::new();
     assert!(
         loaded.iter().all(|m| unique.insert(m.message.id.clone())),
         "an id appears twice"
     );
-    let mut last_batch: HashMap<String, (usize, usize, u64)> = HashMap::new();
+    let mut last_seen: HashMap<String, (usize, usize, u64)> = HashMap::new();
     for m in &loaded {
         let id = m.message.id.as_str();
         let mut fields = id.split('-');
@@ -70,14 +69,16 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
             .parse()
             .expect("batch number");
         let item: usize = fields.next().expect("item").parse().expect("item number");
-        if let Some((prev_batch, prev_item, prev_seq)) = last_batch.get(&writer) {
-            let in_order = (batch, item) > (*prev_batch, *prev_item);
-            assert!(in_order, "writer {writer} out of order at {id}");
+        if let Some((prev_batch, prev_item, prev_seq)) = last_seen.get(&writer) {
+            assert!(
+                (batch, item) > (*prev_batch, *prev_item),
+                "writer {writer} out of order at {id}"
+            );
             if batch == *prev_batch {
                 assert_eq!(m.seq, prev_seq + 1, "batch {writer}/{batch} not contiguous");
             }
         }
-        last_batch.insert(writer, (batch, item, m.seq));
+        last_seen.insert(writer, (batch, item, m.seq));
     }
     let read = ctx
         .backend()
@@ -90,23 +91,23 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
 /// Writers retrying the same batches concurrently store each message exactly once.
 pub async fn concurrent_retries_of_one_batch_apply_once(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
-    let tasks = (0..WRITERS).map(|_| {
-        let backend = ctx.backend_arc();
-        let (scope, id) = (ctx.scope().clone(), c.id.clone());
-        tokio::spawn(async move {
+    let results = race(ctx, WRITERS, |backend, scope, _| {
+        let id = c.id.clone();
+        async move {
             for b in 0..25 {
                 let batch = (0..4)
-                    .map(|i| text(&format!("b{b}-{i}"), memory_core::Role::User, "same"))
+                    .map(|i| text(&format!("b{b}-{i}"), Role::User, "same"))
                     .collect();
                 backend
                     .append(&scope, &id, batch, AppendOptions::default())
-                    .await
-                    .must("retry append");
+                    .await?;
             }
-        })
-    });
-    for task in join_all(tasks).await {
-        task.expect("retry task");
+            Ok(())
+        }
+    })
+    .await;
+    for result in results {
+        result.must("retry append");
     }
     let loaded = ctx
         .backend()
@@ -117,35 +118,33 @@ pub async fn concurrent_retries_of_one_batch_apply_once(ctx: &Ctx) {
     assert_eq!(loaded.last().map(|m| m.seq), Some(100));
 }
 
-/// Of concurrent compare-and-appends from the same seq exactly one wins; the others see `Conflict`.
+/// Of concurrent compare-and-appends from the same seq exactly one wins; the others see
+/// `Conflict` with the new seq.
 pub async fn concurrent_compare_and_append_has_one_winner(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
-    let tasks = (0..WRITERS).map(|w| {
-        let backend = ctx.backend_arc();
-        let (scope, id) = (ctx.scope().clone(), c.id.clone());
-        tokio::spawn(async move {
+    let results = race(ctx, WRITERS, |backend, scope, w| {
+        let id = c.id.clone();
+        async move {
             let options = AppendOptions {
                 expected_last_seq: Some(0),
                 ..AppendOptions::default()
             };
-            let batch = vec![text(&format!("w{w}"), memory_core::Role::User, "race")];
-            backend.append(&scope, &id, batch, options).await
-        })
-    });
-    let results: Vec<Result<_, MemoryError>> = join_all(tasks)
-        .await
-        .into_iter()
-        .map(|t| t.expect("task"))
-        .collect();
-    let winners = results.iter().filter(|r| r.is_ok()).count();
-    assert_eq!(
-        winners, 1,
-        "exactly one compare-and-append wins: {results:?}"
-    );
+            backend
+                .append(
+                    &scope,
+                    &id,
+                    vec![text(&format!("w{w}"), Role::User, "race")],
+                    options,
+                )
+                .await
+        }
+    })
+    .await;
+    assert_one_winner(&results);
     assert!(results
         .iter()
         .filter_map(|r| r.as_ref().err())
-        .all(|e| e.is_conflict() && e.current() == Some(1)));
+        .all(|e| e.current() == Some(1)));
     assert_eq!(
         ctx.backend()
             .load(ctx.scope(), &c.id, LoadOptions::raw())
@@ -163,26 +162,14 @@ pub async fn concurrent_working_memory_compare_and_set_has_one_winner(ctx: &Ctx)
         .set_working_memory(ctx.scope(), &key, WorkingMemoryUpdate::markdown("v1"))
         .await
         .must("seed");
-    let tasks = (0..WRITERS).map(|w| {
-        let backend = ctx.backend_arc();
-        let scope = ctx.scope().clone();
-        tokio::spawn(async move {
-            let update = WorkingMemoryUpdate::markdown(format!("writer {w}")).expecting(1);
-            backend
-                .set_working_memory(&scope, &WorkingMemoryKey::User, update)
-                .await
-        })
-    });
-    let results: Vec<_> = join_all(tasks)
-        .await
-        .into_iter()
-        .map(|t| t.expect("task"))
-        .collect();
-    assert_eq!(
-        results.iter().filter(|r| r.is_ok()).count(),
-        1,
-        "one winner: {results:?}"
-    );
+    let results = race(ctx, WRITERS, |backend, scope, w| async move {
+        let update = WorkingMemoryUpdate::markdown(format!("writer {w}")).expecting(1);
+        backend
+            .set_working_memory(&scope, &WorkingMemoryKey::User, update)
+            .await
+    })
+    .await;
+    assert_one_winner(&results);
     let stored = ctx
         .backend()
         .get_working_memory(ctx.scope(), &key)
@@ -194,22 +181,18 @@ pub async fn concurrent_working_memory_compare_and_set_has_one_winner(ctx: &Ctx)
 
 /// Concurrent supersedes of one key leave exactly one current fact and every version in history.
 pub async fn concurrent_supersedes_leave_one_current_fact(ctx: &Ctx) {
-    let tasks = (0..WRITERS).map(|w| {
-        let backend = ctx.backend_arc();
-        let scope = ctx.scope().clone();
-        tokio::spawn(async move {
-            let fact = NewFact {
-                key: Some("city".into()),
-                ..NewFact::new(format!("lives in city {w}"))
-            };
-            backend
-                .remember(&scope, fact, RememberOptions::default())
-                .await
-                .must("remember")
-        })
-    });
-    for task in join_all(tasks).await {
-        task.expect("task");
+    let results = race(ctx, WRITERS, |backend, scope, w| async move {
+        let fact = NewFact {
+            key: Some("city".into()),
+            ..NewFact::new(format!("lives in city {w}"))
+        };
+        backend
+            .remember(&scope, fact, RememberOptions::default())
+            .await
+    })
+    .await;
+    for result in results {
+        result.must("remember");
     }
     let history = ctx
         .backend()
@@ -222,12 +205,8 @@ pub async fn concurrent_supersedes_leave_one_current_fact(ctx: &Ctx) {
         1,
         "exactly one current"
     );
-    let recalled = FactStore::recall(
-        ctx.backend(),
-        ctx.scope(),
-        memory_core::RecallQuery::text("city"),
-    )
-    .await
-    .must("recall");
+    let recalled = FactStore::recall(ctx.backend(), ctx.scope(), RecallQuery::text("city"))
+        .await
+        .must("recall");
     assert_eq!(recalled.len(), 1);
 }

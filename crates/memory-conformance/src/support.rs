@@ -164,3 +164,32 @@ pub fn unit_vector(dims: usize, seed: u64) -> Vec<f32> {
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.into_iter().map(|x| x / norm).collect()
 }
+
+/// Runs `writers` copies of `op` concurrently on separate tasks, each with its own handle to the
+/// backend, the main scope and its writer number; returns their results in writer order.
+pub async fn race<T, F, Fut>(ctx: &Ctx, writers: usize, op: F) -> Vec<Result<T, MemoryError>>
+where
+    F: Fn(std::sync::Arc<dyn memory_core::MemoryBackend>, Scope, usize) -> Fut,
+    Fut: std::future::Future<Output = Result<T, MemoryError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let tasks = (0..writers).map(|w| tokio::spawn(op(ctx.backend_arc(), ctx.scope().clone(), w)));
+    futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .map(|task| task.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())))
+        .collect()
+}
+
+/// Asserts exactly one of the raced results succeeded and every other is `Conflict`.
+pub fn assert_one_winner<T: Debug>(results: &[Result<T, MemoryError>]) {
+    let winners = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(winners, 1, "exactly one writer wins: {results:?}");
+    assert!(
+        results
+            .iter()
+            .filter_map(|r| r.as_ref().err())
+            .all(MemoryError::is_conflict),
+        "the others see Conflict: {results:?}"
+    );
+}
