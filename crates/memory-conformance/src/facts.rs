@@ -675,3 +675,56 @@ pub async fn hybrid_recall_fuses_ranks(ctx: &Ctx) {
     assert_eq!(got.len(), 4, "lexical ∪ semantic");
     assert_eq!(got[0].fact.text, "rust memory store");
 }
+
+/// Expired facts neither make a new one a duplicate nor count toward `max_facts`.
+pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) {
+    let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_secs(10)));
+    let b = ctx.backend();
+    for text in ["short lived", "also short lived"] {
+        b.remember(
+            ctx.scope(),
+            NewFact {
+                expires_at,
+                ..NewFact::new(text)
+            },
+            RememberOptions::default(),
+        )
+        .await
+        .must("seed");
+    }
+    ctx.clock().advance(Duration::from_secs(11));
+    let again = b
+        .remember(
+            ctx.scope(),
+            NewFact::new("short lived"),
+            RememberOptions::default(),
+        )
+        .await
+        .must("again");
+    assert_eq!(
+        again.status,
+        RememberStatus::Created,
+        "an expired fact is not a duplicate"
+    );
+    let capped = b
+        .remember(
+            ctx.scope(),
+            NewFact::new("third"),
+            RememberOptions { max_facts: Some(2) },
+        )
+        .await
+        .must("capped");
+    assert!(
+        capped.evicted.is_empty(),
+        "expired facts do not count: {:?}",
+        capped.evicted
+    );
+    assert_eq!(
+        b.list_facts(ctx.scope(), FactQuery::default())
+            .await
+            .must("list")
+            .items
+            .len(),
+        2
+    );
+}

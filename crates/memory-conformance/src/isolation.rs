@@ -331,3 +331,31 @@ pub async fn shared_scope_is_separate_from_subjects(ctx: &Ctx) {
         1
     );
 }
+
+/// Collections belong to a namespace: another namespace neither lists nor searches them.
+pub async fn collections_are_per_namespace(ctx: &Ctx) {
+    let spec = collection(ctx, Metric::Cosine).await;
+    seeded(ctx, &spec, 3).await;
+    let foreign = ctx.foreign_namespace_scope();
+    let b = ctx.backend();
+    assert!(b
+        .list_collections(foreign.namespace())
+        .await
+        .must("list")
+        .is_empty());
+    b.search(
+        &foreign,
+        &spec.name,
+        VectorQuery::new(unit_vector(DIMS, 0), 3),
+    )
+    .await
+    .must_be_not_found("search in another namespace");
+    assert!(!b
+        .drop_collection(foreign.namespace(), &spec.name)
+        .await
+        .must("drop from another namespace"));
+    assert_eq!(
+        b.list_collections(ctx.namespace()).await.must("own").len(),
+        1
+    );
+}

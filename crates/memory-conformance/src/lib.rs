@@ -161,6 +161,10 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(facts::remember_rejects_invalid_input, None),
     scenario!(facts::semantic_recall_ranks_by_cosine, Vectors),
     scenario!(facts::hybrid_recall_fuses_ranks, Vectors),
+    scenario!(
+        facts::expired_facts_neither_dedupe_nor_count_toward_max_facts,
+        None
+    ),
     scenario!(vectors::ensure_collection_is_idempotent, Vectors),
     scenario!(
         vectors::ensure_collection_with_other_dims_metric_or_model_is_rejected,
@@ -237,6 +241,7 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(isolation::vectors_of_other_subject_are_invisible, Vectors),
     scenario!(isolation::checkpoints_of_other_subject_are_invisible, None),
     scenario!(isolation::shared_scope_is_separate_from_subjects, None),
+    scenario!(isolation::collections_are_per_namespace, Vectors),
     scenario!(lifecycle::delete_conversation_cascades, None),
     scenario!(lifecycle::forget_all_receipt_counts_every_row, None),
     scenario!(lifecycle::forget_all_leaves_nothing_behind, None),
@@ -347,6 +352,7 @@ macro_rules! suite {
                 remember_rejects_invalid_input,
                 semantic_recall_ranks_by_cosine,
                 hybrid_recall_fuses_ranks,
+                expired_facts_neither_dedupe_nor_count_toward_max_facts,
             }
             vectors {
                 ensure_collection_is_idempotent,
@@ -409,6 +415,7 @@ macro_rules! suite {
                 vectors_of_other_subject_are_invisible,
                 checkpoints_of_other_subject_are_invisible,
                 shared_scope_is_separate_from_subjects,
+                collections_are_per_namespace,
             }
             lifecycle {
                 delete_conversation_cascades,
