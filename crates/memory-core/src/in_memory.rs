@@ -869,11 +869,9 @@ impl CacheStore for InMemoryBackend {
     ) -> Result<()> {
         validate_identifier("cache key", key)?;
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
-        let mut state = self.write();
-        state
-            .cache
-            .retain(|_, (_, at)| at.is_none_or(|at| at > self.clock.now()));
-        state
+        // Expired entries are invisible to get/delete and replaced by the next set of their key;
+        // no sweep here, so a set stays O(1).
+        self.write()
             .cache
             .insert((namespace.clone(), key.to_owned()), (value, expires));
         Ok(())
