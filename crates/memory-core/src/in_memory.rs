@@ -38,9 +38,9 @@ use crate::working::{WorkingMemory, WorkingMemoryKey, WorkingMemoryStore, Workin
 
 const NAME: &str = "memory";
 
-#[derive(Default)]
+/// A conversation with everything that is deleted with it.
 struct ConversationEntry {
-    conversation: Option<Conversation>,
+    conversation: Conversation,
     messages: BTreeMap<u64, Message>,
     seq_by_id: HashMap<MessageId, u64>,
     cursors: HashMap<String, u64>,
@@ -48,16 +48,14 @@ struct ConversationEntry {
 }
 
 impl ConversationEntry {
-    fn conversation(&self) -> &Conversation {
-        self.conversation
-            .as_ref()
-            .expect("entries are created with their conversation")
-    }
-
-    fn conversation_mut(&mut self) -> &mut Conversation {
-        self.conversation
-            .as_mut()
-            .expect("entries are created with their conversation")
+    fn new(conversation: Conversation) -> Self {
+        Self {
+            conversation,
+            messages: BTreeMap::new(),
+            seq_by_id: HashMap::new(),
+            cursors: HashMap::new(),
+            working_memory: None,
+        }
     }
 }
 
@@ -233,18 +231,12 @@ impl ConversationStore for InMemoryBackend {
             updated_at: now,
             last_seq: 0,
         };
-        threads.insert(
-            id,
-            ConversationEntry {
-                conversation: Some(conversation.clone()),
-                ..Default::default()
-            },
-        );
+        threads.insert(id, ConversationEntry::new(conversation.clone()));
         Ok(conversation)
     }
 
     async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
-        Ok(self.read().entry(scope, id)?.conversation().clone())
+        Ok(self.read().entry(scope, id)?.conversation.clone())
     }
 
     async fn list_conversations(
@@ -258,7 +250,7 @@ impl ConversationStore for InMemoryBackend {
             .get(scope)
             .into_iter()
             .flat_map(BTreeMap::values)
-            .map(ConversationEntry::conversation)
+            .map(|entry| &entry.conversation)
             .filter(|c| query.matches(c))
             .cloned()
             .collect();
@@ -279,7 +271,7 @@ impl ConversationStore for InMemoryBackend {
     ) -> Result<Conversation> {
         let now = self.clock.now();
         let mut state = self.write();
-        let conversation = state.entry_mut(scope, id)?.conversation_mut();
+        let conversation = &mut state.entry_mut(scope, id)?.conversation;
         if let Some(title) = update.title {
             conversation.title = title;
         }
@@ -321,7 +313,7 @@ impl ConversationStore for InMemoryBackend {
         let now = self.clock.now();
         let mut state = self.write();
         let entry = state.entry_mut(scope, id)?;
-        let last_seq = entry.conversation().last_seq;
+        let last_seq = entry.conversation.last_seq;
         let mut receipt = AppendReceipt {
             last_seq,
             ..AppendReceipt::default()
@@ -377,7 +369,7 @@ impl ConversationStore for InMemoryBackend {
                 }
             }
         }
-        let conversation = entry.conversation_mut();
+        let conversation = &mut entry.conversation;
         conversation.last_seq = receipt.last_seq;
         conversation.updated_at = now;
         Ok(receipt)
