@@ -1,5 +1,7 @@
 //! Conversation threads: the [`ConversationStore`] contract and its types.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -193,22 +195,82 @@ impl LoadOptions {
     }
 }
 
-/// Checks a batch before it is appended: no id may appear twice with different content (an exact
-/// repeat is stored once and reported as a duplicate of the first occurrence).
-pub fn validate_batch(messages: &[Message]) -> Result<()> {
-    let mut seen: std::collections::HashMap<&MessageId, &Message> =
-        std::collections::HashMap::new();
+/// What an append will do, decided before anything is written: the new messages with their
+/// seqs, and the receipt to return once they are stored (pruning is the store's to count).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppendPlan {
+    /// Messages to store, in batch order, with seqs `last_seq + 1, …`.
+    pub fresh: Vec<StoredMessage>,
+    /// The receipt (appended, duplicates, resulting `last_seq`).
+    pub receipt: AppendReceipt,
+}
+
+/// Decides an append the same way on every backend: validates the batch, separates duplicates
+/// (same id, same content, already stored or earlier in the batch) from new messages, refuses
+/// a stored id with different content (`Conflict`) or repeated in the batch with different
+/// content (`InvalidInput`), then checks `expected_last_seq` unless the batch is all duplicates.
+///
+/// `stored` looks a message id up among the conversation's stored messages; `last_seq` is read
+/// under the same lock or transaction that will write the plan.
+pub fn plan_append<'a>(
+    last_seq: u64,
+    messages: Vec<Message>,
+    options: &AppendOptions,
+    stored: impl Fn(&MessageId) -> Option<(u64, &'a Message)>,
+) -> Result<AppendPlan> {
+    if options.max_messages == Some(0) {
+        return Err(MemoryError::invalid("max_messages must be at least 1"));
+    }
+    let mut receipt = AppendReceipt {
+        last_seq,
+        ..AppendReceipt::default()
+    };
+    let mut fresh: Vec<StoredMessage> = Vec::new();
+    let mut in_batch: HashMap<MessageId, usize> = HashMap::new();
     for message in messages {
-        if let Some(first) = seen.insert(&message.id, message) {
-            if !first.same_content(message) {
+        if let Some((seq, existing)) = stored(&message.id) {
+            if !existing.same_content(&message) {
+                return Err(MemoryError::conflict(
+                    format!(
+                        "message {} is already stored with different content",
+                        message.id
+                    ),
+                    None,
+                ));
+            }
+            receipt.duplicates.push((message.id, seq));
+        } else if let Some(&index) = in_batch.get(&message.id) {
+            let first = &fresh[index];
+            if !first.message.same_content(&message) {
                 return Err(MemoryError::invalid(format!(
                     "message id {} appears twice in the batch with different content",
                     message.id
                 )));
             }
+            receipt.duplicates.push((message.id, first.seq));
+        } else {
+            let seq = last_seq + fresh.len() as u64 + 1;
+            in_batch.insert(message.id.clone(), fresh.len());
+            fresh.push(StoredMessage { seq, message });
         }
     }
-    Ok(())
+    if fresh.is_empty() {
+        return Ok(AppendPlan { fresh, receipt });
+    }
+    if let Some(expected) = options.expected_last_seq {
+        if expected != last_seq {
+            return Err(MemoryError::conflict(
+                format!("conversation is at seq {last_seq}, not {expected}"),
+                Some(last_seq),
+            ));
+        }
+    }
+    receipt.appended = fresh
+        .iter()
+        .map(|m| (m.message.id.clone(), m.seq))
+        .collect();
+    receipt.last_seq = last_seq + fresh.len() as u64;
+    Ok(AppendPlan { fresh, receipt })
 }
 
 /// Conversation threads and their messages.

@@ -16,7 +16,7 @@ use crate::checkpoint::{
     Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
 };
 use crate::conversation::{
-    validate_batch, AppendOptions, AppendReceipt, Conversation, ConversationQuery,
+    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, NewConversation,
 };
 use crate::error::{MemoryError, Result};
@@ -306,60 +306,20 @@ impl ConversationStore for InMemoryBackend {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        validate_batch(&messages)?;
-        if options.max_messages == Some(0) {
-            return Err(MemoryError::invalid("max_messages must be at least 1"));
-        }
         let now = self.clock.now();
         let mut state = self.write();
         let entry = state.entry_mut(scope, id)?;
-        let last_seq = entry.conversation.last_seq;
-        let mut receipt = AppendReceipt {
-            last_seq,
-            ..AppendReceipt::default()
-        };
-        let mut fresh: Vec<(u64, Message)> = Vec::new();
-        let mut batch_seqs: HashMap<MessageId, u64> = HashMap::new();
-        for message in messages {
-            if let Some(&seq) = entry.seq_by_id.get(&message.id) {
-                if !entry
-                    .messages
-                    .get(&seq)
-                    .is_some_and(|stored| stored.same_content(&message))
-                {
-                    return Err(MemoryError::conflict(
-                        format!(
-                            "message {} is already stored with different content",
-                            message.id
-                        ),
-                        None,
-                    ));
-                }
-                receipt.duplicates.push((message.id, seq));
-            } else if let Some(&seq) = batch_seqs.get(&message.id) {
-                receipt.duplicates.push((message.id, seq));
-            } else {
-                let seq = last_seq + fresh.len() as u64 + 1;
-                batch_seqs.insert(message.id.clone(), seq);
-                fresh.push((seq, message));
-            }
-        }
+        let AppendPlan { fresh, mut receipt } =
+            plan_append(entry.conversation.last_seq, messages, &options, |id| {
+                let seq = *entry.seq_by_id.get(id)?;
+                entry.messages.get(&seq).map(|m| (seq, m))
+            })?;
         if fresh.is_empty() {
             return Ok(receipt);
         }
-        if let Some(expected) = options.expected_last_seq {
-            if expected != last_seq {
-                return Err(MemoryError::conflict(
-                    format!("conversation is at seq {last_seq}, not {expected}"),
-                    Some(last_seq),
-                ));
-            }
-        }
-        for (seq, message) in fresh {
-            receipt.appended.push((message.id.clone(), seq));
+        for StoredMessage { seq, message } in fresh {
             entry.seq_by_id.insert(message.id.clone(), seq);
             entry.messages.insert(seq, message);
-            receipt.last_seq = seq;
         }
         if let Some(max) = options.max_messages {
             while entry.messages.len() as u64 > max {

@@ -32,8 +32,8 @@ pub use continuation::{
     RejectionCode, Verdict,
 };
 pub use conversation::{
-    AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
-    ConversationUpdate, LoadOptions, NewConversation,
+    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationQuery,
+    ConversationStore, ConversationUpdate, LoadOptions, NewConversation,
 };
 pub use error::{BoxError, MemoryError, Result};
 pub use fact::{
