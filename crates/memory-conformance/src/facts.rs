@@ -1,4 +1,4 @@
-//! Scenarios of [`FactStore`](memory_core::FactStore).
+//! Scenarios of [`memory_core::FactStore`].
 
 use std::time::Duration;
 

@@ -382,7 +382,7 @@ pub trait FactStore: Send + Sync {
     ///
     /// # Behavior
     /// - Exactly [`rank_facts`] over the scope's current, unexpired facts: lexical per
-    ///   [`lexical`](crate::lexical), semantic by cosine to fact embeddings, hybrid by RRF.
+    ///   [`lexical`](mod@crate::lexical) rules, semantic by cosine to fact embeddings, hybrid by RRF.
     /// - A query with neither text nor vector is `InvalidInput`; one whose text has no token
     ///   (≥ 3 chars) recalls nothing.
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>>;
