@@ -4,7 +4,7 @@
 //!   `docker compose`, or local binaries on spare ports) and runs the whole workspace's tests.
 //! - `cargo xtask conformance --backend NAME` runs the conformance suite for one backend, prints
 //!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`.
-//! - `cargo xtask ci` = format check + clippy `-D warnings` + `test`.
+//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`.
 //!
 //! Arguments are parsed by hand: three commands and one flag do not justify compiling clap into
 //! every `cargo xtask` call.
@@ -111,6 +111,10 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run(clippy)?;
+    let mut doc = cargo();
+    doc.args(["doc", "--no-deps", "--workspace"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(doc)?;
     test()
 }
 
