@@ -81,20 +81,45 @@ fn with_test_env(command: &mut Command, services: &services::Provisioned) {
     }
 }
 
+fn report_path(label: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "memory-conformance-{label}-{}.jsonl",
+        std::process::id()
+    ))
+}
+
+/// Runs the whole workspace's tests once; every suite reports into one file, which then prints
+/// a matrix per backend (so no suite runs twice).
 fn test() -> Result<(), String> {
     let services = services::provision();
+    let report = report_path("workspace");
+    let _ = std::fs::remove_file(&report);
     let mut command = cargo();
     command.args(["test", "--workspace", "--all-targets"]);
+    command.env("MEMORY_CONFORMANCE_REPORT", &report);
     with_test_env(&mut command, &services);
-    run(command)?;
+    let tests = run(command);
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
-    run(doc)?;
-    // Print each suite's matrix so the log ends with the per-backend counts.
-    for (name, _, _) in BACKENDS {
-        conformance_with(name, &services)?;
+    let docs = run(doc);
+    let outcomes = read_report(&report)?;
+    let _ = std::fs::remove_file(&report);
+    let mut failed_suites = Vec::new();
+    for (backend, package, target) in BACKENDS {
+        if print_matrix(backend, package, target, &outcomes)[1] > 0 {
+            failed_suites.push(*backend);
+        }
     }
-    Ok(())
+    tests?;
+    docs?;
+    if failed_suites.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "conformance failed for {}",
+            failed_suites.join(", ")
+        ))
+    }
 }
 
 fn ci() -> Result<(), String> {
@@ -133,10 +158,7 @@ fn conformance_with(backend: &str, services: &services::Provisioned) -> Result<(
         .iter()
         .find(|(name, _, _)| *name == backend)
         .ok_or_else(usage)?;
-    let report = std::env::temp_dir().join(format!(
-        "memory-conformance-{backend}-{}.jsonl",
-        std::process::id()
-    ));
+    let report = report_path(backend);
     let _ = std::fs::remove_file(&report);
     let mut command = cargo();
     command.args(["test", "--quiet", "-p", package, "--test", target]);
@@ -145,30 +167,62 @@ fn conformance_with(backend: &str, services: &services::Provisioned) -> Result<(
     let output = command
         .output()
         .map_err(|e| format!("cannot run cargo test: {e}"))?;
-    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    let outcomes = read_report(&report)?;
     let _ = std::fs::remove_file(&report);
-
-    let mut outcomes: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for line in text.lines() {
-        let value: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| format!("bad report line {line}: {e}"))?;
-        let field = |k: &str| value[k].as_str().unwrap_or_default().to_owned();
-        outcomes.insert(field("scenario"), (field("outcome"), field("reason")));
+    let [_, failed, _] = print_matrix(backend, package, target, &outcomes);
+    if !output.status.success() {
+        print!("{}", String::from_utf8_lossy(&output.stdout));
+        eprint!("{}", String::from_utf8_lossy(&output.stderr));
     }
+    if failed > 0 || !output.status.success() {
+        return Err(format!("{backend} conformance failed"));
+    }
+    Ok(())
+}
+
+/// One scenario's outcome as a suite reported it.
+struct Reported {
+    backend: String,
+    scenario: String,
+    outcome: String,
+    reason: String,
+}
+
+fn read_report(path: &std::path::Path) -> Result<Vec<Reported>, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("bad report line {line}: {e}"))?;
+            let field = |k: &str| value[k].as_str().unwrap_or_default().to_owned();
+            Ok(Reported {
+                backend: field("backend"),
+                scenario: field("scenario"),
+                outcome: field("outcome"),
+                reason: field("reason"),
+            })
+        })
+        .collect()
+}
+
+/// Prints the backend's matrix by contract and its closing line; returns [passed, failed,
+/// skipped]. A canonical scenario that never reported counts as failed.
+fn print_matrix(backend: &str, package: &str, target: &str, reported: &[Reported]) -> [usize; 3] {
+    let mut outcomes: BTreeMap<&str, (&str, &str)> = reported
+        .iter()
+        .filter(|r| r.backend == backend)
+        .map(|r| (r.scenario.as_str(), (r.outcome.as_str(), r.reason.as_str())))
+        .collect();
     for scenario in memory_conformance::SCENARIOS {
-        outcomes.entry(scenario.name.to_owned()).or_insert_with(|| {
-            (
-                "failed".into(),
-                "did not report (build failure or crash)".into(),
-            )
-        });
+        outcomes
+            .entry(scenario.name)
+            .or_insert(("failed", "did not report (build failure or crash)"));
     }
-
     let mut matrix: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
     let mut notes = Vec::new();
     for (scenario, (outcome, reason)) in &outcomes {
         let group = scenario.split("::").next().unwrap_or("?");
-        let column = match outcome.as_str() {
+        let column = match *outcome {
             "passed" => 0,
             "skipped" => 2,
             _ => 1,
@@ -194,16 +248,9 @@ fn conformance_with(backend: &str, services: &services::Provisioned) -> Result<(
     for note in &notes {
         println!("{note}");
     }
-    if !output.status.success() && totals[1] == 0 {
-        print!("{}", String::from_utf8_lossy(&output.stdout));
-        eprint!("{}", String::from_utf8_lossy(&output.stderr));
-    }
     println!(
         "{backend}: {} passed, {} failed, {} skipped",
         totals[0], totals[1], totals[2]
     );
-    if totals[1] > 0 || !output.status.success() {
-        return Err(format!("{backend} conformance failed"));
-    }
-    Ok(())
+    totals
 }
