@@ -158,6 +158,15 @@ impl From<bool> for FilterValue {
     }
 }
 
+/// Which bound of a range a builder method sets.
+#[derive(Clone, Copy)]
+enum Bound {
+    Gt,
+    Gte,
+    Lt,
+    Lte,
+}
+
 /// A metadata filter.
 ///
 /// Semantics (every backend must match [`Filter::matches`] exactly):
@@ -303,13 +312,18 @@ impl Filter {
         }
     }
 
-    fn with_bound(
-        mut self,
-        which: fn(&mut Self) -> Option<&mut Option<FilterValue>>,
-        v: FilterValue,
-    ) -> Self {
-        if let Some(slot) = which(&mut self) {
-            *slot = Some(v);
+    fn with_bound(mut self, bound: Bound, value: FilterValue) -> Self {
+        if let Self::Range {
+            gt, gte, lt, lte, ..
+        } = &mut self
+        {
+            let slot = match bound {
+                Bound::Gt => gt,
+                Bound::Gte => gte,
+                Bound::Lt => lt,
+                Bound::Lte => lte,
+            };
+            *slot = Some(value);
         }
         self
     }
@@ -317,61 +331,25 @@ impl Filter {
     /// Adds an exclusive lower bound to a range (no effect on other filters).
     #[must_use]
     pub fn gt(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(
-            |f| {
-                if let Self::Range { gt, .. } = f {
-                    Some(gt)
-                } else {
-                    None
-                }
-            },
-            v.into(),
-        )
+        self.with_bound(Bound::Gt, v.into())
     }
 
     /// Adds an inclusive lower bound to a range.
     #[must_use]
     pub fn gte(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(
-            |f| {
-                if let Self::Range { gte, .. } = f {
-                    Some(gte)
-                } else {
-                    None
-                }
-            },
-            v.into(),
-        )
+        self.with_bound(Bound::Gte, v.into())
     }
 
     /// Adds an exclusive upper bound to a range.
     #[must_use]
     pub fn lt(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(
-            |f| {
-                if let Self::Range { lt, .. } = f {
-                    Some(lt)
-                } else {
-                    None
-                }
-            },
-            v.into(),
-        )
+        self.with_bound(Bound::Lt, v.into())
     }
 
     /// Adds an inclusive upper bound to a range.
     #[must_use]
     pub fn lte(self, v: impl Into<FilterValue>) -> Self {
-        self.with_bound(
-            |f| {
-                if let Self::Range { lte, .. } = f {
-                    Some(lte)
-                } else {
-                    None
-                }
-            },
-            v.into(),
-        )
+        self.with_bound(Bound::Lte, v.into())
     }
 
     /// Checks the filter is well formed: valid paths, finite numbers, ranges with at least one
