@@ -7,7 +7,7 @@ use memory_core::{
     WorkingMemoryKey, WorkingMemoryUpdate,
 };
 
-use crate::support::{assert_one_winner, conversation, race, text, ResultExt};
+use crate::support::{assert_one_winner, conversation, load, race, text, ResultExt};
 use crate::Ctx;
 
 const WRITERS: usize = 8;
@@ -42,11 +42,7 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
     for result in results {
         result.must("concurrent append");
     }
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::raw())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
     let total = WRITERS * BATCHES * BATCH_SIZE;
     assert_eq!(loaded.len(), total, "lost or duplicated messages");
     let expected: Vec<u64> = (1..=total as u64).collect();
@@ -109,11 +105,7 @@ pub async fn concurrent_retries_of_one_batch_apply_once(ctx: &Ctx) {
     for result in results {
         result.must("retry append");
     }
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::raw())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
     assert_eq!(loaded.len(), 100);
     assert_eq!(loaded.last().map(|m| m.seq), Some(100));
 }
@@ -145,14 +137,7 @@ pub async fn concurrent_compare_and_append_has_one_winner(ctx: &Ctx) {
         .iter()
         .filter_map(|r| r.as_ref().err())
         .all(|e| e.current() == Some(1)));
-    assert_eq!(
-        ctx.backend()
-            .load(ctx.scope(), &c.id, LoadOptions::raw())
-            .await
-            .must("load")
-            .len(),
-        1
-    );
+    assert_eq!(load(ctx, &c.id, LoadOptions::raw()).await.len(), 1);
 }
 
 /// Of concurrent working-memory compare-and-sets from one revision exactly one wins.

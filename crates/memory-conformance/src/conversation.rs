@@ -8,7 +8,7 @@ use memory_core::{
 };
 use serde_json::json;
 
-use crate::support::{cid, conversation, conversation_with, message, text, texts, ResultExt};
+use crate::support::{cid, conversation, conversation_with, load, message, text, texts, ResultExt};
 use crate::Ctx;
 
 fn seqs(messages: &[memory_core::StoredMessage]) -> Vec<u64> {
@@ -426,11 +426,7 @@ pub async fn append_is_idempotent_by_message_id(ctx: &Ctx) {
     assert_eq!(dup_seqs, [1, 2, 3]);
     assert_eq!(receipt.appended.len(), 1);
     assert_eq!(receipt.appended[0].1, 4);
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::default())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert_eq!(ids(&loaded), ["m-0", "m-1", "m-2", "n-0"]);
 }
 
@@ -445,11 +441,7 @@ pub async fn append_same_id_with_different_content_is_conflict(ctx: &Ctx) {
         .append(ctx.scope(), &c.id, batch, AppendOptions::default())
         .await
         .must_be_conflict("tampered");
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::default())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert_eq!(
         ids(&loaded),
         ["m-0", "m-1"],
@@ -519,14 +511,7 @@ pub async fn compare_and_append_conflict_reports_current_seq(ctx: &Ctx) {
         .await
         .must_be_conflict("stale");
     assert_eq!(err.current(), Some(3));
-    assert_eq!(
-        ctx.backend()
-            .load(ctx.scope(), &c.id, LoadOptions::default())
-            .await
-            .must("load")
-            .len(),
-        3
-    );
+    assert_eq!(load(ctx, &c.id, LoadOptions::default()).await.len(), 3);
 }
 
 /// A retried compare-and-append whose messages all landed succeeds without re-checking.
@@ -564,11 +549,7 @@ pub async fn append_storage_limit_prunes_oldest(ctx: &Ctx) {
         .must("append");
     assert_eq!(receipt.pruned, 3);
     assert_eq!(receipt.last_seq, 7);
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::default())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert_eq!(seqs(&loaded), [4, 5, 6, 7]);
     let bad = AppendOptions {
         max_messages: Some(0),
@@ -586,11 +567,7 @@ pub async fn load_returns_messages_as_appended(ctx: &Ctx) {
     m.metadata.insert("model".into(), json!("gpt"));
     m.created_at = memory_core::Timestamp::from_millis(1_234_567_890_123);
     let c = conversation_with(ctx, vec![text("u", Role::User, "hi"), m.clone()]).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::default())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert_eq!(loaded.len(), 2);
     assert_eq!(loaded[1].message, m);
     assert_eq!(loaded[1].seq, 2);
@@ -635,11 +612,7 @@ pub async fn load_round_trips_every_part_type(ctx: &Ctx) {
         message("4", Role::System, vec![Part::text("sys")]),
     ];
     let c = conversation_with(ctx, sent.clone()).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::raw())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
     let got: Vec<Message> = loaded.into_iter().map(|m| m.message).collect();
     assert_eq!(got, sent);
 }
@@ -647,17 +620,9 @@ pub async fn load_round_trips_every_part_type(ctx: &Ctx) {
 /// `last` returns the tail, in chronological order.
 pub async fn load_last_n_returns_the_tail(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 10)).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::last(3))
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::last(3)).await;
     assert_eq!(seqs(&loaded), [8, 9, 10]);
-    let all = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::last(100))
-        .await
-        .must("load");
+    let all = load(ctx, &c.id, LoadOptions::last(100)).await;
     assert_eq!(all.len(), 10);
 }
 
@@ -716,25 +681,14 @@ pub async fn load_filters_by_role(ctx: &Ctx) {
         roles: Some(vec![Role::User]),
         ..LoadOptions::default()
     };
-    let users = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, options)
-        .await
-        .must("users");
+    let users = load(ctx, &c.id, options).await;
     assert_eq!(ids(&users), ["2", "4"]);
     let options = LoadOptions {
         roles: Some(vec![Role::Assistant, Role::System]),
         last: Some(2),
         ..LoadOptions::default()
     };
-    assert_eq!(
-        ids(&ctx
-            .backend()
-            .load(ctx.scope(), &c.id, options)
-            .await
-            .must("tail")),
-        ["3", "5"]
-    );
+    assert_eq!(ids(&load(ctx, &c.id, options).await), ["3", "5"]);
 }
 
 /// The tail of a long thread comes back whole and exact.
@@ -747,11 +701,7 @@ pub async fn load_window_from_long_thread(ctx: &Ctx) {
             .await
             .must("append");
     }
-    let tail = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::last(5))
-        .await
-        .must("tail");
+    let tail = load(ctx, &c.id, LoadOptions::last(5)).await;
     assert_eq!(seqs(&tail), [1996, 1997, 1998, 1999, 2000]);
     assert_eq!(
         ids(&tail),
@@ -776,11 +726,7 @@ pub async fn load_sanitizes_after_crash_between_call_and_result(ctx: &Ctx) {
         text("4", Role::Assistant, "sorry"),
     ];
     let c = conversation_with(ctx, history).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::default())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert!(
         memory_core::is_replay_safe(&loaded),
         "loaded history must be replay-safe: {loaded:?}"
@@ -791,11 +737,7 @@ pub async fn load_sanitizes_after_crash_between_call_and_result(ctx: &Ctx) {
         vec![Part::text("checking")],
         "the dangling call is dropped"
     );
-    let raw = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::raw())
-        .await
-        .must("raw");
+    let raw = load(ctx, &c.id, LoadOptions::raw()).await;
     assert_eq!(
         raw[1].message.parts.len(),
         2,
@@ -816,17 +758,9 @@ pub async fn load_window_drops_orphan_tool_results(ctx: &Ctx) {
         text("4", Role::Assistant, "done"),
     ];
     let c = conversation_with(ctx, history).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::last(2))
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::last(2)).await;
     assert_eq!(ids(&loaded), ["4"]);
-    let complete = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::last(3))
-        .await
-        .must("load");
+    let complete = load(ctx, &c.id, LoadOptions::last(3)).await;
     assert_eq!(ids(&complete), ["2", "3", "4"]);
 }
 

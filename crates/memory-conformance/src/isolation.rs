@@ -9,7 +9,7 @@ use memory_core::{
 };
 use serde_json::json;
 
-use crate::support::{conversation_with, texts, unit_vector, ResultExt};
+use crate::support::{conversation_with, load, texts, unit_vector, ResultExt};
 use crate::vectors::{collection, record, seeded, vid, DIMS};
 use crate::Ctx;
 
@@ -59,14 +59,7 @@ pub async fn conversation_of_other_subject_is_not_found(ctx: &Ctx) {
         .await
         .must("owner still sees it");
     assert_eq!(read.title, None);
-    assert_eq!(
-        ctx.backend()
-            .load(ctx.scope(), &c.id, LoadOptions::default())
-            .await
-            .must("load")
-            .len(),
-        3
-    );
+    assert_eq!(load(ctx, &c.id, LoadOptions::default()).await.len(), 3);
 }
 
 /// Listings are per subject and per namespace.

@@ -9,7 +9,7 @@ use memory_core::{
 use serde_json::{json, Value};
 
 use crate::support::{
-    conversation, conversation_with, identifier_payloads, message, one_mebibyte, payloads,
+    conversation, conversation_with, identifier_payloads, load, message, one_mebibyte, payloads,
     unit_vector, ResultExt,
 };
 use crate::Ctx;
@@ -40,11 +40,7 @@ pub async fn message_text_round_trips(ctx: &Ctx) {
         })
         .collect();
     let c = conversation_with(ctx, sent.clone()).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::raw())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
     for ((name, _), (got, want)) in payloads().iter().zip(loaded.iter().zip(&sent)) {
         assert_eq!(&got.message, want, "payload {name}");
     }
@@ -68,11 +64,7 @@ pub async fn tool_calls_and_results_round_trip(ctx: &Ctx) {
         ));
     }
     let c = conversation_with(ctx, sent.clone()).await;
-    let loaded = ctx
-        .backend()
-        .load(ctx.scope(), &c.id, LoadOptions::default())
-        .await
-        .must("load");
+    let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     let got: Vec<Message> = loaded.into_iter().map(|m| m.message).collect();
     assert_eq!(got, sent, "sanitize keeps complete turns and every byte");
 }

@@ -193,3 +193,15 @@ pub fn assert_one_winner<T: Debug>(results: &[Result<T, MemoryError>]) {
         "the others see Conflict: {results:?}"
     );
 }
+
+/// Loads a conversation of the main scope, panicking on error.
+pub async fn load(
+    ctx: &Ctx,
+    id: &ConversationId,
+    options: memory_core::LoadOptions,
+) -> Vec<memory_core::StoredMessage> {
+    ctx.backend()
+        .load(ctx.scope(), id, options)
+        .await
+        .must("load")
+}
