@@ -1,0 +1,209 @@
+//! Exact top-k search over vectors laid out in one contiguous matrix, shared by every backend
+//! that scans in Rust (SQLite, Redis) so they rank exactly like the reference.
+
+use crate::message::Metadata;
+use crate::scope::VectorId;
+use crate::similarity::{dot, l2_squared, norm, Metric};
+use crate::vector::VectorQuery;
+
+/// One scope's vectors of one collection, row-major in a single `Vec<f32>`, with their ids,
+/// norms (for cosine) and metadata (for filters).
+///
+/// Scores are bit-identical to [`Metric::score`]: the cosine denominator multiplies the same two
+/// norms in the same order, only computed once per row instead of once per query.
+///
+/// ```
+/// use memory_core::exact::ExactIndex;
+/// use memory_core::{Metadata, Metric, VectorId, VectorQuery};
+/// let mut index = ExactIndex::new(2, Metric::Cosine);
+/// index.push(VectorId::new("east")?, &[1.0, 0.0], Metadata::new());
+/// index.push(VectorId::new("north")?, &[0.0, 1.0], Metadata::new());
+/// let hits = index.search(&VectorQuery::new(vec![0.9, 0.1], 1));
+/// assert_eq!(index.id(hits[0].0).as_str(), "east");
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ExactIndex {
+    dims: usize,
+    metric: Metric,
+    ids: Vec<VectorId>,
+    data: Vec<f32>,
+    norms: Vec<f32>,
+    metadata: Vec<Metadata>,
+}
+
+impl ExactIndex {
+    /// An empty index for vectors of `dims` components compared by `metric`.
+    pub fn new(dims: usize, metric: Metric) -> Self {
+        Self {
+            dims,
+            metric,
+            ids: Vec::new(),
+            data: Vec::new(),
+            norms: Vec::new(),
+            metadata: Vec::new(),
+        }
+    }
+
+    /// Adds a row; `vector` must have `dims` components (checked when it was stored).
+    pub fn push(&mut self, id: VectorId, vector: &[f32], metadata: Metadata) {
+        debug_assert_eq!(vector.len(), self.dims);
+        self.norms.push(norm(vector));
+        self.data.extend_from_slice(vector);
+        self.ids.push(id);
+        self.metadata.push(metadata);
+    }
+
+    /// Adds a row from a little-endian `f32` blob (see [`decode_f32_le`]) without an
+    /// intermediate `Vec`.
+    pub fn push_le_bytes(&mut self, id: VectorId, bytes: &[u8], metadata: Metadata) {
+        let start = self.data.len();
+        self.data.extend(f32_le_iter(bytes));
+        debug_assert_eq!(self.data.len() - start, self.dims);
+        self.norms.push(norm(&self.data[start..]));
+        self.ids.push(id);
+        self.metadata.push(metadata);
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The id of row `row`.
+    pub fn id(&self, row: usize) -> &VectorId {
+        &self.ids[row]
+    }
+
+    /// Bytes held (for cache accounting): the matrix, norms and ids; metadata estimated.
+    pub fn approximate_bytes(&self) -> usize {
+        self.data.len() * 4
+            + self.norms.len() * 4
+            + self
+                .ids
+                .iter()
+                .map(|id| id.as_str().len() + 24)
+                .sum::<usize>()
+            + self.metadata.len() * 48
+    }
+
+    /// The query's top `k` rows as `(row, score)`, best first (score descending, id ascending),
+    /// only rows matching the filter and scoring at least `min_score`. The query must already
+    /// be validated against the collection.
+    pub fn search(&self, query: &VectorQuery) -> Vec<(usize, f32)> {
+        let q = &query.vector;
+        let q_norm = norm(q);
+        let mut scored: Vec<(f32, usize)> = (0..self.len())
+            .filter(|&row| {
+                query
+                    .filter
+                    .as_ref()
+                    .is_none_or(|f| f.matches(&self.metadata[row]))
+            })
+            .map(|row| {
+                let v = &self.data[row * self.dims..(row + 1) * self.dims];
+                let score = match self.metric {
+                    Metric::Cosine => {
+                        let denominator = q_norm * self.norms[row];
+                        if denominator == 0.0 {
+                            0.0
+                        } else {
+                            dot(q, v) / denominator
+                        }
+                    }
+                    Metric::Dot => dot(q, v),
+                    Metric::Euclidean => 1.0 / (1.0 + l2_squared(q, v).sqrt()),
+                };
+                (score, row)
+            })
+            .filter(|(score, _)| query.min_score.is_none_or(|min| *score >= min))
+            .collect();
+        let order = |a: &(f32, usize), b: &(f32, usize)| {
+            b.0.total_cmp(&a.0)
+                .then_with(|| self.ids[a.1].cmp(&self.ids[b.1]))
+        };
+        if scored.len() > query.k {
+            scored.select_nth_unstable_by(query.k - 1, order);
+            scored.truncate(query.k);
+        }
+        scored.sort_by(order);
+        scored
+            .into_iter()
+            .map(|(score, row)| (row, score))
+            .collect()
+    }
+}
+
+/// Encodes a vector as little-endian `f32`s (4 bytes each): the storage format of every backend
+/// that keeps vectors as blobs.
+pub fn encode_f32_le(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes [`encode_f32_le`]; trailing bytes that do not make a whole `f32` are ignored.
+pub fn decode_f32_le(bytes: &[u8]) -> Vec<f32> {
+    f32_le_iter(bytes).collect()
+}
+
+fn f32_le_iter(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::Filter;
+
+    fn id(s: &str) -> VectorId {
+        VectorId::new(s).unwrap()
+    }
+
+    #[test]
+    fn scores_equal_metric_score_bit_for_bit() {
+        let rows: Vec<Vec<f32>> = (0..50)
+            .map(|i| {
+                (0..13)
+                    .map(|j| ((i * 7 + j * 3) % 11) as f32 - 4.5)
+                    .collect()
+            })
+            .collect();
+        let q: Vec<f32> = (0..13).map(|j| (j % 5) as f32 - 1.25).collect();
+        for metric in [Metric::Cosine, Metric::Dot, Metric::Euclidean] {
+            let mut index = ExactIndex::new(13, metric);
+            for (i, r) in rows.iter().enumerate() {
+                index.push_le_bytes(id(&format!("r{i:02}")), &encode_f32_le(r), Metadata::new());
+            }
+            for (row, score) in index.search(&VectorQuery::new(q.clone(), 50)) {
+                assert_eq!(score.to_bits(), metric.score(&q, &rows[row]).to_bits());
+            }
+        }
+    }
+
+    #[test]
+    fn ties_break_by_id_and_filters_apply_before_k() {
+        let mut index = ExactIndex::new(2, Metric::Dot);
+        let mut keep = Metadata::new();
+        keep.insert("keep".into(), true.into());
+        index.push(id("b"), &[1.0, 0.0], Metadata::new());
+        index.push(id("c"), &[1.0, 0.0], keep.clone());
+        index.push(id("a"), &[1.0, 0.0], keep);
+        let all = index.search(&VectorQuery::new(vec![1.0, 0.0], 2));
+        let ids: Vec<&str> = all.iter().map(|(r, _)| index.id(*r).as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        let query = VectorQuery::new(vec![1.0, 0.0], 1).with_filter(Filter::eq("keep", true));
+        assert_eq!(index.id(index.search(&query)[0].0).as_str(), "a");
+    }
+
+    #[test]
+    fn blobs_round_trip() {
+        let v = vec![1.5f32, -0.0, f32::MIN_POSITIVE, 3e38];
+        assert_eq!(decode_f32_le(&encode_f32_le(&v)), v);
+    }
+}

@@ -1,0 +1,177 @@
+//! Versioned schema migrations: the decision shared by every SQL backend of which embedded
+//! migrations to apply, and the refusals (a newer schema, an edited migration).
+//!
+//! A backend embeds its migrations (`include_str!`), reads the versions and checksums it has
+//! recorded under its own lock (SQLite `BEGIN IMMEDIATE`, Postgres advisory lock), asks
+//! [`pending`] what to run, runs it in the same transaction and records each with its checksum.
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{MemoryError, Result};
+
+/// One embedded migration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migration {
+    /// Its version: 1, 2, 3 … with no gaps.
+    pub version: u32,
+    /// A short name (the file name without the version).
+    pub name: &'static str,
+    /// The SQL it runs.
+    pub sql: &'static str,
+}
+
+impl Migration {
+    /// The SHA-256 of its SQL, hex: recorded when applied, compared on every open.
+    pub fn checksum(&self) -> String {
+        use std::fmt::Write as _;
+        Sha256::digest(self.sql.as_bytes())
+            .iter()
+            .fold(String::with_capacity(64), |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            })
+    }
+}
+
+/// A migration as a database recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedMigration {
+    /// Its version.
+    pub version: u32,
+    /// The checksum recorded when it was applied.
+    pub checksum: String,
+}
+
+/// Why a database's schema cannot be used by this build.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// The database was migrated by a newer release.
+    #[error(
+        "the database schema is at version {found}, newer than this build supports \
+         ({supported}); upgrade agent-memory to open it"
+    )]
+    Newer {
+        /// The highest version recorded.
+        found: u32,
+        /// The highest version this build knows.
+        supported: u32,
+    },
+    /// A recorded migration differs from the embedded one of the same version.
+    #[error(
+        "migration {version} ({name}) was changed after it was applied: recorded checksum \
+         {recorded}, embedded {embedded}"
+    )]
+    ChecksumMismatch {
+        /// The version.
+        version: u32,
+        /// Its name.
+        name: &'static str,
+        /// What the database recorded.
+        recorded: String,
+        /// What this build embeds.
+        embedded: String,
+    },
+}
+
+/// The migrations of `known` still to apply, in order, given what the database recorded.
+///
+/// A recorded version above every known one is [`SchemaError::Newer`]; a recorded checksum that
+/// differs from the embedded migration is [`SchemaError::ChecksumMismatch`]. Both are reported
+/// as [`MemoryError::Backend`] of `backend` with the `SchemaError` as source.
+///
+/// ```
+/// use memory_core::migration::{pending, AppliedMigration, Migration};
+/// const KNOWN: &[Migration] = &[
+///     Migration { version: 1, name: "initial", sql: "CREATE TABLE a (x INTEGER);" },
+///     Migration { version: 2, name: "b", sql: "CREATE TABLE b (x INTEGER);" },
+/// ];
+/// let applied = [AppliedMigration { version: 1, checksum: KNOWN[0].checksum() }];
+/// let todo = pending(KNOWN, &applied, "sqlite")?;
+/// assert_eq!(todo.iter().map(|m| m.version).collect::<Vec<_>>(), [2]);
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+pub fn pending<'a>(
+    known: &'a [Migration],
+    applied: &[AppliedMigration],
+    backend: &'static str,
+) -> Result<Vec<&'a Migration>> {
+    let fail = |e: SchemaError| MemoryError::Backend {
+        backend,
+        source: Box::new(e),
+    };
+    let supported = known.iter().map(|m| m.version).max().unwrap_or(0);
+    if let Some(found) = applied.iter().map(|a| a.version).max() {
+        if found > supported {
+            return Err(fail(SchemaError::Newer { found, supported }));
+        }
+    }
+    let mut todo = Vec::new();
+    for migration in known {
+        match applied.iter().find(|a| a.version == migration.version) {
+            Some(recorded) => {
+                let embedded = migration.checksum();
+                if recorded.checksum != embedded {
+                    return Err(fail(SchemaError::ChecksumMismatch {
+                        version: migration.version,
+                        name: migration.name,
+                        recorded: recorded.checksum.clone(),
+                        embedded,
+                    }));
+                }
+            }
+            None => todo.push(migration),
+        }
+    }
+    Ok(todo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KNOWN: &[Migration] = &[
+        Migration {
+            version: 1,
+            name: "one",
+            sql: "CREATE TABLE one (x);",
+        },
+        Migration {
+            version: 2,
+            name: "two",
+            sql: "CREATE TABLE two (x);",
+        },
+    ];
+
+    fn applied(version: u32, checksum: String) -> AppliedMigration {
+        AppliedMigration { version, checksum }
+    }
+
+    #[test]
+    fn fresh_database_gets_everything_in_order() {
+        let todo = pending(KNOWN, &[], "test").unwrap();
+        assert_eq!(todo, KNOWN.iter().collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn up_to_date_database_gets_nothing() {
+        let done: Vec<_> = KNOWN
+            .iter()
+            .map(|m| applied(m.version, m.checksum()))
+            .collect();
+        assert!(pending(KNOWN, &done, "test").unwrap().is_empty());
+    }
+
+    #[test]
+    fn newer_schema_is_refused_with_both_versions() {
+        let err = pending(KNOWN, &[applied(3, "x".into())], "test").unwrap_err();
+        let text = std::error::Error::source(&err).unwrap().to_string();
+        assert!(text.contains("version 3") && text.contains("(2)"), "{text}");
+    }
+
+    #[test]
+    fn edited_migration_is_refused() {
+        let err = pending(KNOWN, &[applied(1, "0".repeat(64))], "test").unwrap_err();
+        let text = std::error::Error::source(&err).unwrap().to_string();
+        assert!(text.contains("migration 1 (one) was changed"), "{text}");
+    }
+}
