@@ -19,6 +19,7 @@ use std::process::{Command, ExitCode};
 const BACKENDS: &[(&str, &str, &str)] = &[
     ("memory", "memory-conformance", "memory"),
     ("counting", "custom-adapter-example", "conformance"),
+    ("sqlite", "memory-sqlite", "conformance"),
 ];
 
 fn main() -> ExitCode {

@@ -1,0 +1,87 @@
+//! [`MemoryBackend`] for the SQLite store: name, capabilities and `forget_all`.
+
+use async_trait::async_trait;
+use memory_core::{
+    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, VectorSearch,
+};
+
+use crate::db::{subject_of, DbResult, BACKEND};
+use crate::vectors::bump_generations;
+use crate::SqliteStore;
+
+#[async_trait]
+impl MemoryBackend for SqliteStore {
+    fn backend_name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            vector_search: VectorSearch::Exact,
+            full_text: false,
+            native_ttl: false,
+            // Durable against a process crash in both modes; see the crate docs for power loss.
+            durability: Durability::Durable,
+            max_batch: None,
+            cluster: false,
+        }
+    }
+
+    async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("forget_all")?;
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let mut tx = self.write().await?;
+        let mut receipt = DeletionReceipt::default();
+        // Children first, so each count is what was removed (cascades would hide them).
+        for (count, sql) in [
+            (
+                &mut receipt.messages,
+                "DELETE FROM messages WHERE conversation IN
+                     (SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2)",
+            ),
+            (
+                &mut receipt.cursors,
+                "DELETE FROM cursors WHERE conversation IN
+                     (SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2)",
+            ),
+            (
+                &mut receipt.working_memory,
+                "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2",
+            ),
+            (
+                &mut receipt.conversations,
+                "DELETE FROM conversations WHERE namespace = ?1 AND subject = ?2",
+            ),
+            (
+                &mut receipt.facts,
+                "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2",
+            ),
+            (
+                &mut receipt.checkpoints,
+                "DELETE FROM checkpoints WHERE namespace = ?1 AND subject = ?2",
+            ),
+        ] {
+            *count = sqlx::query(sql)
+                .bind(namespace)
+                .bind(subject)
+                .execute(&mut *tx)
+                .await
+                .db()?
+                .rows_affected();
+        }
+        let touched: Vec<i64> = sqlx::query_scalar(
+            "DELETE FROM vectors WHERE subject = ?2
+               AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
+             RETURNING collection",
+        )
+        .bind(namespace)
+        .bind(subject)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        receipt.vectors = touched.len() as u64;
+        bump_generations(&mut tx, touched).await?;
+        tx.commit().await.db()?;
+        Ok(receipt)
+    }
+}

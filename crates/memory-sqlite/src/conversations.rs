@@ -1,0 +1,402 @@
+//! Conversations, messages and cursors.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use memory_core::page::page_newest_first;
+use memory_core::scope::validate_identifier;
+use memory_core::{
+    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
+    ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
+    MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
+};
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::Row;
+
+use crate::db::{
+    corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult,
+};
+use crate::SqliteStore;
+
+macro_rules! conversation_columns {
+    () => {
+        "pk, id, agent, title, metadata, resource_slug, record_id, created_at, updated_at, last_seq"
+    };
+}
+
+fn conversation_from(scope: &Scope, row: &SqliteRow) -> Result<Conversation> {
+    let id: String = row.get("id");
+    Ok(Conversation {
+        id: ConversationId::new(id).map_err(|e| corrupt("conversation id", e))?,
+        scope: scope.clone(),
+        agent: row.get("agent"),
+        title: row.get("title"),
+        metadata: metadata_from(row.get("metadata"))?,
+        resource_slug: row.get("resource_slug"),
+        record_id: row.get("record_id"),
+        created_at: Timestamp::from_millis(row.get("created_at")),
+        updated_at: Timestamp::from_millis(row.get("updated_at")),
+        last_seq: seq_from_db(row.get("last_seq")),
+    })
+}
+
+fn message_from(body: &str) -> Result<Message> {
+    serde_json::from_str(body).map_err(|e| corrupt("message", e))
+}
+
+/// The conversation's row (pk and last seq), or `NotFound` in this scope.
+pub(crate) async fn conversation_pk(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<(i64, u64)> {
+    let row: Option<(i64, i64)> = sqlx::query_as(
+        "SELECT pk, last_seq FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(id.as_str())
+    .fetch_optional(conn)
+    .await
+    .db()?;
+    row.map(|(pk, last)| (pk, seq_from_db(last)))
+        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
+}
+
+async fn fetch_conversation(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<Conversation> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        conversation_columns!(),
+        " FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
+    ))
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(id.as_str())
+    .fetch_optional(conn)
+    .await
+    .db()?
+    .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
+    conversation_from(scope, &row)
+}
+
+#[async_trait]
+impl ConversationStore for SqliteStore {
+    async fn create_conversation(
+        &self,
+        scope: &Scope,
+        new: NewConversation,
+    ) -> Result<Conversation> {
+        new.validate()?;
+        let now = self.clock.now();
+        let id = new.id.unwrap_or_else(ConversationId::generate);
+        let mut tx = self.write().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+                 resource_slug, record_id, created_at, updated_at, last_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 0)
+             ON CONFLICT (namespace, subject, id) DO NOTHING",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .bind(new.agent.as_deref())
+        .bind(new.title.as_deref())
+        .bind(to_json(&new.metadata))
+        .bind(new.resource_slug.as_deref())
+        .bind(new.record_id.as_deref())
+        .bind(millis(now))
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        if inserted.rows_affected() == 0 {
+            return Err(MemoryError::AlreadyExists {
+                entity: "conversation",
+                id: id.to_string(),
+            });
+        }
+        tx.commit().await.db()?;
+        Ok(Conversation {
+            id,
+            scope: scope.clone(),
+            agent: new.agent,
+            title: new.title,
+            metadata: new.metadata,
+            resource_slug: new.resource_slug,
+            record_id: new.record_id,
+            created_at: now,
+            updated_at: now,
+            last_seq: 0,
+        })
+    }
+
+    async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
+        let mut conn = self.reader.acquire().await.db()?;
+        fetch_conversation(&mut conn, scope, id).await
+    }
+
+    async fn list_conversations(
+        &self,
+        scope: &Scope,
+        query: ConversationQuery,
+    ) -> Result<Page<Conversation>> {
+        let limit = memory_core::page::page_size(query.limit)?;
+        let cursor = query
+            .cursor
+            .as_deref()
+            .map(memory_core::page::Cursor::decode)
+            .transpose()?;
+        // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
+        let sql = if cursor.is_some() {
+            concat!(
+                "SELECT ",
+                conversation_columns!(),
+                " FROM conversations WHERE namespace = ?1 AND subject = ?2
+                  AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
+                  AND (?5 IS NULL OR record_id = ?5) AND (created_at, id) < (?6, ?7)
+                  ORDER BY created_at DESC, id DESC LIMIT ?8"
+            )
+        } else {
+            concat!(
+                "SELECT ",
+                conversation_columns!(),
+                " FROM conversations WHERE namespace = ?1 AND subject = ?2
+                  AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
+                  AND (?5 IS NULL OR record_id = ?5) AND ?6 IS NULL AND ?7 IS NULL
+                  ORDER BY created_at DESC, id DESC LIMIT ?8"
+            )
+        };
+        let rows = sqlx::query(sql)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(query.agent.as_deref())
+            .bind(query.resource_slug.as_deref())
+            .bind(query.record_id.as_deref())
+            .bind(cursor.as_ref().map(|c| c.created_at.as_millis()))
+            .bind(cursor.as_ref().map(|c| c.id.as_str()))
+            .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
+            .fetch_all(&self.reader)
+            .await
+            .db()?;
+        let items = rows
+            .iter()
+            .map(|row| conversation_from(scope, row))
+            .collect::<Result<Vec<_>>>()?;
+        page_newest_first(items, |c| (c.created_at, c.id.as_str()), None, Some(limit))
+    }
+
+    async fn update_conversation(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        update: ConversationUpdate,
+    ) -> Result<Conversation> {
+        let now = self.clock.now();
+        let mut tx = self.write().await?;
+        let mut conversation = fetch_conversation(&mut tx, scope, id).await?;
+        if let Some(title) = update.title {
+            conversation.title = title;
+        }
+        if let Some(metadata) = update.metadata {
+            conversation.metadata = metadata;
+        }
+        conversation.updated_at = now;
+        sqlx::query(
+            "UPDATE conversations SET title = ?1, metadata = ?2, updated_at = ?3
+             WHERE namespace = ?4 AND subject = ?5 AND id = ?6",
+        )
+        .bind(conversation.title.as_deref())
+        .bind(to_json(&conversation.metadata))
+        .bind(millis(now))
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        Ok(conversation)
+    }
+
+    async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let pk = match conversation_pk(&mut tx, scope, id).await {
+            Ok((pk, _)) => pk,
+            Err(e) if e.is_not_found() => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        // Messages and cursors go by foreign-key cascade; working memory and vectors by hand.
+        sqlx::query("DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3")
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(pk)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        crate::vectors::delete_conversation_vectors(&mut tx, scope, id).await?;
+        sqlx::query("DELETE FROM conversations WHERE pk = ?1")
+            .bind(pk)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(true)
+    }
+
+    async fn append(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        messages: Vec<Message>,
+        options: AppendOptions,
+    ) -> Result<AppendReceipt> {
+        let now = self.clock.now();
+        let mut tx = self.write().await?;
+        let (pk, last_seq) = conversation_pk(&mut tx, scope, id).await?;
+        // The batch's ids that are already stored, in one round trip.
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT seq, body FROM messages
+             WHERE conversation = ?1 AND id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(pk)
+        .bind(to_json(&ids))
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::with_capacity(rows.len());
+        for (seq, body) in rows {
+            let message = message_from(&body)?;
+            stored.insert(message.id.clone(), (seq_from_db(seq), message));
+        }
+        let AppendPlan { fresh, mut receipt } = plan_append(last_seq, messages, &options, |id| {
+            stored.get(id).map(|(seq, m)| (*seq, m))
+        })?;
+        if fresh.is_empty() {
+            return Ok(receipt);
+        }
+        for StoredMessage { seq, message } in &fresh {
+            sqlx::query(
+                "INSERT INTO messages (conversation, seq, id, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .bind(pk)
+            .bind(seq_to_db(*seq))
+            .bind(message.id.as_str())
+            .bind(message.role.as_str())
+            .bind(to_json(message))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        }
+        if let Some(max) = options.max_messages {
+            // Seqs are contiguous (nothing deletes single messages), so the oldest beyond the
+            // limit are exactly those at or below last_seq - max.
+            if let Some(cutoff) = receipt.last_seq.checked_sub(max) {
+                receipt.pruned =
+                    sqlx::query("DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2")
+                        .bind(pk)
+                        .bind(seq_to_db(cutoff))
+                        .execute(&mut *tx)
+                        .await
+                        .db()?
+                        .rows_affected();
+            }
+        }
+        sqlx::query("UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3")
+            .bind(seq_to_db(receipt.last_seq))
+            .bind(millis(now))
+            .bind(pk)
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        Ok(receipt)
+    }
+
+    async fn load(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        options: LoadOptions,
+    ) -> Result<Vec<StoredMessage>> {
+        let mut tx = self.read().await?;
+        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
+        let roles = options
+            .roles
+            .as_ref()
+            .map(|roles| to_json(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()));
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT seq, body FROM messages
+             WHERE conversation = ?1 AND seq > ?2 AND seq < ?3
+               AND (?4 IS NULL OR role IN (SELECT value FROM json_each(?4)))
+             ORDER BY seq DESC LIMIT ?5",
+        )
+        .bind(pk)
+        .bind(options.after_seq.map_or(0, seq_to_db))
+        .bind(options.before_seq.map_or(i64::MAX, seq_to_db))
+        .bind(roles)
+        .bind(
+            options
+                .last
+                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+        )
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        let mut window = rows
+            .into_iter()
+            .map(|(seq, body)| {
+                Ok(StoredMessage {
+                    seq: seq_from_db(seq),
+                    message: message_from(&body)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        window.reverse();
+        Ok(options.finish(window))
+    }
+
+    async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
+        validate_identifier("cursor name", name)?;
+        let mut tx = self.read().await?;
+        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
+        let value: Option<i64> =
+            sqlx::query_scalar("SELECT value FROM cursors WHERE conversation = ?1 AND name = ?2")
+                .bind(pk)
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await
+                .db()?;
+        tx.commit().await.db()?;
+        Ok(value.map(seq_from_db))
+    }
+
+    async fn advance_cursor(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        name: &str,
+        seq: u64,
+    ) -> Result<u64> {
+        validate_identifier("cursor name", name)?;
+        let mut tx = self.write().await?;
+        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
+        let value: i64 = sqlx::query_scalar(
+            "INSERT INTO cursors (conversation, name, value) VALUES (?1, ?2, ?3)
+             ON CONFLICT (conversation, name) DO UPDATE SET value = max(value, excluded.value)
+             RETURNING value",
+        )
+        .bind(pk)
+        .bind(name)
+        .bind(seq_to_db(seq))
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        Ok(seq_from_db(value))
+    }
+}

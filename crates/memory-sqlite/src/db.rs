@@ -1,0 +1,154 @@
+//! Driver glue: error mapping, column codecs and the migration runner.
+
+use memory_core::migration::{pending, AppliedMigration, Migration};
+use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use sqlx::sqlite::SqliteConnection;
+use sqlx::SqlitePool;
+
+pub(crate) const BACKEND: &str = "sqlite";
+
+/// The schema, oldest first. Never edit an entry once released: add a new one.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/0001_initial.sql"),
+}];
+
+/// `.db()?` turns a driver error into the contract's error kinds.
+pub(crate) trait DbResult<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> DbResult<T> for std::result::Result<T, sqlx::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(to_memory_error)
+    }
+}
+
+/// Busy/locked databases and lost pools are worth retrying; everything else is a backend error.
+pub(crate) fn to_memory_error(e: sqlx::Error) -> MemoryError {
+    let retryable = match &e {
+        sqlx::Error::Database(db) => {
+            // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+            let primary = db
+                .code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .map(|c| c & 0xff);
+            matches!(primary, Some(5 | 6))
+        }
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+        _ => false,
+    };
+    if retryable {
+        MemoryError::Unavailable {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    } else {
+        MemoryError::Backend {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A stored value that does not decode: the database was edited by something else.
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Backend {
+        backend: BACKEND,
+        source: format!("stored {what} does not decode: {e}").into(),
+    }
+}
+
+/// The `subject` column of a scope: '' for the shared scope.
+pub(crate) fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("model types serialize to JSON")
+}
+
+pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
+    serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
+}
+
+pub(crate) fn millis(t: Timestamp) -> i64 {
+    t.as_millis()
+}
+
+pub(crate) fn seq_to_db(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn seq_from_db(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_memory_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    checksum   TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+)";
+
+/// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
+/// processes opening the same file at once migrate it exactly once. Returns the versions applied.
+pub(crate) async fn migrate(pool: &SqlitePool, known: &[Migration]) -> Result<Vec<u32>> {
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.db()?;
+    sqlx::query(CREATE_LEDGER).execute(&mut *tx).await.db()?;
+    let todo: Vec<Migration> = pending(known, &applied(&mut tx).await?, BACKEND)?
+        .into_iter()
+        .copied()
+        .collect();
+    for migration in &todo {
+        sqlx::raw_sql(migration.sql).execute(&mut *tx).await.db()?;
+        sqlx::query(
+            "INSERT INTO agent_memory_migrations (version, name, checksum, applied_at)
+             VALUES (?1, ?2, ?3, ?4)",
+        )
+        .bind(i64::from(migration.version))
+        .bind(migration.name)
+        .bind(migration.checksum())
+        .bind(Timestamp::now().as_millis())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+    }
+    tx.commit().await.db()?;
+    Ok(todo.iter().map(|m| m.version).collect())
+}
+
+async fn applied(conn: &mut SqliteConnection) -> Result<Vec<AppliedMigration>> {
+    let rows: Vec<(i64, String)> =
+        sqlx::query_as("SELECT version, checksum FROM agent_memory_migrations ORDER BY version")
+            .fetch_all(conn)
+            .await
+            .db()?;
+    Ok(rows
+        .into_iter()
+        .map(|(version, checksum)| AppliedMigration {
+            version: u32::try_from(version).unwrap_or(u32::MAX),
+            checksum,
+        })
+        .collect())
+}
+
+/// The schema version recorded in the database (0 when never migrated).
+pub(crate) async fn schema_version(pool: &SqlitePool) -> Result<u32> {
+    let exists: Option<i64> = sqlx::query_scalar(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_memory_migrations'",
+    )
+    .fetch_optional(pool)
+    .await
+    .db()?;
+    if exists.is_none() {
+        return Ok(0);
+    }
+    let version: Option<i64> =
+        sqlx::query_scalar("SELECT max(version) FROM agent_memory_migrations")
+            .fetch_one(pool)
+            .await
+            .db()?;
+    Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}

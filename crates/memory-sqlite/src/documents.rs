@@ -1,0 +1,370 @@
+//! The small keyed documents: working memory, checkpoints and the byte cache.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use memory_core::scope::validate_identifier;
+use memory_core::{
+    CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
+    MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
+    WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
+};
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::Row;
+
+use crate::conversations::conversation_pk;
+use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult};
+use crate::SqliteStore;
+
+/// The `working_memory.conversation` of a key: the conversation's pk, 0 for the user document.
+async fn working_slot(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    key: &WorkingMemoryKey,
+) -> Result<i64> {
+    match key {
+        WorkingMemoryKey::Conversation(id) => Ok(conversation_pk(conn, scope, id).await?.0),
+        WorkingMemoryKey::User => Ok(0),
+    }
+}
+
+fn format_str(format: WorkingMemoryFormat) -> &'static str {
+    match format {
+        WorkingMemoryFormat::Markdown => "markdown",
+        WorkingMemoryFormat::Json => "json",
+    }
+}
+
+fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
+    match text {
+        "markdown" => Ok(WorkingMemoryFormat::Markdown),
+        "json" => Ok(WorkingMemoryFormat::Json),
+        other => Err(corrupt("working memory format", other)),
+    }
+}
+
+async fn read_working(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    slot: i64,
+) -> Result<Option<WorkingMemory>> {
+    let row: Option<(String, String, i64, i64)> = sqlx::query_as(
+        "SELECT content, format, revision, updated_at FROM working_memory
+         WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(slot)
+    .fetch_optional(conn)
+    .await
+    .db()?;
+    row.map(|(content, format, revision, updated_at)| {
+        Ok(WorkingMemory {
+            content,
+            format: format_from(&format)?,
+            revision: seq_from_db(revision),
+            updated_at: Timestamp::from_millis(updated_at),
+        })
+    })
+    .transpose()
+}
+
+#[async_trait]
+impl WorkingMemoryStore for SqliteStore {
+    async fn get_working_memory(
+        &self,
+        scope: &Scope,
+        key: &WorkingMemoryKey,
+    ) -> Result<Option<WorkingMemory>> {
+        let mut tx = self.read().await?;
+        let slot = working_slot(&mut tx, scope, key).await?;
+        let found = read_working(&mut tx, scope, slot).await?;
+        tx.commit().await.db()?;
+        Ok(found)
+    }
+
+    async fn set_working_memory(
+        &self,
+        scope: &Scope,
+        key: &WorkingMemoryKey,
+        update: WorkingMemoryUpdate,
+    ) -> Result<WorkingMemory> {
+        update.validate()?;
+        let now = self.clock.now();
+        let mut tx = self.write().await?;
+        let slot = working_slot(&mut tx, scope, key).await?;
+        let current = read_working(&mut tx, scope, slot)
+            .await?
+            .map_or(0, |w| w.revision);
+        update.check_revision(current)?;
+        let stored = WorkingMemory {
+            content: update.content,
+            format: update.format,
+            revision: current + 1,
+            updated_at: now,
+        };
+        sqlx::query(
+            "INSERT INTO working_memory
+                 (namespace, subject, conversation, content, format, revision, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                 content = excluded.content, format = excluded.format,
+                 revision = excluded.revision, updated_at = excluded.updated_at",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(slot)
+        .bind(&stored.content)
+        .bind(format_str(stored.format))
+        .bind(seq_to_db(stored.revision))
+        .bind(millis(now))
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        Ok(stored)
+    }
+
+    async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let slot = working_slot(&mut tx, scope, key).await?;
+        let removed = sqlx::query(
+            "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(slot)
+        .execute(&mut *tx)
+        .await
+        .db()?
+        .rows_affected();
+        tx.commit().await.db()?;
+        Ok(removed > 0)
+    }
+}
+
+fn status_str(status: CheckpointStatus) -> &'static str {
+    match status {
+        CheckpointStatus::Running => "running",
+        CheckpointStatus::Suspended => "suspended",
+        CheckpointStatus::Completed => "completed",
+        CheckpointStatus::Failed => "failed",
+    }
+}
+
+fn status_from(text: &str) -> Result<CheckpointStatus> {
+    match text {
+        "running" => Ok(CheckpointStatus::Running),
+        "suspended" => Ok(CheckpointStatus::Suspended),
+        "completed" => Ok(CheckpointStatus::Completed),
+        "failed" => Ok(CheckpointStatus::Failed),
+        other => Err(corrupt("checkpoint status", other)),
+    }
+}
+
+macro_rules! checkpoint_columns {
+    () => {
+        "id, workflow, status, state, version, created_at, updated_at"
+    };
+}
+
+fn checkpoint_from(row: &SqliteRow) -> Result<Checkpoint> {
+    Ok(Checkpoint {
+        id: CheckpointId::new(row.get::<String, _>("id"))
+            .map_err(|e| corrupt("checkpoint id", e))?,
+        workflow: row.get("workflow"),
+        status: status_from(row.get("status"))?,
+        state: serde_json::from_str(row.get("state"))
+            .map_err(|e| corrupt("checkpoint state", e))?,
+        version: seq_from_db(row.get("version")),
+        created_at: Timestamp::from_millis(row.get("created_at")),
+        updated_at: Timestamp::from_millis(row.get("updated_at")),
+    })
+}
+
+async fn fetch_checkpoint(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    id: &CheckpointId,
+) -> Result<Checkpoint> {
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        checkpoint_columns!(),
+        " FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
+    ))
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(id.as_str())
+    .fetch_optional(conn)
+    .await
+    .db()?
+    .ok_or_else(|| MemoryError::not_found("checkpoint", id.as_str()))?;
+    checkpoint_from(&row)
+}
+
+#[async_trait]
+impl CheckpointStore for SqliteStore {
+    async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
+        new.validate()?;
+        let now = self.clock.now();
+        let mut tx = self.write().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO checkpoints
+                 (namespace, subject, id, workflow, status, state, version, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?7)
+             ON CONFLICT (namespace, subject, id) DO NOTHING",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(new.id.as_str())
+        .bind(&new.workflow)
+        .bind(status_str(new.status))
+        .bind(to_json(&new.state))
+        .bind(millis(now))
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        if inserted.rows_affected() == 0 {
+            return Err(MemoryError::AlreadyExists {
+                entity: "checkpoint",
+                id: new.id.to_string(),
+            });
+        }
+        tx.commit().await.db()?;
+        Ok(Checkpoint {
+            id: new.id,
+            workflow: new.workflow,
+            status: new.status,
+            state: new.state,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        })
+    }
+
+    async fn get_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {
+        let mut conn = self.reader.acquire().await.db()?;
+        fetch_checkpoint(&mut conn, scope, id).await
+    }
+
+    async fn update_checkpoint(
+        &self,
+        scope: &Scope,
+        id: &CheckpointId,
+        update: CheckpointUpdate,
+    ) -> Result<Checkpoint> {
+        let now = self.clock.now();
+        let mut tx = self.write().await?;
+        let mut checkpoint = fetch_checkpoint(&mut tx, scope, id).await?;
+        update.check_version(checkpoint.version)?;
+        checkpoint.status = update.status;
+        checkpoint.state = update.state;
+        checkpoint.version += 1;
+        checkpoint.updated_at = now;
+        sqlx::query(
+            "UPDATE checkpoints SET status = ?1, state = ?2, version = ?3, updated_at = ?4
+             WHERE namespace = ?5 AND subject = ?6 AND id = ?7",
+        )
+        .bind(status_str(checkpoint.status))
+        .bind(to_json(&checkpoint.state))
+        .bind(seq_to_db(checkpoint.version))
+        .bind(millis(now))
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        Ok(checkpoint)
+    }
+
+    async fn list_suspended(
+        &self,
+        scope: &Scope,
+        workflow: Option<&str>,
+    ) -> Result<Vec<Checkpoint>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            checkpoint_columns!(),
+            " FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND status = 'suspended'
+               AND (?3 IS NULL OR workflow = ?3) ORDER BY updated_at, id"
+        ))
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(workflow)
+        .fetch_all(&self.reader)
+        .await
+        .db()?;
+        rows.iter().map(checkpoint_from).collect()
+    }
+
+    async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
+        let removed = sqlx::query(
+            "DELETE FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .execute(&self.writer)
+        .await
+        .db()?
+        .rows_affected();
+        Ok(removed > 0)
+    }
+}
+
+#[async_trait]
+impl CacheStore for SqliteStore {
+    async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
+        validate_identifier("cache key", key)?;
+        sqlx::query_scalar(
+            "SELECT value FROM cache WHERE namespace = ?1 AND key = ?2
+               AND (expires_at IS NULL OR expires_at > ?3)",
+        )
+        .bind(namespace.as_str())
+        .bind(key)
+        .bind(millis(self.clock.now()))
+        .fetch_optional(&self.reader)
+        .await
+        .db()
+    }
+
+    async fn cache_set(
+        &self,
+        namespace: &Namespace,
+        key: &str,
+        value: Vec<u8>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        validate_identifier("cache key", key)?;
+        let expires = ttl.map(|ttl| millis(self.clock.now().saturating_add(ttl)));
+        sqlx::query(
+            "INSERT INTO cache (namespace, key, value, expires_at) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT (namespace, key) DO UPDATE SET
+                 value = excluded.value, expires_at = excluded.expires_at",
+        )
+        .bind(namespace.as_str())
+        .bind(key)
+        .bind(value)
+        .bind(expires)
+        .execute(&self.writer)
+        .await
+        .db()?;
+        Ok(())
+    }
+
+    async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
+        validate_identifier("cache key", key)?;
+        let removed: Option<Option<i64>> = sqlx::query_scalar(
+            "DELETE FROM cache WHERE namespace = ?1 AND key = ?2 RETURNING expires_at",
+        )
+        .bind(namespace.as_str())
+        .bind(key)
+        .fetch_optional(&self.writer)
+        .await
+        .db()?;
+        let now = millis(self.clock.now());
+        Ok(removed.is_some_and(|expires| expires.is_none_or(|at| at > now)))
+    }
+}

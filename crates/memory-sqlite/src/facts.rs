@@ -1,0 +1,375 @@
+//! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
+
+use async_trait::async_trait;
+use memory_core::exact::{decode_f32_le, encode_f32_le};
+use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::lexical::tokenize;
+use memory_core::page::{page_newest_first, page_size, Cursor};
+use memory_core::scope::validate_identifier;
+use memory_core::{
+    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
+    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::Row;
+
+use crate::db::{corrupt, millis, subject_of, to_json, DbResult};
+use crate::SqliteStore;
+
+macro_rules! fact_columns {
+    () => {
+        "pk, id, text, kind, key, tags, score, source, embedding, created_at, updated_at, \
+         expires_at, valid_to, superseded_by"
+    };
+}
+
+fn fact_from(scope: &Scope, row: &SqliteRow) -> Result<Fact> {
+    let id = |column: &str| -> Result<Option<FactId>> {
+        row.get::<Option<String>, _>(column)
+            .map(FactId::new)
+            .transpose()
+            .map_err(|e| corrupt("fact id", e))
+    };
+    Ok(Fact {
+        id: id("id")?.ok_or_else(|| corrupt("fact id", "missing"))?,
+        scope: scope.clone(),
+        text: row.get("text"),
+        kind: row.get("kind"),
+        key: row.get("key"),
+        tags: serde_json::from_str(row.get("tags")).map_err(|e| corrupt("fact tags", e))?,
+        score: row.get::<Option<f64>, _>("score").map(|s| s as f32),
+        source: row
+            .get::<Option<String>, _>("source")
+            .map(|s| serde_json::from_str(&s))
+            .transpose()
+            .map_err(|e| corrupt("fact source", e))?,
+        embedding: row
+            .get::<Option<Vec<u8>>, _>("embedding")
+            .map(|b| decode_f32_le(&b)),
+        created_at: Timestamp::from_millis(row.get("created_at")),
+        updated_at: Timestamp::from_millis(row.get("updated_at")),
+        expires_at: row
+            .get::<Option<i64>, _>("expires_at")
+            .map(Timestamp::from_millis),
+        valid_to: row
+            .get::<Option<i64>, _>("valid_to")
+            .map(Timestamp::from_millis),
+        superseded_by: id("superseded_by")?,
+    })
+}
+
+fn facts_from(scope: &Scope, rows: &[SqliteRow]) -> Result<Vec<Fact>> {
+    rows.iter().map(|row| fact_from(scope, row)).collect()
+}
+
+async fn insert_tokens(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    pk: i64,
+    text: &str,
+) -> Result<()> {
+    let tokens: Vec<String> = fact_tokens(text).into_iter().collect();
+    sqlx::query(
+        "INSERT INTO fact_tokens (namespace, subject, token, fact)
+         SELECT ?1, ?2, value, ?3 FROM json_each(?4)",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(pk)
+    .bind(to_json(&tokens))
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
+#[async_trait]
+impl FactStore for SqliteStore {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
+        new.validate()?;
+        if options.max_facts == Some(0) {
+            return Err(MemoryError::invalid("max_facts must be at least 1"));
+        }
+        let now = self.clock.now();
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let mut tx = self.write().await?;
+        // Expired facts are never returned: purge the scope's before deciding anything.
+        sqlx::query("DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3")
+            .bind(namespace)
+            .bind(subject)
+            .bind(millis(now))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        let same = sqlx::query(concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+              AND key IS ?3 AND text = ?4 LIMIT 1"
+        ))
+        .bind(namespace)
+        .bind(subject)
+        .bind(new.key.as_deref())
+        .bind(&new.text)
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?;
+        if let Some(row) = same {
+            return Ok(RememberOutcome {
+                fact: fact_from(scope, &row)?,
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            });
+        }
+        let fact = Fact {
+            id: FactId::generate(),
+            scope: scope.clone(),
+            text: new.text,
+            kind: new.kind,
+            key: new.key,
+            tags: new.tags,
+            score: new.score,
+            source: new.source,
+            embedding: new.embedding,
+            created_at: now,
+            updated_at: now,
+            expires_at: new.expires_at,
+            valid_to: None,
+            superseded_by: None,
+        };
+        let mut status = RememberStatus::Created;
+        if let Some(key) = &fact.key {
+            let previous: Option<(i64, String)> = sqlx::query_as(
+                "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
+                 WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
+                 RETURNING pk, id",
+            )
+            .bind(millis(now))
+            .bind(fact.id.as_str())
+            .bind(namespace)
+            .bind(subject)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
+            if let Some((previous_pk, previous_id)) = previous {
+                // History is not recalled: its tokens leave the index.
+                sqlx::query("DELETE FROM fact_tokens WHERE fact = ?1")
+                    .bind(previous_pk)
+                    .execute(&mut *tx)
+                    .await
+                    .db()?;
+                status = RememberStatus::Superseded {
+                    previous: FactId::new(previous_id).map_err(|e| corrupt("fact id", e))?,
+                };
+            }
+        }
+        let pk: i64 = sqlx::query_scalar(
+            "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
+                 embedding, created_at, updated_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12) RETURNING pk",
+        )
+        .bind(namespace)
+        .bind(subject)
+        .bind(fact.id.as_str())
+        .bind(&fact.text)
+        .bind(fact.kind.as_deref())
+        .bind(fact.key.as_deref())
+        .bind(to_json(&fact.tags))
+        .bind(fact.score.map(f64::from))
+        .bind(fact.source.as_ref().map(to_json))
+        .bind(fact.embedding.as_deref().map(encode_f32_le))
+        .bind(millis(now))
+        .bind(fact.expires_at.map(millis))
+        .fetch_one(&mut *tx)
+        .await
+        .db()?;
+        insert_tokens(&mut tx, scope, pk, &fact.text).await?;
+        let mut evicted = Vec::new();
+        if let Some(max) = options.max_facts {
+            // The core's eviction order: lowest score first (none lowest), oldest, then id.
+            let victims: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT pk, id FROM facts
+                 WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
+                 ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
+                 LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
+                               AND subject = ?2 AND superseded_by IS NULL) - ?4)",
+            )
+            .bind(namespace)
+            .bind(subject)
+            .bind(pk)
+            .bind(i64::try_from(max).unwrap_or(i64::MAX))
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+            if !victims.is_empty() {
+                let pks: Vec<i64> = victims.iter().map(|(pk, _)| *pk).collect();
+                sqlx::query("DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))")
+                    .bind(to_json(&pks))
+                    .execute(&mut *tx)
+                    .await
+                    .db()?;
+            }
+            evicted = victims
+                .into_iter()
+                .map(|(_, id)| FactId::new(id).map_err(|e| corrupt("fact id", e)))
+                .collect::<Result<Vec<_>>>()?;
+        }
+        tx.commit().await.db()?;
+        Ok(RememberOutcome {
+            fact,
+            status,
+            evicted,
+        })
+    }
+
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        query.validate()?;
+        let now = millis(self.clock.now());
+        let rows = if query.vector.is_some() {
+            // Semantic (or hybrid) recall compares against every current fact's embedding.
+            sqlx::query(concat!(
+                "SELECT ",
+                fact_columns!(),
+                " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+                  AND (expires_at IS NULL OR expires_at > ?3)"
+            ))
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(now)
+            .fetch_all(&self.reader)
+            .await
+            .db()?
+        } else {
+            let tokens: Vec<String> = query
+                .text
+                .as_deref()
+                .map(tokenize)
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            if tokens.is_empty() {
+                return Ok(Vec::new());
+            }
+            sqlx::query(concat!(
+                "SELECT ",
+                fact_columns!(),
+                " FROM facts WHERE pk IN (
+                      SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
+                        AND token IN (SELECT value FROM json_each(?4)))
+                  AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)"
+            ))
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(now)
+            .bind(to_json(&tokens))
+            .fetch_all(&self.reader)
+            .await
+            .db()?
+        };
+        Ok(rank_facts(&query, facts_from(scope, &rows)?))
+    }
+
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+              AND (expires_at IS NULL OR expires_at > ?4)"
+        ))
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .bind(millis(self.clock.now()))
+        .fetch_optional(&self.reader)
+        .await
+        .db()?
+        .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
+        fact_from(scope, &row)
+    }
+
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
+        let limit = page_size(query.limit)?;
+        let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let sql = if cursor.is_some() {
+            concat!(
+                "SELECT ",
+                fact_columns!(),
+                " FROM facts WHERE namespace = ?1 AND subject = ?2
+                  AND (expires_at IS NULL OR expires_at > ?3)
+                  AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
+                  AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
+                                  WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
+                  AND (created_at, id) < (?7, ?8)
+                  ORDER BY created_at DESC, id DESC LIMIT ?9"
+            )
+        } else {
+            concat!(
+                "SELECT ",
+                fact_columns!(),
+                " FROM facts WHERE namespace = ?1 AND subject = ?2
+                  AND (expires_at IS NULL OR expires_at > ?3)
+                  AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
+                  AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
+                                  WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
+                  AND ?7 IS NULL AND ?8 IS NULL
+                  ORDER BY created_at DESC, id DESC LIMIT ?9"
+            )
+        };
+        let rows = sqlx::query(sql)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(millis(self.clock.now()))
+            .bind(query.include_superseded)
+            .bind(query.kind.as_deref())
+            .bind(to_json(&query.tags))
+            .bind(cursor.as_ref().map(|c| c.created_at.as_millis()))
+            .bind(cursor.as_ref().map(|c| c.id.as_str()))
+            .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
+            .fetch_all(&self.reader)
+            .await
+            .db()?;
+        page_newest_first(
+            facts_from(scope, &rows)?,
+            |f| (f.created_at, f.id.as_str()),
+            None,
+            Some(limit),
+        )
+    }
+
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+        validate_identifier("fact key", key)?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
+              AND (expires_at IS NULL OR expires_at > ?4) ORDER BY created_at, id"
+        ))
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(key)
+        .bind(millis(self.clock.now()))
+        .fetch_all(&self.reader)
+        .await
+        .db()?;
+        facts_from(scope, &rows)
+    }
+
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        let removed =
+            sqlx::query("DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3")
+                .bind(scope.namespace().as_str())
+                .bind(subject_of(scope))
+                .bind(id.as_str())
+                .execute(&self.writer)
+                .await
+                .db()?
+                .rows_affected();
+        Ok(removed > 0)
+    }
+}

@@ -1,0 +1,379 @@
+//! Agent memory on SQLite: the embedded default backend.
+//!
+//! Every contract of [`memory_core`] on one SQLite file through sqlx, passing the whole
+//! conformance suite.
+//!
+//! ```
+//! use memory_core::{AppendOptions, ConversationStore, LoadOptions, Message, NewConversation, Scope};
+//! use memory_sqlite::SqliteStore;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memory_core::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = SqliteStore::builder().path(dir.path().join("memory.db")).open().await?;
+//! let scope = Scope::for_subject("user-42")?;
+//! let thread = store.create_conversation(&scope, NewConversation::default()).await?;
+//! store.append(&scope, &thread.id, vec![Message::user("hi")], AppendOptions::default()).await?;
+//! assert_eq!(store.load(&scope, &thread.id, LoadOptions::last(10)).await?.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Design
+//! - **One writer, a pool of readers.** WAL lets readers run beside the single writer SQLite
+//!   allows. Writes go through a pool of exactly one connection and every write transaction
+//!   starts with `BEGIN IMMEDIATE`, so it holds the write lock before it reads: concurrent writers
+//!   in this process queue on the pool, writers in other processes wait in the busy handler
+//!   (`busy_timeout`), and no read-then-write transaction can fail to upgrade its lock. Reads use
+//!   the reader pool and never block writes.
+//! - **Durability.** `synchronous=NORMAL` (the default) survives a crash of the process; a
+//!   power loss or OS crash may roll back the last transactions. [`Synchronous::Full`] makes every
+//!   commit durable against that too, at the cost of an fsync per commit.
+//! - **Migrations** are embedded ([`MIGRATIONS`]), applied on open under `BEGIN IMMEDIATE` and
+//!   recorded with SHA-256 checksums in `agent_memory_migrations`. An older database is upgraded;
+//!   a newer one, or one whose recorded migration differs from the embedded one, is refused.
+//! - **Lexical recall** reads candidates from a token table (`fact_tokens`, the core tokens of
+//!   every current fact) and ranks them with [`memory_core::fact::rank_facts`], so results are
+//!   exactly the core definition.
+//! - **Vectors** are little-endian `f32` blobs. Search is an exact scan in Rust over a contiguous
+//!   matrix ([`memory_core::exact::ExactIndex`]) cached per collection and subject, and checked
+//!   against the collection's `generation` (bumped by every write, from any process) in the
+//!   same read transaction, so a cached matrix is never stale.
+//! - **Linking.** This crate bundles SQLite through sqlx. libSQL bundles its own SQLite: the two
+//!   cannot be linked into one binary, so no crate that links libSQL may depend on this one.
+
+mod backend;
+mod conversations;
+mod db;
+mod documents;
+mod facts;
+mod vectors;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use memory_core::{Clock, MemoryError, Result, SystemClock};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Sqlite, SqlitePool, Transaction};
+
+pub use db::MIGRATIONS;
+
+use crate::db::DbResult;
+
+/// The file used by [`SqliteStore::from_env`] when `AGENT_MEMORY_SQLITE_URL` is unset, and by
+/// the `agent-memory` CLI by default.
+pub const DEFAULT_PATH: &str = "./.agent-memory/memory.db";
+
+/// SQLite's `synchronous` setting for the database file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// fsync at checkpoints only: safe against process crashes (the default).
+    #[default]
+    Normal,
+    /// fsync at every commit: safe against power loss too.
+    Full,
+}
+
+/// Where the database lives.
+#[derive(Clone, PartialEq, Eq)]
+enum Location {
+    File(PathBuf),
+    Memory,
+    ExistingPool,
+}
+
+/// How a [`SqliteStore`] is opened; its `Debug` shows the path (there is nothing secret).
+#[derive(Clone)]
+pub struct SqliteConfig {
+    location: Location,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    readers: u32,
+    vector_cache_bytes: usize,
+}
+
+impl fmt::Debug for SqliteConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("SqliteConfig");
+        match &self.location {
+            Location::File(path) => s.field("path", path),
+            Location::Memory => s.field("path", &":memory:"),
+            Location::ExistingPool => s.field("path", &"<existing pool>"),
+        };
+        s.field("synchronous", &self.synchronous)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("readers", &self.readers)
+            .field("vector_cache_bytes", &self.vector_cache_bytes)
+            .finish()
+    }
+}
+
+impl SqliteConfig {
+    /// The database file, `None` in memory or on an existing pool.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.location {
+            Location::File(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// Builds a [`SqliteStore`]; see [`SqliteStore::builder`].
+#[derive(Debug)]
+pub struct SqliteStoreBuilder {
+    config: SqliteConfig,
+    pool: Option<SqlitePool>,
+    url_error: Option<String>,
+    clock: Arc<dyn Clock>,
+}
+
+impl SqliteStoreBuilder {
+    /// A database file (created, with its parent folders, when missing).
+    #[must_use]
+    pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.location = Location::File(path.into());
+        self
+    }
+
+    /// A `sqlite://` URL: `sqlite://relative/file.db`, `sqlite:///absolute/file.db` or
+    /// `sqlite::memory:`. Anything else is reported by [`open`](Self::open).
+    #[must_use]
+    pub fn url(mut self, url: &str) -> Self {
+        match parse_url(url) {
+            Ok(location) => self.config.location = location,
+            Err(e) => self.url_error = Some(e),
+        }
+        self
+    }
+
+    /// A private in-memory database, gone when the store is dropped.
+    #[must_use]
+    pub fn in_memory(mut self) -> Self {
+        self.config.location = Location::Memory;
+        self
+    }
+
+    /// An existing pool (its connect options are kept as they are; writes still use
+    /// `BEGIN IMMEDIATE`). Reads and writes share it.
+    #[must_use]
+    pub fn pool(mut self, pool: SqlitePool) -> Self {
+        self.config.location = Location::ExistingPool;
+        self.pool = Some(pool);
+        self
+    }
+
+    /// `synchronous` of the file (default [`Synchronous::Normal`]).
+    #[must_use]
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.config.synchronous = synchronous;
+        self
+    }
+
+    /// How long a write waits for another process's write lock before failing with
+    /// `Unavailable` (default 5 s).
+    #[must_use]
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.config.busy_timeout = timeout;
+        self
+    }
+
+    /// Size of the reader pool (default: the number of CPUs, at least 2).
+    #[must_use]
+    pub fn readers(mut self, readers: u32) -> Self {
+        self.config.readers = readers.max(1);
+        self
+    }
+
+    /// Memory the vector-matrix cache may hold before it is emptied (default 256 MiB; 0 turns
+    /// caching off).
+    #[must_use]
+    pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
+        self.config.vector_cache_bytes = bytes;
+        self
+    }
+
+    /// The clock that decides "now" for timestamps, expiry and TTL (default: the system clock).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Opens the database and applies pending migrations.
+    pub async fn open(self) -> Result<SqliteStore> {
+        if let Some(e) = self.url_error {
+            return Err(MemoryError::invalid(e));
+        }
+        let config = self.config;
+        let (writer, reader) = match (&config.location, self.pool) {
+            (Location::ExistingPool, Some(pool)) => (pool.clone(), pool),
+            (Location::Memory, _) => {
+                // One connection that never closes: an in-memory database lives and dies with it.
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(connect_options(&config, SqliteConnectOptions::new()))
+                    .await
+                    .db()?;
+                (pool.clone(), pool)
+            }
+            (Location::File(path), _) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent).map_err(|e| MemoryError::Backend {
+                        backend: db::BACKEND,
+                        source: format!("cannot create {}: {e}", parent.display()).into(),
+                    })?;
+                }
+                let options = connect_options(
+                    &config,
+                    SqliteConnectOptions::new()
+                        .filename(path)
+                        .create_if_missing(true),
+                );
+                let writer = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(options.clone())
+                    .await
+                    .db()?;
+                let reader = SqlitePoolOptions::new()
+                    .max_connections(config.readers)
+                    .connect_with(options)
+                    .await
+                    .db()?;
+                (writer, reader)
+            }
+            (Location::ExistingPool, None) => unreachable!("pool() sets both"),
+        };
+        db::migrate(&writer, MIGRATIONS).await?;
+        Ok(SqliteStore {
+            writer,
+            reader,
+            clock: self.clock,
+            config,
+            vector_cache: Mutex::new(vectors::MatrixCache::default()),
+        })
+    }
+}
+
+fn connect_options(config: &SqliteConfig, options: SqliteConnectOptions) -> SqliteConnectOptions {
+    options
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(match config.synchronous {
+            Synchronous::Normal => SqliteSynchronous::Normal,
+            Synchronous::Full => SqliteSynchronous::Full,
+        })
+        .busy_timeout(config.busy_timeout)
+        .foreign_keys(true)
+}
+
+fn parse_url(url: &str) -> std::result::Result<Location, String> {
+    let rest = url
+        .strip_prefix("sqlite:")
+        .ok_or_else(|| format!("not a sqlite URL: {url:?} (expected sqlite://path)"))?;
+    if rest == ":memory:" || rest == "//:memory:" {
+        return Ok(Location::Memory);
+    }
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    let path = path.split('?').next().unwrap_or(path);
+    if path.is_empty() {
+        return Err(format!("sqlite URL {url:?} names no file"));
+    }
+    // Validate the way sqlx would read it, so a malformed URL fails here and not at connect.
+    SqliteConnectOptions::from_str(url).map_err(|e| format!("bad sqlite URL {url:?}: {e}"))?;
+    Ok(Location::File(PathBuf::from(path)))
+}
+
+/// Every memory contract on one SQLite database. Cheap to share behind an `Arc`.
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    clock: Arc<dyn Clock>,
+    config: SqliteConfig,
+    vector_cache: Mutex<vectors::MatrixCache>,
+}
+
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// A builder with the defaults: WAL, `synchronous=NORMAL`, 5 s busy timeout, the system
+    /// clock, and the file [`DEFAULT_PATH`] unless another location is given.
+    pub fn builder() -> SqliteStoreBuilder {
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
+        SqliteStoreBuilder {
+            config: SqliteConfig {
+                location: Location::File(PathBuf::from(DEFAULT_PATH)),
+                synchronous: Synchronous::Normal,
+                busy_timeout: Duration::from_secs(5),
+                readers: cpus.max(2),
+                vector_cache_bytes: 256 << 20,
+            },
+            pool: None,
+            url_error: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Opens the URL in `AGENT_MEMORY_SQLITE_URL`, or [`DEFAULT_PATH`] when it is unset.
+    pub async fn from_env() -> Result<Self> {
+        match std::env::var("AGENT_MEMORY_SQLITE_URL") {
+            Ok(url) if !url.trim().is_empty() => Self::builder().url(url.trim()).open().await,
+            _ => Self::builder().open().await,
+        }
+    }
+
+    /// How the store was opened.
+    pub fn config(&self) -> &SqliteConfig {
+        &self.config
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> Result<u32> {
+        db::schema_version(&self.reader).await
+    }
+
+    /// Closes both pools, waiting for connections in use.
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
+
+    /// A write transaction holding the write lock from its first statement.
+    async fn write(&self) -> Result<Transaction<'static, Sqlite>> {
+        self.writer.begin_with("BEGIN IMMEDIATE").await.db()
+    }
+
+    /// A read transaction: one snapshot for every statement in it.
+    async fn read(&self) -> Result<Transaction<'static, Sqlite>> {
+        self.reader.begin().await.db()
+    }
+}
+
+#[doc(hidden)]
+/// Applies `migrations` instead of [`MIGRATIONS`] to a file (for upgrade tests).
+pub async fn migrate_file_with(
+    path: &Path,
+    migrations: &[memory_core::migration::Migration],
+) -> Result<Vec<u32>> {
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(
+            SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal),
+        )
+        .await
+        .db()?;
+    let applied = db::migrate(&pool, migrations).await;
+    pool.close().await;
+    applied
+}

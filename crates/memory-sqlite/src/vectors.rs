@@ -1,0 +1,415 @@
+//! Vector collections: f32 blobs in SQLite, exact top-k in Rust over a cached matrix.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError};
+
+use async_trait::async_trait;
+use memory_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
+use memory_core::{
+    CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorHit,
+    VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+};
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::Row;
+
+use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult};
+use crate::SqliteStore;
+
+/// Matrices by `(collection pk, subject)`, each with the collection generation it was read at.
+#[derive(Default)]
+pub(crate) struct MatrixCache {
+    entries: HashMap<(i64, String), (i64, Arc<ExactIndex>)>,
+    bytes: usize,
+}
+
+/// A collection row: its pk, spec and generation.
+struct CollectionRow {
+    pk: i64,
+    spec: CollectionSpec,
+    generation: i64,
+}
+
+fn metric_from(text: &str) -> Result<Metric> {
+    match text {
+        "cosine" => Ok(Metric::Cosine),
+        "dot" => Ok(Metric::Dot),
+        "euclidean" => Ok(Metric::Euclidean),
+        other => Err(corrupt("metric", other)),
+    }
+}
+
+async fn find_collection(
+    conn: &mut SqliteConnection,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<Option<CollectionRow>> {
+    let row: Option<(i64, String, i64, String, String, i64)> = sqlx::query_as(
+        "SELECT pk, name, dims, metric, model, generation FROM collections
+         WHERE namespace = ?1 AND name = ?2",
+    )
+    .bind(namespace.as_str())
+    .bind(name)
+    .fetch_optional(conn)
+    .await
+    .db()?;
+    row.map(|(pk, name, dims, metric, model, generation)| {
+        Ok(CollectionRow {
+            pk,
+            spec: CollectionSpec {
+                name,
+                dims: usize::try_from(dims).map_err(|e| corrupt("dims", e))?,
+                metric: metric_from(&metric)?,
+                model,
+            },
+            generation,
+        })
+    })
+    .transpose()
+}
+
+async fn collection(
+    conn: &mut SqliteConnection,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<CollectionRow> {
+    find_collection(conn, namespace, name)
+        .await?
+        .ok_or_else(|| MemoryError::not_found("collection", name))
+}
+
+async fn bump_generation(conn: &mut SqliteConnection, pk: i64) -> Result<()> {
+    sqlx::query("UPDATE collections SET generation = generation + 1 WHERE pk = ?1")
+        .bind(pk)
+        .execute(conn)
+        .await
+        .db()?;
+    Ok(())
+}
+
+/// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
+/// namespace (part of deleting the conversation).
+pub(crate) async fn delete_conversation_vectors(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<()> {
+    let touched: Vec<i64> = sqlx::query_scalar(
+        "DELETE FROM vectors WHERE subject = ?2 AND conversation_id = ?3
+           AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
+         RETURNING collection",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(id.as_str())
+    .fetch_all(&mut *conn)
+    .await
+    .db()?;
+    bump_generations(conn, touched).await
+}
+
+/// Bumps the generation of every collection in `pks` (duplicates allowed).
+pub(crate) async fn bump_generations(conn: &mut SqliteConnection, mut pks: Vec<i64>) -> Result<()> {
+    pks.sort_unstable();
+    pks.dedup();
+    for pk in pks {
+        bump_generation(conn, pk).await?;
+    }
+    Ok(())
+}
+
+fn record_from(row: &SqliteRow, include_vector: bool) -> Result<VectorRecord> {
+    Ok(VectorRecord {
+        id: VectorId::new(row.get::<String, _>("id")).map_err(|e| corrupt("vector id", e))?,
+        vector: if include_vector {
+            decode_f32_le(row.get::<&[u8], _>("vector"))
+        } else {
+            Vec::new()
+        },
+        text: row.get("text"),
+        metadata: metadata_from(row.get("metadata"))?,
+        conversation_id: row
+            .get::<Option<String>, _>("conversation_id")
+            .map(ConversationId::new)
+            .transpose()
+            .map_err(|e| corrupt("conversation id", e))?,
+    })
+}
+
+impl SqliteStore {
+    /// The scope's matrix of a collection as of `collection.generation`, from the cache or read
+    /// in the caller's transaction (so it matches the snapshot the generation came from).
+    async fn matrix(
+        &self,
+        conn: &mut SqliteConnection,
+        collection: &CollectionRow,
+        subject: &str,
+    ) -> Result<Arc<ExactIndex>> {
+        let key = (collection.pk, subject.to_owned());
+        if let Some((generation, index)) = self.cache().entries.get(&key) {
+            if *generation == collection.generation {
+                return Ok(Arc::clone(index));
+            }
+        }
+        let rows: Vec<(String, Vec<u8>, String)> = sqlx::query_as(
+            "SELECT id, vector, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
+        )
+        .bind(collection.pk)
+        .bind(subject)
+        .fetch_all(conn)
+        .await
+        .db()?;
+        let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
+        for (id, vector, metadata) in rows {
+            if vector.len() != collection.spec.dims * 4 {
+                return Err(corrupt("vector", format!("{} bytes", vector.len())));
+            }
+            index.push_le_bytes(
+                VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+                &vector,
+                metadata_from(&metadata)?,
+            );
+        }
+        let index = Arc::new(index);
+        let bytes = index.approximate_bytes();
+        if bytes <= self.config.vector_cache_bytes {
+            let mut cache = self.cache();
+            if cache.bytes + bytes > self.config.vector_cache_bytes {
+                // Simplest bounded policy: start over rather than track recency.
+                cache.entries.clear();
+                cache.bytes = 0;
+            }
+            if let Some((_, old)) = cache
+                .entries
+                .insert(key, (collection.generation, Arc::clone(&index)))
+            {
+                cache.bytes -= old.approximate_bytes();
+            }
+            cache.bytes += bytes;
+        }
+        Ok(index)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, MatrixCache> {
+        self.vector_cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl VectorStore for SqliteStore {
+    async fn ensure_collection(
+        &self,
+        namespace: &Namespace,
+        spec: CollectionSpec,
+    ) -> Result<CollectionSpec> {
+        spec.validate()?;
+        let mut tx = self.write().await?;
+        if let Some(existing) = find_collection(&mut tx, namespace, &spec.name).await? {
+            existing.spec.check_same(&spec)?;
+            return Ok(existing.spec);
+        }
+        sqlx::query(
+            "INSERT INTO collections (namespace, name, dims, metric, model) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind(namespace.as_str())
+        .bind(&spec.name)
+        .bind(i64::try_from(spec.dims).unwrap_or(i64::MAX))
+        .bind(spec.metric.as_str())
+        .bind(&spec.model)
+        .execute(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        Ok(spec)
+    }
+
+    async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
+        let rows: Vec<(String, i64, String, String)> = sqlx::query_as(
+            "SELECT name, dims, metric, model FROM collections WHERE namespace = ?1 ORDER BY name",
+        )
+        .bind(namespace.as_str())
+        .fetch_all(&self.reader)
+        .await
+        .db()?;
+        rows.into_iter()
+            .map(|(name, dims, metric, model)| {
+                Ok(CollectionSpec {
+                    name,
+                    dims: usize::try_from(dims).map_err(|e| corrupt("dims", e))?,
+                    metric: metric_from(&metric)?,
+                    model,
+                })
+            })
+            .collect()
+    }
+
+    async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
+        // Vectors go by cascade; the pk is never reused (AUTOINCREMENT), so cached matrices of
+        // the old collection can never be mistaken for the new one's.
+        let removed = sqlx::query("DELETE FROM collections WHERE namespace = ?1 AND name = ?2")
+            .bind(namespace.as_str())
+            .bind(name)
+            .execute(&self.writer)
+            .await
+            .db()?
+            .rows_affected();
+        Ok(removed > 0)
+    }
+
+    async fn upsert_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        records: Vec<VectorRecord>,
+    ) -> Result<usize> {
+        let mut tx = self.write().await?;
+        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
+        for record in &records {
+            collection.spec.check_vector(&record.vector)?;
+        }
+        for record in &records {
+            sqlx::query(
+                "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (collection, subject, id) DO UPDATE SET
+                     vector = excluded.vector, text = excluded.text,
+                     metadata = excluded.metadata, conversation_id = excluded.conversation_id",
+            )
+            .bind(collection.pk)
+            .bind(subject_of(scope))
+            .bind(record.id.as_str())
+            .bind(encode_f32_le(&record.vector))
+            .bind(record.text.as_deref())
+            .bind(to_json(&record.metadata))
+            .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
+            .execute(&mut *tx)
+            .await
+            .db()?;
+        }
+        if !records.is_empty() {
+            bump_generation(&mut tx, collection.pk).await?;
+        }
+        tx.commit().await.db()?;
+        Ok(records.len())
+    }
+
+    async fn get_vector(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        id: &VectorId,
+    ) -> Result<VectorRecord> {
+        let mut tx = self.read().await?;
+        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
+        let row = sqlx::query(
+            "SELECT id, vector, text, metadata, conversation_id FROM vectors
+             WHERE collection = ?1 AND subject = ?2 AND id = ?3",
+        )
+        .bind(collection.pk)
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .db()?
+        .ok_or_else(|| MemoryError::not_found("vector", id.as_str()))?;
+        tx.commit().await.db()?;
+        record_from(&row, true)
+    }
+
+    async fn delete_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        selector: VectorSelector,
+    ) -> Result<usize> {
+        if let VectorSelector::Filter(filter) = &selector {
+            filter.validate()?;
+        }
+        let mut tx = self.write().await?;
+        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
+        let ids: Vec<String> = match selector {
+            VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
+            VectorSelector::Filter(filter) => {
+                let rows: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
+                )
+                .bind(collection.pk)
+                .bind(subject_of(scope))
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+                let mut matching = Vec::new();
+                for (id, metadata) in rows {
+                    if filter.matches(&metadata_from(&metadata)?) {
+                        matching.push(id);
+                    }
+                }
+                matching
+            }
+        };
+        let removed = sqlx::query(
+            "DELETE FROM vectors WHERE collection = ?1 AND subject = ?2
+               AND id IN (SELECT value FROM json_each(?3))",
+        )
+        .bind(collection.pk)
+        .bind(subject_of(scope))
+        .bind(to_json(&ids))
+        .execute(&mut *tx)
+        .await
+        .db()?
+        .rows_affected();
+        if removed > 0 {
+            bump_generation(&mut tx, collection.pk).await?;
+        }
+        tx.commit().await.db()?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    async fn search(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>> {
+        let mut tx = self.read().await?;
+        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
+        query.validate(&collection.spec)?;
+        let index = self.matrix(&mut tx, &collection, subject_of(scope)).await?;
+        let best = index.search(&query);
+        if best.is_empty() {
+            tx.commit().await.db()?;
+            return Ok(Vec::new());
+        }
+        let ids: Vec<&str> = best
+            .iter()
+            .map(|(row, _)| index.id(*row).as_str())
+            .collect();
+        let rows = sqlx::query(
+            "SELECT id, vector, text, metadata, conversation_id FROM vectors
+             WHERE collection = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))",
+        )
+        .bind(collection.pk)
+        .bind(subject_of(scope))
+        .bind(to_json(&ids))
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        let mut records: HashMap<VectorId, VectorRecord> = rows
+            .iter()
+            .map(|row| record_from(row, query.include_vectors).map(|r| (r.id.clone(), r)))
+            .collect::<Result<_>>()?;
+        best.iter()
+            .map(|(row, score)| {
+                let record = records
+                    .remove(index.id(*row))
+                    .ok_or_else(|| corrupt("vector", "hit vanished inside one snapshot"))?;
+                Ok(VectorHit {
+                    record,
+                    score: *score,
+                })
+            })
+            .collect()
+    }
+}
