@@ -217,6 +217,72 @@ fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
     }
 }
 
+/// How one scenario went, for callers that collect results instead of panicking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioResult {
+    /// `group::name`.
+    pub name: &'static str,
+    /// Passed, failed or skipped.
+    pub outcome: Outcome,
+    /// Why it was skipped or failed (empty when it passed).
+    pub reason: String,
+}
+
+/// A failure with the panic that caused it, so [`run_scenario`] can re-raise it unchanged.
+struct Failure {
+    reason: String,
+    panic: Option<Box<dyn std::any::Any + Send>>,
+}
+
+/// Runs one scenario: `Ok` with `Passed` or `Skipped` and a reason, or the failure.
+async fn execute<F>(
+    backend: &str,
+    factory: F,
+    scenario: &Scenario,
+) -> Result<(Outcome, String), Failure>
+where
+    F: FnOnce(Arc<dyn Clock>) -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>>,
+{
+    let name = scenario.name;
+    let clock = ManualClock::new(Timestamp::now());
+    let made = match factory(Arc::new(clock.clone())).await {
+        Ok(made) => made,
+        Err(SetupError::Unreachable(reason)) if !is_required(backend) => {
+            return Ok((Outcome::Skipped, format!("{backend} unreachable: {reason}")));
+        }
+        Err(error) => {
+            return Err(Failure {
+                reason: format!("cannot set up the backend: {error:?}"),
+                panic: None,
+            })
+        }
+    };
+    if let Err(reason) = scenario.requires.check(&made.capabilities()) {
+        return Ok((Outcome::Skipped, reason.to_owned()));
+    }
+    let ctx = Ctx::new(made, clock);
+    let run = scenario.run;
+    match tokio::spawn(async move { run(&ctx).await }).await {
+        Ok(()) => Ok((Outcome::Passed, String::new())),
+        Err(error) if error.is_panic() => {
+            let panic = error.into_panic();
+            let reason = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "panicked".to_owned());
+            Err(Failure {
+                reason,
+                panic: Some(panic),
+            })
+        }
+        Err(error) => Err(Failure {
+            reason: format!("{name}: {error}"),
+            panic: None,
+        }),
+    }
+}
+
 /// Runs the scenario `name` against a backend made by `factory`; what the suite's tests call.
 ///
 /// Skips (printed as `SKIP <scenario>: <reason>`) when the backend's capabilities exclude the
@@ -230,47 +296,52 @@ where
         .iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("unknown conformance scenario {name}"));
-    let clock = ManualClock::new(Timestamp::now());
-    let made = match factory(Arc::new(clock.clone())).await {
-        Ok(made) => made,
-        Err(SetupError::Unreachable(reason)) if !is_required(backend) => {
-            announce(&format!("SKIP {name}: {backend} unreachable: {reason}"));
-            record(
-                backend,
-                name,
-                Outcome::Skipped,
-                &format!("unreachable: {reason}"),
-            );
-            return;
+    match execute(backend, factory, scenario).await {
+        Ok((outcome, reason)) => {
+            if outcome == Outcome::Skipped {
+                announce(&format!("SKIP {name}: {reason}"));
+            }
+            record(backend, name, outcome, &reason);
         }
-        Err(error) => {
-            record(backend, name, Outcome::Failed, &format!("setup: {error:?}"));
-            panic!("{backend}: cannot set up the backend for {name}: {error:?} (MEMORY_TEST_REQUIRE names it)");
-        }
-    };
-    if let Err(reason) = scenario.requires.check(&made.capabilities()) {
-        announce(&format!("SKIP {name}: {reason}"));
-        record(backend, name, Outcome::Skipped, reason);
-        return;
-    }
-    let ctx = Ctx::new(made, clock);
-    let run = scenario.run;
-    let result = tokio::spawn(async move { run(&ctx).await }).await;
-    match result {
-        Ok(()) => record(backend, name, Outcome::Passed, ""),
-        Err(error) => {
-            let reason = if error.is_panic() {
-                "panicked"
-            } else {
-                "cancelled"
-            };
-            record(backend, name, Outcome::Failed, reason);
-            match error.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                Err(error) => panic!("{name}: {error}"),
+        Err(failure) => {
+            record(backend, name, Outcome::Failed, &failure.reason);
+            match failure.panic {
+                Some(panic) => std::panic::resume_unwind(panic),
+                None => panic!("{backend}: {name}: {}", failure.reason),
             }
         }
     }
+}
+
+/// Runs every scenario in order against backends made by `factory` and returns each result,
+/// calling `progress` after each one; what `agent-memory conformance --url` uses.
+///
+/// Failures are collected, not raised: a panicking scenario still prints its message through
+/// the panic hook, then the run goes on.
+pub async fn run_suite<F>(
+    backend: &str,
+    factory: F,
+    mut progress: impl FnMut(&ScenarioResult),
+) -> Vec<ScenarioResult>
+where
+    F: Fn(Arc<dyn Clock>) -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>>,
+{
+    let mut results = Vec::with_capacity(crate::SCENARIOS.len());
+    for scenario in crate::SCENARIOS {
+        let (outcome, reason) = match execute(backend, &factory, scenario).await {
+            Ok(done) => done,
+            Err(failure) => (Outcome::Failed, failure.reason),
+        };
+        record(backend, scenario.name, outcome, &reason);
+        let result = ScenarioResult {
+            name: scenario.name,
+            outcome,
+            reason,
+        };
+        progress(&result);
+        results.push(result);
+    }
+    results
 }
 
 /// [`run_scenario`] on a fresh multi-threaded tokio runtime (4 workers); what [`suite!`](crate::suite)'s

@@ -17,8 +17,8 @@ pub mod vectors;
 pub mod working_memory;
 
 pub use harness::{
-    assert_complete, block_on_scenario, is_required, run_scenario, BoxFuture, Ctx, Outcome,
-    Requirement, Scenario, SetupError,
+    assert_complete, block_on_scenario, is_required, run_scenario, run_suite, BoxFuture, Ctx,
+    Outcome, Requirement, Scenario, ScenarioResult, SetupError,
 };
 
 macro_rules! scenario {

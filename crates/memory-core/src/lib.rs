@@ -7,6 +7,7 @@ pub mod capabilities;
 pub mod checkpoint;
 pub mod continuation;
 pub mod conversation;
+pub mod embed;
 pub mod error;
 pub mod exact;
 pub mod fact;
