@@ -340,6 +340,25 @@ impl SqliteStore {
         db::schema_version(&self.reader).await
     }
 
+    /// Rows per table, for operators (`agent-memory stats`).
+    pub async fn table_counts(&self) -> Result<Vec<(&'static str, u64)>> {
+        let mut counts = Vec::new();
+        for (table, sql) in [
+            ("conversations", "SELECT count(*) FROM conversations"),
+            ("messages", "SELECT count(*) FROM messages"),
+            ("facts", "SELECT count(*) FROM facts"),
+            ("collections", "SELECT count(*) FROM collections"),
+            ("vectors", "SELECT count(*) FROM vectors"),
+            ("working_memory", "SELECT count(*) FROM working_memory"),
+            ("checkpoints", "SELECT count(*) FROM checkpoints"),
+            ("cache", "SELECT count(*) FROM cache"),
+        ] {
+            let rows: i64 = sqlx::query_scalar(sql).fetch_one(&self.reader).await.db()?;
+            counts.push((table, u64::try_from(rows).unwrap_or(0)));
+        }
+        Ok(counts)
+    }
+
     /// Closes both pools, waiting for connections in use.
     pub async fn close(&self) {
         self.writer.close().await;

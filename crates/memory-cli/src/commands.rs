@@ -1,0 +1,398 @@
+//! The operator commands: conformance, migrate, stats, conversations, facts, search, forget.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Subcommand;
+use memory_conformance::{BoxFuture, Outcome, ScenarioResult, SetupError};
+use memory_core::embed::{Embedder as _, HashingEmbedder};
+use memory_core::{
+    Clock, ConversationId, ConversationQuery, FactQuery, LoadOptions, MemoryBackend, MemoryError,
+    RecallQuery, Scope, VectorQuery,
+};
+
+use crate::open::{open, open_with_clock, Scheme};
+use crate::ui;
+
+#[derive(Debug, Subcommand)]
+pub enum ConversationsCommand {
+    /// A subject's conversations, newest first.
+    List {
+        /// The subject.
+        #[arg(long)]
+        subject: String,
+        /// Most to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One conversation's messages.
+    Show {
+        /// The subject.
+        #[arg(long)]
+        subject: String,
+        /// The conversation id.
+        id: String,
+        /// Only the last N messages.
+        #[arg(long)]
+        last: Option<usize>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FactsCommand {
+    /// A subject's current facts, newest first.
+    List {
+        /// The subject.
+        #[arg(long)]
+        subject: String,
+        /// Include superseded history.
+        #[arg(long)]
+        history: bool,
+        /// Most to show.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Lexical recall, exactly as an agent would get it.
+    Recall {
+        /// The subject.
+        #[arg(long)]
+        subject: String,
+        /// Most results.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// The query text.
+        query: String,
+    },
+}
+
+pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
+    let backend = Scheme::of(url)?.backend_name();
+    // Fail early, with the real reason, when the URL cannot be opened at all.
+    open(url).await?;
+    let target = url.to_owned();
+    let factory = move |clock: Arc<dyn Clock>| -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>> {
+        let url = target.clone();
+        Box::pin(async move {
+            open_with_clock(&url, clock).await.map_err(|e| {
+                SetupError::Failed(MemoryError::Backend {
+                    backend: "cli",
+                    source: e.into(),
+                })
+            })
+        })
+    };
+    anstream::println!(
+        "running {} scenarios against {url}",
+        memory_conformance::SCENARIOS.len()
+    );
+    let results =
+        memory_conformance::run_suite(backend, factory, |r: &ScenarioResult| match r.outcome {
+            Outcome::Passed if verbose => ui::good(r.name),
+            Outcome::Passed => {}
+            Outcome::Skipped => ui::dim(&format!("SKIP {}: {}", r.name, r.reason)),
+            Outcome::Failed => ui::refused(&format!("FAIL {}: {}", r.name, r.reason)),
+        })
+        .await;
+    let mut groups: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+    for r in &results {
+        let group = r.name.split("::").next().unwrap_or(r.name);
+        let column = match r.outcome {
+            Outcome::Passed => 0,
+            Outcome::Failed => 1,
+            Outcome::Skipped => 2,
+        };
+        groups.entry(group).or_default()[column] += 1;
+    }
+    anstream::println!(
+        "\n  {:<16} {:>6} {:>6} {:>7}",
+        "group",
+        "passed",
+        "failed",
+        "skipped"
+    );
+    for (group, [p, f, s]) in &groups {
+        anstream::println!("  {group:<16} {p:>6} {f:>6} {s:>7}");
+    }
+    let count = |o: Outcome| results.iter().filter(|r| r.outcome == o).count();
+    let failed = count(Outcome::Failed);
+    anstream::println!(
+        "{backend}: {} passed, {failed} failed, {} skipped",
+        count(Outcome::Passed),
+        count(Outcome::Skipped)
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+pub async fn migrate(url: &str) -> Result<()> {
+    match Scheme::of(url)? {
+        #[cfg(feature = "sqlite")]
+        Scheme::Sqlite => {
+            let store = memory_sqlite::SqliteStore::builder()
+                .url(url)
+                .open()
+                .await
+                .with_context(|| format!("cannot open {url}"))?;
+            ui::good(&format!(
+                "{url} is at schema version {}",
+                store.schema_version().await?
+            ));
+        }
+        Scheme::Memory => ui::line("memory:// has no schema: nothing to migrate"),
+        _ => {
+            open(url).await?;
+            ui::good("migrated");
+        }
+    }
+    Ok(())
+}
+
+fn scope(namespace: &str, subject: &str) -> Result<Scope> {
+    Scope::new(namespace, subject).context("bad namespace or subject")
+}
+
+pub async fn stats(url: &str, namespace: &str, subject: Option<&str>) -> Result<()> {
+    #[cfg(feature = "sqlite")]
+    if Scheme::of(url)? == Scheme::Sqlite {
+        let store = memory_sqlite::SqliteStore::builder()
+            .url(url)
+            .open()
+            .await?;
+        ui::heading(&format!(
+            "{url} (schema version {})",
+            store.schema_version().await?
+        ));
+        for (table, rows) in store.table_counts().await? {
+            ui::line(&format!("{table:<16} {rows:>10}"));
+        }
+    }
+    let Some(subject) = subject else {
+        return Ok(());
+    };
+    let store = open(url).await?;
+    let scope = scope(namespace, subject)?;
+    ui::heading(&format!("subject {scope}"));
+    let mut conversations = 0;
+    let mut messages = 0;
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list_conversations(
+                &scope,
+                ConversationQuery {
+                    limit: Some(1000),
+                    cursor,
+                    ..ConversationQuery::default()
+                },
+            )
+            .await?;
+        conversations += page.items.len();
+        for c in &page.items {
+            messages += store.load(&scope, &c.id, LoadOptions::raw()).await?.len();
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let facts = count_facts(store.as_ref(), &scope, false).await?;
+    let with_history = count_facts(store.as_ref(), &scope, true).await?;
+    ui::line(&format!("conversations    {conversations:>10}"));
+    ui::line(&format!("messages         {messages:>10}"));
+    ui::line(&format!("facts (current)  {facts:>10}"));
+    ui::line(&format!("facts (all)      {with_history:>10}"));
+    for spec in store.list_collections(scope.namespace()).await? {
+        ui::line(&format!(
+            "collection {} ({} dims, {}, model {})",
+            spec.name,
+            spec.dims,
+            spec.metric.as_str(),
+            spec.model
+        ));
+    }
+    Ok(())
+}
+
+async fn count_facts(store: &dyn MemoryBackend, scope: &Scope, history: bool) -> Result<usize> {
+    let mut total = 0;
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list_facts(
+                scope,
+                FactQuery {
+                    include_superseded: history,
+                    limit: Some(1000),
+                    cursor,
+                    ..FactQuery::default()
+                },
+            )
+            .await?;
+        total += page.items.len();
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            return Ok(total);
+        }
+    }
+}
+
+pub async fn conversations(
+    url: &str,
+    namespace: &str,
+    command: ConversationsCommand,
+) -> Result<()> {
+    let store = open(url).await?;
+    match command {
+        ConversationsCommand::List { subject, limit } => {
+            let scope = scope(namespace, &subject)?;
+            let page = store
+                .list_conversations(
+                    &scope,
+                    ConversationQuery {
+                        limit: Some(limit),
+                        ..ConversationQuery::default()
+                    },
+                )
+                .await?;
+            for c in page.items {
+                ui::line(&format!(
+                    "{:<40} {:>5} messages  {}",
+                    c.id.as_str(),
+                    c.last_seq,
+                    c.title.unwrap_or_default()
+                ));
+            }
+        }
+        ConversationsCommand::Show { subject, id, last } => {
+            let scope = scope(namespace, &subject)?;
+            let id = ConversationId::new(id)?;
+            let options = LoadOptions {
+                last,
+                ..LoadOptions::raw()
+            };
+            for m in store.load(&scope, &id, options).await? {
+                ui::message(m.seq, m.message.role.as_str(), &describe(&m.message));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A message's text, or a summary of its non-text parts.
+pub fn describe(message: &memory_core::Message) -> String {
+    let text = message.text();
+    if !text.is_empty() {
+        return text;
+    }
+    serde_json::to_string(&message.parts).unwrap_or_default()
+}
+
+pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<()> {
+    let store = open(url).await?;
+    match command {
+        FactsCommand::List {
+            subject,
+            history,
+            limit,
+        } => {
+            let page = store
+                .list_facts(
+                    &scope(namespace, &subject)?,
+                    FactQuery {
+                        include_superseded: history,
+                        limit: Some(limit),
+                        ..FactQuery::default()
+                    },
+                )
+                .await?;
+            for f in page.items {
+                let status = if f.is_current() { "" } else { "  (superseded)" };
+                ui::line(&format!(
+                    "{}  [{}] {}{status}",
+                    f.key.as_deref().unwrap_or("-"),
+                    f.tags.join(","),
+                    f.text
+                ));
+            }
+        }
+        FactsCommand::Recall {
+            subject,
+            limit,
+            query,
+        } => {
+            let hits = store
+                .recall(
+                    &scope(namespace, &subject)?,
+                    RecallQuery {
+                        limit: Some(limit),
+                        ..RecallQuery::text(query)
+                    },
+                )
+                .await?;
+            for hit in hits {
+                ui::line(&format!("{:.2}  {}", hit.relevance, hit.fact.text));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn search(
+    url: &str,
+    namespace: &str,
+    subject: &str,
+    collection: &str,
+    k: usize,
+    query: &str,
+) -> Result<()> {
+    let store = open(url).await?;
+    let scope = scope(namespace, subject)?;
+    let embedder = HashingEmbedder::default();
+    let specs = store.list_collections(scope.namespace()).await?;
+    let Some(spec) = specs.iter().find(|s| s.name == collection) else {
+        bail!("no collection {collection:?} in namespace {namespace:?}");
+    };
+    if spec.model != embedder.model_id() {
+        bail!(
+            "collection {collection:?} holds vectors of model {:?}; this command embeds with {:?}",
+            spec.model,
+            embedder.model_id()
+        );
+    }
+    let hits = store
+        .search(
+            &scope,
+            collection,
+            VectorQuery::new(embedder.embed_one(query), k),
+        )
+        .await?;
+    for hit in hits {
+        ui::line(&format!(
+            "{:.3}  {}",
+            hit.score,
+            hit.record.text.as_deref().unwrap_or(hit.record.id.as_str())
+        ));
+    }
+    Ok(())
+}
+
+pub async fn forget(url: &str, namespace: &str, subject: &str, yes: bool) -> Result<()> {
+    let scope = scope(namespace, subject)?;
+    if !yes {
+        ui::line(&format!(
+            "this erases everything {scope} owns in {url}; run again with --yes to do it"
+        ));
+        return Ok(());
+    }
+    let receipt = open(url).await?.forget_all(&scope).await?;
+    ui::good(&format!(
+        "erased {scope}: {}",
+        serde_json::to_string(&receipt)?
+    ));
+    Ok(())
+}

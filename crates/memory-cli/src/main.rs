@@ -1,0 +1,134 @@
+//! `agent-memory`: try, inspect, test and move agent memory from the command line.
+//!
+//! `--url` picks the backend by scheme (`sqlite://`, `memory://`, …); the default is the SQLite
+//! file `./.agent-memory/memory.db`. Run `agent-memory --help` for the commands.
+
+#[cfg(all(feature = "sqlite", feature = "libsql"))]
+compile_error!(
+    "features `sqlite` and `libsql` cannot be enabled together: sqlx's bundled SQLite and libSQL \
+     both define the sqlite3_* C symbols, so they cannot link into one binary. Build with \
+     `--no-default-features --features libsql` for a libSQL build."
+);
+
+mod commands;
+mod demo;
+mod open;
+mod ui;
+
+use clap::{Parser, Subcommand};
+
+/// Agent memory on the database you already run.
+#[derive(Debug, Parser)]
+#[command(name = "agent-memory", version, about, propagate_version = true)]
+struct Cli {
+    /// Where the memory lives: sqlite://FILE, sqlite::memory:, memory:// (and other backends
+    /// when compiled in). Default: sqlite://./.agent-memory/memory.db
+    #[arg(long, global = true, env = "AGENT_MEMORY_URL")]
+    url: Option<String>,
+
+    /// Namespace (tenant) to work in.
+    #[arg(long, global = true, default_value = "default")]
+    namespace: String,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// A scripted tour: two conversations, a crash, a forged continuation, facts, working memory,
+    /// semantic search and erasure. Run it twice: the second run finds the first run's data.
+    Demo,
+    /// Run the conformance suite against the backend of `--url` (required here: scenarios write
+    /// into fresh random namespaces `t…`) and print the matrix.
+    Conformance {
+        /// Print every scenario, not only failures and skips.
+        #[arg(long)]
+        verbose: bool,
+    },
+    /// Apply pending schema migrations and print the schema version.
+    Migrate,
+    /// Counts of what a subject owns (and, on SQLite, of every table).
+    Stats {
+        /// The subject; without it only store-wide figures are shown.
+        #[arg(long)]
+        subject: Option<String>,
+    },
+    /// List or show conversations.
+    #[command(subcommand)]
+    Conversations(commands::ConversationsCommand),
+    /// List or recall facts.
+    #[command(subcommand)]
+    Facts(commands::FactsCommand),
+    /// Semantic search in a vector collection, with the offline embedder.
+    Search {
+        /// The subject whose vectors to search.
+        #[arg(long)]
+        subject: String,
+        /// The collection.
+        #[arg(long, default_value = "messages")]
+        collection: String,
+        /// How many hits.
+        #[arg(long, short = 'k', default_value_t = 5)]
+        k: usize,
+        /// The query text.
+        query: String,
+    },
+    /// Erase everything a subject owns and print the receipt.
+    Forget {
+        /// The subject to erase.
+        #[arg(long)]
+        subject: String,
+        /// Do it (without this flag nothing is deleted).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(error) => {
+            anstream::eprintln!(
+                "{}error:{} {error:#}",
+                ui::BAD.render(),
+                ui::BAD.render_reset()
+            );
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    let ns = &cli.namespace;
+    if let Command::Conformance { verbose } = cli.command {
+        let Some(url) = cli.url else {
+            anyhow::bail!(
+                "conformance needs an explicit --url: it writes test data into the store"
+            );
+        };
+        return commands::conformance(&url, verbose).await;
+    }
+    let url = cli.url.as_deref().unwrap_or(open::DEFAULT_URL);
+    match cli.command {
+        Command::Demo => demo::run(url).await?,
+        Command::Conformance { .. } => unreachable!("handled above"),
+        Command::Migrate => commands::migrate(url).await?,
+        Command::Stats { subject } => commands::stats(url, ns, subject.as_deref()).await?,
+        Command::Conversations(command) => commands::conversations(url, ns, command).await?,
+        Command::Facts(command) => commands::facts(url, ns, command).await?,
+        Command::Search {
+            subject,
+            collection,
+            k,
+            query,
+        } => commands::search(url, ns, &subject, &collection, k, &query).await?,
+        Command::Forget { subject, yes } => commands::forget(url, ns, &subject, yes).await?,
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}

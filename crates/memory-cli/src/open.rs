@@ -1,0 +1,87 @@
+//! From a `--url` to a backend, by scheme.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _, Result};
+use memory_core::{Clock, InMemoryBackend, MemoryBackend, SystemClock};
+
+/// The default store: a SQLite file in the current folder.
+pub const DEFAULT_URL: &str = "sqlite://./.agent-memory/memory.db";
+
+/// Which backend a URL names, before opening it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Memory,
+    Sqlite,
+    Postgres,
+    Redis,
+    RedisCluster,
+    Libsql,
+}
+
+impl Scheme {
+    pub fn of(url: &str) -> Result<Self> {
+        let scheme = url.split_once(':').map_or(url, |(s, _)| s);
+        Ok(match scheme {
+            "memory" => Self::Memory,
+            "sqlite" => Self::Sqlite,
+            "postgres" | "postgresql" => Self::Postgres,
+            "redis" | "rediss" => Self::Redis,
+            "redis+cluster" => Self::RedisCluster,
+            "libsql" | "file" => Self::Libsql,
+            other => bail!(
+                "unknown URL scheme {other:?} in {url:?}; use memory://, sqlite://, postgres://, \
+                 redis://, redis+cluster:// or libsql://"
+            ),
+        })
+    }
+
+    /// The backend's name, as the conformance matrix prints it.
+    pub fn backend_name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::Redis => "redis",
+            Self::RedisCluster => "redis-cluster",
+            Self::Libsql => "libsql",
+        }
+    }
+}
+
+/// Opens the backend a URL names, with `clock` deciding "now".
+pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>> {
+    match Scheme::of(url)? {
+        Scheme::Memory => Ok(Arc::new(InMemoryBackend::with_clock(clock))),
+        #[cfg(feature = "sqlite")]
+        Scheme::Sqlite => {
+            let store = memory_sqlite::SqliteStore::builder()
+                .url(url)
+                .clock(clock)
+                .open()
+                .await
+                .with_context(|| format!("cannot open {url}"))?;
+            Ok(Arc::new(store))
+        }
+        scheme => bail!(
+            "the {} backend is not in this build of agent-memory (URL {url:?}); \
+             this build has: {}",
+            scheme.backend_name(),
+            compiled_in().join(", ")
+        ),
+    }
+}
+
+/// Opens the backend a URL names on the system clock.
+pub async fn open(url: &str) -> Result<Arc<dyn MemoryBackend>> {
+    open_with_clock(url, Arc::new(SystemClock)).await
+}
+
+/// The backends compiled into this binary.
+pub fn compiled_in() -> Vec<&'static str> {
+    let mut names = vec!["memory"];
+    if cfg!(feature = "sqlite") {
+        names.push("sqlite");
+    }
+    names
+}
