@@ -1,0 +1,110 @@
+//! A small measurement of the SQLite store's hot paths (not a benchmark suite; that is the
+//! benchmark crate's job): appends per second with 1- and 10-message batches, and the cost of
+//! loading the last 50 messages of a 100,000-message thread against a 100-message one, beside
+//! the cost of one trivial statement through sqlx (the floor under every statement).
+//! `MEASURE_URL` picks another database (e.g. `sqlite::memory:`).
+//!
+//! `cargo run --release -p memory-sqlite --example measure`
+
+use std::time::{Duration, Instant};
+
+use memory_core::{
+    AppendOptions, ConversationId, ConversationStore, LoadOptions, Message, NewConversation, Scope,
+};
+use memory_sqlite::SqliteStore;
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+async fn thread(store: &SqliteStore, scope: &Scope) -> ConversationId {
+    store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap()
+        .id
+}
+
+async fn fill(
+    store: &SqliteStore,
+    scope: &Scope,
+    id: &ConversationId,
+    messages: usize,
+    batch: usize,
+) -> Duration {
+    let started = Instant::now();
+    for b in 0..messages / batch {
+        let batch: Vec<Message> = (0..batch)
+            .map(|i| {
+                Message::user(format!(
+                    "message {} of a long agent conversation",
+                    b * batch + i
+                ))
+            })
+            .collect();
+        store
+            .append(scope, id, batch, AppendOptions::default())
+            .await
+            .unwrap();
+    }
+    started.elapsed()
+}
+
+#[tokio::main]
+async fn main() {
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        SqliteStore::builder()
+            .url(&std::env::var("MEASURE_URL").unwrap_or_else(|_| {
+                format!("sqlite://{}", dir.path().join("measure.db").display())
+            }))
+            .open()
+            .await
+            .unwrap();
+    let scope = Scope::new("measure", "user-1").unwrap();
+
+    for batch in [1usize, 10] {
+        let id = thread(&store, &scope).await;
+        let messages = 5_000;
+        let took = fill(&store, &scope, &id, messages, batch).await;
+        println!(
+            "append, batches of {batch:>2}: {:>8.0} messages/s ({:>6.0} batches/s), {messages} messages",
+            messages as f64 / took.as_secs_f64(),
+            (messages / batch) as f64 / took.as_secs_f64()
+        );
+    }
+
+    // The floor under every call: one trivial statement through sqlx's SQLite worker thread.
+    let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
+    let started = Instant::now();
+    for _ in 0..5_000 {
+        sqlx::query("SELECT 1").execute(&pool).await.unwrap();
+    }
+    println!(
+        "raw sqlx `SELECT 1` round trip: {:?}",
+        started.elapsed() / 5_000
+    );
+
+    let long = thread(&store, &scope).await;
+    let short = thread(&store, &scope).await;
+    fill(&store, &scope, &long, 100_000, 100).await;
+    fill(&store, &scope, &short, 100, 100).await;
+    let mut rounds = (Vec::new(), Vec::new());
+    for _ in 0..21 {
+        // Interleaved, so both sides see the same machine state.
+        for (id, samples) in [(&long, &mut rounds.0), (&short, &mut rounds.1)] {
+            let started = Instant::now();
+            for _ in 0..100 {
+                let window = store.load(&scope, id, LoadOptions::last(50)).await.unwrap();
+                assert_eq!(window.len(), 50);
+            }
+            samples.push(started.elapsed() / 100);
+        }
+    }
+    let (long_load, short_load) = (median(rounds.0), median(rounds.1));
+    println!(
+        "load last 50: 100,000-message thread {long_load:?}, 100-message thread {short_load:?}, ratio {:.2}",
+        long_load.as_secs_f64() / short_load.as_secs_f64()
+    );
+}
