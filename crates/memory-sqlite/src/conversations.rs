@@ -255,22 +255,32 @@ impl ConversationStore for SqliteStore {
     ) -> Result<AppendReceipt> {
         let now = self.clock.now();
         let mut tx = self.write().await?;
-        let (pk, last_seq) = conversation_pk(&mut tx, scope, id).await?;
-        // The batch's ids that are already stored, in one round trip.
+        // The conversation and those of the batch's ids already stored, in one statement
+        // (every statement costs a hop to sqlx's SQLite worker thread).
         let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-        let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT seq, body FROM messages
-             WHERE conversation = ?1 AND id IN (SELECT value FROM json_each(?2))",
+        let rows: Vec<(i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
+            "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
+             LEFT JOIN messages m
+               ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
         )
-        .bind(pk)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
         .bind(to_json(&ids))
         .fetch_all(&mut *tx)
         .await
         .db()?;
+        let Some(&(pk, last_seq, _, _)) = rows.first() else {
+            return Err(MemoryError::not_found("conversation", id.as_str()));
+        };
+        let last_seq = seq_from_db(last_seq);
         let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::with_capacity(rows.len());
-        for (seq, body) in rows {
-            let message = message_from(&body)?;
-            stored.insert(message.id.clone(), (seq_from_db(seq), message));
+        for (_, _, seq, body) in rows {
+            if let (Some(seq), Some(body)) = (seq, body) {
+                let message = message_from(&body)?;
+                stored.insert(message.id.clone(), (seq_from_db(seq), message));
+            }
         }
         let AppendPlan { fresh, mut receipt } = plan_append(last_seq, messages, &options, |id| {
             stored.get(id).map(|(seq, m)| (*seq, m))
