@@ -53,6 +53,23 @@ pub struct NewConversation {
 }
 
 impl NewConversation {
+    /// The empty conversation this makes in `scope` (a UUIDv7 id when none was given), created
+    /// and updated `now`.
+    pub fn into_conversation(self, scope: &Scope, now: Timestamp) -> Conversation {
+        Conversation {
+            id: self.id.unwrap_or_else(ConversationId::generate),
+            scope: scope.clone(),
+            agent: self.agent,
+            title: self.title,
+            metadata: self.metadata,
+            resource_slug: self.resource_slug,
+            record_id: self.record_id,
+            created_at: now,
+            updated_at: now,
+            last_seq: 0,
+        }
+    }
+
     /// Checks the identifier-like fields (agent, resource slug, record id).
     pub fn validate(&self) -> Result<()> {
         for (what, value) in [

@@ -97,6 +97,26 @@ impl NewFact {
         }
     }
 
+    /// The current fact this makes in `scope`: a fresh id, created and updated `now`.
+    pub fn into_fact(self, scope: &Scope, now: Timestamp) -> Fact {
+        Fact {
+            id: FactId::generate(),
+            scope: scope.clone(),
+            text: self.text,
+            kind: self.kind,
+            key: self.key,
+            tags: self.tags,
+            score: self.score,
+            source: self.source,
+            embedding: self.embedding,
+            created_at: now,
+            updated_at: now,
+            expires_at: self.expires_at,
+            valid_to: None,
+            superseded_by: None,
+        }
+    }
+
     /// Checks text, identifiers, score and embedding.
     pub fn validate(&self) -> Result<()> {
         if self.text.trim().is_empty() {

@@ -210,28 +210,19 @@ impl ConversationStore for InMemoryBackend {
     ) -> Result<Conversation> {
         new.validate()?;
         let now = self.clock.now();
-        let id = new.id.unwrap_or_else(ConversationId::generate);
+        let conversation = new.into_conversation(scope, now);
         let mut state = self.write();
         let threads = state.conversations.entry(scope.clone()).or_default();
-        if threads.contains_key(&id) {
+        if threads.contains_key(&conversation.id) {
             return Err(MemoryError::AlreadyExists {
                 entity: "conversation",
-                id: id.to_string(),
+                id: conversation.id.to_string(),
             });
         }
-        let conversation = Conversation {
-            id: id.clone(),
-            scope: scope.clone(),
-            agent: new.agent,
-            title: new.title,
-            metadata: new.metadata,
-            resource_slug: new.resource_slug,
-            record_id: new.record_id,
-            created_at: now,
-            updated_at: now,
-            last_seq: 0,
-        };
-        threads.insert(id, ConversationEntry::new(conversation.clone()));
+        threads.insert(
+            conversation.id.clone(),
+            ConversationEntry::new(conversation.clone()),
+        );
         Ok(conversation)
     }
 
@@ -456,22 +447,7 @@ impl FactStore for InMemoryBackend {
                 evicted: Vec::new(),
             });
         }
-        let fact = Fact {
-            id: FactId::generate(),
-            scope: scope.clone(),
-            text: new.text,
-            kind: new.kind,
-            key: new.key,
-            tags: new.tags,
-            score: new.score,
-            source: new.source,
-            embedding: new.embedding,
-            created_at: now,
-            updated_at: now,
-            expires_at: new.expires_at,
-            valid_to: None,
-            superseded_by: None,
-        };
+        let fact = new.into_fact(scope, now);
         let mut status = RememberStatus::Created;
         if fact.key.is_some() {
             if let Some(previous) = facts

@@ -92,7 +92,7 @@ impl ConversationStore for SqliteStore {
     ) -> Result<Conversation> {
         new.validate()?;
         let now = self.clock.now();
-        let id = new.id.unwrap_or_else(ConversationId::generate);
+        let conversation = new.into_conversation(scope, now);
         let mut tx = self.write().await?;
         let inserted = sqlx::query(
             "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
@@ -102,12 +102,12 @@ impl ConversationStore for SqliteStore {
         )
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(new.agent.as_deref())
-        .bind(new.title.as_deref())
-        .bind(to_json(&new.metadata))
-        .bind(new.resource_slug.as_deref())
-        .bind(new.record_id.as_deref())
+        .bind(conversation.id.as_str())
+        .bind(conversation.agent.as_deref())
+        .bind(conversation.title.as_deref())
+        .bind(to_json(&conversation.metadata))
+        .bind(conversation.resource_slug.as_deref())
+        .bind(conversation.record_id.as_deref())
         .bind(millis(now))
         .execute(&mut *tx)
         .await
@@ -115,22 +115,11 @@ impl ConversationStore for SqliteStore {
         if inserted.rows_affected() == 0 {
             return Err(MemoryError::AlreadyExists {
                 entity: "conversation",
-                id: id.to_string(),
+                id: conversation.id.to_string(),
             });
         }
         tx.commit().await.db()?;
-        Ok(Conversation {
-            id,
-            scope: scope.clone(),
-            agent: new.agent,
-            title: new.title,
-            metadata: new.metadata,
-            resource_slug: new.resource_slug,
-            record_id: new.record_id,
-            created_at: now,
-            updated_at: now,
-            last_seq: 0,
-        })
+        Ok(conversation)
     }
 
     async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {

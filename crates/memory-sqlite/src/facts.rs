@@ -126,22 +126,7 @@ impl FactStore for SqliteStore {
                 evicted: Vec::new(),
             });
         }
-        let fact = Fact {
-            id: FactId::generate(),
-            scope: scope.clone(),
-            text: new.text,
-            kind: new.kind,
-            key: new.key,
-            tags: new.tags,
-            score: new.score,
-            source: new.source,
-            embedding: new.embedding,
-            created_at: now,
-            updated_at: now,
-            expires_at: new.expires_at,
-            valid_to: None,
-            superseded_by: None,
-        };
+        let fact = new.into_fact(scope, now);
         let mut status = RememberStatus::Created;
         if let Some(key) = &fact.key {
             let previous: Option<(i64, String)> = sqlx::query_as(
