@@ -73,6 +73,17 @@ pub struct CheckpointUpdate {
 }
 
 impl CheckpointUpdate {
+    /// Applies the update to the stored checkpoint if the version fence holds: new status and
+    /// state, version bumped, stamped `now`. On a stale version nothing changes.
+    pub fn apply_to(self, checkpoint: &mut Checkpoint, now: Timestamp) -> Result<()> {
+        self.check_version(checkpoint.version)?;
+        checkpoint.status = self.status;
+        checkpoint.state = self.state;
+        checkpoint.version += 1;
+        checkpoint.updated_at = now;
+        Ok(())
+    }
+
     /// Checks the version fence against the stored version.
     pub fn check_version(&self, current: u64) -> Result<()> {
         if self.expected_version == current {

@@ -405,13 +405,7 @@ impl WorkingMemoryStore for InMemoryBackend {
         let mut state = self.write();
         let slot = state.working_slot(scope, key)?;
         let current = slot.as_ref().map_or(0, |w| w.revision);
-        update.check_revision(current)?;
-        let stored = WorkingMemory {
-            content: update.content,
-            format: update.format,
-            revision: current + 1,
-            updated_at: now,
-        };
+        let stored = update.apply(current, now)?;
         *slot = Some(stored.clone());
         Ok(stored)
     }
@@ -737,11 +731,7 @@ impl CheckpointStore for InMemoryBackend {
             .get_mut(scope)
             .and_then(|c| c.get_mut(id))
             .ok_or_else(|| MemoryError::not_found("checkpoint", id.as_str()))?;
-        update.check_version(checkpoint.version)?;
-        checkpoint.status = update.status;
-        checkpoint.state = update.state;
-        checkpoint.version += 1;
-        checkpoint.updated_at = now;
+        update.apply_to(checkpoint, now)?;
         Ok(checkpoint.clone())
     }
 

@@ -88,6 +88,18 @@ impl WorkingMemoryUpdate {
         Ok(())
     }
 
+    /// The document this write makes over one at revision `current` (0 when absent): checks
+    /// the compare-and-set precondition, then bumps the revision, stamped `now`.
+    pub fn apply(self, current: u64, now: Timestamp) -> Result<WorkingMemory> {
+        self.check_revision(current)?;
+        Ok(WorkingMemory {
+            content: self.content,
+            format: self.format,
+            revision: current + 1,
+            updated_at: now,
+        })
+    }
+
     /// Checks the compare-and-set precondition against the current revision (0 when absent).
     pub fn check_revision(&self, current: u64) -> Result<()> {
         match self.expected_revision {

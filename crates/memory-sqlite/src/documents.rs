@@ -96,13 +96,7 @@ impl WorkingMemoryStore for SqliteStore {
         let current = read_working(&mut tx, scope, slot)
             .await?
             .map_or(0, |w| w.revision);
-        update.check_revision(current)?;
-        let stored = WorkingMemory {
-            content: update.content,
-            format: update.format,
-            revision: current + 1,
-            updated_at: now,
-        };
+        let stored = update.apply(current, now)?;
         sqlx::query(
             "INSERT INTO working_memory
                  (namespace, subject, conversation, content, format, revision, updated_at)
@@ -256,11 +250,7 @@ impl CheckpointStore for SqliteStore {
         let now = self.clock.now();
         let mut tx = self.write().await?;
         let mut checkpoint = fetch_checkpoint(&mut tx, scope, id).await?;
-        update.check_version(checkpoint.version)?;
-        checkpoint.status = update.status;
-        checkpoint.state = update.state;
-        checkpoint.version += 1;
-        checkpoint.updated_at = now;
+        update.apply_to(&mut checkpoint, now)?;
         sqlx::query(
             "UPDATE checkpoints SET status = ?1, state = ?2, version = ?3, updated_at = ?4
              WHERE namespace = ?5 AND subject = ?6 AND id = ?7",
