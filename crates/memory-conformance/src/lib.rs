@@ -13,6 +13,7 @@ pub mod lifecycle;
 pub mod payload;
 pub mod services;
 pub mod support;
+pub mod transfer;
 pub mod vectors;
 pub mod working_memory;
 
@@ -247,6 +248,11 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(lifecycle::forget_all_leaves_nothing_behind, None),
     scenario!(lifecycle::forget_all_leaves_others_untouched, None),
     scenario!(lifecycle::forget_all_requires_a_subject, None),
+    scenario!(transfer::export_then_restore_round_trips_every_record, None),
+    scenario!(transfer::restore_twice_is_the_same_as_once, None),
+    scenario!(transfer::restore_is_all_or_nothing_and_needs_parents, None),
+    scenario!(transfer::scopes_list_exactly_the_owners, None),
+    scenario!(transfer::export_leaves_out_expired_records, None),
     scenario!(payload::message_text_round_trips, None),
     scenario!(payload::tool_calls_and_results_round_trip, None),
     scenario!(payload::conversation_fields_round_trip, None),
@@ -423,6 +429,13 @@ macro_rules! suite {
                 forget_all_leaves_nothing_behind,
                 forget_all_leaves_others_untouched,
                 forget_all_requires_a_subject,
+            }
+            transfer {
+                export_then_restore_round_trips_every_record,
+                restore_twice_is_the_same_as_once,
+                restore_is_all_or_nothing_and_needs_parents,
+                scopes_list_exactly_the_owners,
+                export_leaves_out_expired_records,
             }
             payload {
                 message_text_round_trips,

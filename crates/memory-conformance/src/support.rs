@@ -3,10 +3,13 @@
 use std::fmt::Debug;
 
 use memory_core::{
-    AppendOptions, Conversation, ConversationId, MemoryError, Message, MessageId, NewConversation,
-    Part, Role, Scope, Timestamp,
+    AppendOptions, CheckpointId, CheckpointStatus, Conversation, ConversationId, DeletionReceipt,
+    MemoryError, Message, MessageId, Metric, NewCheckpoint, NewConversation, NewFact, Part,
+    RememberOptions, Role, Scope, Timestamp, WorkingMemoryKey, WorkingMemoryUpdate,
 };
+use serde_json::json;
 
+use crate::vectors::{collection, record, DIMS};
 use crate::Ctx;
 
 /// Assertions on the kind of a `Result`'s error.
@@ -204,4 +207,78 @@ pub async fn load(
         .load(ctx.scope(), id, options)
         .await
         .must("load")
+}
+
+/// Seeds one of everything for the main subject (vectors where the backend has them); returns
+/// what `forget_all` must then count.
+pub async fn seed_everything(ctx: &Ctx) -> DeletionReceipt {
+    let b = ctx.backend();
+    let c1 = conversation_with(ctx, texts("a", 3)).await;
+    let c2 = conversation_with(ctx, texts("b", 2)).await;
+    b.advance_cursor(ctx.scope(), &c1.id, "extract", 3)
+        .await
+        .must("cursor");
+    b.set_working_memory(
+        ctx.scope(),
+        &WorkingMemoryKey::Conversation(c2.id.clone()),
+        WorkingMemoryUpdate::markdown("x"),
+    )
+    .await
+    .must("wm");
+    b.set_working_memory(
+        ctx.scope(),
+        &WorkingMemoryKey::User,
+        WorkingMemoryUpdate::markdown("u"),
+    )
+    .await
+    .must("wm");
+    for t in ["likes tea", "likes coffee"] {
+        b.remember(ctx.scope(), NewFact::new(t), RememberOptions::default())
+            .await
+            .must("fact");
+    }
+    let keyed = |t: &str| NewFact {
+        key: Some("city".into()),
+        ..NewFact::new(t)
+    };
+    b.remember(ctx.scope(), keyed("in Rome"), RememberOptions::default())
+        .await
+        .must("fact");
+    b.remember(ctx.scope(), keyed("in Oslo"), RememberOptions::default())
+        .await
+        .must("superseding fact");
+    let vectors = if ctx.capabilities().has_vectors() {
+        let cosine = collection(ctx, Metric::Cosine).await;
+        let dot = collection(ctx, Metric::Dot).await;
+        let records = |p: &str| {
+            (0..3)
+                .map(|i| record(&format!("{p}{i}"), unit_vector(DIMS, i), json!({})))
+                .collect()
+        };
+        b.upsert_vectors(ctx.scope(), &cosine.name, records("c"))
+            .await
+            .must("vectors");
+        b.upsert_vectors(ctx.scope(), &dot.name, records("d"))
+            .await
+            .must("vectors");
+        6
+    } else {
+        0
+    };
+    let cp = NewCheckpoint {
+        id: CheckpointId::new("run").unwrap(),
+        workflow: "w".into(),
+        status: CheckpointStatus::Suspended,
+        state: json!({}),
+    };
+    b.put_checkpoint(ctx.scope(), cp).await.must("checkpoint");
+    DeletionReceipt {
+        conversations: 2,
+        messages: 5,
+        facts: 4,
+        vectors,
+        working_memory: 2,
+        checkpoints: 1,
+        cursors: 1,
+    }
 }

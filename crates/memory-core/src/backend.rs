@@ -10,6 +10,7 @@ use crate::conversation::ConversationStore;
 use crate::error::Result;
 use crate::fact::FactStore;
 use crate::scope::Scope;
+use crate::transfer::TransferStore;
 use crate::vector::VectorStore;
 use crate::working::WorkingMemoryStore;
 
@@ -45,12 +46,18 @@ impl DeletionReceipt {
     }
 }
 
-/// A complete backend: all six contracts, its capabilities and its name.
+/// A complete backend: all six contracts, export/restore, its capabilities and its name.
 ///
 /// Use it as `Arc<dyn MemoryBackend>`.
 #[async_trait]
 pub trait MemoryBackend:
-    ConversationStore + WorkingMemoryStore + FactStore + VectorStore + CheckpointStore + CacheStore
+    ConversationStore
+    + WorkingMemoryStore
+    + FactStore
+    + VectorStore
+    + CheckpointStore
+    + CacheStore
+    + TransferStore
 {
     /// A short stable name (`"memory"`, `"sqlite"`, `"postgres"`, …).
     fn backend_name(&self) -> &'static str;

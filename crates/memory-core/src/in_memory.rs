@@ -3,7 +3,7 @@
 //! One lock around plain collections: every operation is trivially atomic, vector search is an
 //! exact scan. It is the behaviour every other backend must match, and a fine store for tests.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
@@ -31,6 +31,7 @@ use crate::scope::{
     VectorId,
 };
 use crate::time::{Clock, SystemClock, Timestamp};
+use crate::transfer::{prepare_restore, sort_canonical, Record, TransferStore};
 use crate::vector::{
     rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
@@ -845,5 +846,347 @@ impl MemoryBackend for InMemoryBackend {
             .remove(scope)
             .map_or(0, |c| c.len() as u64);
         Ok(receipt)
+    }
+}
+
+impl State {
+    /// Whether a scope owns any live record.
+    fn owns_anything(&self, scope: &Scope, now: Timestamp) -> bool {
+        self.conversations.get(scope).is_some_and(|c| !c.is_empty())
+            || self
+                .user_working_memory
+                .get(scope)
+                .is_some_and(Option::is_some)
+            || self
+                .facts
+                .get(scope)
+                .is_some_and(|f| f.values().any(|f| !f.is_expired(now)))
+            || self
+                .collections
+                .values()
+                .any(|c| c.records.get(scope).is_some_and(|r| !r.is_empty()))
+            || self.checkpoints.get(scope).is_some_and(|c| !c.is_empty())
+    }
+
+    /// Every scope that appears as a key anywhere (some may own nothing).
+    fn scope_keys(&self) -> BTreeSet<&Scope> {
+        self.conversations
+            .keys()
+            .chain(self.user_working_memory.keys())
+            .chain(self.facts.keys())
+            .chain(self.collections.values().flat_map(|c| c.records.keys()))
+            .chain(self.checkpoints.keys())
+            .collect()
+    }
+
+    fn live_cache(
+        &self,
+        now: Timestamp,
+    ) -> impl Iterator<Item = (&(Namespace, String), &(Vec<u8>, Option<Timestamp>))> {
+        self.cache
+            .iter()
+            .filter(move |(_, (_, expires))| expires.is_none_or(|at| at > now))
+    }
+
+    /// The restore checks that need the store: parents exist (stored or earlier in the batch)
+    /// and vectors fit their collection. Runs before anything is written.
+    fn check_restore(&self, records: &[Record]) -> Result<()> {
+        let mut conversations: HashSet<(&Scope, &ConversationId)> = HashSet::new();
+        let mut collections: HashMap<(&Namespace, &str), &CollectionSpec> = self
+            .collections
+            .iter()
+            .map(|((ns, name), c)| ((ns, name.as_str()), &c.spec))
+            .collect();
+        let conversation_known =
+            |known: &HashSet<(&Scope, &ConversationId)>, scope: &Scope, id: &ConversationId| {
+                known.contains(&(scope, id)) || self.entry(scope, id).is_ok()
+            };
+        for record in records {
+            match record {
+                Record::Collection { namespace, spec } => {
+                    if let Some(existing) = collections.get(&(namespace, spec.name.as_str())) {
+                        existing.check_same(spec)?;
+                    }
+                    collections.insert((namespace, spec.name.as_str()), spec);
+                }
+                Record::Conversation { conversation } => {
+                    conversations.insert((&conversation.scope, &conversation.id));
+                }
+                Record::Message {
+                    scope,
+                    conversation_id: id,
+                    ..
+                }
+                | Record::Cursor {
+                    scope,
+                    conversation_id: id,
+                    ..
+                }
+                | Record::WorkingMemory {
+                    scope,
+                    key: WorkingMemoryKey::Conversation(id),
+                    ..
+                } => {
+                    if !conversation_known(&conversations, scope, id) {
+                        return Err(MemoryError::not_found("conversation", id.as_str()));
+                    }
+                }
+                Record::Vector {
+                    scope,
+                    collection,
+                    record,
+                } => {
+                    let spec = collections
+                        .get(&(scope.namespace(), collection.as_str()))
+                        .ok_or_else(|| MemoryError::not_found("collection", collection))?;
+                    spec.check_vector(&record.vector)?;
+                }
+                Record::WorkingMemory { .. }
+                | Record::Fact { .. }
+                | Record::Checkpoint { .. }
+                | Record::CacheEntry { .. } => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_one(&mut self, record: Record) -> Result<()> {
+        match record {
+            Record::Collection { namespace, spec } => {
+                self.collections
+                    .entry((namespace, spec.name.clone()))
+                    .or_insert_with(|| Collection {
+                        spec,
+                        records: HashMap::new(),
+                    });
+            }
+            Record::Conversation { conversation } => {
+                let threads = self
+                    .conversations
+                    .entry(conversation.scope.clone())
+                    .or_default();
+                match threads.get_mut(&conversation.id) {
+                    Some(entry) => entry.conversation = conversation,
+                    None => {
+                        threads.insert(
+                            conversation.id.clone(),
+                            ConversationEntry::new(conversation),
+                        );
+                    }
+                }
+            }
+            Record::Message {
+                scope,
+                conversation_id,
+                message: StoredMessage { seq, message },
+            } => {
+                let entry = self.entry_mut(&scope, &conversation_id)?;
+                // The same id elsewhere, or another message at this seq, is replaced.
+                if let Some(old_seq) = entry.seq_by_id.remove(&message.id) {
+                    entry.messages.remove(&old_seq);
+                }
+                if let Some(old) = entry.messages.remove(&seq) {
+                    entry.seq_by_id.remove(&old.id);
+                }
+                entry.seq_by_id.insert(message.id.clone(), seq);
+                entry.messages.insert(seq, message);
+            }
+            Record::Cursor {
+                scope,
+                conversation_id,
+                name,
+                value,
+            } => {
+                self.entry_mut(&scope, &conversation_id)?
+                    .cursors
+                    .insert(name, value);
+            }
+            Record::WorkingMemory { scope, key, memory } => {
+                *self.working_slot(&scope, &key)? = Some(memory);
+            }
+            Record::Fact { fact } => {
+                self.facts
+                    .entry(fact.scope.clone())
+                    .or_default()
+                    .insert(fact.id.clone(), fact);
+            }
+            Record::Vector {
+                scope,
+                collection,
+                record,
+            } => {
+                self.collection_mut(&scope.namespace().clone(), &collection)?
+                    .records
+                    .entry(scope)
+                    .or_default()
+                    .insert(record.id.clone(), record);
+            }
+            Record::Checkpoint { scope, checkpoint } => {
+                self.checkpoints
+                    .entry(scope)
+                    .or_default()
+                    .insert(checkpoint.id.clone(), checkpoint);
+            }
+            Record::CacheEntry {
+                namespace,
+                key,
+                value,
+                expires_at,
+            } => {
+                self.cache.insert((namespace, key), (value, expires_at));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl TransferStore for InMemoryBackend {
+    async fn namespaces(&self) -> Result<Vec<Namespace>> {
+        let now = self.clock.now();
+        let state = self.read();
+        let mut namespaces: BTreeSet<Namespace> = state
+            .scope_keys()
+            .into_iter()
+            .filter(|scope| state.owns_anything(scope, now))
+            .map(|scope| scope.namespace().clone())
+            .collect();
+        namespaces.extend(state.collections.keys().map(|(ns, _)| ns.clone()));
+        namespaces.extend(state.live_cache(now).map(|((ns, _), _)| ns.clone()));
+        Ok(namespaces.into_iter().collect())
+    }
+
+    async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
+        let now = self.clock.now();
+        let state = self.read();
+        Ok(state
+            .scope_keys()
+            .into_iter()
+            .filter(|scope| scope.namespace() == namespace && state.owns_anything(scope, now))
+            .cloned()
+            .collect())
+    }
+
+    async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
+        let now = self.clock.now();
+        let state = self.read();
+        let mut records: Vec<Record> = state
+            .collections
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|((ns, _), c)| Record::Collection {
+                namespace: ns.clone(),
+                spec: c.spec.clone(),
+            })
+            .collect();
+        records.extend(
+            state
+                .live_cache(now)
+                .filter(|((ns, _), _)| ns == namespace)
+                .map(|((ns, key), (value, expires_at))| Record::CacheEntry {
+                    namespace: ns.clone(),
+                    key: key.clone(),
+                    value: value.clone(),
+                    expires_at: *expires_at,
+                }),
+        );
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
+        let now = self.clock.now();
+        let state = self.read();
+        let mut records = Vec::new();
+        for entry in state
+            .conversations
+            .get(scope)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+        {
+            let id = &entry.conversation.id;
+            records.push(Record::Conversation {
+                conversation: entry.conversation.clone(),
+            });
+            records.extend(entry.messages.iter().map(|(seq, message)| Record::Message {
+                scope: scope.clone(),
+                conversation_id: id.clone(),
+                message: StoredMessage {
+                    seq: *seq,
+                    message: message.clone(),
+                },
+            }));
+            records.extend(entry.cursors.iter().map(|(name, value)| Record::Cursor {
+                scope: scope.clone(),
+                conversation_id: id.clone(),
+                name: name.clone(),
+                value: *value,
+            }));
+            records.extend(
+                entry
+                    .working_memory
+                    .iter()
+                    .map(|memory| Record::WorkingMemory {
+                        scope: scope.clone(),
+                        key: WorkingMemoryKey::Conversation(id.clone()),
+                        memory: memory.clone(),
+                    }),
+            );
+        }
+        if let Some(Some(memory)) = state.user_working_memory.get(scope) {
+            records.push(Record::WorkingMemory {
+                scope: scope.clone(),
+                key: WorkingMemoryKey::User,
+                memory: memory.clone(),
+            });
+        }
+        records.extend(
+            state
+                .facts
+                .get(scope)
+                .into_iter()
+                .flat_map(HashMap::values)
+                .filter(|fact| !fact.is_expired(now))
+                .map(|fact| Record::Fact { fact: fact.clone() }),
+        );
+        for ((_, name), collection) in &state.collections {
+            records.extend(
+                collection
+                    .records
+                    .get(scope)
+                    .into_iter()
+                    .flat_map(BTreeMap::values)
+                    .map(|record| Record::Vector {
+                        scope: scope.clone(),
+                        collection: name.clone(),
+                        record: record.clone(),
+                    }),
+            );
+        }
+        records.extend(
+            state
+                .checkpoints
+                .get(scope)
+                .into_iter()
+                .flat_map(HashMap::values)
+                .map(|checkpoint| Record::Checkpoint {
+                    scope: scope.clone(),
+                    checkpoint: checkpoint.clone(),
+                }),
+        );
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        let records = prepare_restore(records)?;
+        let mut state = self.write();
+        // Every check first, then every write: under the one lock that is all or nothing.
+        state.check_restore(&records)?;
+        let written = records.len() as u64;
+        for record in records {
+            state.restore_one(record)?;
+        }
+        Ok(written)
     }
 }

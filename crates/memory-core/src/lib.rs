@@ -21,6 +21,7 @@ pub mod sanitize;
 pub mod scope;
 pub mod similarity;
 pub mod time;
+pub mod transfer;
 pub mod vector;
 pub mod working;
 
@@ -53,6 +54,7 @@ pub use scope::{
 };
 pub use similarity::Metric;
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use transfer::{Record, RecordKind, TransferStore};
 pub use vector::{
     CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };

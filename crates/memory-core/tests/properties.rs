@@ -433,3 +433,36 @@ proptest! {
         prop_assert_eq!(verdict.code, Some(RejectionCode::ForgedApproval));
     }
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Export lines carry floats exactly: any finite f32 (vectors, embeddings, scores) and any
+    /// text (NUL included) reads back bit for bit, even through the tagged enum's buffering.
+    #[test]
+    fn export_records_round_trip_floats_and_text_exactly(
+        bits in proptest::collection::vec(any::<u32>(), 1..16),
+        text in any::<String>(),
+    ) {
+        use memory_core::transfer::Record;
+        let vector: Vec<f32> = bits
+            .into_iter()
+            .map(f32::from_bits)
+            .map(|x| if x.is_finite() { x } else { 1.5 })
+            .collect();
+        let mut record = memory_core::VectorRecord::new(memory_core::VectorId::new("v").unwrap(), vector.clone());
+        record.text = Some(text);
+        let record = Record::Vector {
+            scope: memory_core::Scope::new("ns", "ada").unwrap(),
+            collection: "docs".into(),
+            record,
+        };
+        let line = serde_json::to_string(&record).unwrap();
+        let back: Record = serde_json::from_str(&line).unwrap();
+        let Record::Vector { record: read, .. } = &back else { unreachable!() };
+        let read_bits: Vec<u32> = read.vector.iter().map(|x| x.to_bits()).collect();
+        let want_bits: Vec<u32> = vector.iter().map(|x| x.to_bits()).collect();
+        prop_assert_eq!(read_bits, want_bits);
+        prop_assert_eq!(back, record);
+    }
+}

@@ -24,7 +24,7 @@ macro_rules! conversation_columns {
     };
 }
 
-fn conversation_from(scope: &Scope, row: &SqliteRow) -> Result<Conversation> {
+pub(crate) fn conversation_from(scope: &Scope, row: &SqliteRow) -> Result<Conversation> {
     let id: String = row.get("id");
     Ok(Conversation {
         id: ConversationId::new(id).map_err(|e| corrupt("conversation id", e))?,
@@ -40,7 +40,7 @@ fn conversation_from(scope: &Scope, row: &SqliteRow) -> Result<Conversation> {
     })
 }
 
-fn message_from(body: &str) -> Result<Message> {
+pub(crate) fn message_from(body: &str) -> Result<Message> {
     serde_json::from_str(body).map_err(|e| corrupt("message", e))
 }
 

@@ -28,14 +28,14 @@ async fn working_slot(
     }
 }
 
-fn format_str(format: WorkingMemoryFormat) -> &'static str {
+pub(crate) fn format_str(format: WorkingMemoryFormat) -> &'static str {
     match format {
         WorkingMemoryFormat::Markdown => "markdown",
         WorkingMemoryFormat::Json => "json",
     }
 }
 
-fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
+pub(crate) fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
     match text {
         "markdown" => Ok(WorkingMemoryFormat::Markdown),
         "json" => Ok(WorkingMemoryFormat::Json),
@@ -137,7 +137,7 @@ impl WorkingMemoryStore for SqliteStore {
     }
 }
 
-fn status_str(status: CheckpointStatus) -> &'static str {
+pub(crate) fn status_str(status: CheckpointStatus) -> &'static str {
     match status {
         CheckpointStatus::Running => "running",
         CheckpointStatus::Suspended => "suspended",
@@ -162,7 +162,7 @@ macro_rules! checkpoint_columns {
     };
 }
 
-fn checkpoint_from(row: &SqliteRow) -> Result<Checkpoint> {
+pub(crate) fn checkpoint_from(row: &SqliteRow) -> Result<Checkpoint> {
     Ok(Checkpoint {
         id: CheckpointId::new(row.get::<String, _>("id"))
             .map_err(|e| corrupt("checkpoint id", e))?,

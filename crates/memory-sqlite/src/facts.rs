@@ -23,7 +23,7 @@ macro_rules! fact_columns {
     };
 }
 
-fn fact_from(scope: &Scope, row: &SqliteRow) -> Result<Fact> {
+pub(crate) fn fact_from(scope: &Scope, row: &SqliteRow) -> Result<Fact> {
     let id = |column: &str| -> Result<Option<FactId>> {
         row.get::<Option<String>, _>(column)
             .map(FactId::new)
@@ -62,7 +62,7 @@ fn facts_from(scope: &Scope, rows: &[SqliteRow]) -> Result<Vec<Fact>> {
     rows.iter().map(|row| fact_from(scope, row)).collect()
 }
 
-async fn insert_tokens(
+pub(crate) async fn insert_tokens(
     conn: &mut SqliteConnection,
     scope: &Scope,
     pk: i64,

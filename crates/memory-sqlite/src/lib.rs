@@ -45,6 +45,7 @@ mod conversations;
 mod db;
 mod documents;
 mod facts;
+mod transfer;
 mod vectors;
 
 use std::fmt;

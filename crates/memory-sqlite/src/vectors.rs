@@ -23,10 +23,10 @@ pub(crate) struct MatrixCache {
 }
 
 /// A collection row: its pk, spec and generation.
-struct CollectionRow {
-    pk: i64,
-    spec: CollectionSpec,
-    generation: i64,
+pub(crate) struct CollectionRow {
+    pub(crate) pk: i64,
+    pub(crate) spec: CollectionSpec,
+    pub(crate) generation: i64,
 }
 
 fn metric_from(text: &str) -> Result<Metric> {
@@ -38,7 +38,7 @@ fn metric_from(text: &str) -> Result<Metric> {
     }
 }
 
-async fn find_collection(
+pub(crate) async fn find_collection(
     conn: &mut SqliteConnection,
     namespace: &Namespace,
     name: &str,
@@ -117,7 +117,7 @@ pub(crate) async fn bump_generations(conn: &mut SqliteConnection, mut pks: Vec<i
     Ok(())
 }
 
-fn record_from(row: &SqliteRow, include_vector: bool) -> Result<VectorRecord> {
+pub(crate) fn record_from(row: &SqliteRow, include_vector: bool) -> Result<VectorRecord> {
     Ok(VectorRecord {
         id: VectorId::new(row.get::<String, _>("id")).map_err(|e| corrupt("vector id", e))?,
         vector: if include_vector {

@@ -12,10 +12,10 @@ use memory_core::{
     CheckpointStore, CheckpointUpdate, Clock, CollectionSpec, Conversation, ConversationId,
     ConversationQuery, ConversationStore, ConversationUpdate, DeletionReceipt, Fact, FactId,
     FactQuery, FactStore, InMemoryBackend, LoadOptions, MemoryBackend, Message, Namespace,
-    NewCheckpoint, NewConversation, NewFact, Page, RecallQuery, RememberOptions, RememberOutcome,
-    Result, Scope, ScoredFact, StoredMessage, VectorHit, VectorId, VectorQuery, VectorRecord,
-    VectorSelector, VectorStore, WorkingMemory, WorkingMemoryKey, WorkingMemoryStore,
-    WorkingMemoryUpdate,
+    NewCheckpoint, NewConversation, NewFact, Page, RecallQuery, Record, RememberOptions,
+    RememberOutcome, Result, Scope, ScoredFact, StoredMessage, TransferStore, VectorHit, VectorId,
+    VectorQuery, VectorRecord, VectorSelector, VectorStore, WorkingMemory, WorkingMemoryKey,
+    WorkingMemoryStore, WorkingMemoryUpdate,
 };
 
 /// Forwards every call to an inner backend and counts writes.
@@ -265,6 +265,26 @@ impl CacheStore for CountingStore {
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
         self.count();
         self.inner.cache_delete(namespace, key).await
+    }
+}
+
+#[async_trait]
+impl TransferStore for CountingStore {
+    async fn namespaces(&self) -> Result<Vec<Namespace>> {
+        self.inner.namespaces().await
+    }
+    async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
+        self.inner.scopes(namespace).await
+    }
+    async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
+        self.inner.export_namespace(namespace).await
+    }
+    async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
+        self.inner.export_scope(scope).await
+    }
+    async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        self.count();
+        self.inner.restore(records).await
     }
 }
 
