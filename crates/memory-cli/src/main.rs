@@ -13,7 +13,10 @@ compile_error!(
 mod commands;
 mod demo;
 mod open;
+mod transfer;
 mod ui;
+
+use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -26,9 +29,10 @@ struct Cli {
     #[arg(long, global = true, env = "AGENT_MEMORY_URL")]
     url: Option<String>,
 
-    /// Namespace (tenant) to work in.
-    #[arg(long, global = true, default_value = "default")]
-    namespace: String,
+    /// Namespace (tenant) to work in [default: `default`; export, copy and verify: every
+    /// namespace].
+    #[arg(long, global = true)]
+    namespace: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -74,6 +78,40 @@ enum Command {
         /// The query text.
         query: String,
     },
+    /// Write every record (of `--namespace`, or of every namespace) as JSON Lines.
+    Export {
+        /// The file to write; `-` is stdout.
+        #[arg(long, short = 'o', default_value = "-")]
+        output: PathBuf,
+    },
+    /// Restore an export into the store of `--url` (records with the same identity are
+    /// replaced, so importing twice is harmless).
+    Import {
+        /// The export to read; `-` is stdin.
+        input: PathBuf,
+    },
+    /// Copy every record from one store to another, one scope per transaction.
+    Copy {
+        /// The source URL.
+        #[arg(long)]
+        from: String,
+        /// The target URL.
+        #[arg(long)]
+        to: String,
+        /// Afterwards, compare both stores scope by scope (counts and SHA-256 of the records).
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Compare two stores scope by scope without writing (counts and SHA-256 of the records);
+    /// fails when any scope differs.
+    Verify {
+        /// The source URL (its scopes are the ones compared).
+        #[arg(long)]
+        from: String,
+        /// The URL to compare with.
+        #[arg(long)]
+        to: String,
+    },
     /// Erase everything a subject owns and print the receipt.
     Forget {
         /// The subject to erase.
@@ -105,7 +143,8 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
-    let ns = &cli.namespace;
+    let only = cli.namespace.as_deref();
+    let ns = only.unwrap_or(memory_core::Namespace::DEFAULT);
     if let Command::Conformance { verbose } = cli.command {
         let Some(url) = cli.url else {
             anyhow::bail!(
@@ -129,6 +168,10 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             query,
         } => commands::search(url, ns, &subject, &collection, k, &query).await?,
         Command::Forget { subject, yes } => commands::forget(url, ns, &subject, yes).await?,
+        Command::Export { output } => transfer::export(url, only, &output).await?,
+        Command::Import { input } => transfer::import(url, &input).await?,
+        Command::Copy { from, to, verify } => transfer::copy(&from, &to, only, verify).await?,
+        Command::Verify { from, to } => transfer::verify(&from, &to, only).await?,
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -100,3 +100,100 @@ fn a_backend_that_is_not_compiled_in_is_a_clear_error() {
         "{err}"
     );
 }
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn export_import_copy_and_verify_move_every_record_between_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = "sqlite://./.agent-memory/memory.db";
+    assert!(agent_memory(dir.path(), &["demo"]).status.success());
+
+    let export = agent_memory(dir.path(), &["export", "--output", "dump.jsonl"]);
+    assert!(export.status.success(), "{}", stderr(&export));
+    let dump = std::fs::read_to_string(dir.path().join("dump.jsonl")).unwrap();
+    let header: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
+    assert_eq!(header["format"], "agent-memory-export");
+    assert_eq!(header["version"], 1);
+    assert!(dump.contains(r#"{"kind":"message""#), "{dump}");
+
+    let import = agent_memory(
+        dir.path(),
+        &["--url", "sqlite://imported.db", "import", "dump.jsonl"],
+    );
+    assert!(import.status.success(), "{}", stderr(&import));
+    let verified = agent_memory(
+        dir.path(),
+        &["verify", "--from", source, "--to", "sqlite://imported.db"],
+    );
+    assert!(
+        verified.status.success(),
+        "{}{}",
+        stdout(&verified),
+        stderr(&verified)
+    );
+    assert!(stdout(&verified).contains("every count and SHA-256 matches"));
+
+    let copied = agent_memory(
+        dir.path(),
+        &[
+            "copy",
+            "--from",
+            source,
+            "--to",
+            "sqlite://copied.db",
+            "--verify",
+        ],
+    );
+    assert!(copied.status.success(), "{}", stderr(&copied));
+    assert!(stdout(&copied).contains("every count and SHA-256 matches"));
+
+    // A difference is reported by kind, and fails.
+    let forget = agent_memory(
+        dir.path(),
+        &[
+            "--url",
+            "sqlite://copied.db",
+            "--namespace",
+            "demo",
+            "forget",
+            "--subject",
+            "ada",
+            "--yes",
+        ],
+    );
+    assert!(forget.status.success());
+    let differs = agent_memory(
+        dir.path(),
+        &["verify", "--from", source, "--to", "sqlite://copied.db"],
+    );
+    assert!(!differs.status.success());
+    assert!(
+        stdout(&differs).contains("demo/ada differs"),
+        "{}",
+        stdout(&differs)
+    );
+    assert!(stdout(&differs).contains("message: 8 in the source, 0 in the target"));
+}
+
+#[test]
+fn import_refuses_a_newer_export_format() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("future.jsonl"),
+        r#"{"format":"agent-memory-export","version":99,"backend":"sqlite","exported_at":0}"#,
+    )
+    .unwrap();
+    let run = agent_memory(
+        dir.path(),
+        &["--url", "memory://", "import", "future.jsonl"],
+    );
+    assert!(!run.status.success());
+    assert!(
+        stderr(&run).contains("newer than this build reads"),
+        "{}",
+        stderr(&run)
+    );
+}

@@ -282,3 +282,131 @@ pub async fn seed_everything(ctx: &Ctx) -> DeletionReceipt {
         cursors: 1,
     }
 }
+
+/// One of every kind of record, for export, restore and copy checks: [`seed_everything`] for
+/// the main subject plus a pruned thread (its first seq is 3, `last_seq` 5, cursor at 5), an
+/// expiring scored fact and a namespace cache entry; for the other subject, every field of every
+/// record filled with the [`payloads`] corpus (NUL, RTL, emoji, …); a shared-scope fact.
+/// Returns the pruned thread.
+pub async fn seed_every_kind(ctx: &Ctx) -> ConversationId {
+    let b = ctx.backend();
+    seed_everything(ctx).await;
+    let thread = conversation(ctx, ctx.scope()).await;
+    let pruning = AppendOptions {
+        max_messages: Some(3),
+        ..AppendOptions::default()
+    };
+    b.append(ctx.scope(), &thread.id, texts("p", 5), pruning)
+        .await
+        .must("append with pruning");
+    b.advance_cursor(ctx.scope(), &thread.id, "extract", 5)
+        .await
+        .must("cursor");
+    let later = NewFact {
+        expires_at: Some(
+            ctx.clock_now()
+                .saturating_add(std::time::Duration::from_secs(3600)),
+        ),
+        tags: vec!["travel".into()],
+        score: Some(0.3),
+        ..NewFact::new("likes night trains")
+    };
+    b.remember(ctx.scope(), later, RememberOptions::default())
+        .await
+        .must("expiring fact");
+    b.cache_set(ctx.namespace(), "embedding:abc", vec![0, 1, 255], None)
+        .await
+        .must("cache");
+    b.remember(
+        &ctx.shared_scope(),
+        NewFact::new("office closes at six"),
+        RememberOptions::default(),
+    )
+    .await
+    .must("shared fact");
+    seed_payloads(ctx, ctx.other_scope()).await;
+    thread.id
+}
+
+/// Every free-text field of every kind of record in `scope`, filled with the payload corpus.
+async fn seed_payloads(ctx: &Ctx, scope: &Scope) {
+    let b = ctx.backend();
+    let corpus: Vec<String> = payloads().into_iter().map(|(_, p)| p).collect();
+    let joined = corpus.join(" | ");
+    let metadata = |i: usize| -> memory_core::Metadata {
+        let serde_json::Value::Object(map) =
+            json!({"text": corpus[i % corpus.len()], "i": i, "nested": {"all": corpus}})
+        else {
+            unreachable!()
+        };
+        map
+    };
+    let new = NewConversation {
+        title: Some(joined.clone()),
+        agent: Some("agent".into()),
+        metadata: metadata(0),
+        ..NewConversation::default()
+    };
+    let thread = b.create_conversation(scope, new).await.must("conversation");
+    let messages: Vec<Message> = corpus
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Message {
+            metadata: metadata(i),
+            ..text(&format!("m{i}"), Role::User, p)
+        })
+        .collect();
+    let ids: Vec<MessageId> = messages.iter().map(|m| m.id.clone()).collect();
+    b.append(scope, &thread.id, messages, AppendOptions::default())
+        .await
+        .must("append payloads");
+    b.set_working_memory(
+        scope,
+        &WorkingMemoryKey::User,
+        WorkingMemoryUpdate::markdown(joined.clone()),
+    )
+    .await
+    .must("working memory");
+    for (i, p) in corpus.iter().enumerate() {
+        let fact = NewFact {
+            kind: Some("payload".into()),
+            tags: vec![format!("t{i}")],
+            score: Some(1.0 / (i as f32 + 3.0)),
+            source: Some(memory_core::FactSource {
+                conversation_id: thread.id.clone(),
+                message_ids: ids.clone(),
+            }),
+            embedding: Some(unit_vector(DIMS, i as u64)),
+            ..NewFact::new(format!("fact {i}: {p}"))
+        };
+        b.remember(scope, fact, RememberOptions::default())
+            .await
+            .must("payload fact");
+    }
+    if ctx.capabilities().has_vectors() {
+        let spec = collection(ctx, Metric::Euclidean).await;
+        let records = (0..corpus.len())
+            .map(|i| {
+                let mut r = record(
+                    &format!("p{i}"),
+                    unit_vector(DIMS, 100 + i as u64),
+                    json!({}),
+                );
+                r.metadata = metadata(i);
+                r.text = Some(corpus[i].clone());
+                r.conversation_id = Some(thread.id.clone());
+                r
+            })
+            .collect();
+        b.upsert_vectors(scope, &spec.name, records)
+            .await
+            .must("payload vectors");
+    }
+    let checkpoint = NewCheckpoint {
+        id: CheckpointId::new("payload-run").unwrap(),
+        workflow: "payload".into(),
+        status: CheckpointStatus::Running,
+        state: json!({"corpus": corpus}),
+    };
+    b.put_checkpoint(scope, checkpoint).await.must("checkpoint");
+}

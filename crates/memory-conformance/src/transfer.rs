@@ -11,7 +11,7 @@ use memory_core::{
 };
 use serde_json::json;
 
-use crate::support::{cid, conversation, seed_everything, texts, unit_vector, ResultExt};
+use crate::support::{cid, seed_every_kind, texts, unit_vector, ResultExt};
 use crate::vectors::{collection, record, DIMS};
 use crate::Ctx;
 
@@ -68,37 +68,6 @@ async fn observe(ctx: &Ctx, thread: &memory_core::ConversationId) -> Observed {
     }
 }
 
-/// Seeds everything, plus a pruned thread (its first seq is not 1), an expiring fact and a cache
-/// entry; returns the pruned thread.
-async fn seed_for_transfer(ctx: &Ctx) -> memory_core::ConversationId {
-    let b = ctx.backend();
-    seed_everything(ctx).await;
-    let thread = conversation(ctx, ctx.scope()).await;
-    let pruning = AppendOptions {
-        max_messages: Some(3),
-        ..AppendOptions::default()
-    };
-    b.append(ctx.scope(), &thread.id, texts("p", 5), pruning)
-        .await
-        .must("append with pruning");
-    b.advance_cursor(ctx.scope(), &thread.id, "extract", 5)
-        .await
-        .must("cursor");
-    let later = NewFact {
-        expires_at: Some(ctx.clock_now().saturating_add(Duration::from_secs(3600))),
-        tags: vec!["travel".into()],
-        score: Some(0.3),
-        ..NewFact::new("likes night trains")
-    };
-    b.remember(ctx.scope(), later, RememberOptions::default())
-        .await
-        .must("expiring fact");
-    b.cache_set(ctx.namespace(), "embedding:abc", vec![0, 1, 255], None)
-        .await
-        .must("cache");
-    thread.id
-}
-
 async fn export_all(ctx: &Ctx) -> (Vec<Record>, Vec<Record>) {
     let b = ctx.backend();
     (
@@ -113,7 +82,7 @@ async fn export_all(ctx: &Ctx) -> (Vec<Record>, Vec<Record>) {
 /// (the lexical index and vector caches are rebuilt); appends continue after the restored seq.
 pub async fn export_then_restore_round_trips_every_record(ctx: &Ctx) {
     let b = ctx.backend();
-    let thread = seed_for_transfer(ctx).await;
+    let thread = seed_every_kind(ctx).await;
     let before = observe(ctx, &thread).await;
     let (namespace_records, scope_records) = export_all(ctx).await;
     let digest = Digest::of(&scope_records);
@@ -129,22 +98,39 @@ pub async fn export_then_restore_round_trips_every_record(ctx: &Ctx) {
     );
     assert_eq!(
         namespace_records.len(),
-        usize::from(ctx.capabilities().has_vectors()) * 2 + 1,
+        usize::from(ctx.capabilities().has_vectors()) * 3 + 1,
         "collections and the cache entry"
     );
 
-    b.forget_all(ctx.scope()).await.must("forget_all");
-    assert!(b
-        .export_scope(ctx.scope())
+    // The other subject holds the payload corpus in every field: it goes through the same trip.
+    let payload_records = b
+        .export_scope(ctx.other_scope())
         .await
-        .must("export emptied")
-        .is_empty());
+        .must("export payload scope");
+    for scope in [ctx.scope(), ctx.other_scope()] {
+        b.forget_all(scope).await.must("forget_all");
+        assert!(b
+            .export_scope(scope)
+            .await
+            .must("export emptied")
+            .is_empty());
+    }
     let written = b.restore(scope_records.clone()).await.must("restore scope");
     assert_eq!(written, scope_records.len() as u64);
+    b.restore(payload_records.clone())
+        .await
+        .must("restore payload scope");
     b.restore(namespace_records.clone())
         .await
         .must("restore namespace records over themselves");
 
+    assert_eq!(
+        b.export_scope(ctx.other_scope())
+            .await
+            .must("export payload scope again"),
+        payload_records,
+        "every payload round-trips"
+    );
     let (namespace_again, scope_again) = export_all(ctx).await;
     assert_eq!(
         scope_again, scope_records,
@@ -175,7 +161,7 @@ pub async fn export_then_restore_round_trips_every_record(ctx: &Ctx) {
 /// Restoring the same records twice leaves the same store as restoring them once.
 pub async fn restore_twice_is_the_same_as_once(ctx: &Ctx) {
     let b = ctx.backend();
-    seed_for_transfer(ctx).await;
+    seed_every_kind(ctx).await;
     let (_, records) = export_all(ctx).await;
     b.restore(records.clone()).await.must("restore over itself");
     b.restore(records.clone()).await.must("restore again");
