@@ -72,8 +72,12 @@ struct State {
     facts: HashMap<Scope, HashMap<FactId, Fact>>,
     collections: BTreeMap<(Namespace, String), Collection>,
     checkpoints: HashMap<Scope, HashMap<CheckpointId, Checkpoint>>,
-    cache: HashMap<(Namespace, String), (Vec<u8>, Option<Timestamp>)>,
+    cache: HashMap<CacheKey, CacheValue>,
 }
+
+/// A cache entry's key and its bytes with their expiry.
+type CacheKey = (Namespace, String);
+type CacheValue = (Vec<u8>, Option<Timestamp>);
 
 impl State {
     fn entry(&self, scope: &Scope, id: &ConversationId) -> Result<&ConversationEntry> {
@@ -879,10 +883,7 @@ impl State {
             .collect()
     }
 
-    fn live_cache(
-        &self,
-        now: Timestamp,
-    ) -> impl Iterator<Item = (&(Namespace, String), &(Vec<u8>, Option<Timestamp>))> {
+    fn live_cache(&self, now: Timestamp) -> impl Iterator<Item = (&CacheKey, &CacheValue)> {
         self.cache
             .iter()
             .filter(move |(_, (_, expires))| expires.is_none_or(|at| at > now))

@@ -23,14 +23,19 @@ pub struct Migration {
 impl Migration {
     /// The SHA-256 of its SQL, hex: recorded when applied, compared on every open.
     pub fn checksum(&self) -> String {
-        use std::fmt::Write as _;
-        Sha256::digest(self.sql.as_bytes())
-            .iter()
-            .fold(String::with_capacity(64), |mut hex, b| {
-                let _ = write!(hex, "{b:02x}");
-                hex
-            })
+        lowercase_hex(&Sha256::digest(self.sql.as_bytes()))
     }
+}
+
+/// Bytes as lowercase hex (checksums and digests).
+pub(crate) fn lowercase_hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut hex, b| {
+            let _ = write!(hex, "{b:02x}");
+            hex
+        })
 }
 
 /// A migration as a database recorded it.

@@ -33,6 +33,7 @@ use crate::conversation::Conversation;
 use crate::error::{MemoryError, Result};
 use crate::fact::Fact;
 use crate::message::StoredMessage;
+use crate::migration::lowercase_hex;
 use crate::scope::{validate_identifier, ConversationId, Namespace, Scope};
 use crate::time::Timestamp;
 use crate::vector::{CollectionSpec, VectorRecord};
@@ -483,11 +484,7 @@ impl Digest {
             hasher.update(&line);
             hasher.update(b"\n");
         }
-        let sha256 = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha256 = lowercase_hex(&hasher.finalize());
         Self { counts, sha256 }
     }
 

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use memory_core::exact::encode_f32_le;
 use memory_core::transfer::{prepare_restore, sort_canonical};
 use memory_core::{
-    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
+    ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemory, WorkingMemoryKey,
 };
 use sqlx::sqlite::SqliteConnection;
@@ -427,7 +427,7 @@ async fn restore_one(
             .bind(millis(fact.updated_at))
             .bind(fact.expires_at.map(millis))
             .bind(fact.valid_to.map(millis))
-            .bind(fact.superseded_by.as_ref().map(|id| id.as_str()))
+            .bind(fact.superseded_by.as_ref().map(FactId::as_str))
             .fetch_one(&mut *conn)
             .await
             .db()?;
