@@ -113,6 +113,32 @@ fn local_redis(provisioned: &mut Provisioned) -> Option<String> {
     None
 }
 
+/// The machine's own PostgreSQL has no pgvector until `scripts/pgvector.sh` builds it (Debian
+/// bookworm does not package it); run the script when the extension is missing and this is a
+/// Debian PostgreSQL we may install into.
+fn ensure_local_pgvector() {
+    let Ok(versions) = std::fs::read_dir("/etc/postgresql") else {
+        return;
+    };
+    let missing = versions.flatten().any(|v| {
+        let control = format!(
+            "/usr/share/postgresql/{}/extension/vector.control",
+            v.file_name().to_string_lossy()
+        );
+        !std::path::Path::new(&control).exists()
+    });
+    if missing {
+        eprintln!("xtask: pgvector missing for the local PostgreSQL; running scripts/pgvector.sh");
+        let status = Command::new("bash")
+            .arg("scripts/pgvector.sh")
+            .current_dir(super::workspace_root())
+            .status();
+        if !status.is_ok_and(|s| s.success()) {
+            eprintln!("xtask: scripts/pgvector.sh failed: vector scenarios on postgres will skip");
+        }
+    }
+}
+
 /// Finds or starts every service it can and says where each came from.
 pub fn provision() -> Provisioned {
     let mut provisioned = Provisioned::default();
@@ -122,6 +148,9 @@ pub fn provision() -> Provisioned {
             eprintln!("xtask: {} given: {url}", spec.var);
             provisioned.urls.push((spec.var, url));
         } else if listening(spec.local.0) {
+            if spec.var == "MEMORY_TEST_POSTGRES_URL" {
+                ensure_local_pgvector();
+            }
             eprintln!(
                 "xtask: {} = {} (running local service)",
                 spec.var, spec.local.1
