@@ -20,6 +20,7 @@ const BACKENDS: &[(&str, &str, &str)] = &[
     ("memory", "memory-conformance", "memory"),
     ("counting", "custom-adapter-example", "conformance"),
     ("sqlite", "memory-sqlite", "conformance"),
+    ("postgres", "memory-postgres", "conformance"),
 ];
 
 fn main() -> ExitCode {

@@ -1,0 +1,78 @@
+//! [`MemoryBackend`] for the PostgreSQL store: name, capabilities and `forget_all`.
+
+use async_trait::async_trait;
+use memory_core::{
+    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, VectorIndexKind,
+    VectorSearch,
+};
+
+use crate::db::{subject_of, Db, DbResult, BACKEND};
+use crate::PostgresStore;
+
+#[async_trait]
+impl MemoryBackend for PostgresStore {
+    fn backend_name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            vector_search: if self.index {
+                VectorSearch::Approximate(VectorIndexKind::Hnsw)
+            } else {
+                VectorSearch::Exact
+            },
+            full_text: false,
+            native_ttl: false,
+            durability: Durability::Durable,
+            max_batch: None,
+            cluster: false,
+        }
+    }
+
+    async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("forget_all")?;
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.db()?;
+        let mut receipt = DeletionReceipt::default();
+        // Children first, so each count is what was removed (cascades would hide them).
+        for (count, sql) in [
+            (
+                &mut receipt.messages,
+                "DELETE FROM {s}.messages WHERE conversation IN
+                     (SELECT pk FROM {s}.conversations WHERE namespace = $1 AND subject = $2)",
+            ),
+            (
+                &mut receipt.cursors,
+                "DELETE FROM {s}.cursors WHERE conversation IN
+                     (SELECT pk FROM {s}.conversations WHERE namespace = $1 AND subject = $2)",
+            ),
+            (
+                &mut receipt.working_memory,
+                "DELETE FROM {s}.working_memory WHERE namespace = $1 AND subject = $2",
+            ),
+            (
+                &mut receipt.conversations,
+                "DELETE FROM {s}.conversations WHERE namespace = $1 AND subject = $2",
+            ),
+            (
+                &mut receipt.facts,
+                "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2",
+            ),
+            (
+                &mut receipt.checkpoints,
+                "DELETE FROM {s}.checkpoints WHERE namespace = $1 AND subject = $2",
+            ),
+            (
+                &mut receipt.vectors,
+                "DELETE FROM {s}.vectors WHERE subject = $2
+                   AND collection IN (SELECT pk FROM {s}.collections WHERE namespace = $1)",
+            ),
+        ] {
+            *count = tx.exec(&self.sql(sql), &[&namespace, &subject]).await?;
+        }
+        tx.commit().await.db()?;
+        Ok(receipt)
+    }
+}

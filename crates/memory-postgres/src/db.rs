@@ -1,0 +1,223 @@
+//! Driver glue: the statement helpers, error mapping, column codecs and the migration runner.
+
+use async_trait::async_trait;
+use memory_core::migration::{pending, AppliedMigration, Migration};
+use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+pub(crate) const BACKEND: &str = "postgres";
+
+/// The schema, oldest first. Never edit an entry once released: add a new one. `{schema}` in
+/// the SQL is replaced by the configured schema, quoted.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/0001_initial.sql"),
+}];
+
+/// Parameters of a statement.
+pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+/// A connection or a transaction: statements are prepared once per connection and cached.
+#[async_trait]
+pub(crate) trait Db: Sync {
+    async fn rows(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>>;
+    async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64>;
+
+    async fn row(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
+        Ok(self.rows(sql, params).await?.into_iter().next())
+    }
+}
+
+#[async_trait]
+impl Db for deadpool_postgres::Object {
+    async fn rows(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let statement = self.prepare_cached(sql).await.db()?;
+        self.query(&statement, params).await.db()
+    }
+    async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
+        let statement = self.prepare_cached(sql).await.db()?;
+        self.execute(&statement, params).await.db()
+    }
+}
+
+#[async_trait]
+impl Db for deadpool_postgres::Transaction<'_> {
+    async fn rows(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
+        let statement = self.prepare_cached(sql).await.db()?;
+        self.query(&statement, params).await.db()
+    }
+    async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
+        let statement = self.prepare_cached(sql).await.db()?;
+        self.execute(&statement, params).await.db()
+    }
+}
+
+/// `.db()?` turns a driver error into the contract's error kinds.
+pub(crate) trait DbResult<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> DbResult<T> for std::result::Result<T, tokio_postgres::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(to_memory_error)
+    }
+}
+
+impl<T> DbResult<T> for std::result::Result<T, deadpool_postgres::PoolError> {
+    fn db(self) -> Result<T> {
+        self.map_err(|e| match e {
+            deadpool_postgres::PoolError::Backend(e) => to_memory_error(e),
+            other => MemoryError::Unavailable {
+                backend: BACKEND,
+                source: Box::new(other),
+            },
+        })
+    }
+}
+
+/// Lost connections, serialization failures, deadlocks and shutdowns are worth retrying;
+/// everything else is a backend error.
+pub(crate) fn to_memory_error(e: tokio_postgres::Error) -> MemoryError {
+    let retryable = e.is_closed()
+        || match e.code() {
+            Some(code) => {
+                code == &SqlState::T_R_SERIALIZATION_FAILURE
+                    || code == &SqlState::T_R_DEADLOCK_DETECTED
+                    || code == &SqlState::ADMIN_SHUTDOWN
+                    || code == &SqlState::CRASH_SHUTDOWN
+                    || code == &SqlState::CANNOT_CONNECT_NOW
+                    || code.code().starts_with("08")
+            }
+            // No SQLSTATE: the error came from the socket, not the server.
+            None => true,
+        };
+    if retryable {
+        MemoryError::Unavailable {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    } else {
+        MemoryError::Backend {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A stored value that does not decode: the database was edited by something else.
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Backend {
+        backend: BACKEND,
+        source: format!("stored {what} does not decode: {e}").into(),
+    }
+}
+
+/// The `subject` column of a scope: '' for the shared scope.
+pub(crate) fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("model types serialize to JSON")
+}
+
+pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
+    serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
+}
+
+/// Free text is stored as UTF-8 `bytea` (PostgreSQL `text` rejects NUL).
+pub(crate) fn text_from(bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| corrupt("text", e))
+}
+
+pub(crate) fn millis(t: Timestamp) -> i64 {
+    t.as_millis()
+}
+
+pub(crate) fn to_db(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn from_db(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// Applies the pending migrations of `known` in one transaction under an advisory lock keyed by
+/// the schema, so several processes starting at once migrate exactly once; creates the
+/// `vector` extension when the server has it. Returns the versions applied.
+pub(crate) async fn migrate(
+    client: &mut deadpool_postgres::Object,
+    schema: &str,
+    known: &[Migration],
+) -> Result<Vec<u32>> {
+    let tx = client.transaction().await.db()?;
+    tx.exec(
+        "SELECT pg_advisory_xact_lock(hashtext('agent-memory migrations ' || $1))",
+        &[&schema],
+    )
+    .await?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.agent_memory_migrations (
+             version    integer PRIMARY KEY,
+             name       text    NOT NULL,
+             checksum   text    NOT NULL,
+             applied_at bigint  NOT NULL
+         )"
+    ))
+    .await
+    .db()?;
+    let available = tx
+        .row(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .await?
+        .is_some();
+    if available {
+        tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
+            .await
+            .db()?;
+    }
+    let applied: Vec<AppliedMigration> = tx
+        .rows(
+            &format!(
+                "SELECT version, checksum FROM {schema}.agent_memory_migrations ORDER BY version"
+            ),
+            &[],
+        )
+        .await?
+        .iter()
+        .map(|row| AppliedMigration {
+            version: u32::try_from(row.get::<_, i32>(0)).unwrap_or(u32::MAX),
+            checksum: row.get(1),
+        })
+        .collect();
+    let todo: Vec<Migration> = pending(known, &applied, BACKEND)?
+        .into_iter()
+        .copied()
+        .collect();
+    for migration in &todo {
+        tx.batch_execute(&migration.sql.replace("{schema}", schema))
+            .await
+            .db()?;
+        tx.exec(
+            &format!(
+                "INSERT INTO {schema}.agent_memory_migrations (version, name, checksum, applied_at)
+                 VALUES ($1, $2, $3, $4)"
+            ),
+            &[
+                &i32::try_from(migration.version).unwrap_or(i32::MAX),
+                &migration.name,
+                &migration.checksum(),
+                &Timestamp::now().as_millis(),
+            ],
+        )
+        .await?;
+    }
+    tx.commit().await.db()?;
+    Ok(todo.iter().map(|m| m.version).collect())
+}

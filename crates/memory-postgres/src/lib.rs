@@ -1,0 +1,402 @@
+//! Agent memory on PostgreSQL (+ pgvector): the production backend.
+//!
+//! Every contract of [`memory_core`] through deadpool-postgres and tokio-postgres, passing the
+//! whole conformance suite.
+//!
+//! ```no_run
+//! use memory_core::{AppendOptions, ConversationStore, LoadOptions, Message, NewConversation, Scope};
+//! use memory_postgres::PostgresStore;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memory_core::Result<()> {
+//! let store = PostgresStore::builder()
+//!     .url("postgres://postgres@127.0.0.1:5432/test")
+//!     .schema("agent_memory")
+//!     .open()
+//!     .await?;
+//! let scope = Scope::for_subject("user-42")?;
+//! let thread = store.create_conversation(&scope, NewConversation::default()).await?;
+//! store.append(&scope, &thread.id, vec![Message::user("hi")], AppendOptions::default()).await?;
+//! assert_eq!(store.load(&scope, &thread.id, LoadOptions::last(10)).await?.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Design
+//! - **Schema.** All tables live in one schema (default `public`), validated
+//!   (`^[a-z_][a-z0-9_]{0,62}$`) and quoted; nothing from a request is spliced into SQL.
+//! - **Migrations** are embedded ([`MIGRATIONS`]) and applied on open in one transaction under
+//!   `pg_advisory_xact_lock`, so processes starting together migrate exactly once; each is
+//!   recorded with its SHA-256 in `agent_memory_migrations`. A newer or edited schema is
+//!   refused. `CREATE EXTENSION IF NOT EXISTS vector` runs when the server has pgvector.
+//! - **Appends** lock the conversation row (`SELECT … FOR UPDATE`), so concurrent writers to one
+//!   conversation serialise there and seqs stay contiguous; the batch is one transaction, and a
+//!   retry after a lost connection is safe because appends are idempotent by message id (the
+//!   store retries `Unavailable` appends itself, up to 3 attempts).
+//! - **Free text** that may hold NUL (titles, fact text, working memory, vector text) is UTF-8
+//!   `bytea`, because `text` and `jsonb` reject NUL; JSON documents are `text` (NUL is escaped
+//!   there). Vector metadata is also kept as `jsonb` for SQL filters.
+//! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
+//!   (`text[]`, `&&`) and ranks them with [`memory_core::fact::rank_facts`]: exactly the core
+//!   definition.
+//! - **Vectors** are `real[]`. With pgvector each collection has a partial HNSW index over
+//!   `embedding::vector(dims)` (cosine, inner-product or L2 ops by metric), queried with
+//!   iterative scans so filters still return `min(k, matching)`; candidates are re-scored
+//!   exactly in Rust. Search is declared approximate. Without pgvector (or with
+//!   [`PostgresStoreBuilder::vector_index`] off) search is an exact scan in Rust over the rows
+//!   the SQL filter keeps, declared exact.
+//! - **Filters** compile to parameterised SQL over `jsonb` with the core semantics; rows whose
+//!   metadata holds NUL (which `jsonb` cannot store) are checked in Rust.
+
+mod backend;
+mod conversations;
+mod db;
+mod documents;
+mod facts;
+mod filter;
+mod transfer;
+mod vectors;
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use memory_core::{Clock, MemoryError, Result, SystemClock};
+use tokio_postgres::NoTls;
+
+pub use db::MIGRATIONS;
+
+use crate::db::DbResult;
+
+/// HNSW parameters of the per-collection pgvector indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hnsw {
+    /// Links per node (pgvector default 16).
+    pub m: u32,
+    /// Candidate list size while building (pgvector default 64).
+    pub ef_construction: u32,
+    /// Candidate list size while searching (at least `k` is used).
+    pub ef_search: u32,
+}
+
+impl Default for Hnsw {
+    fn default() -> Self {
+        Self {
+            m: 16,
+            ef_construction: 64,
+            ef_search: 100,
+        }
+    }
+}
+
+/// How a [`PostgresStore`] is opened; its `Debug` hides the password.
+#[derive(Clone)]
+pub struct PostgresConfig {
+    connection: Option<tokio_postgres::Config>,
+    schema: String,
+    max_connections: usize,
+    hnsw: Hnsw,
+    vector_index: bool,
+}
+
+impl fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("PostgresConfig");
+        if let Some(c) = &self.connection {
+            let hosts: Vec<String> = c
+                .get_hosts()
+                .iter()
+                .map(|h| match h {
+                    tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                    tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+                })
+                .collect();
+            s.field("hosts", &hosts)
+                .field("ports", &c.get_ports())
+                .field("user", &c.get_user())
+                .field("dbname", &c.get_dbname())
+                .field(
+                    "password",
+                    &c.get_password().map(|_| "<hidden>").unwrap_or("<none>"),
+                );
+        } else {
+            s.field("connection", &"<existing pool>");
+        }
+        s.field("schema", &self.schema)
+            .field("max_connections", &self.max_connections)
+            .field("hnsw", &self.hnsw)
+            .field("vector_index", &self.vector_index)
+            .finish()
+    }
+}
+
+impl PostgresConfig {
+    /// The schema the tables live in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+}
+
+/// Builds a [`PostgresStore`]; see [`PostgresStore::builder`].
+#[derive(Debug)]
+pub struct PostgresStoreBuilder {
+    config: PostgresConfig,
+    pool: Option<Pool>,
+    error: Option<String>,
+    clock: Arc<dyn Clock>,
+}
+
+impl PostgresStoreBuilder {
+    /// A `postgres://` URL (or `key=value` connection string).
+    #[must_use]
+    pub fn url(mut self, url: &str) -> Self {
+        match tokio_postgres::Config::from_str(url) {
+            Ok(config) => self.config.connection = Some(config),
+            Err(e) => self.error = Some(format!("bad PostgreSQL URL: {e}")),
+        }
+        self
+    }
+
+    /// A tokio-postgres connection config.
+    #[must_use]
+    pub fn config(mut self, config: tokio_postgres::Config) -> Self {
+        self.config.connection = Some(config);
+        self
+    }
+
+    /// An existing deadpool pool (its size and settings are kept).
+    #[must_use]
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.config.connection = None;
+        self.pool = Some(pool);
+        self
+    }
+
+    /// The schema for the tables (default `public`): `^[a-z_][a-z0-9_]{0,62}$`, created when
+    /// missing.
+    #[must_use]
+    pub fn schema(mut self, schema: &str) -> Self {
+        self.config.schema = schema.to_owned();
+        self
+    }
+
+    /// Pool size when the store makes the pool (default 16).
+    #[must_use]
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.config.max_connections = n.max(1);
+        self
+    }
+
+    /// HNSW parameters for collections created from now on (and `ef_search` for searches).
+    #[must_use]
+    pub fn hnsw(mut self, hnsw: Hnsw) -> Self {
+        self.config.hnsw = hnsw;
+        self
+    }
+
+    /// Whether to use pgvector HNSW indexes when the server has pgvector (default on). Off,
+    /// search is an exact scan in Rust and declared exact.
+    #[must_use]
+    pub fn vector_index(mut self, on: bool) -> Self {
+        self.config.vector_index = on;
+        self
+    }
+
+    /// The clock that decides "now" for timestamps, expiry and TTL (default: the system clock).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Connects, applies pending migrations and detects pgvector.
+    pub async fn open(self) -> Result<PostgresStore> {
+        if let Some(e) = self.error {
+            return Err(MemoryError::invalid(e));
+        }
+        let config = self.config;
+        let schema = quote_schema(&config.schema)?;
+        let pool = match (self.pool, &config.connection) {
+            (Some(pool), _) => pool,
+            (None, Some(connection)) => {
+                let manager = Manager::from_config(
+                    connection.clone(),
+                    NoTls,
+                    ManagerConfig {
+                        recycling_method: RecyclingMethod::Fast,
+                    },
+                );
+                Pool::builder(manager)
+                    .max_size(config.max_connections)
+                    .runtime(Runtime::Tokio1)
+                    .wait_timeout(Some(Duration::from_secs(30)))
+                    .create_timeout(Some(Duration::from_secs(10)))
+                    .build()
+                    .map_err(|e| MemoryError::invalid(format!("cannot build the pool: {e}")))?
+            }
+            (None, None) => {
+                return Err(MemoryError::invalid(
+                    "no PostgreSQL connection: give url(), config() or pool()",
+                ))
+            }
+        };
+        let mut client = pool.get().await.db()?;
+        db::migrate(&mut client, &schema, MIGRATIONS).await?;
+        let pgvector = client
+            .rows("SELECT 1 FROM pg_extension WHERE extname = 'vector'", &[])
+            .await?
+            .len()
+            == 1;
+        drop(client);
+        Ok(PostgresStore {
+            pool,
+            clock: self.clock,
+            index: pgvector && config.vector_index,
+            schema,
+            config,
+        })
+    }
+}
+
+use crate::db::Db as _;
+
+/// `^[a-z_][a-z0-9_]{0,62}$`, returned double-quoted for SQL.
+fn quote_schema(schema: &str) -> Result<String> {
+    let mut chars = schema.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && schema.len() <= 63;
+    if !valid {
+        return Err(MemoryError::invalid(format!(
+            "schema {schema:?} must match ^[a-z_][a-z0-9_]{{0,62}}$"
+        )));
+    }
+    Ok(format!("\"{schema}\""))
+}
+
+/// Every memory contract on one PostgreSQL database. Cheap to share behind an `Arc`.
+pub struct PostgresStore {
+    pool: Pool,
+    clock: Arc<dyn Clock>,
+    /// Whether searches use the pgvector HNSW indexes.
+    index: bool,
+    /// The schema, quoted.
+    schema: String,
+    config: PostgresConfig,
+}
+
+impl fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("config", &self.config)
+            .field("hnsw_index", &self.index)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// A builder with the defaults: schema `public`, 16 connections, HNSW m=16,
+    /// ef_construction=64, ef_search=100, the system clock.
+    pub fn builder() -> PostgresStoreBuilder {
+        PostgresStoreBuilder {
+            config: PostgresConfig {
+                connection: None,
+                schema: "public".to_owned(),
+                max_connections: 16,
+                hnsw: Hnsw::default(),
+                vector_index: true,
+            },
+            pool: None,
+            error: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Opens `DATABASE_URL`, or else the libpq variables `PGHOST`, `PGPORT`, `PGUSER`,
+    /// `PGPASSWORD` and `PGDATABASE` (defaults 127.0.0.1, 5432, postgres, none, postgres).
+    pub async fn from_env() -> Result<Self> {
+        if let Some(url) = std::env::var("DATABASE_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+        {
+            return Self::builder().url(url.trim()).open().await;
+        }
+        let var =
+            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host(var("PGHOST", "127.0.0.1"))
+            .user(var("PGUSER", "postgres"))
+            .dbname(var("PGDATABASE", "postgres"));
+        let port = var("PGPORT", "5432");
+        config.port(
+            port.parse()
+                .map_err(|_| MemoryError::invalid(format!("PGPORT {port:?} is not a port")))?,
+        );
+        if let Ok(password) = std::env::var("PGPASSWORD") {
+            config.password(password);
+        }
+        Self::builder().config(config).open().await
+    }
+
+    /// How the store was opened.
+    pub fn config(&self) -> &PostgresConfig {
+        &self.config
+    }
+
+    /// Whether searches use pgvector HNSW indexes (pgvector present and not turned off).
+    pub fn uses_vector_index(&self) -> bool {
+        self.index
+    }
+
+    /// The deadpool pool (for statements of your own beside the store's).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> Result<u32> {
+        let client = self.client().await?;
+        let row = client
+            .row(
+                &self.sql("SELECT coalesce(max(version), 0) FROM {s}.agent_memory_migrations"),
+                &[],
+            )
+            .await?;
+        Ok(row.map_or(0, |r| u32::try_from(r.get::<_, i32>(0)).unwrap_or(0)))
+    }
+
+    /// `template` with `{s}` replaced by the quoted schema.
+    fn sql(&self, template: &str) -> String {
+        template.replace("{s}", &self.schema)
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.db()
+    }
+
+    /// Runs `op` again (up to 3 attempts, short backoff) while it fails with `Unavailable`:
+    /// only for operations that are idempotent, such as appends.
+    async fn retrying<T, F, Fut>(&self, mut op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<T>> + Send,
+    {
+        let mut attempt = 0u32;
+        loop {
+            match op().await {
+                Err(e) if e.is_retryable() && attempt < 2 => {
+                    attempt += 1;
+                    backoff(attempt).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+async fn backoff(attempt: u32) {
+    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
+}

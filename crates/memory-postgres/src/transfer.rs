@@ -1,0 +1,459 @@
+//! Export and restore: every table read back as [`Record`]s, and records written verbatim.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use memory_core::transfer::{prepare_restore, sort_canonical};
+use memory_core::{
+    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
+    Timestamp, TransferStore, WorkingMemoryKey,
+};
+
+use crate::conversations::{conversation_from, message_from, CONVERSATION_COLUMNS};
+use crate::db::{corrupt, from_db, millis, subject_of, to_db, to_json, Db, DbResult};
+use crate::documents::{checkpoint_from, format_str, status_str, working_from, CHECKPOINT_COLUMNS};
+use crate::facts::{fact_from, FACT_COLUMNS};
+use crate::vectors::{record_from, CollectionRow};
+use crate::PostgresStore;
+
+fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
+    let subject = if subject.is_empty() {
+        None
+    } else {
+        Some(Subject::new(subject).map_err(|e| corrupt("subject", e))?)
+    };
+    Ok(Scope::from_parts(namespace.clone(), subject))
+}
+
+/// Live rows only: no read returns an expired fact or cache entry, so no export does either.
+const LIVE: &str = "(expires_at IS NULL OR expires_at > $1)";
+
+#[async_trait]
+impl TransferStore for PostgresStore {
+    async fn namespaces(&self) -> Result<Vec<Namespace>> {
+        let client = self.client().await?;
+        let rows = client
+            .rows(
+                &self.sql(&format!(
+                    "SELECT namespace FROM {{s}}.conversations
+                     UNION SELECT namespace FROM {{s}}.working_memory
+                     UNION SELECT namespace FROM {{s}}.facts WHERE {LIVE}
+                     UNION SELECT namespace FROM {{s}}.collections
+                     UNION SELECT namespace FROM {{s}}.checkpoints
+                     UNION SELECT namespace FROM {{s}}.cache WHERE {LIVE}
+                     ORDER BY 1"
+                )),
+                &[&millis(self.clock.now())],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| Namespace::new(row.get::<_, String>(0)).map_err(|e| corrupt("namespace", e)))
+            .collect()
+    }
+
+    async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
+        let client = self.client().await?;
+        let rows = client
+            .rows(
+                &self.sql(&format!(
+                    "SELECT subject FROM {{s}}.conversations WHERE namespace = $2
+                     UNION SELECT subject FROM {{s}}.working_memory WHERE namespace = $2
+                     UNION SELECT subject FROM {{s}}.facts WHERE namespace = $2 AND {LIVE}
+                     UNION SELECT v.subject FROM {{s}}.vectors v
+                           JOIN {{s}}.collections c ON c.pk = v.collection WHERE c.namespace = $2
+                     UNION SELECT subject FROM {{s}}.checkpoints WHERE namespace = $2
+                     ORDER BY 1"
+                )),
+                &[&millis(self.clock.now()), &namespace.as_str()],
+            )
+            .await?;
+        rows.into_iter()
+            .map(|row| scope_of(namespace, row.get(0)))
+            .collect()
+    }
+
+    async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
+        let mut client = self.client().await?;
+        // One snapshot for the whole unit.
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
+        let mut records = Vec::new();
+        for row in tx
+            .rows(
+                &self.sql("SELECT pk, name, dims, metric, model FROM {s}.collections WHERE namespace = $1"),
+                &[&namespace.as_str()],
+            )
+            .await?
+        {
+            records.push(Record::Collection {
+                namespace: namespace.clone(),
+                spec: crate::vectors::collection_from(&row)?.spec,
+            });
+        }
+        for row in tx
+            .rows(
+                &self.sql(&format!(
+                    "SELECT key, value, expires_at FROM {{s}}.cache WHERE {LIVE} AND namespace = $2"
+                )),
+                &[&millis(self.clock.now()), &namespace.as_str()],
+            )
+            .await?
+        {
+            records.push(Record::CacheEntry {
+                namespace: namespace.clone(),
+                key: row.get(0),
+                value: row.get(1),
+                expires_at: row.get::<_, Option<i64>>(2).map(Timestamp::from_millis),
+            });
+        }
+        tx.commit().await.db()?;
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let now = millis(self.clock.now());
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
+        let mut records = Vec::new();
+        let mut ids: HashMap<i64, ConversationId> = HashMap::new();
+        for row in tx
+            .rows(
+                &self.sql(&format!(
+                    "SELECT {CONVERSATION_COLUMNS} FROM {{s}}.conversations
+                     WHERE namespace = $1 AND subject = $2"
+                )),
+                &[&namespace, &subject],
+            )
+            .await?
+        {
+            let conversation = conversation_from(scope, &row)?;
+            ids.insert(row.get("pk"), conversation.id.clone());
+            records.push(Record::Conversation { conversation });
+        }
+        let id_of = |pk: i64| -> Result<ConversationId> {
+            ids.get(&pk)
+                .cloned()
+                .ok_or_else(|| corrupt("conversation reference", pk))
+        };
+        for row in tx
+            .rows(
+                &self.sql(
+                    "SELECT m.conversation, m.seq, m.body FROM {s}.messages m
+                     JOIN {s}.conversations c ON c.pk = m.conversation
+                     WHERE c.namespace = $1 AND c.subject = $2",
+                ),
+                &[&namespace, &subject],
+            )
+            .await?
+        {
+            records.push(Record::Message {
+                scope: scope.clone(),
+                conversation_id: id_of(row.get(0))?,
+                message: StoredMessage {
+                    seq: from_db(row.get(1)),
+                    message: message_from(row.get(2))?,
+                },
+            });
+        }
+        for row in tx
+            .rows(
+                &self.sql(
+                    "SELECT k.conversation, k.name, k.value FROM {s}.cursors k
+                     JOIN {s}.conversations c ON c.pk = k.conversation
+                     WHERE c.namespace = $1 AND c.subject = $2",
+                ),
+                &[&namespace, &subject],
+            )
+            .await?
+        {
+            records.push(Record::Cursor {
+                scope: scope.clone(),
+                conversation_id: id_of(row.get(0))?,
+                name: row.get(1),
+                value: from_db(row.get(2)),
+            });
+        }
+        for row in tx
+            .rows(
+                &self.sql(
+                    "SELECT conversation, content, format, revision, updated_at
+                     FROM {s}.working_memory WHERE namespace = $1 AND subject = $2",
+                ),
+                &[&namespace, &subject],
+            )
+            .await?
+        {
+            let key = match row.get::<_, Option<i64>>(0) {
+                None => WorkingMemoryKey::User,
+                Some(pk) => WorkingMemoryKey::Conversation(id_of(pk)?),
+            };
+            records.push(Record::WorkingMemory {
+                scope: scope.clone(),
+                key,
+                memory: working_from(&row, 1)?,
+            });
+        }
+        for row in tx
+            .rows(
+                &self.sql(&format!(
+                    "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                     WHERE namespace = $2 AND subject = $3 AND {LIVE}"
+                )),
+                &[&now, &namespace, &subject],
+            )
+            .await?
+        {
+            records.push(Record::Fact {
+                fact: fact_from(scope, &row)?,
+            });
+        }
+        for row in tx
+            .rows(
+                &self.sql(
+                    "SELECT c.name, v.id, v.embedding, v.text, v.metadata, v.conversation_id
+                     FROM {s}.vectors v JOIN {s}.collections c ON c.pk = v.collection
+                     WHERE c.namespace = $1 AND v.subject = $2",
+                ),
+                &[&namespace, &subject],
+            )
+            .await?
+        {
+            records.push(Record::Vector {
+                scope: scope.clone(),
+                collection: row.get("name"),
+                record: record_from(&row)?,
+            });
+        }
+        for row in tx
+            .rows(
+                &self.sql(&format!(
+                    "SELECT {CHECKPOINT_COLUMNS} FROM {{s}}.checkpoints
+                     WHERE namespace = $1 AND subject = $2"
+                )),
+                &[&namespace, &subject],
+            )
+            .await?
+        {
+            records.push(Record::Checkpoint {
+                scope: scope.clone(),
+                checkpoint: checkpoint_from(&row)?,
+            });
+        }
+        tx.commit().await.db()?;
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        let records = prepare_restore(records)?;
+        let written = records.len() as u64;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.db()?;
+        let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();
+        for record in records {
+            self.restore_one(&tx, record, &mut collections).await?;
+        }
+        tx.commit().await.db()?;
+        Ok(written)
+    }
+}
+
+impl PostgresStore {
+    /// Writes one record in the restore transaction. Records come in canonical order, so
+    /// parents (collections, conversations) are written before their children.
+    async fn restore_one(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        record: Record,
+        collections: &mut HashMap<(Namespace, String), CollectionRow>,
+    ) -> Result<()> {
+        match record {
+            Record::Collection { namespace, spec } => {
+                if self
+                    .insert_collection(tx, &namespace, &spec)
+                    .await?
+                    .is_none()
+                {
+                    let existing = self
+                        .find_collection(tx, &namespace, &spec.name)
+                        .await?
+                        .ok_or_else(|| MemoryError::not_found("collection", spec.name.as_str()))?;
+                    existing.spec.check_same(&spec)?;
+                }
+            }
+            Record::Conversation { conversation: c } => {
+                // An upsert keeps the row (and its pk): its messages stay attached.
+                tx.exec(
+                    &self.sql(
+                        "INSERT INTO {s}.conversations (namespace, subject, id, agent, title,
+                             metadata, resource_slug, record_id, created_at, updated_at, last_seq)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                         ON CONFLICT (namespace, subject, id) DO UPDATE SET
+                             agent = excluded.agent, title = excluded.title,
+                             metadata = excluded.metadata, resource_slug = excluded.resource_slug,
+                             record_id = excluded.record_id, created_at = excluded.created_at,
+                             updated_at = excluded.updated_at, last_seq = excluded.last_seq",
+                    ),
+                    &[
+                        &c.scope.namespace().as_str(),
+                        &subject_of(&c.scope),
+                        &c.id.as_str(),
+                        &c.agent,
+                        &c.title.as_deref().map(str::as_bytes),
+                        &to_json(&c.metadata),
+                        &c.resource_slug,
+                        &c.record_id,
+                        &millis(c.created_at),
+                        &millis(c.updated_at),
+                        &to_db(c.last_seq),
+                    ],
+                )
+                .await?;
+            }
+            Record::Message {
+                scope,
+                conversation_id,
+                message: StoredMessage { seq, message },
+            } => {
+                let (pk, _) = self
+                    .conversation_pk(tx, &scope, &conversation_id, false)
+                    .await?;
+                // The message stored under this id elsewhere, or at this seq, is replaced.
+                tx.exec(
+                    &self.sql(
+                        "DELETE FROM {s}.messages WHERE conversation = $1 AND (id = $2 OR seq = $3)",
+                    ),
+                    &[&pk, &message.id.as_str(), &to_db(seq)],
+                )
+                .await?;
+                tx.exec(
+                    &self.sql(
+                        "INSERT INTO {s}.messages (conversation, seq, id, role, body)
+                         VALUES ($1, $2, $3, $4, $5)",
+                    ),
+                    &[
+                        &pk,
+                        &to_db(seq),
+                        &message.id.as_str(),
+                        &message.role.as_str(),
+                        &to_json(&message),
+                    ],
+                )
+                .await?;
+            }
+            Record::Cursor {
+                scope,
+                conversation_id,
+                name,
+                value,
+            } => {
+                let (pk, _) = self
+                    .conversation_pk(tx, &scope, &conversation_id, false)
+                    .await?;
+                tx.exec(
+                    &self.sql(
+                        "INSERT INTO {s}.cursors (conversation, name, value) VALUES ($1, $2, $3)
+                         ON CONFLICT (conversation, name) DO UPDATE SET value = excluded.value",
+                    ),
+                    &[&pk, &name, &to_db(value)],
+                )
+                .await?;
+            }
+            Record::WorkingMemory { scope, key, memory } => {
+                let slot = match &key {
+                    WorkingMemoryKey::Conversation(id) => {
+                        Some(self.conversation_pk(tx, &scope, id, false).await?.0)
+                    }
+                    WorkingMemoryKey::User => None,
+                };
+                tx.exec(
+                    &self.sql(
+                        "INSERT INTO {s}.working_memory
+                             (namespace, subject, conversation, content, format, revision, updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7)
+                         ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                             content = excluded.content, format = excluded.format,
+                             revision = excluded.revision, updated_at = excluded.updated_at",
+                    ),
+                    &[
+                        &scope.namespace().as_str(),
+                        &subject_of(&scope),
+                        &slot,
+                        &memory.content.as_bytes(),
+                        &format_str(memory.format),
+                        &to_db(memory.revision),
+                        &millis(memory.updated_at),
+                    ],
+                )
+                .await?;
+            }
+            Record::Fact { fact } => self.write_fact(tx, &fact).await?,
+            Record::Vector {
+                scope,
+                collection,
+                record,
+            } => {
+                let key = (scope.namespace().clone(), collection);
+                if !collections.contains_key(&key) {
+                    let row = self
+                        .find_collection(tx, &key.0, &key.1)
+                        .await?
+                        .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
+                    collections.insert(key.clone(), row);
+                }
+                let collection = &collections[&key];
+                collection.spec.check_vector(&record.vector)?;
+                self.write_vectors(tx, collection.pk, &scope, std::slice::from_ref(&record))
+                    .await?;
+            }
+            Record::Checkpoint { scope, checkpoint } => {
+                tx.exec(
+                    &self.sql(
+                        "INSERT INTO {s}.checkpoints (namespace, subject, id, workflow, status,
+                             state, version, created_at, updated_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                         ON CONFLICT (namespace, subject, id) DO UPDATE SET
+                             workflow = excluded.workflow, status = excluded.status,
+                             state = excluded.state, version = excluded.version,
+                             created_at = excluded.created_at, updated_at = excluded.updated_at",
+                    ),
+                    &[
+                        &scope.namespace().as_str(),
+                        &subject_of(&scope),
+                        &checkpoint.id.as_str(),
+                        &checkpoint.workflow,
+                        &status_str(checkpoint.status),
+                        &to_json(&checkpoint.state),
+                        &to_db(checkpoint.version),
+                        &millis(checkpoint.created_at),
+                        &millis(checkpoint.updated_at),
+                    ],
+                )
+                .await?;
+            }
+            Record::CacheEntry {
+                namespace,
+                key,
+                value,
+                expires_at,
+            } => {
+                self.put_cache(tx, &namespace, &key, &value, expires_at.map(millis))
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+}

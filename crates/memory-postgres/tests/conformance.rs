@@ -1,0 +1,24 @@
+//! The conformance suite against PostgreSQL: the server from `MEMORY_TEST_POSTGRES_URL` (which
+//! `cargo xtask test` sets for the local server), a named skip without one, a failure when
+//! `MEMORY_TEST_REQUIRE` names postgres. Scenarios write into random namespaces of one schema.
+
+use std::sync::Arc;
+
+use memory_conformance::services::{locate, Service};
+use memory_conformance::SetupError;
+use memory_core::{Clock, MemoryBackend};
+use memory_postgres::PostgresStore;
+
+async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
+    let url = locate(Service::Postgres)?;
+    let store = PostgresStore::builder()
+        .url(&url)
+        .schema("agent_memory_conformance")
+        .max_connections(8)
+        .clock(clock)
+        .open()
+        .await?;
+    Ok(Arc::new(store))
+}
+
+memory_conformance::suite!("postgres", factory);
