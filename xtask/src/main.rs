@@ -21,6 +21,7 @@ const BACKENDS: &[(&str, &str, &str)] = &[
     ("counting", "custom-adapter-example", "conformance"),
     ("sqlite", "memory-sqlite", "conformance"),
     ("postgres", "memory-postgres", "conformance"),
+    ("postgres-exact", "memory-postgres", "conformance_exact"),
 ];
 
 fn main() -> ExitCode {

@@ -55,7 +55,7 @@ impl PostgresStore {
     ) -> Result<(i64, u64)> {
         let sql = if lock {
             "SELECT pk, last_seq FROM {s}.conversations
-             WHERE namespace = $1 AND subject = $2 AND id = $3 FOR UPDATE"
+             WHERE namespace = $1 AND subject = $2 AND id = $3 FOR NO KEY UPDATE"
         } else {
             "SELECT pk, last_seq FROM {s}.conversations
              WHERE namespace = $1 AND subject = $2 AND id = $3"

@@ -27,7 +27,8 @@
 //!   `pg_advisory_xact_lock`, so processes starting together migrate exactly once; each is
 //!   recorded with its SHA-256 in `agent_memory_migrations`. A newer or edited schema is
 //!   refused. `CREATE EXTENSION IF NOT EXISTS vector` runs when the server has pgvector.
-//! - **Appends** lock the conversation row (`SELECT … FOR UPDATE`), so concurrent writers to one
+//! - **Appends** lock the conversation row (`FOR NO KEY UPDATE`, which foreign-key checks do
+//!   not wait on), so concurrent writers to one
 //!   conversation serialise there and seqs stay contiguous; the batch is one transaction, and a
 //!   retry after a lost connection is safe because appends are idempotent by message id (the
 //!   store retries `Unavailable` appends itself, up to 3 attempts).

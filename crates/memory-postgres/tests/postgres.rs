@@ -1,0 +1,231 @@
+//! PostgreSQL-specific guarantees beyond the suite: two pools racing appends to one
+//! conversation, and a connection killed in the middle of an append.
+//!
+//! Needs `MEMORY_TEST_POSTGRES_URL` (set by `cargo xtask test`); without it each test says so
+//! and passes as a skip, unless `MEMORY_TEST_REQUIRE` names postgres.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use memory_conformance::services::{locate, Service};
+use memory_conformance::{is_required, SetupError};
+use memory_core::{
+    AppendOptions, ConversationStore, LoadOptions, Message, MessageId, NewConversation, Scope,
+};
+use memory_postgres::PostgresStore;
+use tokio_postgres::NoTls;
+
+const SCHEMA: &str = "agent_memory_tests";
+
+/// The server's URL, or `None` (a named skip) when there is none and it is not required.
+fn server(test: &str) -> Option<String> {
+    match locate(Service::Postgres) {
+        Ok(url) => Some(url),
+        Err(SetupError::Unreachable(why)) if !is_required("postgres") => {
+            eprintln!("SKIP postgres::{test}: {why}");
+            None
+        }
+        Err(e) => panic!("postgres is required: {e:?}"),
+    }
+}
+
+async fn store(url: &str) -> PostgresStore {
+    PostgresStore::builder()
+        .url(url)
+        .schema(SCHEMA)
+        .max_connections(4)
+        .open()
+        .await
+        .expect("open")
+}
+
+/// A subject no other run uses.
+fn scope() -> Scope {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    Scope::new("pg-tests", format!("subject-{nanos:x}")).unwrap()
+}
+
+fn message(id: &str) -> Message {
+    Message {
+        id: MessageId::new(id).unwrap(),
+        ..Message::user(format!("text of {id}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_pools_racing_appends_lose_and_duplicate_nothing() {
+    let Some(url) = server("two_pools_racing_appends_lose_and_duplicate_nothing") else {
+        return;
+    };
+    let (a, b) = (store(&url).await, store(&url).await);
+    let scope = scope();
+    let thread = a
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    let (stores, writers_per_store, batches, batch) = ([&a, &b], 4, 20, 3);
+    let mut tasks = Vec::new();
+    for (s, store) in stores.into_iter().enumerate() {
+        for w in 0..writers_per_store {
+            let (scope, id) = (scope.clone(), thread.id.clone());
+            tasks.push(async move {
+                for n in 0..batches {
+                    let messages = (0..batch)
+                        .map(|i| message(&format!("s{s}-w{w}-b{n}-m{i}")))
+                        .collect();
+                    store
+                        .append(&scope, &id, messages, AppendOptions::default())
+                        .await
+                        .unwrap();
+                }
+            });
+        }
+    }
+    futures::future::join_all(tasks).await;
+
+    let stored = a
+        .load(&scope, &thread.id, LoadOptions::raw())
+        .await
+        .unwrap();
+    let expected = 2 * writers_per_store * batches * batch;
+    assert_eq!(stored.len(), expected, "nothing lost");
+    let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=expected as u64).collect::<Vec<_>>(),
+        "contiguous seq"
+    );
+    let ids: HashSet<&str> = stored.iter().map(|m| m.message.id.as_str()).collect();
+    assert_eq!(ids.len(), expected, "nothing duplicated");
+    // Each batch stayed contiguous: its messages sit at consecutive seqs.
+    for window in stored.chunks(batch) {
+        let prefix = |m: &memory_core::StoredMessage| {
+            m.message
+                .id
+                .as_str()
+                .rsplit_once("-m")
+                .unwrap()
+                .0
+                .to_owned()
+        };
+        assert!(
+            window.iter().all(|m| prefix(m) == prefix(&window[0])),
+            "a batch was interleaved"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once() {
+    let Some(url) =
+        server("a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once")
+    else {
+        return;
+    };
+    let store = std::sync::Arc::new(store(&url).await);
+    let scope = scope();
+    let thread = store
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    let (blocker, blocker_conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(blocker_conn);
+    let (observer, observer_conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(observer_conn);
+    let pk: i64 = observer
+        .query_one(
+            &format!("SELECT pk FROM {SCHEMA}.conversations WHERE namespace = $1 AND subject = $2 AND id = $3"),
+            &[&"pg-tests", &scope.subject().unwrap().as_str(), &thread.id.as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+
+    // An uncommitted row at seq 1 makes the append's batch INSERT wait, inside its transaction.
+    blocker.batch_execute("BEGIN").await.unwrap();
+    blocker
+        .execute(
+            &format!("INSERT INTO {SCHEMA}.messages (conversation, seq, id, role, body) VALUES ($1, 1, 'blocker', 'user', '{{}}')"),
+            &[&pk],
+        )
+        .await
+        .unwrap();
+
+    let batch: Vec<Message> = (0..10).map(|i| message(&format!("m{i}"))).collect();
+    let append = {
+        let (scope, id, batch) = (scope.clone(), thread.id.clone(), batch.clone());
+        let store = std::sync::Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .append(&scope, &id, batch, AppendOptions::default())
+                .await
+        })
+    };
+
+    // Find the append's backend, waiting on the lock mid-batch.
+    let waiting = format!(
+        "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+           AND query LIKE 'INSERT INTO \"{SCHEMA}\".messages%'"
+    );
+    let mut pid = None;
+    for _ in 0..100 {
+        if let Some(row) = observer.query(&waiting, &[]).await.unwrap().first() {
+            pid = Some(row.get::<_, i32>(0));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = pid.expect("the append reached its INSERT and waits");
+    let visible: i64 = observer
+        .query_one(
+            &format!("SELECT count(*) FROM {SCHEMA}.messages WHERE conversation = $1"),
+            &[&pk],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(visible, 0, "nothing of an uncommitted batch is visible");
+
+    observer
+        .execute("SELECT pg_terminate_backend($1)", &[&pid])
+        .await
+        .unwrap();
+    // The store retries on a fresh connection, which waits on the same lock until it is gone.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let visible: i64 = observer
+        .query_one(
+            &format!("SELECT count(*) FROM {SCHEMA}.messages WHERE conversation = $1"),
+            &[&pk],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(visible, 0, "the killed transaction left nothing behind");
+    blocker.batch_execute("ROLLBACK").await.unwrap();
+
+    let receipt = append.await.unwrap().expect("the retried append succeeds");
+    assert_eq!(receipt.last_seq, 10);
+    let stored = store
+        .load(&scope, &thread.id, LoadOptions::raw())
+        .await
+        .unwrap();
+    let ids: Vec<&str> = stored.iter().map(|m| m.message.id.as_str()).collect();
+    let want: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    assert_eq!(ids, want, "applied once, in order");
+    assert_eq!(
+        stored.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<u64>>()
+    );
+    let again = store
+        .append(&scope, &thread.id, batch, AppendOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        again.duplicates.len(),
+        10,
+        "a client retry is recognised as already applied"
+    );
+}
