@@ -13,7 +13,7 @@ use memory_core::{
     RecallQuery, Scope, VectorQuery,
 };
 
-use crate::open::{open, open_with_clock, Scheme};
+use crate::open::{open, open_with_clock, redacted, Scheme};
 use crate::ui;
 
 #[derive(Debug, Subcommand)]
@@ -84,8 +84,9 @@ pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
         })
     };
     anstream::println!(
-        "running {} scenarios against {url}",
-        memory_conformance::SCENARIOS.len()
+        "running {} scenarios against {}",
+        memory_conformance::SCENARIOS.len(),
+        redacted(url)
     );
     let results =
         memory_conformance::run_suite(backend, factory, |r: &ScenarioResult| match r.outcome {
@@ -141,6 +142,24 @@ pub async fn migrate(url: &str) -> Result<()> {
             ui::good(&format!(
                 "{url} is at schema version {}",
                 store.schema_version().await?
+            ));
+        }
+        #[cfg(feature = "postgres")]
+        Scheme::Postgres => {
+            let store = memory_postgres::PostgresStore::builder()
+                .url(url)
+                .open()
+                .await
+                .with_context(|| format!("cannot open {}", redacted(url)))?;
+            ui::good(&format!(
+                "{} is at schema version {} (pgvector HNSW: {})",
+                redacted(url),
+                store.schema_version().await?,
+                if store.uses_vector_index() {
+                    "yes"
+                } else {
+                    "no, exact scan"
+                }
             ));
         }
         Scheme::Memory => ui::line("memory:// has no schema: nothing to migrate"),
@@ -385,7 +404,8 @@ pub async fn forget(url: &str, namespace: &str, subject: &str, yes: bool) -> Res
     let scope = scope(namespace, subject)?;
     if !yes {
         ui::line(&format!(
-            "this erases everything {scope} owns in {url}; run again with --yes to do it"
+            "this erases everything {scope} owns in {}; run again with --yes to do it",
+            redacted(url)
         ));
         return Ok(());
     }

@@ -33,7 +33,8 @@ pub async fn run(url: &str) -> Result<()> {
         .items;
     let run = earlier.len() / 2 + 1;
     ui::heading(&format!(
-        "agent-memory demo, run {run}, on {url} ({} backend)",
+        "agent-memory demo, run {run}, on {} ({} backend)",
+        crate::open::redacted(url),
         store.backend_name()
     ));
     if earlier.is_empty() {

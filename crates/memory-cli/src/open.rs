@@ -63,6 +63,16 @@ pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn
                 .with_context(|| format!("cannot open {url}"))?;
             Ok(Arc::new(store))
         }
+        #[cfg(feature = "postgres")]
+        Scheme::Postgres => {
+            let store = memory_postgres::PostgresStore::builder()
+                .url(url)
+                .clock(clock)
+                .open()
+                .await
+                .with_context(|| format!("cannot open {}", redacted(url)))?;
+            Ok(Arc::new(store))
+        }
         scheme => bail!(
             "the {} backend is not in this build of agent-memory (URL {url:?}); \
              this build has: {}",
@@ -83,5 +93,22 @@ pub fn compiled_in() -> Vec<&'static str> {
     if cfg!(feature = "sqlite") {
         names.push("sqlite");
     }
+    if cfg!(feature = "postgres") {
+        names.push("postgres");
+    }
     names
+}
+
+/// The URL with any password replaced, for messages.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(start), Some(at)) if at > start => {
+            let credentials = &url[start + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..start + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
 }

@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use memory_core::transfer::{plan, Digest, ExportHeader, Unit};
 use memory_core::{MemoryBackend, Namespace, Record};
 
-use crate::open::open;
+use crate::open::{open, redacted};
 use crate::ui;
 
 /// Records restored per transaction on import; a scope boundary also ends a batch.
@@ -71,8 +71,9 @@ pub async fn export(url: &str, only: Option<&str>, output: &Path) -> Result<()> 
     progress.finish_and_clear();
     if output != Path::new("-") {
         ui::good(&format!(
-            "exported {records} records in {} units from {url} to {}",
+            "exported {records} records in {} units from {} to {}",
             units.len(),
+            redacted(url),
             output.display()
         ));
     }
@@ -120,8 +121,9 @@ pub async fn import(url: &str, input: &Path) -> Result<()> {
     records += store.restore(batch).await?;
     progress.finish_and_clear();
     ui::good(&format!(
-        "imported {records} records from {} into {url}",
-        input.display()
+        "imported {records} records from {} into {}",
+        input.display(),
+        redacted(url)
     ));
     Ok(())
 }
@@ -141,8 +143,10 @@ pub async fn copy(from: &str, to: &str, only: Option<&str>, verify: bool) -> Res
     }
     progress.finish_and_clear();
     ui::good(&format!(
-        "copied {records} records in {} units from {from} to {to}",
-        units.len()
+        "copied {records} records in {} units from {} to {}",
+        units.len(),
+        redacted(from),
+        redacted(to)
     ));
     if verify {
         compare(source.as_ref(), target.as_ref(), &units).await?;

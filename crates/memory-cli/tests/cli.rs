@@ -197,3 +197,84 @@ fn import_refuses_a_newer_export_format() {
         stderr(&run)
     );
 }
+
+/// The test server's URL; `None` (a named skip) without one unless postgres is required.
+fn postgres_url(test: &str) -> Option<String> {
+    use memory_conformance::services::{locate, Service};
+    match locate(Service::Postgres) {
+        Ok(url) => Some(url),
+        Err(why) if !memory_conformance::is_required("postgres") => {
+            eprintln!("SKIP cli::{test}: {why:?}");
+            None
+        }
+        Err(why) => panic!("postgres is required: {why:?}"),
+    }
+}
+
+#[test]
+fn copy_sqlite_to_postgres_and_back_verifies_equal() {
+    let Some(server) = postgres_url("copy_sqlite_to_postgres_and_back_verifies_equal") else {
+        return;
+    };
+    // A schema of its own, dropped at the end, so runs never see each other's data.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("cli_copy_{nanos}");
+    let separator = if server.contains('?') { '&' } else { '?' };
+    let postgres = format!("{server}{separator}schema={schema}");
+    let dir = tempfile::tempdir().unwrap();
+    let source = "sqlite://./.agent-memory/memory.db";
+    assert!(agent_memory(dir.path(), &["demo"]).status.success());
+    assert!(agent_memory(dir.path(), &["demo"]).status.success());
+
+    let there = agent_memory(
+        dir.path(),
+        &["copy", "--from", source, "--to", &postgres, "--verify"],
+    );
+    assert!(
+        there.status.success(),
+        "{}{}",
+        stdout(&there),
+        stderr(&there)
+    );
+    assert!(
+        stdout(&there).contains("every count and SHA-256 matches"),
+        "{}",
+        stdout(&there)
+    );
+
+    let back = agent_memory(
+        dir.path(),
+        &[
+            "copy",
+            "--from",
+            &postgres,
+            "--to",
+            "sqlite://back.db",
+            "--verify",
+        ],
+    );
+    assert!(back.status.success(), "{}{}", stdout(&back), stderr(&back));
+    let both = agent_memory(
+        dir.path(),
+        &["verify", "--from", source, "--to", "sqlite://back.db"],
+    );
+    assert!(both.status.success(), "{}{}", stdout(&both), stderr(&both));
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        client
+            .batch_execute(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+            .await
+            .unwrap();
+    });
+}
