@@ -118,7 +118,7 @@ impl fmt::Debug for PostgresConfig {
                 .field("dbname", &c.get_dbname())
                 .field(
                     "password",
-                    &c.get_password().map(|_| "<hidden>").unwrap_or("<none>"),
+                    &c.get_password().map_or("<none>", |_| "<hidden>"),
                 );
         } else {
             s.field("connection", &"<existing pool>");
@@ -182,7 +182,7 @@ impl PostgresStoreBuilder {
     /// missing.
     #[must_use]
     pub fn schema(mut self, schema: &str) -> Self {
-        self.config.schema = schema.to_owned();
+        schema.clone_into(&mut self.config.schema);
         self
     }
 
