@@ -1,0 +1,194 @@
+//! A small measurement of the PostgreSQL store (not the benchmark suite; that is issue 8's):
+//! appends per second of 1- and 10-message batches through the store against the same
+//! statements written by hand with tokio-postgres (interleaved rounds, medians), and HNSW
+//! recall@10 against an exact scan on 20,000 clustered 384-dim vectors with top-10 latencies.
+//!
+//! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
+//!  cargo run --release -p memory-postgres --example measure`
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use memory_core::{
+    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Scope,
+    VectorQuery, VectorRecord, VectorStore,
+};
+use memory_postgres::PostgresStore;
+
+const SCHEMA: &str = "agent_memory_measure";
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+async fn ours(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize) -> f64 {
+    let thread = store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for _ in 0..batches {
+        let messages = (0..batch).map(|i| Message::user(format!("message {i}"))).collect();
+        store
+            .append(scope, &thread.id, messages, AppendOptions::default())
+            .await
+            .unwrap();
+    }
+    (batch * batches) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The statements an append runs, by hand: lock the row, look up the batch's ids, insert the
+/// batch in one statement, bump last_seq.
+async fn raw(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize) -> f64 {
+    let thread = store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap();
+    let mut client = store.pool().get().await.unwrap();
+    let started = Instant::now();
+    for _ in 0..batches {
+        let messages: Vec<Message> = (0..batch).map(|i| Message::user(format!("message {i}"))).collect();
+        let tx = client.transaction().await.unwrap();
+        let lock = tx
+            .prepare_cached(&format!(
+                "SELECT pk, last_seq FROM {SCHEMA}.conversations
+                 WHERE namespace = $1 AND subject = $2 AND id = $3 FOR NO KEY UPDATE"
+            ))
+            .await
+            .unwrap();
+        let row = tx
+            .query_one(
+                &lock,
+                &[&scope.namespace().as_str(), &scope.subject().unwrap().as_str(), &thread.id.as_str()],
+            )
+            .await
+            .unwrap();
+        let (pk, last): (i64, i64) = (row.get(0), row.get(1));
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        let existing = tx
+            .prepare_cached(&format!(
+                "SELECT seq, body FROM {SCHEMA}.messages WHERE conversation = $1 AND id = ANY($2)"
+            ))
+            .await
+            .unwrap();
+        tx.query(&existing, &[&pk, &ids]).await.unwrap();
+        let seqs: Vec<i64> = (1..=batch as i64).map(|i| last + i).collect();
+        let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
+        let bodies: Vec<String> = messages.iter().map(|m| serde_json::to_string(m).unwrap()).collect();
+        let insert = tx
+            .prepare_cached(&format!(
+                "INSERT INTO {SCHEMA}.messages (conversation, seq, id, role, body)
+                 SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[])"
+            ))
+            .await
+            .unwrap();
+        tx.execute(&insert, &[&pk, &seqs, &ids, &roles, &bodies]).await.unwrap();
+        let bump = tx
+            .prepare_cached(&format!(
+                "UPDATE {SCHEMA}.conversations SET last_seq = $1, updated_at = $2 WHERE pk = $3"
+            ))
+            .await
+            .unwrap();
+        tx.execute(&bump, &[&(last + batch as i64), &0i64, &pk]).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    (batch * batches) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Clustered unit vectors: 200 centres, each point a centre plus noise (closer to real
+/// embeddings than uniform noise, on which no index does well).
+fn clustered(n: usize, dims: usize, rng: &mut fastrand::Rng) -> Vec<Vec<f32>> {
+    let gauss = |rng: &mut fastrand::Rng| -> f32 {
+        let (u, v) = (rng.f32().max(1e-9), rng.f32());
+        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+    };
+    let centres: Vec<Vec<f32>> = (0..200).map(|_| (0..dims).map(|_| gauss(rng)).collect()).collect();
+    (0..n)
+        .map(|_| {
+            let c = &centres[rng.usize(..centres.len())];
+            let v: Vec<f32> = c.iter().map(|x| x + 0.6 * gauss(rng)).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
+#[tokio::main]
+async fn main() {
+    let url = std::env::var("MEASURE_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let url = format!("{url}?schema={SCHEMA}");
+    let indexed = PostgresStore::builder().url(&url).open().await.unwrap();
+    let exact = PostgresStore::builder().url(&url).vector_index(false).open().await.unwrap();
+    let client = indexed.pool().get().await.unwrap();
+    let version: String = client
+        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
+        .await
+        .map(|r| r.get(0))
+        .unwrap_or_else(|_| "absent".into());
+    let server: String = client.query_one("SHOW server_version", &[]).await.unwrap().get(0);
+    drop(client);
+    println!("PostgreSQL {server}, pgvector {version}");
+
+    let run = std::process::id();
+    for batch in [1, 10] {
+        let batches = 2000 / batch;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for round in 0..5 {
+            let scope = Scope::new("measure", format!("appends-{run}-{batch}-{round}")).unwrap();
+            a.push(ours(&indexed, &scope, batch, batches).await);
+            b.push(raw(&indexed, &scope, batch, batches).await);
+        }
+        let (a, b) = (median(a), median(b));
+        println!(
+            "append, batches of {batch:>2}: ours {a:>7.0} msg/s, hand-written tokio-postgres {b:>7.0} msg/s, ours/raw {:.2}",
+            a / b
+        );
+    }
+
+    let (n, dims, queries) = (20_000, 384, 100);
+    let mut rng = fastrand::Rng::with_seed(7);
+    let data = clustered(n + queries, dims, &mut rng);
+    let scope = Scope::new("measure", format!("vectors-{run}")).unwrap();
+    let name = format!("recall-{run}");
+    indexed
+        .ensure_collection(scope.namespace(), CollectionSpec::new(&name, dims, "clustered"))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for (c, chunk) in data[..n].chunks(1000).enumerate() {
+        let records = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, v)| VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone()))
+            .collect();
+        indexed.upsert_vectors(&scope, &name, records).await.unwrap();
+    }
+    println!(
+        "ingest {n} x {dims} with the HNSW index, batches of 1000: {:.0} vectors/s",
+        n as f64 / started.elapsed().as_secs_f64()
+    );
+    let (mut recall, mut t_index, mut t_exact) = (0.0, Vec::new(), Vec::new());
+    for q in &data[n..] {
+        let query = VectorQuery::new(q.clone(), 10);
+        let t = Instant::now();
+        let approx = indexed.search(&scope, &name, query.clone()).await.unwrap();
+        t_index.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let truth = exact.search(&scope, &name, query).await.unwrap();
+        t_exact.push(t.elapsed().as_secs_f64());
+        let truth: HashSet<_> = truth.iter().map(|h| h.record.id.clone()).collect();
+        recall += approx.iter().filter(|h| truth.contains(&h.record.id)).count() as f64 / 10.0;
+    }
+    let (ti, te) = (median(t_index), median(t_exact));
+    println!(
+        "top-10 over {n} x {dims}: HNSW recall@10 {:.3}, median {:.2} ms; exact scan median {:.2} ms; exact/HNSW {:.1}x",
+        recall / queries as f64,
+        ti * 1e3,
+        te * 1e3,
+        te / ti
+    );
+    indexed.drop_collection(scope.namespace(), &name).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
