@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use memory_core::{
-    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Scope,
-    VectorQuery, VectorRecord, VectorStore,
+    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Scope, VectorQuery,
+    VectorRecord, VectorStore,
 };
 use memory_postgres::PostgresStore;
 
@@ -29,7 +29,9 @@ async fn ours(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize
         .unwrap();
     let started = Instant::now();
     for _ in 0..batches {
-        let messages = (0..batch).map(|i| Message::user(format!("message {i}"))).collect();
+        let messages = (0..batch)
+            .map(|i| Message::user(format!("message {i}")))
+            .collect();
         store
             .append(scope, &thread.id, messages, AppendOptions::default())
             .await
@@ -48,7 +50,9 @@ async fn raw(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize)
     let mut client = store.pool().get().await.unwrap();
     let started = Instant::now();
     for _ in 0..batches {
-        let messages: Vec<Message> = (0..batch).map(|i| Message::user(format!("message {i}"))).collect();
+        let messages: Vec<Message> = (0..batch)
+            .map(|i| Message::user(format!("message {i}")))
+            .collect();
         let tx = client.transaction().await.unwrap();
         let lock = tx
             .prepare_cached(&format!(
@@ -60,7 +64,11 @@ async fn raw(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize)
         let row = tx
             .query_one(
                 &lock,
-                &[&scope.namespace().as_str(), &scope.subject().unwrap().as_str(), &thread.id.as_str()],
+                &[
+                    &scope.namespace().as_str(),
+                    &scope.subject().unwrap().as_str(),
+                    &thread.id.as_str(),
+                ],
             )
             .await
             .unwrap();
@@ -75,7 +83,10 @@ async fn raw(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize)
         tx.query(&existing, &[&pk, &ids]).await.unwrap();
         let seqs: Vec<i64> = (1..=batch as i64).map(|i| last + i).collect();
         let roles: Vec<&str> = messages.iter().map(|m| m.role.as_str()).collect();
-        let bodies: Vec<String> = messages.iter().map(|m| serde_json::to_string(m).unwrap()).collect();
+        let bodies: Vec<String> = messages
+            .iter()
+            .map(|m| serde_json::to_string(m).unwrap())
+            .collect();
         let insert = tx
             .prepare_cached(&format!(
                 "INSERT INTO {SCHEMA}.messages (conversation, seq, id, role, body)
@@ -83,14 +94,18 @@ async fn raw(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize)
             ))
             .await
             .unwrap();
-        tx.execute(&insert, &[&pk, &seqs, &ids, &roles, &bodies]).await.unwrap();
+        tx.execute(&insert, &[&pk, &seqs, &ids, &roles, &bodies])
+            .await
+            .unwrap();
         let bump = tx
             .prepare_cached(&format!(
                 "UPDATE {SCHEMA}.conversations SET last_seq = $1, updated_at = $2 WHERE pk = $3"
             ))
             .await
             .unwrap();
-        tx.execute(&bump, &[&(last + batch as i64), &0i64, &pk]).await.unwrap();
+        tx.execute(&bump, &[&(last + batch as i64), &0i64, &pk])
+            .await
+            .unwrap();
         tx.commit().await.unwrap();
     }
     (batch * batches) as f64 / started.elapsed().as_secs_f64()
@@ -103,7 +118,9 @@ fn clustered(n: usize, dims: usize, rng: &mut fastrand::Rng) -> Vec<Vec<f32>> {
         let (u, v) = (rng.f32().max(1e-9), rng.f32());
         (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
     };
-    let centres: Vec<Vec<f32>> = (0..200).map(|_| (0..dims).map(|_| gauss(rng)).collect()).collect();
+    let centres: Vec<Vec<f32>> = (0..200)
+        .map(|_| (0..dims).map(|_| gauss(rng)).collect())
+        .collect();
     (0..n)
         .map(|_| {
             let c = &centres[rng.usize(..centres.len())];
@@ -120,14 +137,25 @@ async fn main() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let url = format!("{url}?schema={SCHEMA}");
     let indexed = PostgresStore::builder().url(&url).open().await.unwrap();
-    let exact = PostgresStore::builder().url(&url).vector_index(false).open().await.unwrap();
+    let exact = PostgresStore::builder()
+        .url(&url)
+        .vector_index(false)
+        .open()
+        .await
+        .unwrap();
     let client = indexed.pool().get().await.unwrap();
     let version: String = client
-        .query_one("SELECT extversion FROM pg_extension WHERE extname = 'vector'", &[])
+        .query_one(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
+            &[],
+        )
         .await
-        .map(|r| r.get(0))
-        .unwrap_or_else(|_| "absent".into());
-    let server: String = client.query_one("SHOW server_version", &[]).await.unwrap().get(0);
+        .map_or_else(|_| "absent".into(), |r| r.get(0));
+    let server: String = client
+        .query_one("SHOW server_version", &[])
+        .await
+        .unwrap()
+        .get(0);
     drop(client);
     println!("PostgreSQL {server}, pgvector {version}");
 
@@ -153,7 +181,10 @@ async fn main() {
     let scope = Scope::new("measure", format!("vectors-{run}")).unwrap();
     let name = format!("recall-{run}");
     indexed
-        .ensure_collection(scope.namespace(), CollectionSpec::new(&name, dims, "clustered"))
+        .ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new(&name, dims, "clustered"),
+        )
         .await
         .unwrap();
     let started = Instant::now();
@@ -161,9 +192,14 @@ async fn main() {
         let records = chunk
             .iter()
             .enumerate()
-            .map(|(i, v)| VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone()))
+            .map(|(i, v)| {
+                VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone())
+            })
             .collect();
-        indexed.upsert_vectors(&scope, &name, records).await.unwrap();
+        indexed
+            .upsert_vectors(&scope, &name, records)
+            .await
+            .unwrap();
     }
     println!(
         "ingest {n} x {dims} with the HNSW index, batches of 1000: {:.0} vectors/s",
@@ -179,7 +215,11 @@ async fn main() {
         let truth = exact.search(&scope, &name, query).await.unwrap();
         t_exact.push(t.elapsed().as_secs_f64());
         let truth: HashSet<_> = truth.iter().map(|h| h.record.id.clone()).collect();
-        recall += approx.iter().filter(|h| truth.contains(&h.record.id)).count() as f64 / 10.0;
+        recall += approx
+            .iter()
+            .filter(|h| truth.contains(&h.record.id))
+            .count() as f64
+            / 10.0;
     }
     let (ti, te) = (median(t_index), median(t_exact));
     println!(
@@ -189,6 +229,9 @@ async fn main() {
         te * 1e3,
         te / ti
     );
-    indexed.drop_collection(scope.namespace(), &name).await.unwrap();
+    indexed
+        .drop_collection(scope.namespace(), &name)
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
