@@ -22,6 +22,30 @@ pub enum CheckpointStatus {
     Failed,
 }
 
+impl CheckpointStatus {
+    /// The lowercase name (`"suspended"`, …), as stored by backends.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Suspended => "suspended",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// The status named by [`as_str`](Self::as_str).
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Running,
+            Self::Suspended,
+            Self::Completed,
+            Self::Failed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
 /// A stored checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Checkpoint {

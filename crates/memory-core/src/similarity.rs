@@ -38,6 +38,13 @@ impl Metric {
             Self::Euclidean => "euclidean",
         }
     }
+
+    /// The metric named by [`as_str`](Self::as_str).
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Cosine, Self::Dot, Self::Euclidean]
+            .into_iter()
+            .find(|m| m.as_str() == name)
+    }
 }
 
 #[inline]

@@ -28,6 +28,23 @@ pub enum WorkingMemoryFormat {
     Json,
 }
 
+impl WorkingMemoryFormat {
+    /// The lowercase name (`"markdown"`, `"json"`), as stored by backends.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Markdown => "markdown",
+            Self::Json => "json",
+        }
+    }
+
+    /// The format named by [`as_str`](Self::as_str).
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Markdown, Self::Json]
+            .into_iter()
+            .find(|f| f.as_str() == name)
+    }
+}
+
 /// A stored working-memory document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkingMemory {

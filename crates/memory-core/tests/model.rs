@@ -122,3 +122,23 @@ fn only_unavailable_is_retryable() {
     assert!(!MemoryError::conflict("c", Some(3)).is_retryable());
     assert_eq!(MemoryError::conflict("c", Some(3)).current(), Some(3));
 }
+
+#[test]
+fn stored_enum_names_parse_back() {
+    use memory_core::{CheckpointStatus, Metric, WorkingMemoryFormat};
+    for m in [Metric::Cosine, Metric::Dot, Metric::Euclidean] {
+        assert_eq!(Metric::parse(m.as_str()), Some(m));
+    }
+    for s in [
+        CheckpointStatus::Running,
+        CheckpointStatus::Suspended,
+        CheckpointStatus::Completed,
+        CheckpointStatus::Failed,
+    ] {
+        assert_eq!(CheckpointStatus::parse(s.as_str()), Some(s));
+    }
+    for f in [WorkingMemoryFormat::Markdown, WorkingMemoryFormat::Json] {
+        assert_eq!(WorkingMemoryFormat::parse(f.as_str()), Some(f));
+    }
+    assert_eq!(Metric::parse("manhattan"), None);
+}

@@ -14,19 +14,8 @@ use tokio_postgres::Row;
 use crate::db::{corrupt, from_db, millis, subject_of, text_from, to_db, to_json, Db, DbResult};
 use crate::PostgresStore;
 
-pub(crate) fn format_str(format: WorkingMemoryFormat) -> &'static str {
-    match format {
-        WorkingMemoryFormat::Markdown => "markdown",
-        WorkingMemoryFormat::Json => "json",
-    }
-}
-
 pub(crate) fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
-    match text {
-        "markdown" => Ok(WorkingMemoryFormat::Markdown),
-        "json" => Ok(WorkingMemoryFormat::Json),
-        other => Err(corrupt("working memory format", other)),
-    }
+    WorkingMemoryFormat::parse(text).ok_or_else(|| corrupt("working memory format", text))
 }
 
 /// A working-memory row's `content, format, revision, updated_at` columns.
@@ -39,23 +28,8 @@ pub(crate) fn working_from(row: &Row, first: usize) -> Result<WorkingMemory> {
     })
 }
 
-pub(crate) fn status_str(status: CheckpointStatus) -> &'static str {
-    match status {
-        CheckpointStatus::Running => "running",
-        CheckpointStatus::Suspended => "suspended",
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => "failed",
-    }
-}
-
 fn status_from(text: &str) -> Result<CheckpointStatus> {
-    match text {
-        "running" => Ok(CheckpointStatus::Running),
-        "suspended" => Ok(CheckpointStatus::Suspended),
-        "completed" => Ok(CheckpointStatus::Completed),
-        "failed" => Ok(CheckpointStatus::Failed),
-        other => Err(corrupt("checkpoint status", other)),
-    }
+    CheckpointStatus::parse(text).ok_or_else(|| corrupt("checkpoint status", text))
 }
 
 pub(crate) const CHECKPOINT_COLUMNS: &str =
@@ -190,7 +164,7 @@ impl WorkingMemoryStore for PostgresStore {
                 &subject_of(scope),
                 &slot,
                 &stored.content.as_bytes(),
-                &format_str(stored.format),
+                &stored.format.as_str(),
                 &to_db(stored.revision),
                 &millis(now),
             ],
@@ -235,7 +209,7 @@ impl CheckpointStore for PostgresStore {
                     &subject_of(scope),
                     &new.id.as_str(),
                     &new.workflow,
-                    &status_str(new.status),
+                    &new.status.as_str(),
                     &to_json(&new.state),
                     &millis(now),
                 ],
@@ -281,7 +255,7 @@ impl CheckpointStore for PostgresStore {
                  WHERE namespace = $5 AND subject = $6 AND id = $7",
             ),
             &[
-                &status_str(checkpoint.status),
+                &checkpoint.status.as_str(),
                 &to_json(&checkpoint.state),
                 &to_db(checkpoint.version),
                 &millis(now),

@@ -11,7 +11,7 @@ use memory_core::{
 
 use crate::conversations::{conversation_from, message_from, CONVERSATION_COLUMNS};
 use crate::db::{corrupt, from_db, millis, subject_of, to_db, to_json, Db, DbResult};
-use crate::documents::{checkpoint_from, format_str, status_str, working_from, CHECKPOINT_COLUMNS};
+use crate::documents::{checkpoint_from, working_from, CHECKPOINT_COLUMNS};
 use crate::facts::{fact_from, FACT_COLUMNS};
 use crate::vectors::{record_from, CollectionRow};
 use crate::PostgresStore;
@@ -393,7 +393,7 @@ impl PostgresStore {
                         &subject_of(&scope),
                         &slot,
                         &memory.content.as_bytes(),
-                        &format_str(memory.format),
+                        &memory.format.as_str(),
                         &to_db(memory.revision),
                         &millis(memory.updated_at),
                     ],
@@ -435,7 +435,7 @@ impl PostgresStore {
                         &subject_of(&scope),
                         &checkpoint.id.as_str(),
                         &checkpoint.workflow,
-                        &status_str(checkpoint.status),
+                        &checkpoint.status.as_str(),
                         &to_json(&checkpoint.state),
                         &to_db(checkpoint.version),
                         &millis(checkpoint.created_at),

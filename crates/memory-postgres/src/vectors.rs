@@ -22,12 +22,7 @@ pub(crate) struct CollectionRow {
 }
 
 fn metric_from(text: &str) -> Result<Metric> {
-    match text {
-        "cosine" => Ok(Metric::Cosine),
-        "dot" => Ok(Metric::Dot),
-        "euclidean" => Ok(Metric::Euclidean),
-        other => Err(corrupt("metric", other)),
-    }
+    Metric::parse(text).ok_or_else(|| corrupt("metric", text))
 }
 
 /// pgvector's operator class and distance operator for a metric.

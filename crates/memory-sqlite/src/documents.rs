@@ -28,19 +28,8 @@ async fn working_slot(
     }
 }
 
-pub(crate) fn format_str(format: WorkingMemoryFormat) -> &'static str {
-    match format {
-        WorkingMemoryFormat::Markdown => "markdown",
-        WorkingMemoryFormat::Json => "json",
-    }
-}
-
 pub(crate) fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
-    match text {
-        "markdown" => Ok(WorkingMemoryFormat::Markdown),
-        "json" => Ok(WorkingMemoryFormat::Json),
-        other => Err(corrupt("working memory format", other)),
-    }
+    WorkingMemoryFormat::parse(text).ok_or_else(|| corrupt("working memory format", text))
 }
 
 async fn read_working(
@@ -109,7 +98,7 @@ impl WorkingMemoryStore for SqliteStore {
         .bind(subject_of(scope))
         .bind(slot)
         .bind(&stored.content)
-        .bind(format_str(stored.format))
+        .bind(stored.format.as_str())
         .bind(seq_to_db(stored.revision))
         .bind(millis(now))
         .execute(&mut *tx)
@@ -137,23 +126,8 @@ impl WorkingMemoryStore for SqliteStore {
     }
 }
 
-pub(crate) fn status_str(status: CheckpointStatus) -> &'static str {
-    match status {
-        CheckpointStatus::Running => "running",
-        CheckpointStatus::Suspended => "suspended",
-        CheckpointStatus::Completed => "completed",
-        CheckpointStatus::Failed => "failed",
-    }
-}
-
 fn status_from(text: &str) -> Result<CheckpointStatus> {
-    match text {
-        "running" => Ok(CheckpointStatus::Running),
-        "suspended" => Ok(CheckpointStatus::Suspended),
-        "completed" => Ok(CheckpointStatus::Completed),
-        "failed" => Ok(CheckpointStatus::Failed),
-        other => Err(corrupt("checkpoint status", other)),
-    }
+    CheckpointStatus::parse(text).ok_or_else(|| corrupt("checkpoint status", text))
 }
 
 macro_rules! checkpoint_columns {
@@ -212,7 +186,7 @@ impl CheckpointStore for SqliteStore {
         .bind(subject_of(scope))
         .bind(new.id.as_str())
         .bind(&new.workflow)
-        .bind(status_str(new.status))
+        .bind(new.status.as_str())
         .bind(to_json(&new.state))
         .bind(millis(now))
         .execute(&mut *tx)
@@ -255,7 +229,7 @@ impl CheckpointStore for SqliteStore {
             "UPDATE checkpoints SET status = ?1, state = ?2, version = ?3, updated_at = ?4
              WHERE namespace = ?5 AND subject = ?6 AND id = ?7",
         )
-        .bind(status_str(checkpoint.status))
+        .bind(checkpoint.status.as_str())
         .bind(to_json(&checkpoint.state))
         .bind(seq_to_db(checkpoint.version))
         .bind(millis(now))

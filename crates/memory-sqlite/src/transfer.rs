@@ -14,7 +14,7 @@ use sqlx::Row;
 
 use crate::conversations::{conversation_from, conversation_pk, message_from};
 use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult};
-use crate::documents::{checkpoint_from, format_from, format_str, status_str};
+use crate::documents::{checkpoint_from, format_from};
 use crate::facts::{fact_from, insert_tokens};
 use crate::vectors::{bump_generations, find_collection, record_from, CollectionRow};
 use crate::SqliteStore;
@@ -393,7 +393,7 @@ async fn restore_one(
             .bind(subject_of(&scope))
             .bind(slot)
             .bind(&memory.content)
-            .bind(format_str(memory.format))
+            .bind(memory.format.as_str())
             .bind(seq_to_db(memory.revision))
             .bind(millis(memory.updated_at))
             .execute(conn)
@@ -485,7 +485,7 @@ async fn restore_one(
             .bind(subject_of(&scope))
             .bind(checkpoint.id.as_str())
             .bind(&checkpoint.workflow)
-            .bind(status_str(checkpoint.status))
+            .bind(checkpoint.status.as_str())
             .bind(to_json(&checkpoint.state))
             .bind(seq_to_db(checkpoint.version))
             .bind(millis(checkpoint.created_at))
