@@ -17,7 +17,7 @@ use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, Db
 use crate::SqliteStore;
 
 /// The `working_memory.conversation` of a key: the conversation's pk, 0 for the user document.
-async fn working_slot(
+pub(crate) async fn working_slot(
     conn: &mut SqliteConnection,
     scope: &Scope,
     key: &WorkingMemoryKey,
@@ -58,6 +58,57 @@ async fn read_working(
     .transpose()
 }
 
+/// Writes a working-memory document into its slot (set and restore).
+pub(crate) async fn write_working(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    slot: i64,
+    memory: &WorkingMemory,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO working_memory
+             (namespace, subject, conversation, content, format, revision, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+             content = excluded.content, format = excluded.format,
+             revision = excluded.revision, updated_at = excluded.updated_at",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(slot)
+    .bind(&memory.content)
+    .bind(memory.format.as_str())
+    .bind(seq_to_db(memory.revision))
+    .bind(millis(memory.updated_at))
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
+/// Writes a cache entry with an absolute expiry (`cache_set` and restore).
+pub(crate) async fn put_cache(
+    conn: &mut SqliteConnection,
+    namespace: &Namespace,
+    key: &str,
+    value: &[u8],
+    expires_at: Option<Timestamp>,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO cache (namespace, key, value, expires_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (namespace, key) DO UPDATE SET
+             value = excluded.value, expires_at = excluded.expires_at",
+    )
+    .bind(namespace.as_str())
+    .bind(key)
+    .bind(value)
+    .bind(expires_at.map(millis))
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
 #[async_trait]
 impl WorkingMemoryStore for SqliteStore {
     async fn get_working_memory(
@@ -86,24 +137,7 @@ impl WorkingMemoryStore for SqliteStore {
             .await?
             .map_or(0, |w| w.revision);
         let stored = update.apply(current, now)?;
-        sqlx::query(
-            "INSERT INTO working_memory
-                 (namespace, subject, conversation, content, format, revision, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-                 content = excluded.content, format = excluded.format,
-                 revision = excluded.revision, updated_at = excluded.updated_at",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(slot)
-        .bind(&stored.content)
-        .bind(stored.format.as_str())
-        .bind(seq_to_db(stored.revision))
-        .bind(millis(now))
-        .execute(&mut *tx)
-        .await
-        .db()?;
+        write_working(&mut tx, scope, slot, &stored).await?;
         tx.commit().await.db()?;
         Ok(stored)
     }
@@ -302,20 +336,9 @@ impl CacheStore for SqliteStore {
         ttl: Option<Duration>,
     ) -> Result<()> {
         validate_identifier("cache key", key)?;
-        let expires = ttl.map(|ttl| millis(self.clock.now().saturating_add(ttl)));
-        sqlx::query(
-            "INSERT INTO cache (namespace, key, value, expires_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (namespace, key) DO UPDATE SET
-                 value = excluded.value, expires_at = excluded.expires_at",
-        )
-        .bind(namespace.as_str())
-        .bind(key)
-        .bind(value)
-        .bind(expires)
-        .execute(&self.writer)
-        .await
-        .db()?;
-        Ok(())
+        let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
+        let mut conn = self.writer.acquire().await.db()?;
+        put_cache(&mut conn, namespace, key, &value, expires).await
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {

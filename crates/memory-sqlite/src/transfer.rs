@@ -14,9 +14,11 @@ use sqlx::Row;
 
 use crate::conversations::{conversation_from, conversation_pk, message_from};
 use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult};
-use crate::documents::{checkpoint_from, format_from};
+use crate::documents::{checkpoint_from, format_from, put_cache, working_slot, write_working};
 use crate::facts::{fact_from, insert_tokens};
-use crate::vectors::{bump_generations, find_collection, record_from, CollectionRow};
+use crate::vectors::{
+    bump_generations, find_collection, insert_collection, record_from, write_vector, CollectionRow,
+};
 use crate::SqliteStore;
 
 /// Live rows only, "now" bound as parameter `$now`: no read returns an expired fact or cache
@@ -301,18 +303,7 @@ async fn restore_one(
                 existing.spec.check_same(&spec)?;
                 return Ok(());
             }
-            sqlx::query(
-                "INSERT INTO collections (namespace, name, dims, metric, model)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(namespace.as_str())
-            .bind(&spec.name)
-            .bind(i64::try_from(spec.dims).unwrap_or(i64::MAX))
-            .bind(spec.metric.as_str())
-            .bind(&spec.model)
-            .execute(conn)
-            .await
-            .db()?;
+            insert_collection(conn, &namespace, &spec).await?;
         }
         Record::Conversation { conversation: c } => {
             // An upsert, not a REPLACE: replacing the row would cascade to its messages.
@@ -380,25 +371,8 @@ async fn restore_one(
             .db()?;
         }
         Record::WorkingMemory { scope, key, memory } => {
-            let slot = match &key {
-                WorkingMemoryKey::Conversation(id) => conversation_pk(conn, &scope, id).await?.0,
-                WorkingMemoryKey::User => 0,
-            };
-            sqlx::query(
-                "INSERT OR REPLACE INTO working_memory
-                     (namespace, subject, conversation, content, format, revision, updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(&scope))
-            .bind(slot)
-            .bind(&memory.content)
-            .bind(memory.format.as_str())
-            .bind(seq_to_db(memory.revision))
-            .bind(millis(memory.updated_at))
-            .execute(conn)
-            .await
-            .db()?;
+            let slot = working_slot(conn, &scope, &key).await?;
+            write_working(conn, &scope, slot, &memory).await?;
         }
         Record::Fact { fact } => {
             let pk: i64 = sqlx::query_scalar(
@@ -455,23 +429,7 @@ async fn restore_one(
             }
             let collection = &collections[&key];
             collection.spec.check_vector(&record.vector)?;
-            sqlx::query(
-                "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (collection, subject, id) DO UPDATE SET
-                     vector = excluded.vector, text = excluded.text,
-                     metadata = excluded.metadata, conversation_id = excluded.conversation_id",
-            )
-            .bind(collection.pk)
-            .bind(subject_of(&scope))
-            .bind(record.id.as_str())
-            .bind(encode_f32_le(&record.vector))
-            .bind(record.text.as_deref())
-            .bind(to_json(&record.metadata))
-            .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
-            .execute(conn)
-            .await
-            .db()?;
+            write_vector(conn, collection.pk, &scope, &record).await?;
             touched.push(collection.pk);
         }
         Record::Checkpoint { scope, checkpoint } => {
@@ -500,17 +458,7 @@ async fn restore_one(
             value,
             expires_at,
         } => {
-            sqlx::query(
-                "INSERT OR REPLACE INTO cache (namespace, key, value, expires_at)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )
-            .bind(namespace.as_str())
-            .bind(key)
-            .bind(value)
-            .bind(expires_at.map(millis))
-            .execute(conn)
-            .await
-            .db()?;
+            put_cache(conn, &namespace, &key, &value, expires_at).await?;
         }
     }
     Ok(())

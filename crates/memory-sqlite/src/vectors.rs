@@ -102,6 +102,54 @@ pub(crate) async fn delete_conversation_vectors(
     bump_generations(conn, touched).await
 }
 
+/// Creates a collection row (the caller has checked that none of that name exists).
+pub(crate) async fn insert_collection(
+    conn: &mut SqliteConnection,
+    namespace: &Namespace,
+    spec: &CollectionSpec,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO collections (namespace, name, dims, metric, model) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )
+    .bind(namespace.as_str())
+    .bind(&spec.name)
+    .bind(i64::try_from(spec.dims).unwrap_or(i64::MAX))
+    .bind(spec.metric.as_str())
+    .bind(&spec.model)
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
+/// Writes one vector record (checked against its collection by the caller); the caller bumps
+/// the collection's generation.
+pub(crate) async fn write_vector(
+    conn: &mut SqliteConnection,
+    collection: i64,
+    scope: &Scope,
+    record: &VectorRecord,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (collection, subject, id) DO UPDATE SET
+             vector = excluded.vector, text = excluded.text,
+             metadata = excluded.metadata, conversation_id = excluded.conversation_id",
+    )
+    .bind(collection)
+    .bind(subject_of(scope))
+    .bind(record.id.as_str())
+    .bind(encode_f32_le(&record.vector))
+    .bind(record.text.as_deref())
+    .bind(to_json(&record.metadata))
+    .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
+    .execute(conn)
+    .await
+    .db()?;
+    Ok(())
+}
+
 /// Bumps the generation of every collection in `pks` (duplicates allowed).
 pub(crate) async fn bump_generations(conn: &mut SqliteConnection, mut pks: Vec<i64>) -> Result<()> {
     pks.sort_unstable();
@@ -204,17 +252,7 @@ impl VectorStore for SqliteStore {
             existing.spec.check_same(&spec)?;
             return Ok(existing.spec);
         }
-        sqlx::query(
-            "INSERT INTO collections (namespace, name, dims, metric, model) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .bind(namespace.as_str())
-        .bind(&spec.name)
-        .bind(i64::try_from(spec.dims).unwrap_or(i64::MAX))
-        .bind(spec.metric.as_str())
-        .bind(&spec.model)
-        .execute(&mut *tx)
-        .await
-        .db()?;
+        insert_collection(&mut tx, namespace, &spec).await?;
         tx.commit().await.db()?;
         Ok(spec)
     }
@@ -264,23 +302,7 @@ impl VectorStore for SqliteStore {
             collection.spec.check_vector(&record.vector)?;
         }
         for record in &records {
-            sqlx::query(
-                "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (collection, subject, id) DO UPDATE SET
-                     vector = excluded.vector, text = excluded.text,
-                     metadata = excluded.metadata, conversation_id = excluded.conversation_id",
-            )
-            .bind(collection.pk)
-            .bind(subject_of(scope))
-            .bind(record.id.as_str())
-            .bind(encode_f32_le(&record.vector))
-            .bind(record.text.as_deref())
-            .bind(to_json(&record.metadata))
-            .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
-            .execute(&mut *tx)
-            .await
-            .db()?;
+            write_vector(&mut tx, collection.pk, scope, record).await?;
         }
         if !records.is_empty() {
             bump_generation(&mut tx, collection.pk).await?;
