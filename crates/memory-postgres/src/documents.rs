@@ -52,7 +52,7 @@ pub(crate) fn checkpoint_from(row: &Row) -> Result<Checkpoint> {
 impl PostgresStore {
     /// The `working_memory.conversation` of a key: the conversation's pk (`NotFound` when it is
     /// not in the scope), NULL for the user document.
-    async fn working_slot(
+    pub(crate) async fn working_slot(
         &self,
         db: &impl Db,
         scope: &Scope,
@@ -150,26 +150,7 @@ impl WorkingMemoryStore for PostgresStore {
             .await?
             .map_or(0, |w| w.revision);
         let stored = update.apply(current, now)?;
-        tx.exec(
-            &self.sql(
-                "INSERT INTO {s}.working_memory
-                     (namespace, subject, conversation, content, format, revision, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-                     content = excluded.content, format = excluded.format,
-                     revision = excluded.revision, updated_at = excluded.updated_at",
-            ),
-            &[
-                &scope.namespace().as_str(),
-                &subject_of(scope),
-                &slot,
-                &stored.content.as_bytes(),
-                &stored.format.as_str(),
-                &to_db(stored.revision),
-                &millis(now),
-            ],
-        )
-        .await?;
+        self.write_working(&tx, scope, slot, &stored).await?;
         tx.commit().await.db()?;
         Ok(stored)
     }
@@ -354,6 +335,37 @@ impl CacheStore for PostgresStore {
 }
 
 impl PostgresStore {
+    /// Writes a working-memory document into its slot (set and restore).
+    pub(crate) async fn write_working(
+        &self,
+        db: &impl Db,
+        scope: &Scope,
+        slot: Option<i64>,
+        memory: &WorkingMemory,
+    ) -> Result<()> {
+        db.exec(
+            &self.sql(
+                "INSERT INTO {s}.working_memory
+                     (namespace, subject, conversation, content, format, revision, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                     content = excluded.content, format = excluded.format,
+                     revision = excluded.revision, updated_at = excluded.updated_at",
+            ),
+            &[
+                &scope.namespace().as_str(),
+                &subject_of(scope),
+                &slot,
+                &memory.content.as_bytes(),
+                &memory.format.as_str(),
+                &to_db(memory.revision),
+                &millis(memory.updated_at),
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Writes a cache entry with an absolute expiry (shared by `cache_set` and restore).
     pub(crate) async fn put_cache(
         &self,

@@ -373,32 +373,8 @@ impl PostgresStore {
                 .await?;
             }
             Record::WorkingMemory { scope, key, memory } => {
-                let slot = match &key {
-                    WorkingMemoryKey::Conversation(id) => {
-                        Some(self.conversation_pk(tx, &scope, id, false).await?.0)
-                    }
-                    WorkingMemoryKey::User => None,
-                };
-                tx.exec(
-                    &self.sql(
-                        "INSERT INTO {s}.working_memory
-                             (namespace, subject, conversation, content, format, revision, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)
-                         ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-                             content = excluded.content, format = excluded.format,
-                             revision = excluded.revision, updated_at = excluded.updated_at",
-                    ),
-                    &[
-                        &scope.namespace().as_str(),
-                        &subject_of(&scope),
-                        &slot,
-                        &memory.content.as_bytes(),
-                        &memory.format.as_str(),
-                        &to_db(memory.revision),
-                        &millis(memory.updated_at),
-                    ],
-                )
-                .await?;
+                let slot = self.working_slot(tx, &scope, &key).await?;
+                self.write_working(tx, &scope, slot, &memory).await?;
             }
             Record::Fact { fact } => self.write_fact(tx, &fact).await?,
             Record::Vector {

@@ -201,6 +201,7 @@ impl PostgresStore {
     /// some rows' metadata is matched in Rust); with `nearest`, the HNSW index's nearest `k`.
     async fn candidates(
         &self,
+        client: &mut deadpool_postgres::Object,
         collection: &CollectionRow,
         scope: &Scope,
         filter: Option<&Filter>,
@@ -225,7 +226,6 @@ impl PostgresStore {
             pk = collection.pk
         );
         let Some((vector, k)) = nearest else {
-            let client = self.client().await?;
             return client.rows(&self.sql(&base), &params).await;
         };
         let k = i64::try_from(k).unwrap_or(i64::MAX);
@@ -238,7 +238,6 @@ impl PostgresStore {
         );
         params.push(&vector);
         params.push(&k);
-        let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;
         // Iterative scans keep going until k rows pass the filter (pgvector 0.8).
         let ef = self
@@ -247,10 +246,12 @@ impl PostgresStore {
             .ef_search
             .max(u32::try_from(k).unwrap_or(1000))
             .min(1000);
-        tx.exec(&format!("SET LOCAL hnsw.ef_search = {ef}"), &[])
-            .await?;
-        tx.exec("SET LOCAL hnsw.iterative_scan = relaxed_order", &[])
-            .await?;
+        // Both settings in one round trip (simple query protocol).
+        tx.batch_execute(&format!(
+            "SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+        ))
+        .await
+        .db()?;
         let rows = tx.rows(&self.sql(&sql), &params).await?;
         tx.commit().await.db()?;
         Ok(rows)
@@ -370,7 +371,7 @@ impl VectorStore for PostgresStore {
         if let VectorSelector::Filter(filter) = &selector {
             filter.validate()?;
         }
-        let client = self.client().await?;
+        let mut client = self.client().await?;
         let collection = self
             .collection(&client, scope.namespace(), collection)
             .await?;
@@ -378,7 +379,14 @@ impl VectorStore for PostgresStore {
             VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
             VectorSelector::Filter(filter) => {
                 let rows = self
-                    .candidates(&collection, scope, Some(&filter), None, "id, metadata")
+                    .candidates(
+                        &mut client,
+                        &collection,
+                        scope,
+                        Some(&filter),
+                        None,
+                        "id, metadata",
+                    )
                     .await?;
                 let mut matching = Vec::new();
                 for row in rows {
@@ -406,15 +414,16 @@ impl VectorStore for PostgresStore {
         collection: &str,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
-        let collection = {
-            let client = self.client().await?;
-            self.collection(&client, scope.namespace(), collection)
-                .await?
-        };
+        // One connection for the collection lookup and the search.
+        let mut client = self.client().await?;
+        let collection = self
+            .collection(&client, scope.namespace(), collection)
+            .await?;
         query.validate(&collection.spec)?;
         let nearest = self.index.then_some((query.vector.as_slice(), query.k));
         let rows = self
             .candidates(
+                &mut client,
                 &collection,
                 scope,
                 query.filter.as_ref(),
