@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use memory_core::transfer::{plan, Digest, ExportHeader, Unit};
+use memory_core::transfer::{copy_units, plan, verify_units, ExportHeader, Mismatch, Unit};
 use memory_core::{MemoryBackend, Namespace, Record};
 
 use crate::open::{open, redacted};
@@ -132,19 +132,18 @@ pub async fn import(url: &str, input: &Path) -> Result<()> {
 /// `verify`, compares both sides unit by unit.
 pub async fn copy(from: &str, to: &str, only: Option<&str>, verify: bool) -> Result<()> {
     let (source, target) = (open(from).await?, open(to).await?);
-    let only = namespace(only)?;
-    let units = plan(source.as_ref(), only.as_ref()).await?;
+    let units = plan(source.as_ref(), namespace(only)?.as_ref()).await?;
     let progress = bar(units.len() as u64, "copy");
-    let mut records = 0u64;
-    for unit in &units {
+    let report = copy_units(source.as_ref(), target.as_ref(), &units, |unit, _| {
         progress.set_message(unit.to_string());
-        records += target.restore(unit.export(source.as_ref()).await?).await?;
         progress.inc(1);
-    }
+    })
+    .await?;
     progress.finish_and_clear();
     ui::good(&format!(
-        "copied {records} records in {} units from {} to {}",
-        units.len(),
+        "copied {} records in {} units from {} to {}",
+        report.records,
+        report.units,
         redacted(from),
         redacted(to)
     ));
@@ -157,8 +156,7 @@ pub async fn copy(from: &str, to: &str, only: Option<&str>, verify: bool) -> Res
 /// Compares two stores unit by unit without writing.
 pub async fn verify(from: &str, to: &str, only: Option<&str>) -> Result<()> {
     let (source, target) = (open(from).await?, open(to).await?);
-    let only = namespace(only)?;
-    let units = plan(source.as_ref(), only.as_ref()).await?;
+    let units = plan(source.as_ref(), namespace(only)?.as_ref()).await?;
     compare(source.as_ref(), target.as_ref(), &units).await
 }
 
@@ -169,18 +167,13 @@ async fn compare(
     units: &[Unit],
 ) -> Result<()> {
     let progress = bar(units.len() as u64, "verify");
-    let mut mismatches = Vec::new();
     let mut records = 0;
-    for unit in units {
+    let mismatches = verify_units(source, target, units, |unit, held| {
         progress.set_message(unit.to_string());
-        let expected = Digest::of(&unit.export(source).await?);
-        let found = Digest::of(&unit.export(target).await?);
-        records += expected.total();
-        if expected != found {
-            mismatches.push((unit, expected, found));
-        }
         progress.inc(1);
-    }
+        records += held;
+    })
+    .await?;
     progress.finish_and_clear();
     if mismatches.is_empty() {
         ui::good(&format!(
@@ -189,7 +182,12 @@ async fn compare(
         ));
         return Ok(());
     }
-    for (unit, expected, found) in &mismatches {
+    for Mismatch {
+        unit,
+        source: expected,
+        target: found,
+    } in &mismatches
+    {
         ui::refused(&format!("{unit} differs"));
         let kinds: BTreeSet<_> = expected.counts.keys().chain(found.counts.keys()).collect();
         for kind in kinds {

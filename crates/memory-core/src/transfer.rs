@@ -444,6 +444,22 @@ pub async fn copy<A, B, F>(
     from: &A,
     to: &B,
     only: Option<&Namespace>,
+    progress: F,
+) -> Result<CopyReport>
+where
+    A: TransferStore + ?Sized,
+    B: TransferStore + ?Sized,
+    F: FnMut(&Unit, u64),
+{
+    copy_units(from, to, &plan(from, only).await?, progress).await
+}
+
+/// [`copy`] of the given units (from [`plan`]), for callers that show progress against the
+/// total; `progress` hears of each unit and the records written for it.
+pub async fn copy_units<A, B, F>(
+    from: &A,
+    to: &B,
+    units: &[Unit],
     mut progress: F,
 ) -> Result<CopyReport>
 where
@@ -452,10 +468,9 @@ where
     F: FnMut(&Unit, u64),
 {
     let mut report = CopyReport::default();
-    for unit in plan(from, only).await? {
-        let records = unit.export(from).await?;
-        let written = to.restore(records).await?;
-        progress(&unit, written);
+    for unit in units {
+        let written = to.restore(unit.export(from).await?).await?;
+        progress(unit, written);
         report.units += 1;
         report.records += written;
     }
@@ -512,13 +527,30 @@ where
     A: TransferStore + ?Sized,
     B: TransferStore + ?Sized,
 {
+    verify_units(from, to, &plan(from, only).await?, |_, _| {}).await
+}
+
+/// [`verify`] of the given units (from [`plan`]); `progress` hears of each unit and the
+/// records it holds in the source.
+pub async fn verify_units<A, B, F>(
+    from: &A,
+    to: &B,
+    units: &[Unit],
+    mut progress: F,
+) -> Result<Vec<Mismatch>>
+where
+    A: TransferStore + ?Sized,
+    B: TransferStore + ?Sized,
+    F: FnMut(&Unit, u64),
+{
     let mut mismatches = Vec::new();
-    for unit in plan(from, only).await? {
+    for unit in units {
         let source = Digest::of(&unit.export(from).await?);
         let target = Digest::of(&unit.export(to).await?);
+        progress(unit, source.total());
         if source != target {
             mismatches.push(Mismatch {
-                unit,
+                unit: unit.clone(),
                 source,
                 target,
             });
