@@ -23,9 +23,28 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
 fi
 
+ready=0
 for _ in $(seq 1 30); do
-  pg_isready -h 127.0.0.1 -p 5432 -q && redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && exit 0
+  if pg_isready -h 127.0.0.1 -p 5432 -q && redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    ready=1
+    break
+  fi
   sleep 1
 done
-echo "services.sh: PostgreSQL or Redis did not come up" >&2
-exit 1
+if [ "$ready" != 1 ]; then
+  echo "services.sh: PostgreSQL or Redis did not come up" >&2
+  exit 1
+fi
+
+# The tests connect as postgres without a password to the database `test` on 127.0.0.1, as this
+# machine kind provides. A PostgreSQL installed here just now has neither: add both.
+if [[ " ${need_install[*]:-} " == *" postgresql "* ]]; then
+  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  hba="/etc/postgresql/$version/main/pg_hba.conf"
+  grep -q '^host all all 127.0.0.1/32 trust' "$hba" ||
+    sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
+  pg_ctlcluster --skip-systemctl-redirect "$version" main reload
+fi
+if ! psql -h 127.0.0.1 -U postgres -d test -c 'SELECT 1' >/dev/null 2>&1; then
+  runuser -u postgres -- createdb test
+fi
