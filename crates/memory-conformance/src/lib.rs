@@ -175,6 +175,10 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(vectors::missing_collection_is_not_found, Vectors),
     scenario!(vectors::upsert_then_get_round_trips, Vectors),
     scenario!(vectors::upsert_replaces_existing_id, Vectors),
+    scenario!(
+        vectors::upsert_large_batch_keeps_last_of_repeated_id,
+        Vectors
+    ),
     scenario!(vectors::upsert_rejects_wrong_dimension_atomically, Vectors),
     scenario!(vectors::upsert_rejects_nan_and_infinity, Vectors),
     scenario!(vectors::zero_vector_is_rejected_only_under_cosine, Vectors),
@@ -194,6 +198,10 @@ pub static SCENARIOS: &[Scenario] = &[
         NoVectors
     ),
     scenario!(vectors::search_returns_min_of_k_and_matching, Vectors),
+    scenario!(
+        vectors::filtered_search_fills_k_past_nearer_non_matching,
+        Vectors
+    ),
     scenario!(vectors::search_min_score_drops_weak_hits, Vectors),
     scenario!(vectors::search_includes_vectors_only_when_asked, Vectors),
     scenario!(vectors::delete_by_ids_reports_count, Vectors),
@@ -367,6 +375,7 @@ macro_rules! suite {
                 missing_collection_is_not_found,
                 upsert_then_get_round_trips,
                 upsert_replaces_existing_id,
+                upsert_large_batch_keeps_last_of_repeated_id,
                 upsert_rejects_wrong_dimension_atomically,
                 upsert_rejects_nan_and_infinity,
                 zero_vector_is_rejected_only_under_cosine,
@@ -377,6 +386,7 @@ macro_rules! suite {
                 approximate_search_reaches_recall_at_10,
                 vector_operations_are_unsupported_without_vector_search,
                 search_returns_min_of_k_and_matching,
+                filtered_search_fills_k_past_nearer_non_matching,
                 search_min_score_drops_weak_hits,
                 search_includes_vectors_only_when_asked,
                 delete_by_ids_reports_count,

@@ -221,6 +221,51 @@ pub async fn upsert_replaces_existing_id(ctx: &Ctx) {
     assert_eq!(hits[0].record.id.as_str(), "r1");
 }
 
+/// A large batch (bulk-loaded by some backends) that repeats an id keeps its last record.
+pub async fn upsert_large_batch_keeps_last_of_repeated_id(ctx: &Ctx) {
+    let spec = collection(ctx, Metric::Cosine).await;
+    let mut batch: Vec<_> = (0..300)
+        .map(|i| record(&format!("r{i}"), unit_vector(DIMS, i), json!({"i": i})))
+        .collect();
+    let last = record("r7", unit_vector(DIMS, 7_000), json!({"i": "replaced"}));
+    batch.push(last.clone());
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, batch)
+        .await
+        .must("upsert");
+    assert_eq!(
+        ctx.backend()
+            .get_vector(ctx.scope(), &spec.name, &vid("r7"))
+            .await
+            .must("get"),
+        last
+    );
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(unit_vector(DIMS, 7_000), 5),
+        )
+        .await
+        .must("search");
+    let ids: HashSet<&str> = hit_ids(&hits).into_iter().collect();
+    assert_eq!(ids.len(), 5, "one record per id");
+    assert_eq!(
+        hits[0].record,
+        VectorRecord {
+            vector: Vec::new(),
+            ..last
+        }
+    );
+    for id in ["r0", "r299"] {
+        ctx.backend()
+            .get_vector(ctx.scope(), &spec.name, &vid(id))
+            .await
+            .must("the rest of the batch");
+    }
+}
+
 /// A wrong dimension anywhere in a batch rejects the whole batch.
 pub async fn upsert_rejects_wrong_dimension_atomically(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
@@ -468,6 +513,55 @@ pub async fn search_returns_min_of_k_and_matching(ctx: &Ctx) {
         .await
         .must("empty")
         .is_empty());
+}
+
+/// A filtered search returns `min(k, matching)` even when many nearer records do not match,
+/// some of them with metadata only Rust can read (a NUL character, which SQL JSON types reject).
+pub async fn filtered_search_fills_k_past_nearer_non_matching(ctx: &Ctx) {
+    let spec = collection(ctx, Metric::Cosine).await;
+    let query = unit_vector(DIMS, 1);
+    let near = |i: u64| -> Vec<f32> {
+        let noise = unit_vector(DIMS, 1_000 + i);
+        let v: Vec<f32> = query
+            .iter()
+            .zip(&noise)
+            .map(|(q, n)| q + 0.05 * n)
+            .collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / norm).collect()
+    };
+    let mut batch = Vec::new();
+    for i in 0..20 {
+        let tag = if i % 2 == 0 { "x\u{0}y" } else { "y" };
+        batch.push(record(&format!("near{i}"), near(i), json!({"tag": tag})));
+    }
+    for i in 0..5 {
+        batch.push(record(
+            &format!("far{i}"),
+            unit_vector(DIMS, 100 + i),
+            json!({"tag": "x"}),
+        ));
+    }
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, batch)
+        .await
+        .must("upsert");
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            &spec.name,
+            VectorQuery::new(query.clone(), 4).with_filter(Filter::eq("tag", "x")),
+        )
+        .await
+        .must("search");
+    assert_eq!(
+        hits.len(),
+        4,
+        "k of the 5 matching records: {:?}",
+        hit_ids(&hits)
+    );
+    assert!(hit_ids(&hits).iter().all(|id| id.starts_with("far")));
 }
 
 /// `min_score` drops hits below it.

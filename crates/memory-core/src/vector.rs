@@ -252,7 +252,8 @@ pub trait VectorStore: Send + Sync {
     /// # Behavior
     /// - All or nothing: a wrong dimension, a NaN/∞ component, or a zero vector under cosine in
     ///   any record is `InvalidInput` and nothing is written.
-    /// - A record with an existing id (same scope) replaces it.
+    /// - A record with an existing id (same scope) replaces it; an id repeated within the batch
+    ///   ends as its last record.
     /// - A missing collection is `NotFound`. Returns how many records were written.
     async fn upsert_vectors(
         &self,
