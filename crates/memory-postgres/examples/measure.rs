@@ -1,7 +1,9 @@
 //! A small measurement of the PostgreSQL store (not the benchmark suite; that is issue 8's):
 //! appends per second of 1- and 10-message batches through the store against the same
-//! statements written by hand with tokio-postgres (interleaved rounds, medians), and HNSW
-//! recall@10 against an exact scan on 20,000 clustered 384-dim vectors with top-10 latencies.
+//! statements written by hand with tokio-postgres (interleaved rounds, medians); restore of
+//! 50,000 messages (binary `COPY` through a staging table) against a hand-written binary `COPY`
+//! straight into the messages table; and HNSW recall@10 against an exact scan on 20,000
+//! clustered 384-dim vectors with top-10 latencies.
 //!
 //! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
 //!  cargo run --release -p memory-postgres --example measure`
@@ -10,10 +12,12 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use memory_core::{
-    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Scope, VectorQuery,
-    VectorRecord, VectorStore,
+    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Record, Scope,
+    StoredMessage, TransferStore, VectorQuery, VectorRecord, VectorStore,
 };
 use memory_postgres::PostgresStore;
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::Type;
 
 const SCHEMA: &str = "agent_memory_measure";
 
@@ -111,6 +115,99 @@ async fn raw(store: &PostgresStore, scope: &Scope, batch: usize, batches: usize)
     (batch * batches) as f64 / started.elapsed().as_secs_f64()
 }
 
+fn messages(n: usize) -> Vec<Message> {
+    (0..n)
+        .map(|i| {
+            Message::user(format!(
+                "restored message {i} with a sentence or two of text"
+            ))
+        })
+        .collect()
+}
+
+/// Restores one conversation of `n` messages; rows per second.
+async fn restore(store: &PostgresStore, scope: &Scope, n: usize) -> f64 {
+    let thread = store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap();
+    let mut records = vec![Record::Conversation {
+        conversation: thread.clone(),
+    }];
+    records.extend(
+        messages(n)
+            .into_iter()
+            .zip(1..)
+            .map(|(message, seq)| Record::Message {
+                scope: scope.clone(),
+                conversation_id: thread.id.clone(),
+                message: StoredMessage { seq, message },
+            }),
+    );
+    let started = Instant::now();
+    store.restore(records).await.unwrap();
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The same rows by hand: one binary `COPY` straight into the messages table.
+async fn raw_copy(store: &PostgresStore, scope: &Scope, n: usize) -> f64 {
+    let thread = store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap();
+    let rows: Vec<(i64, String, &'static str, String)> = messages(n)
+        .into_iter()
+        .zip(1..)
+        .map(|(m, seq)| {
+            (
+                seq,
+                m.id.to_string(),
+                "user",
+                serde_json::to_string(&m).unwrap(),
+            )
+        })
+        .collect();
+    let mut client = store.pool().get().await.unwrap();
+    let started = Instant::now();
+    let tx = client.transaction().await.unwrap();
+    let pk: i64 = tx
+        .query_one(
+            &format!(
+                "SELECT pk FROM {SCHEMA}.conversations
+                 WHERE namespace = $1 AND subject = $2 AND id = $3"
+            ),
+            &[
+                &scope.namespace().as_str(),
+                &scope.subject().unwrap().as_str(),
+                &thread.id.as_str(),
+            ],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let sink = tx
+        .copy_in(&format!(
+            "COPY {SCHEMA}.messages (conversation, seq, id, role, body) FROM STDIN (FORMAT binary)"
+        ))
+        .await
+        .unwrap();
+    let writer = BinaryCopyInWriter::new(
+        sink,
+        &[Type::INT8, Type::INT8, Type::TEXT, Type::TEXT, Type::TEXT],
+    );
+    futures::pin_mut!(writer);
+    for (seq, id, role, body) in &rows {
+        writer
+            .as_mut()
+            .write(&[&pk, seq, id, role, body])
+            .await
+            .unwrap();
+    }
+    writer.finish().await.unwrap();
+    tx.commit().await.unwrap();
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
 /// Clustered unit vectors: 200 centres, each point a centre plus noise (closer to real
 /// embeddings than uniform noise, on which no index does well).
 fn clustered(n: usize, dims: usize, rng: &mut fastrand::Rng) -> Vec<Vec<f32>> {
@@ -174,6 +271,19 @@ async fn main() {
             a / b
         );
     }
+
+    let n = 50_000;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for round in 0..3 {
+        let scope = Scope::new("measure", format!("restore-{run}-{round}")).unwrap();
+        a.push(restore(&indexed, &scope, n).await);
+        b.push(raw_copy(&indexed, &scope, n).await);
+    }
+    let (a, b) = (median(a), median(b));
+    println!(
+        "restore of {n} messages: ours (binary COPY + staging) {a:>7.0} rows/s, hand-written binary COPY {b:>7.0} rows/s, ours/raw {:.2}",
+        a / b
+    );
 
     let (n, dims, queries) = (20_000, 384, 100);
     let mut rng = fastrand::Rng::with_seed(7);

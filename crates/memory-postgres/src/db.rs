@@ -3,8 +3,9 @@
 use async_trait::async_trait;
 use memory_core::migration::{pending, AppliedMigration, Migration};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 pub(crate) const BACKEND: &str = "postgres";
@@ -53,6 +54,47 @@ impl Db for deadpool_postgres::Transaction<'_> {
         let statement = self.prepare_cached(sql).await.db()?;
         self.execute(&statement, params).await.db()
     }
+}
+
+/// A column of a staging table: its name, its SQL type and the driver type COPY encodes.
+pub(crate) struct StagedColumn {
+    pub(crate) name: &'static str,
+    pub(crate) sql: &'static str,
+    pub(crate) ty: Type,
+}
+
+/// Bulk writes go through binary `COPY` into a temporary table, dropped at commit, from which
+/// one `INSERT … SELECT` applies them with the usual conflict rules (`COPY` alone cannot
+/// upsert). The table is created per transaction and its statements are not cached: a bulk
+/// write is rare next to the statements the cache is for.
+pub(crate) async fn stage<const N: usize>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    table: &str,
+    columns: &[StagedColumn; N],
+    rows: &[[&(dyn ToSql + Sync); N]],
+) -> Result<()> {
+    let definitions: Vec<String> = columns
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.sql))
+        .collect();
+    tx.batch_execute(&format!(
+        "CREATE TEMPORARY TABLE {table} ({}) ON COMMIT DROP",
+        definitions.join(", ")
+    ))
+    .await
+    .db()?;
+    let sink = tx
+        .copy_in(&format!("COPY {table} FROM STDIN (FORMAT binary)"))
+        .await
+        .db()?;
+    let types: Vec<Type> = columns.iter().map(|c| c.ty.clone()).collect();
+    let writer = BinaryCopyInWriter::new(sink, &types);
+    futures::pin_mut!(writer);
+    for row in rows {
+        writer.as_mut().write(row).await.db()?;
+    }
+    writer.finish().await.db()?;
+    Ok(())
 }
 
 /// `.db()?` turns a driver error into the contract's error kinds.

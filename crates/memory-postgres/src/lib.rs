@@ -46,6 +46,10 @@
 //!   the SQL filter keeps, declared exact.
 //! - **Filters** compile to parameterised SQL over `jsonb` with the core semantics; rows whose
 //!   metadata holds NUL (which `jsonb` cannot store) are checked in Rust.
+//! - **Bulk writes** (restore, and `upsert_vectors` of 64 records or more) go through binary
+//!   `COPY` into a temporary table and one `INSERT … SELECT` with the usual conflict rules; a
+//!   load that grows the vectors table by a fifth refreshes its planner statistics, so the
+//!   HNSW index is used right away.
 
 mod backend;
 mod conversations;

@@ -1,6 +1,7 @@
 //! Export and restore: every table read back as [`Record`]s, and records written verbatim.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use memory_core::transfer::{prepare_restore, sort_canonical};
@@ -8,12 +9,15 @@ use memory_core::{
     ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,
 };
+use tokio_postgres::types::{ToSql, Type};
 
 use crate::conversations::{conversation_from, message_from, CONVERSATION_COLUMNS};
-use crate::db::{corrupt, from_db, millis, subject_of, to_db, to_json, Db, DbResult};
+use crate::db::{
+    corrupt, from_db, millis, stage, subject_of, to_db, to_json, Db, DbResult, StagedColumn,
+};
 use crate::documents::{checkpoint_from, working_from, CHECKPOINT_COLUMNS};
 use crate::facts::{fact_from, FACT_COLUMNS};
-use crate::vectors::{record_from, CollectionRow};
+use crate::vectors::{record_from, CollectionRow, VectorRow, BULK_ROWS};
 use crate::PostgresStore;
 
 fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
@@ -263,22 +267,185 @@ impl TransferStore for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;
         let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();
+        // Messages and vectors, the bulk of an export, are written last in bulk; records come
+        // in canonical order, so every parent they need is written by then.
+        let mut messages = Vec::new();
+        let mut vectors = Vec::new();
         for record in records {
-            self.restore_one(&tx, record, &mut collections).await?;
+            match record {
+                Record::Message {
+                    scope,
+                    conversation_id,
+                    message,
+                } => messages.push((scope, conversation_id, message)),
+                Record::Vector {
+                    scope,
+                    collection,
+                    record,
+                } => {
+                    let key = (scope.namespace().clone(), collection);
+                    if !collections.contains_key(&key) {
+                        let row = self
+                            .find_collection(&tx, &key.0, &key.1)
+                            .await?
+                            .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
+                        collections.insert(key.clone(), row);
+                    }
+                    let collection = &collections[&key];
+                    collection.spec.check_vector(&record.vector)?;
+                    vectors.push((collection.pk, scope, record));
+                }
+                other => self.restore_one(&tx, other).await?,
+            }
         }
+        self.restore_messages(&tx, &messages).await?;
+        let rows: Vec<VectorRow<'_>> = vectors
+            .iter()
+            .map(|(collection, scope, record)| VectorRow {
+                collection: *collection,
+                subject: subject_of(scope),
+                record,
+            })
+            .collect();
+        self.write_vectors(&tx, &rows).await?;
         tx.commit().await.db()?;
+        if rows.len() >= BULK_ROWS {
+            self.refresh_statistics(&client, rows.len()).await;
+        }
         Ok(written)
     }
 }
 
+/// The staging table of restored messages. `keep` is false for a message that a later one in
+/// the batch replaces (same id or same seq): it still replaces stored ones, as it would have
+/// were the records written one by one.
+const MESSAGE_STAGING: [StagedColumn; 6] = [
+    StagedColumn {
+        name: "conversation",
+        sql: "bigint",
+        ty: Type::INT8,
+    },
+    StagedColumn {
+        name: "seq",
+        sql: "bigint",
+        ty: Type::INT8,
+    },
+    StagedColumn {
+        name: "id",
+        sql: "text COLLATE \"C\"",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "role",
+        sql: "text",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "body",
+        sql: "text",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "keep",
+        sql: "boolean",
+        ty: Type::BOOL,
+    },
+];
+
 impl PostgresStore {
+    /// Writes restored messages through `COPY`: each replaces the stored message with its id or
+    /// its seq, and a conversation that is not stored is `NotFound`.
+    async fn restore_messages(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        messages: &[(Scope, ConversationId, StoredMessage)],
+    ) -> Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let (mut ids, mut seqs) = (HashSet::new(), HashSet::new());
+        let mut keep = vec![false; messages.len()];
+        for (i, (scope, conversation, m)) in messages.iter().enumerate().rev() {
+            let new_id = ids.insert((scope, conversation, m.message.id.as_str()));
+            let new_seq = seqs.insert((scope, conversation, m.seq));
+            keep[i] = new_id && new_seq;
+        }
+        // Each conversation's pk once (a missing one is `NotFound`).
+        let mut pks: HashMap<(&Scope, &ConversationId), i64> = HashMap::new();
+        for (scope, conversation, _) in messages {
+            if let Entry::Vacant(slot) = pks.entry((scope, conversation)) {
+                slot.insert(self.conversation_pk(tx, scope, conversation, false).await?.0);
+            }
+        }
+        let encoded: Vec<_> = messages
+            .iter()
+            .zip(&keep)
+            .map(|((scope, conversation, m), keep)| {
+                (
+                    pks[&(scope, conversation)],
+                    to_db(m.seq),
+                    m.message.id.as_str(),
+                    m.message.role.as_str(),
+                    to_json(&m.message),
+                    *keep,
+                )
+            })
+            .collect();
+        stage(
+            tx,
+            "agent_memory_messages_in",
+            &MESSAGE_STAGING,
+            &encoded
+                .iter()
+                .map(|(conversation, seq, id, role, body, keep)| {
+                    let row: [&(dyn ToSql + Sync); 6] = [conversation, seq, id, role, body, keep];
+                    row
+                })
+                .collect::<Vec<_>>(),
+        )
+        .await?;
+        // Replacing stored messages is only needed when the conversations have any: a restore
+        // into an empty store skips both joins.
+        let conversations: Vec<i64> = pks.into_values().collect();
+        let stored = tx
+            .row(
+                &self.sql("SELECT 1 FROM {s}.messages WHERE conversation = ANY($1) LIMIT 1"),
+                &[&conversations],
+            )
+            .await?
+            .is_some();
+        if stored {
+            for replaced in ["m.id = s.id", "m.seq = s.seq"] {
+                tx.execute(
+                    &self.sql(&format!(
+                        "DELETE FROM {{s}}.messages m USING agent_memory_messages_in s
+                         WHERE m.conversation = s.conversation AND {replaced}"
+                    )),
+                    &[],
+                )
+                .await
+                .db()?;
+            }
+        }
+        tx.execute(
+            &self.sql(
+                "INSERT INTO {s}.messages (conversation, seq, id, role, body)
+                 SELECT conversation, seq, id, role, body FROM agent_memory_messages_in
+                 WHERE keep",
+            ),
+            &[],
+        )
+        .await
+        .db()?;
+        Ok(())
+    }
+
     /// Writes one record in the restore transaction. Records come in canonical order, so
     /// parents (collections, conversations) are written before their children.
     async fn restore_one(
         &self,
         tx: &deadpool_postgres::Transaction<'_>,
         record: Record,
-        collections: &mut HashMap<(Namespace, String), CollectionRow>,
     ) -> Result<()> {
         match record {
             Record::Collection { namespace, spec } => {
@@ -323,37 +490,6 @@ impl PostgresStore {
                 )
                 .await?;
             }
-            Record::Message {
-                scope,
-                conversation_id,
-                message: StoredMessage { seq, message },
-            } => {
-                let (pk, _) = self
-                    .conversation_pk(tx, &scope, &conversation_id, false)
-                    .await?;
-                // The message stored under this id elsewhere, or at this seq, is replaced.
-                tx.exec(
-                    &self.sql(
-                        "DELETE FROM {s}.messages WHERE conversation = $1 AND (id = $2 OR seq = $3)",
-                    ),
-                    &[&pk, &message.id.as_str(), &to_db(seq)],
-                )
-                .await?;
-                tx.exec(
-                    &self.sql(
-                        "INSERT INTO {s}.messages (conversation, seq, id, role, body)
-                         VALUES ($1, $2, $3, $4, $5)",
-                    ),
-                    &[
-                        &pk,
-                        &to_db(seq),
-                        &message.id.as_str(),
-                        &message.role.as_str(),
-                        &to_json(&message),
-                    ],
-                )
-                .await?;
-            }
             Record::Cursor {
                 scope,
                 conversation_id,
@@ -377,24 +513,8 @@ impl PostgresStore {
                 self.write_working(tx, &scope, slot, &memory).await?;
             }
             Record::Fact { fact } => self.write_fact(tx, &fact).await?,
-            Record::Vector {
-                scope,
-                collection,
-                record,
-            } => {
-                let key = (scope.namespace().clone(), collection);
-                if !collections.contains_key(&key) {
-                    let row = self
-                        .find_collection(tx, &key.0, &key.1)
-                        .await?
-                        .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
-                    collections.insert(key.clone(), row);
-                }
-                let collection = &collections[&key];
-                collection.spec.check_vector(&record.vector)?;
-                self.write_vectors(tx, collection.pk, &scope, std::slice::from_ref(&record))
-                    .await?;
-            }
+            // Written in bulk by `restore`.
+            Record::Message { .. } | Record::Vector { .. } => {}
             Record::Checkpoint { scope, checkpoint } => {
                 tx.exec(
                     &self.sql(

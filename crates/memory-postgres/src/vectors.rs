@@ -1,6 +1,8 @@
 //! Vector collections: `real[]` rows, a partial pgvector HNSW index per collection, and exact
 //! re-scoring in Rust.
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use futures::future::try_join_all;
 use memory_core::exact::ExactIndex;
@@ -8,10 +10,12 @@ use memory_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
     VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
-use crate::db::{corrupt, metadata_from, subject_of, text_from, to_json, Db, DbResult};
+use crate::db::{
+    corrupt, metadata_from, stage, subject_of, text_from, to_json, Db, DbResult, StagedColumn,
+};
 use crate::filter::compile;
 use crate::PostgresStore;
 
@@ -64,6 +68,108 @@ pub(crate) fn record_from(row: &Row) -> Result<VectorRecord> {
             .map_err(|e| corrupt("conversation id", e))?,
     })
 }
+
+/// The most rows a filtered index search asks for while it looks past rows that only Rust's
+/// filter rejects.
+const MAX_CANDIDATES: usize = 10_000;
+
+/// A batch of at least this many vectors is written through `COPY`.
+pub(crate) const BULK_ROWS: usize = 64;
+
+/// A vector record and where it goes.
+pub(crate) struct VectorRow<'a> {
+    pub(crate) collection: i64,
+    pub(crate) subject: &'a str,
+    pub(crate) record: &'a VectorRecord,
+}
+
+/// A vector row as statement parameters, in [`UPSERT_VECTOR`] and [`VECTOR_STAGING`] order.
+struct EncodedVector<'a> {
+    collection: i64,
+    subject: &'a str,
+    id: &'a str,
+    embedding: &'a Vec<f32>,
+    text: Option<&'a [u8]>,
+    metadata: String,
+    /// `metadata` for the jsonb column; jsonb cannot hold NUL, so such rows keep none and
+    /// are matched in Rust.
+    filter: Option<String>,
+    conversation_id: Option<&'a str>,
+}
+
+impl<'a> EncodedVector<'a> {
+    fn new(row: &VectorRow<'a>) -> Self {
+        let record = row.record;
+        let metadata = to_json(&record.metadata);
+        EncodedVector {
+            collection: row.collection,
+            subject: row.subject,
+            id: record.id.as_str(),
+            embedding: &record.vector,
+            text: record.text.as_deref().map(str::as_bytes),
+            filter: (!metadata.contains("\\u0000")).then(|| metadata.clone()),
+            metadata,
+            conversation_id: record.conversation_id.as_ref().map(ConversationId::as_str),
+        }
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 8] {
+        [
+            &self.collection,
+            &self.subject,
+            &self.id,
+            self.embedding,
+            &self.text,
+            &self.metadata,
+            &self.filter,
+            &self.conversation_id,
+        ]
+    }
+}
+
+/// The staging table of bulk vector writes.
+const VECTOR_STAGING: [StagedColumn; 8] = [
+    StagedColumn {
+        name: "collection",
+        sql: "bigint",
+        ty: Type::INT8,
+    },
+    StagedColumn {
+        name: "subject",
+        sql: "text COLLATE \"C\"",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "id",
+        sql: "text COLLATE \"C\"",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "embedding",
+        sql: "real[]",
+        ty: Type::FLOAT4_ARRAY,
+    },
+    StagedColumn {
+        name: "text",
+        sql: "bytea",
+        ty: Type::BYTEA,
+    },
+    StagedColumn {
+        name: "metadata",
+        sql: "text",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "filter",
+        sql: "text",
+        ty: Type::TEXT,
+    },
+    StagedColumn {
+        name: "conversation_id",
+        sql: "text COLLATE \"C\"",
+        ty: Type::TEXT,
+    },
+];
 
 /// The statement that writes a vector record (upsert and restore).
 const UPSERT_VECTOR: &str = "INSERT INTO {s}.vectors
@@ -149,51 +255,96 @@ impl PostgresStore {
         Ok(Some(pk))
     }
 
-    /// Writes records (already checked against the collection) in one pipelined batch.
+    /// Writes records already checked against their collections: small batches as pipelined
+    /// upserts, large ones through binary `COPY`. A record repeated in the batch: the last wins.
     pub(crate) async fn write_vectors(
         &self,
-        db: &impl Db,
-        pk: i64,
-        scope: &Scope,
-        records: &[VectorRecord],
+        tx: &deadpool_postgres::Transaction<'_>,
+        rows: &[VectorRow<'_>],
     ) -> Result<()> {
+        let encoded: Vec<EncodedVector<'_>> = rows.iter().map(EncodedVector::new).collect();
+        if rows.len() >= BULK_ROWS {
+            return self.copy_vectors(tx, &encoded).await;
+        }
         let sql = self.sql(UPSERT_VECTOR);
-        let rows: Vec<(String, Option<String>)> = records
-            .iter()
-            .map(|r| {
-                let metadata = to_json(&r.metadata);
-                // jsonb cannot hold NUL: such rows keep no `filter` and are matched in Rust.
-                let filter = (!metadata.contains("\\u0000")).then(|| metadata.clone());
-                (metadata, filter)
-            })
-            .collect();
-        let subject = subject_of(scope);
+        // Statements on one connection run in order, so a repeated id ends as the last record.
+        let sql = &sql;
         try_join_all(
-            records
+            encoded
                 .iter()
-                .zip(&rows)
-                .map(|(record, (metadata, filter))| {
-                    let sql = &sql;
-                    async move {
-                        let id = record.id.as_str();
-                        let text = record.text.as_deref().map(str::as_bytes);
-                        let conversation =
-                            record.conversation_id.as_ref().map(ConversationId::as_str);
-                        let params: [&(dyn ToSql + Sync); 8] = [
-                            &pk,
-                            &subject,
-                            &id,
-                            &record.vector,
-                            &text,
-                            metadata,
-                            filter,
-                            &conversation,
-                        ];
-                        db.exec(sql, &params).await
-                    }
-                }),
+                .map(|row| async move { tx.exec(sql, &row.params()).await }),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Brings the planner's statistics of the vectors table up to date after a bulk write that
+    /// grew it by a fifth or more since they were taken. The planner only chooses a
+    /// collection's HNSW index when it knows the collection is large: statistics from before a
+    /// bulk load make it scan every row of the collection exactly, tens of milliseconds
+    /// instead of a few, until autovacuum catches up. Runs after commit, as `ANALYZE` holds a
+    /// lock that concurrent `ANALYZE`s wait on.
+    pub(crate) async fn refresh_statistics(
+        &self,
+        client: &deadpool_postgres::Object,
+        written: usize,
+    ) {
+        // Statistics are an optimisation that autovacuum also makes: a failure here is not the
+        // write's, which has committed.
+        let stale = client
+            .row(
+                "SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)",
+                &[&self.sql("{s}.vectors")],
+            )
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|row| {
+                // -1 when never analysed.
+                let known: f32 = row.get(0);
+                written as f32 >= 0.2 * known.max(0.0)
+            });
+        if stale {
+            let _ = client.batch_execute(&self.sql("ANALYZE {s}.vectors")).await;
+        }
+    }
+
+    async fn copy_vectors(
+        &self,
+        tx: &deadpool_postgres::Transaction<'_>,
+        rows: &[EncodedVector<'_>],
+    ) -> Result<()> {
+        // ON CONFLICT cannot touch a row twice in one statement: keep each key's last record.
+        let mut seen = HashSet::new();
+        let mut last: Vec<&EncodedVector<'_>> = rows
+            .iter()
+            .rev()
+            .filter(|row| seen.insert((row.collection, row.subject, row.id)))
+            .collect();
+        last.reverse();
+        stage(
+            tx,
+            "agent_memory_vectors_in",
+            &VECTOR_STAGING,
+            &last.iter().map(|row| row.params()).collect::<Vec<_>>(),
         )
         .await?;
+        tx.execute(
+            &self.sql(
+                "INSERT INTO {s}.vectors
+                     (collection, subject, id, embedding, text, metadata, filter, conversation_id)
+                 SELECT collection, subject, id, embedding, text, metadata, filter::jsonb,
+                        conversation_id
+                 FROM agent_memory_vectors_in
+                 ON CONFLICT (collection, subject, id) DO UPDATE SET
+                     embedding = excluded.embedding, text = excluded.text,
+                     metadata = excluded.metadata, filter = excluded.filter,
+                     conversation_id = excluded.conversation_id",
+            ),
+            &[],
+        )
+        .await
+        .db()?;
         Ok(())
     }
 
@@ -333,9 +484,20 @@ impl VectorStore for PostgresStore {
         for record in &records {
             collection.spec.check_vector(&record.vector)?;
         }
-        self.write_vectors(&tx, collection.pk, scope, &records)
-            .await?;
+        let subject = subject_of(scope);
+        let rows: Vec<VectorRow<'_>> = records
+            .iter()
+            .map(|record| VectorRow {
+                collection: collection.pk,
+                subject,
+                record,
+            })
+            .collect();
+        self.write_vectors(&tx, &rows).await?;
         tx.commit().await.db()?;
+        if records.len() >= BULK_ROWS {
+            self.refresh_statistics(&client, records.len()).await;
+        }
         Ok(records.len())
     }
 
@@ -420,28 +582,49 @@ impl VectorStore for PostgresStore {
             .collection(&client, scope.namespace(), collection)
             .await?;
         query.validate(&collection.spec)?;
-        let nearest = self.index.then_some((query.vector.as_slice(), query.k));
-        let rows = self
-            .candidates(
-                &mut client,
-                &collection,
-                scope,
-                query.filter.as_ref(),
-                nearest,
-                RECORD_COLUMNS,
-            )
-            .await?;
-        // Exact scores and order (and the exact filter) in Rust, over the candidates.
-        let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let record = record_from(row)?;
-            index.push(record.id.clone(), &record.vector, record.metadata.clone());
-            records.push(Some(record));
-        }
-        index
-            .search(&query)
-            .into_iter()
+        let mut limit = query.k;
+        let (mut records, hits) = loop {
+            let nearest = self.index.then_some((query.vector.as_slice(), limit));
+            let rows = self
+                .candidates(
+                    &mut client,
+                    &collection,
+                    scope,
+                    query.filter.as_ref(),
+                    nearest,
+                    RECORD_COLUMNS,
+                )
+                .await?;
+            let records = rows
+                .iter()
+                .map(|row| record_from(row).map(Some))
+                .collect::<Result<Vec<_>>>()?;
+            // Exact scores and order (and the exact filter) in Rust, over the candidates.
+            let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
+            for record in records.iter().flatten() {
+                index.push(record.id.clone(), &record.vector, record.metadata.clone());
+            }
+            let hits = index.search(&query);
+            // Rows whose metadata only Rust can filter (it holds NUL) pass the SQL filter and
+            // may fill the index's LIMIT, then fail here: ask for more rows until k pass or
+            // the index has no more.
+            let rejected_in_rust = query.filter.as_ref().is_some_and(|filter| {
+                records
+                    .iter()
+                    .flatten()
+                    .any(|r| !filter.matches(&r.metadata))
+            });
+            if !self.index
+                || !rejected_in_rust
+                || hits.len() >= query.k
+                || rows.len() < limit
+                || limit >= MAX_CANDIDATES
+            {
+                break (records, hits);
+            }
+            limit = limit.saturating_mul(4).min(MAX_CANDIDATES);
+        };
+        hits.into_iter()
             .map(|(row, score)| {
                 let mut record = records[row]
                     .take()
