@@ -1,6 +1,9 @@
 //! The conformance suite against PostgreSQL: the server from `MEMORY_TEST_POSTGRES_URL` (which
 //! `cargo xtask test` sets for the local server), a named skip without one, a failure when
-//! `MEMORY_TEST_REQUIRE` names postgres. Scenarios write into random namespaces of one schema.
+//! `MEMORY_TEST_REQUIRE` names postgres. Scenarios write into random namespaces of one schema,
+//! which each run starts fresh (see `common`).
+
+mod common;
 
 use std::sync::Arc;
 
@@ -9,11 +12,14 @@ use memory_conformance::SetupError;
 use memory_core::{Clock, MemoryBackend};
 use memory_postgres::PostgresStore;
 
+const SCHEMA: &str = "agent_memory_conformance";
+
 async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
     let url = locate(Service::Postgres)?;
+    common::fresh_schema(&url, SCHEMA)?;
     let store = PostgresStore::builder()
         .url(&url)
-        .schema("agent_memory_conformance")
+        .schema(SCHEMA)
         .max_connections(8)
         .clock(clock)
         .open()

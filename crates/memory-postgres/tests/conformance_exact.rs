@@ -1,6 +1,8 @@
 //! The conformance suite against PostgreSQL with the HNSW index turned off: the exact scan that
 //! serves searches on servers without pgvector, held to the exact top-k scenarios.
 
+mod common;
+
 use std::sync::Arc;
 
 use memory_conformance::services::{locate, Service};
@@ -8,11 +10,14 @@ use memory_conformance::SetupError;
 use memory_core::{Clock, MemoryBackend};
 use memory_postgres::PostgresStore;
 
+const SCHEMA: &str = "agent_memory_conformance_exact";
+
 async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
     let url = locate(Service::Postgres)?;
+    common::fresh_schema(&url, SCHEMA)?;
     let store = PostgresStore::builder()
         .url(&url)
-        .schema("agent_memory_conformance_exact")
+        .schema(SCHEMA)
         .max_connections(8)
         .vector_index(false)
         .clock(clock)
