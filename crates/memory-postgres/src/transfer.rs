@@ -374,7 +374,11 @@ impl PostgresStore {
         let mut pks: HashMap<(&Scope, &ConversationId), i64> = HashMap::new();
         for (scope, conversation, _) in messages {
             if let Entry::Vacant(slot) = pks.entry((scope, conversation)) {
-                slot.insert(self.conversation_pk(tx, scope, conversation, false).await?.0);
+                slot.insert(
+                    self.conversation_pk(tx, scope, conversation, false)
+                        .await?
+                        .0,
+                );
             }
         }
         let encoded: Vec<_> = messages
