@@ -1,0 +1,58 @@
+//! [`MemoryBackend`] for the Redis store: name, capabilities and `forget_all`.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use memory_core::{Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, VectorSearch};
+use redis::Script;
+
+use crate::{RedisResultExt, RedisStore, BACKEND};
+
+static FORGET_ALL: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("lua/facts_prelude.lua"),
+        include_str!("lua/forget_all.lua")
+    ))
+});
+
+#[async_trait]
+impl MemoryBackend for RedisStore {
+    fn backend_name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            vector_search: VectorSearch::Exact,
+            full_text: false,
+            native_ttl: true,
+            durability: self.durability,
+            max_batch: None,
+            cluster: self.cluster,
+        }
+    }
+
+    async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("forget_all")?;
+        let keys = self.keys.scope(scope);
+        // Everything a subject owns is in its slot: one script erases it atomically. The
+        // subject stays registered (`scopes` checks what it owns), so registrations are never
+        // taken back and can be remembered per process.
+        let [conversations, messages, cursors, working_memory, facts, vectors, checkpoints]: [u64;
+            7] = FORGET_ALL
+            .key(keys.conversations())
+            .arg(keys.base())
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(DeletionReceipt {
+            conversations,
+            messages,
+            facts,
+            vectors,
+            working_memory,
+            checkpoints,
+            cursors,
+        })
+    }
+}

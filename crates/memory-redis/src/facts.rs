@@ -1,0 +1,232 @@
+//! Facts: a hash each, token sets for lexical recall, and one script for remember (dedupe,
+//! supersede, eviction) so it is atomic.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::page::page_newest_first;
+use memory_core::scope::validate_identifier;
+use memory_core::{
+    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
+    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+use redis::Script;
+
+use crate::keys::ScopeKeys;
+use crate::{corrupt, to_json, RedisResultExt, RedisStore};
+
+macro_rules! fact_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/facts_prelude.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+
+static REMEMBER: LazyLock<Script> = fact_script!("lua/remember.lua");
+static FORGET: LazyLock<Script> = fact_script!("lua/forget_fact.lua");
+
+const FACT_FIELDS: [&str; 4] = ["doc", "updated_at", "valid_to", "superseded_by"];
+
+/// A fact hash's fields as read, in [`FACT_FIELDS`] order.
+type FactFields = (
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The fact of a hash: the document written at creation with the fields that change later
+/// (a script never edits JSON).
+fn fact_from(fields: FactFields) -> Result<Option<Fact>> {
+    let (Some(doc), Some(updated_at), valid_to, superseded_by) = fields else {
+        return Ok(None);
+    };
+    let mut fact: Fact = serde_json::from_str(&doc).map_err(|e| corrupt("fact", e))?;
+    fact.updated_at = Timestamp::from_millis(updated_at);
+    fact.valid_to = valid_to
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse().map(Timestamp::from_millis))
+        .transpose()
+        .map_err(|e| corrupt("fact valid_to", e))?;
+    fact.superseded_by = superseded_by
+        .filter(|s| !s.is_empty())
+        .map(FactId::new)
+        .transpose()
+        .map_err(|e| corrupt("fact superseded_by", e))?;
+    Ok(Some(fact))
+}
+
+impl RedisStore {
+    /// The unexpired facts of these ids, in their order (missing ones skipped).
+    pub(crate) async fn read_facts(&self, keys: &ScopeKeys, ids: &[String]) -> Result<Vec<Fact>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET").arg(keys.fact(id)).arg(&FACT_FIELDS);
+        }
+        let rows: Vec<FactFields> = pipe.query_async(&mut self.conn()).await.db()?;
+        let now = self.clock.now();
+        let mut facts = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(fact) = fact_from(row)? {
+                if !fact.is_expired(now) {
+                    facts.push(fact);
+                }
+            }
+        }
+        Ok(facts)
+    }
+
+    async fn members(&self, command: &str, key: String) -> Result<Vec<String>> {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(key);
+        if command != "SMEMBERS" {
+            cmd.arg(0).arg(-1);
+        }
+        cmd.query_async(&mut self.conn()).await.db()
+    }
+}
+
+#[async_trait]
+impl FactStore for RedisStore {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
+        new.validate()?;
+        if options.max_facts == Some(0) {
+            return Err(MemoryError::invalid("max_facts must be at least 1"));
+        }
+        let now = self.clock.now();
+        let fact = new.into_fact(scope, now);
+        self.register_scope(scope).await?;
+        let keys = self.keys.scope(scope);
+        let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
+        let fact_key = fact.key.clone().unwrap_or_default();
+        let reply: Vec<String> = REMEMBER
+            .key(keys.facts())
+            .arg(keys.base())
+            .arg(now.as_millis())
+            .arg(fact.id.as_str())
+            .arg(&fact_key)
+            .arg(format!("{fact_key}\0{}", fact.text).into_bytes())
+            .arg(to_json(&fact))
+            .arg(fact.created_at.as_millis())
+            .arg(fact.score.map(|s| s.to_string()).unwrap_or_default())
+            .arg(
+                fact.expires_at
+                    .map(|t| t.as_millis().to_string())
+                    .unwrap_or_default(),
+            )
+            .arg(options.max_facts.map(|m| m.to_string()).unwrap_or_default())
+            .arg(tokens.join(" "))
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        let status = reply.first().map(String::as_str).unwrap_or_default();
+        let id_at = |i: usize| -> Result<FactId> {
+            FactId::new(reply.get(i).cloned().unwrap_or_default())
+                .map_err(|e| corrupt("remember reply", e))
+        };
+        if status == "duplicate" {
+            let existing = id_at(1)?;
+            let fact = self
+                .read_facts(&keys, &[existing.to_string()])
+                .await?
+                .pop()
+                .ok_or_else(|| MemoryError::not_found("fact", existing.as_str()))?;
+            return Ok(RememberOutcome {
+                fact,
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            });
+        }
+        let status = match status {
+            "created" => RememberStatus::Created,
+            "superseded" => RememberStatus::Superseded {
+                previous: id_at(1)?,
+            },
+            other => return Err(corrupt("remember reply", other)),
+        };
+        let evicted = (2..reply.len()).map(id_at).collect::<Result<_>>()?;
+        Ok(RememberOutcome {
+            fact,
+            status,
+            evicted,
+        })
+    }
+
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        query.validate()?;
+        let keys = self.keys.scope(scope);
+        let ids: Vec<String> = if query.vector.is_some() {
+            self.members("SMEMBERS", keys.current_facts()).await?
+        } else {
+            let tokens = fact_tokens(query.text.as_deref().unwrap_or_default());
+            if tokens.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut cmd = redis::cmd("SUNION");
+            for token in &tokens {
+                cmd.arg(keys.fact_token(token));
+            }
+            cmd.query_async(&mut self.conn()).await.db()?
+        };
+        let candidates = self.read_facts(&keys, &ids).await?;
+        Ok(rank_facts(
+            &query,
+            candidates.into_iter().filter(Fact::is_current),
+        ))
+    }
+
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
+        let keys = self.keys.scope(scope);
+        self.read_facts(&keys, &[id.to_string()])
+            .await?
+            .pop()
+            .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))
+    }
+
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
+        memory_core::page::page_size(query.limit)?;
+        let keys = self.keys.scope(scope);
+        // Newest first; equal scores come in reverse byte order of id, the listing's tie order.
+        let ids = self.members("ZREVRANGE", keys.facts()).await?;
+        let facts = self.read_facts(&keys, &ids).await?;
+        page_newest_first(
+            facts.into_iter().filter(|f| query.matches(f)),
+            |f| (f.created_at, f.id.as_str()),
+            query.cursor.as_deref(),
+            query.limit,
+        )
+    }
+
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+        validate_identifier("fact key", key)?;
+        let keys = self.keys.scope(scope);
+        let ids = self.members("ZRANGE", keys.fact_versions(key)).await?;
+        self.read_facts(&keys, &ids).await
+    }
+
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        let keys = self.keys.scope(scope);
+        let removed: i64 = FORGET
+            .key(keys.facts())
+            .arg(keys.base())
+            .arg(id.as_str())
+            .arg(self.clock.now().as_millis())
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(removed == 1)
+    }
+}

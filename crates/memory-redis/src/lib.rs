@@ -1,0 +1,442 @@
+//! Agent memory on Redis and Redis Cluster.
+//!
+//! Every write that reads before it writes is one Lua script, so it is atomic on the server
+//! with no read-modify-write across round trips; scripts are sent by SHA (`EVALSHA`) and loaded
+//! on first use. Standalone servers go through a [`redis::aio::ConnectionManager`] (which
+//! reconnects), clusters through [`redis::cluster_async::ClusterConnection`].
+//!
+//! ```no_run
+//! use memory_core::{AppendOptions, ConversationStore, LoadOptions, Message, NewConversation, Scope};
+//! use memory_redis::RedisStore;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memory_core::Result<()> {
+//! let store = RedisStore::builder().url("redis://127.0.0.1:6379").open().await?;
+//! let scope = Scope::for_subject("user-42")?;
+//! let thread = store.create_conversation(&scope, NewConversation::default()).await?;
+//! store.append(&scope, &thread.id, vec![Message::user("hi")], AppendOptions::default()).await?;
+//! assert_eq!(store.load(&scope, &thread.id, LoadOptions::last(10)).await?.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Key schema
+//!
+//! Every key starts with the prefix (default `agent-memory`) and a hash tag. Everything one
+//! scope owns carries the tag `{namespace:subject}` (subject empty for the shared scope), so it
+//! lives in one cluster slot and a script may touch any of it atomically; namespace-level data
+//! (the cache) carries `{namespace}`. In the tag, `%`, `{`, `}` and `:` of a namespace or
+//! subject are percent-encoded, so the tag always ends at its own `}`. What follows the tag
+//! names the kind before any raw identifier, so no id can make one key look like another.
+//!
+//! | key (after `PREFIX:{ns:subject}:`) | type | holds |
+//! |---|---|---|
+//! | `convs` | zset | conversation ids by `created_at` |
+//! | `c:ID` | hash | a conversation: `doc` (JSON), `last_seq`, `updated_at` |
+//! | `cm:ID` | zset | its messages: score seq, member `message id NUL message JSON` |
+//! | `ci:ID` | hash | message id → `seq:sha1 of the content` (idempotency) |
+//! | `cc:ID` | hash | cursor name → value |
+//! | `cw:ID` | hash | its working memory: `content`, `format`, `revision`, `updated_at` |
+//! | `w` | hash | the subject's user working memory (same fields) |
+//! | `k:ID` | hash | a checkpoint: `workflow`, `status`, `state`, `version`, timestamps |
+//! | `ks` | zset | suspended checkpoint ids by `updated_at` |
+//! | `ka` | set | every checkpoint id |
+//!
+//! | key (after `PREFIX:{ns}:`) | type | holds |
+//! |---|---|---|
+//! | `e:KEY` | hash | a cache entry: `value`, `expires_at` (store clock); server TTL too |
+//! | `es` | zset | cache keys by `expires_at` (`+inf` without) |
+//!
+//! # Time
+//! Timestamps and expiry follow the store's [`Clock`]; reads compare against it, and the
+//! server's own expiry (`PEXPIRE`, set to the same remaining time) only cleans up behind them.
+//!
+//! # Durability
+//! Declared from the server's persistence settings at open: AOF with `appendfsync always` is
+//! durable, AOF `everysec` is buffered with a 1 s window, AOF `no` a 30 s window (the kernel's
+//! flush), RDB snapshots only a window of the shortest `save` interval, and no persistence (or
+//! a server that refuses `CONFIG GET`) volatile.
+
+mod backend;
+mod cache;
+mod checkpoints;
+mod conversations;
+mod facts;
+mod keys;
+mod transfer;
+mod vectors;
+mod working;
+
+use std::fmt;
+use std::sync::Arc;
+
+use memory_core::{Clock, Durability, MemoryError, Namespace, Result, Scope, SystemClock};
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use crate::keys::Keys;
+
+pub(crate) const BACKEND: &str = "redis";
+
+/// A standalone connection (reconnecting) or a cluster connection; both are cheap clones over
+/// one multiplexed connection per node.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Standalone(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Standalone(c) => c.req_packed_command(cmd),
+            Self::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Standalone(c) => c.get_db(),
+            Self::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Where a [`RedisStore`] connects.
+#[derive(Clone)]
+enum Target {
+    Url(String),
+    Cluster(Vec<String>),
+    Client(redis::Client),
+    ClusterClient(redis::cluster::ClusterClient),
+}
+
+/// Builds a [`RedisStore`]; see [`RedisStore::builder`].
+pub struct RedisStoreBuilder {
+    target: Option<Target>,
+    prefix: String,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for RedisStoreBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreBuilder")
+            .field("target", &self.target.as_ref().map(Target::redacted))
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Target {
+    /// For `Debug` and errors: URLs without their passwords.
+    fn redacted(&self) -> String {
+        match self {
+            Self::Url(url) => redact(url),
+            Self::Cluster(nodes) => nodes.iter().map(|n| redact(n)).collect::<Vec<_>>().join(","),
+            Self::Client(_) => "<client>".into(),
+            Self::ClusterClient(_) => "<cluster client>".into(),
+        }
+    }
+}
+
+/// `redis://user:secret@host` → `redis://user:***@host`.
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split_once(':').map_or(credentials, |(u, _)| u);
+            format!("{scheme}://{user}:***@{host}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+impl RedisStoreBuilder {
+    /// `redis://`, `rediss://` or `redis+cluster://host:port,host:port` (a cluster through any
+    /// of its nodes; a path or query after the last node applies to each).
+    #[must_use]
+    pub fn url(mut self, url: &str) -> Self {
+        self.target = Some(match url.strip_prefix("redis+cluster://") {
+            Some(nodes) => Target::Cluster(
+                nodes
+                    .split(',')
+                    .filter(|n| !n.trim().is_empty())
+                    .map(|n| format!("redis://{}", n.trim()))
+                    .collect(),
+            ),
+            None => Target::Url(url.to_owned()),
+        });
+        self
+    }
+
+    /// A cluster through these node URLs (`redis://host:port`).
+    #[must_use]
+    pub fn cluster<I: IntoIterator<Item = S>, S: Into<String>>(mut self, nodes: I) -> Self {
+        self.target = Some(Target::Cluster(nodes.into_iter().map(Into::into).collect()));
+        self
+    }
+
+    /// An existing client (a reconnecting connection manager is made from it).
+    #[must_use]
+    pub fn client(mut self, client: redis::Client) -> Self {
+        self.target = Some(Target::Client(client));
+        self
+    }
+
+    /// An existing cluster client.
+    #[must_use]
+    pub fn cluster_client(mut self, client: redis::cluster::ClusterClient) -> Self {
+        self.target = Some(Target::ClusterClient(client));
+        self
+    }
+
+    /// The prefix of every key (default `agent-memory`): printable ASCII without spaces or
+    /// braces, at most 64 bytes. Several stores with their own prefixes share a server.
+    #[must_use]
+    pub fn prefix(mut self, prefix: &str) -> Self {
+        prefix.clone_into(&mut self.prefix);
+        self
+    }
+
+    /// The clock that decides "now" for timestamps and expiry (default: the system clock).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Connects and reads the server's persistence settings.
+    pub async fn open(self) -> Result<RedisStore> {
+        let valid_prefix = !self.prefix.is_empty()
+            && self.prefix.len() <= 64
+            && self
+                .prefix
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'{' && b != b'}');
+        if !valid_prefix {
+            return Err(MemoryError::invalid(format!(
+                "key prefix {:?} must be 1-64 printable ASCII characters without braces",
+                self.prefix
+            )));
+        }
+        let target = self
+            .target
+            .ok_or_else(|| MemoryError::invalid("no Redis to connect to: give url()"))?;
+        let shown = target.redacted();
+        let bad = |e: redis::RedisError| MemoryError::invalid(format!("bad Redis URL {shown}: {e}"));
+        let connection = match target {
+            Target::Url(url) => {
+                let client = redis::Client::open(url.as_str()).map_err(bad)?;
+                Connection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
+            }
+            Target::Client(client) => {
+                Connection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
+            }
+            Target::Cluster(nodes) => {
+                let client = redis::cluster::ClusterClient::new(nodes.iter().map(String::as_str))
+                    .map_err(bad)?;
+                Connection::Cluster(client.get_async_connection().await.map_err(to_error)?)
+            }
+            Target::ClusterClient(client) => {
+                Connection::Cluster(client.get_async_connection().await.map_err(to_error)?)
+            }
+        };
+        let durability = durability(&mut connection.clone()).await;
+        Ok(RedisStore {
+            cluster: matches!(connection, Connection::Cluster(_)),
+            connection,
+            keys: Keys::new(&self.prefix),
+            clock: self.clock,
+            durability,
+            target: shown,
+        })
+    }
+}
+
+/// The durability class of the server's persistence settings (see the crate docs).
+async fn durability(connection: &mut Connection) -> Durability {
+    let config: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query_async(connection)
+        .await;
+    let setting = |reply: redis::RedisResult<Vec<String>>| reply.ok().and_then(|r| r.get(1).cloned());
+    let appendonly = setting(config);
+    if appendonly.as_deref() == Some("yes") {
+        let fsync = setting(
+            redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("appendfsync")
+                .query_async(connection)
+                .await,
+        );
+        return match fsync.as_deref() {
+            Some("always") => Durability::Durable,
+            Some("no") => Durability::Buffered {
+                loss_window_ms: 30_000,
+            },
+            _ => Durability::Buffered {
+                loss_window_ms: 1_000,
+            },
+        };
+    }
+    let save = setting(
+        redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("save")
+            .query_async(connection)
+            .await,
+    );
+    // "3600 1 300 100 60 10000": pairs of seconds and changes; the shortest interval bounds
+    // the loss when writes keep coming.
+    let shortest = save.as_deref().and_then(|s| {
+        s.split_whitespace()
+            .step_by(2)
+            .filter_map(|secs| secs.parse::<u32>().ok())
+            .min()
+    });
+    match shortest {
+        Some(secs) => Durability::Buffered {
+            loss_window_ms: secs.saturating_mul(1000),
+        },
+        None => Durability::Volatile,
+    }
+}
+
+/// Every memory contract on one Redis server or cluster. Cheap to share behind an `Arc`.
+pub struct RedisStore {
+    connection: Connection,
+    keys: Keys,
+    clock: Arc<dyn Clock>,
+    durability: Durability,
+    cluster: bool,
+    target: String,
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("target", &self.target)
+            .field("prefix", &self.keys.prefix())
+            .field("cluster", &self.cluster)
+            .field("durability", &self.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// A builder with the defaults: prefix `agent-memory`, the system clock.
+    pub fn builder() -> RedisStoreBuilder {
+        RedisStoreBuilder {
+            target: None,
+            prefix: "agent-memory".to_owned(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Opens `REDIS_URL` (which may be `redis+cluster://…`), else `redis://127.0.0.1:6379`.
+    pub async fn from_env() -> Result<Self> {
+        let url = std::env::var("REDIS_URL")
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| "redis://127.0.0.1:6379".into());
+        Self::builder().url(url.trim()).open().await
+    }
+
+    /// Whether the store runs against a cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// The durability class read from the server at open.
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// A handle on the shared connection (clones share the same socket).
+    pub(crate) fn conn(&self) -> Connection {
+        self.connection.clone()
+    }
+
+    /// Notes that a namespace holds data, for `namespaces` (a set in its own slot, so not
+    /// atomic with the write it accompanies; a stale entry is only a candidate to check).
+    pub(crate) async fn register_namespace(&self, namespace: &Namespace) -> Result<()> {
+        let () = redis::cmd("SADD")
+            .arg(self.keys.namespaces())
+            .arg(namespace.as_str())
+            .query_async(&mut self.conn())
+            .await
+            .map(|_: i64| ())
+            .db()?;
+        Ok(())
+    }
+
+    /// Notes that a scope (and its namespace) holds data, for `namespaces` and `scopes`.
+    pub(crate) async fn register_scope(&self, scope: &Scope) -> Result<()> {
+        let namespace = scope.namespace();
+        let () = redis::pipe()
+            .sadd(self.keys.namespaces(), namespace.as_str())
+            .ignore()
+            .sadd(
+                self.keys.namespace(namespace).subjects(),
+                scope.subject().map_or("", |s| s.as_str()),
+            )
+            .ignore()
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(())
+    }
+}
+
+/// Connection failures are worth retrying; everything else is a backend error.
+pub(crate) fn to_error(e: redis::RedisError) -> MemoryError {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+    {
+        MemoryError::Unavailable {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    } else {
+        MemoryError::Backend {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// `.db()?` on a redis result.
+pub(crate) trait RedisResultExt<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> RedisResultExt<T> for redis::RedisResult<T> {
+    fn db(self) -> Result<T> {
+        self.map_err(to_error)
+    }
+}
+
+/// A stored value that does not decode: the data was edited by something else.
+pub(crate) fn corrupt(what: &str, e: impl fmt::Display) -> MemoryError {
+    MemoryError::Backend {
+        backend: BACKEND,
+        source: format!("stored {what} does not decode: {e}").into(),
+    }
+}
+
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("model types serialize to JSON")
+}

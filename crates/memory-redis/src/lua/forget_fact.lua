@@ -1,0 +1,9 @@
+-- Deletes a fact. KEYS: 1 the scope's `fs` zset. ARGV: 1 base, 2 id, 3 now.
+-- Returns 1 when an unexpired fact existed, else 0.
+local base, id = ARGV[1], ARGV[2]
+local expires = redis.call('HGET', base .. 'f:' .. id, 'expires_at')
+local live = expires == false or expires == '' or tonumber(expires) > tonumber(ARGV[3])
+if remove_fact(base, id) == 1 and live then
+  return 1
+end
+return 0

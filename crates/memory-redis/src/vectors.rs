@@ -1,0 +1,363 @@
+//! Vector collections: specs per namespace, records per scope as binary strings, exact top-k
+//! in Rust (Redis 7 has no vector search).
+//!
+//! A collection's records live in each scope's slot under its *incarnation*, a number drawn
+//! when the collection is made: dropping a collection removes its spec at once (so its records
+//! are gone for every read) and then deletes the records scope by scope; a collection made
+//! again under the same name gets a new incarnation and starts empty.
+//!
+//! The seam for a server-side index (Redis 8 vector sets, or the query engine) is
+//! [`RedisStore::search`]'s candidate read: detect the module at open and ask it for the
+//! nearest ids instead of reading every record. Nothing here can test one, so none is used.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use memory_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
+use memory_core::{
+    CollectionSpec, ConversationId, MemoryError, Metadata, Namespace, Result, Scope, VectorHit,
+    VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+};
+use redis::Script;
+use serde::{Deserialize, Serialize};
+
+use crate::keys::ScopeKeys;
+use crate::{corrupt, to_json, RedisResultExt, RedisStore};
+
+static ENSURE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/ensure_collection.lua")));
+static DROP: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/drop_collection.lua")));
+static UPSERT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/upsert_vectors.lua")));
+
+/// A collection as stored: its incarnation and spec.
+pub(crate) struct StoredCollection {
+    pub(crate) incarnation: String,
+    pub(crate) spec: CollectionSpec,
+}
+
+/// `incarnation NUL spec JSON`.
+pub(crate) fn collection_from(value: &[u8]) -> Result<StoredCollection> {
+    let nul = value
+        .iter()
+        .position(|b| *b == 0)
+        .ok_or_else(|| corrupt("collection", "no separator"))?;
+    Ok(StoredCollection {
+        incarnation: String::from_utf8(value[..nul].to_vec())
+            .map_err(|e| corrupt("collection", e))?,
+        spec: serde_json::from_slice(&value[nul + 1..]).map_err(|e| corrupt("collection", e))?,
+    })
+}
+
+/// The JSON part of a stored record.
+#[derive(Serialize, Deserialize)]
+struct RecordBody {
+    text: Option<String>,
+    metadata: Metadata,
+}
+
+/// A record as stored: `conversation id NUL JSON(text, metadata) NUL f32 little-endian`.
+/// The conversation id leads so the conversation-delete script can match it without JSON.
+pub(crate) fn encode_record(record: &VectorRecord) -> Vec<u8> {
+    let conversation = record
+        .conversation_id
+        .as_ref()
+        .map_or("", ConversationId::as_str);
+    let body = to_json(&RecordBody {
+        text: record.text.clone(),
+        metadata: record.metadata.clone(),
+    });
+    let mut out = Vec::with_capacity(conversation.len() + body.len() + 2 + record.vector.len() * 4);
+    out.extend_from_slice(conversation.as_bytes());
+    out.push(0);
+    out.extend_from_slice(body.as_bytes());
+    out.push(0);
+    out.extend_from_slice(&encode_f32_le(&record.vector));
+    out
+}
+
+pub(crate) fn decode_record(id: &str, value: &[u8]) -> Result<VectorRecord> {
+    let bad = |e: &dyn std::fmt::Display| corrupt("vector record", e);
+    let first = value
+        .iter()
+        .position(|b| *b == 0)
+        .ok_or_else(|| bad(&"no separator"))?;
+    let rest = &value[first + 1..];
+    let second = rest
+        .iter()
+        .position(|b| *b == 0)
+        .ok_or_else(|| bad(&"no separator"))?;
+    let conversation = std::str::from_utf8(&value[..first]).map_err(|e| bad(&e))?;
+    let body: RecordBody = serde_json::from_slice(&rest[..second]).map_err(|e| bad(&e))?;
+    Ok(VectorRecord {
+        id: VectorId::new(id).map_err(|e| bad(&e))?,
+        vector: decode_f32_le(&rest[second + 1..]),
+        text: body.text,
+        metadata: body.metadata,
+        conversation_id: (!conversation.is_empty())
+            .then(|| ConversationId::new(conversation))
+            .transpose()
+            .map_err(|e| bad(&e))?,
+    })
+}
+
+impl RedisStore {
+    pub(crate) async fn find_collection(
+        &self,
+        namespace: &Namespace,
+        name: &str,
+    ) -> Result<Option<StoredCollection>> {
+        let value: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(self.keys.namespace(namespace).collections())
+            .arg(name)
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        value.as_deref().map(collection_from).transpose()
+    }
+
+    async fn collection(&self, namespace: &Namespace, name: &str) -> Result<StoredCollection> {
+        self.find_collection(namespace, name)
+            .await?
+            .ok_or_else(|| MemoryError::not_found("collection", name))
+    }
+
+    /// Every collection of a namespace by incarnation.
+    pub(crate) async fn collections_by_incarnation(
+        &self,
+        namespace: &Namespace,
+    ) -> Result<HashMap<String, CollectionSpec>> {
+        let all: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(self.keys.namespace(namespace).collections())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        all.iter()
+            .map(|(_, value)| collection_from(value).map(|c| (c.incarnation, c.spec)))
+            .collect()
+    }
+
+    /// Every record of one collection incarnation in a scope.
+    pub(crate) async fn read_records(
+        &self,
+        keys: &ScopeKeys,
+        incarnation: &str,
+    ) -> Result<Vec<VectorRecord>> {
+        let all: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(keys.vectors(incarnation))
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        all.iter()
+            .map(|(id, value)| decode_record(id, value))
+            .collect()
+    }
+
+    /// Writes records already checked against their collection, and notes the scope as a
+    /// holder of the incarnation (so a drop can find them).
+    pub(crate) async fn write_records(
+        &self,
+        scope: &Scope,
+        incarnation: &str,
+        records: &[VectorRecord],
+    ) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let keys = self.keys.scope(scope);
+        let mut script = UPSERT.key(keys.vectors(incarnation));
+        script.key(keys.vector_incarnations()).arg(incarnation);
+        for record in records {
+            script.arg(record.id.as_str()).arg(encode_record(record));
+        }
+        let _: i64 = script.invoke_async(&mut self.conn()).await.db()?;
+        let _: i64 = redis::cmd("SADD")
+            .arg(
+                self.keys
+                    .namespace(scope.namespace())
+                    .collection_holders(incarnation),
+            )
+            .arg(keys.base())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(())
+    }
+
+    /// Creates a collection unless it exists; returns what is stored.
+    pub(crate) async fn insert_collection(
+        &self,
+        namespace: &Namespace,
+        spec: &CollectionSpec,
+    ) -> Result<StoredCollection> {
+        let keys = self.keys.namespace(namespace);
+        let value: Vec<u8> = ENSURE
+            .key(keys.collections())
+            .key(keys.collection_counter())
+            .arg(&spec.name)
+            .arg(to_json(spec))
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        self.register_namespace(namespace).await?;
+        collection_from(&value)
+    }
+}
+
+#[async_trait]
+impl VectorStore for RedisStore {
+    async fn ensure_collection(
+        &self,
+        namespace: &Namespace,
+        spec: CollectionSpec,
+    ) -> Result<CollectionSpec> {
+        spec.validate()?;
+        let stored = self.insert_collection(namespace, &spec).await?;
+        stored.spec.check_same(&spec)?;
+        Ok(stored.spec)
+    }
+
+    async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
+        let mut specs: Vec<CollectionSpec> = self
+            .collections_by_incarnation(namespace)
+            .await?
+            .into_values()
+            .collect();
+        specs.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(specs)
+    }
+
+    async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
+        let keys = self.keys.namespace(namespace);
+        let reply: Vec<String> = DROP
+            .key(keys.collections())
+            .arg(name)
+            .arg(keys.base())
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        let Some((incarnation, holders)) = reply.split_first() else {
+            return Ok(false);
+        };
+        // The spec is gone, so no read sees these records any more; delete them slot by slot.
+        let mut pipe = redis::pipe();
+        for base in holders {
+            pipe.cmd("DEL")
+                .arg(format!("{base}v:{incarnation}"))
+                .ignore()
+                .cmd("SREM")
+                .arg(format!("{base}vc"))
+                .arg(incarnation)
+                .ignore();
+        }
+        if !holders.is_empty() {
+            let () = pipe.query_async(&mut self.conn()).await.db()?;
+        }
+        Ok(true)
+    }
+
+    async fn upsert_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        records: Vec<VectorRecord>,
+    ) -> Result<usize> {
+        let collection = self.collection(scope.namespace(), collection).await?;
+        for record in &records {
+            collection.spec.check_vector(&record.vector)?;
+        }
+        self.register_scope(scope).await?;
+        self.write_records(scope, &collection.incarnation, &records)
+            .await?;
+        Ok(records.len())
+    }
+
+    async fn get_vector(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        id: &VectorId,
+    ) -> Result<VectorRecord> {
+        let collection = self.collection(scope.namespace(), collection).await?;
+        let keys = self.keys.scope(scope);
+        let value: Option<Vec<u8>> = redis::cmd("HGET")
+            .arg(keys.vectors(&collection.incarnation))
+            .arg(id.as_str())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        let value = value.ok_or_else(|| MemoryError::not_found("vector", id.as_str()))?;
+        decode_record(id.as_str(), &value)
+    }
+
+    async fn delete_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        selector: VectorSelector,
+    ) -> Result<usize> {
+        if let VectorSelector::Filter(filter) = &selector {
+            filter.validate()?;
+        }
+        let collection = self.collection(scope.namespace(), collection).await?;
+        let keys = self.keys.scope(scope);
+        let ids: Vec<String> = match selector {
+            VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
+            VectorSelector::Filter(filter) => self
+                .read_records(&keys, &collection.incarnation)
+                .await?
+                .into_iter()
+                .filter(|r| filter.matches(&r.metadata))
+                .map(|r| r.id.to_string())
+                .collect(),
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let removed: usize = redis::cmd("HDEL")
+            .arg(keys.vectors(&collection.incarnation))
+            .arg(&ids)
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(removed)
+    }
+
+    async fn search(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>> {
+        let collection = self.collection(scope.namespace(), collection).await?;
+        query.validate(&collection.spec)?;
+        let keys = self.keys.scope(scope);
+        let all: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(keys.vectors(&collection.incarnation))
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
+        let mut records = Vec::with_capacity(all.len());
+        for (id, value) in &all {
+            let record = decode_record(id, value)?;
+            index.push(record.id.clone(), &record.vector, record.metadata.clone());
+            records.push(Some(record));
+        }
+        index
+            .search(&query)
+            .into_iter()
+            .map(|(row, score)| {
+                let mut record = records[row]
+                    .take()
+                    .ok_or_else(|| corrupt("vector", "one row hit twice"))?;
+                if !query.include_vectors {
+                    record.vector = Vec::new();
+                }
+                Ok(VectorHit { record, score })
+            })
+            .collect()
+    }
+}
