@@ -22,6 +22,8 @@ const BACKENDS: &[(&str, &str, &str)] = &[
     ("sqlite", "memory-sqlite", "conformance"),
     ("postgres", "memory-postgres", "conformance"),
     ("postgres-exact", "memory-postgres", "conformance_exact"),
+    ("redis", "memory-redis", "conformance"),
+    ("redis-cluster", "memory-redis", "conformance_cluster"),
 ];
 
 fn main() -> ExitCode {

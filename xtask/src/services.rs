@@ -1,5 +1,6 @@
 //! Finding or starting the services tests can use: given URL → running local service →
-//! `docker compose up --wait` → local binary on a spare port in a temp dir. Whatever is found is
+//! `docker compose up --wait` → local binary on a spare port in a temp dir. A Redis Cluster is
+//! always a throwaway: three local `redis-server` nodes joined by `redis-cli --cluster create`. Whatever is found is
 //! passed to the tests as `MEMORY_TEST_*` variables; what is not found makes those tests named
 //! skips (or failures under `MEMORY_TEST_REQUIRE`).
 
@@ -113,6 +114,85 @@ fn local_redis(provisioned: &mut Provisioned) -> Option<String> {
     None
 }
 
+/// Starts a 3-master Redis Cluster (no replicas) from the local `redis-server` and `redis-cli`
+/// on spare ports in temp dirs; returns its seed URLs, comma-separated. The nodes stop, and
+/// their dirs go, when `provisioned` is dropped.
+fn local_redis_cluster(provisioned: &mut Provisioned) -> Option<String> {
+    let mut nodes = Vec::new();
+    for _ in 0..3 {
+        let (port, bus) = (spare_port()?, spare_port()?);
+        let dir = std::env::temp_dir().join(format!("memory-xtask-redis-cluster-{port}"));
+        std::fs::create_dir_all(&dir).ok()?;
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--cluster-port",
+                &bus.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .ok()?;
+        provisioned.children.push(child);
+        provisioned.temp_dirs.push(dir);
+        nodes.push(port);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !nodes.iter().all(|p| listening(*p)) {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let addresses: Vec<String> = nodes.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let created = Command::new("redis-cli")
+        .arg("--cluster")
+        .arg("create")
+        .args(&addresses)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !created {
+        return None;
+    }
+    // Every node must agree that all slots are served before tests start.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let ok = nodes.iter().all(|p| {
+            Command::new("redis-cli")
+                .args(["-p", &p.to_string(), "cluster", "info"])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+        });
+        if ok {
+            break;
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Some(
+        addresses
+            .iter()
+            .map(|a| format!("redis://{a}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
 /// The machine's own PostgreSQL has no pgvector until `scripts/pgvector.sh` builds it (Debian
 /// bookworm does not package it); run the script when the extension is missing and this is a
 /// Debian PostgreSQL we may install into.
@@ -138,6 +218,9 @@ fn ensure_local_pgvector() {
         }
     }
 }
+
+/// Where the Redis Cluster's seed URLs go (comma-separated).
+const CLUSTER: &str = "MEMORY_TEST_REDIS_CLUSTER_URLS";
 
 /// Finds or starts every service it can and says where each came from.
 pub fn provision() -> Provisioned {
@@ -189,6 +272,17 @@ pub fn provision() -> Provisioned {
                 spec.var
             ),
         }
+    }
+    if let Ok(urls) = std::env::var(CLUSTER) {
+        eprintln!("xtask: {CLUSTER} given: {urls}");
+        provisioned.urls.push((CLUSTER, urls));
+    } else if let Some(urls) = local_redis_cluster(&mut provisioned) {
+        eprintln!("xtask: {CLUSTER} = {urls} (local 3-master cluster, temp dirs)");
+        provisioned.urls.push((CLUSTER, urls));
+    } else {
+        eprintln!(
+            "xtask: {CLUSTER} not available (no redis-server/redis-cli): its tests are named skips"
+        );
     }
     provisioned
 }

@@ -5,8 +5,8 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use memory_core::{CacheStore, Namespace, Result};
 use memory_core::scope::validate_identifier;
+use memory_core::{CacheStore, Namespace, Result};
 use redis::Script;
 
 use crate::{RedisResultExt, RedisStore};
@@ -47,7 +47,11 @@ impl CacheStore for RedisStore {
             .key(keys.cache_index())
             .arg(key)
             .arg(value)
-            .arg(expires_at.map(|at| at.as_millis().to_string()).unwrap_or_default())
+            .arg(
+                expires_at
+                    .map(|at| at.as_millis().to_string())
+                    .unwrap_or_default(),
+            )
             .arg(remaining.map(|ms| ms.to_string()).unwrap_or_default())
             .invoke_async(&mut self.conn())
             .await

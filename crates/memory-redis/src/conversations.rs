@@ -5,12 +5,12 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use memory_core::page::page_newest_first;
-use memory_core::{
-    AppendOptions, AppendReceipt, Conversation, ConversationId,
-    ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
-    MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp, WorkingMemoryKey,
-};
 use memory_core::scope::validate_identifier;
+use memory_core::{
+    AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
+    ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, MessageId,
+    NewConversation, Page, Result, Scope, StoredMessage, Timestamp, WorkingMemoryKey,
+};
 use redis::{Script, Value};
 
 use crate::keys::ScopeKeys;
@@ -88,7 +88,8 @@ impl RedisStore {
             .query_async(&mut self.conn())
             .await
             .db()?;
-        conversation_from(fields)?.ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
+        conversation_from(fields)?
+            .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
     }
 }
 
@@ -209,8 +210,9 @@ impl ConversationStore for RedisStore {
                 .db()?;
             match outcome {
                 1 => return Ok(conversation),
-                0 => continue,
-                _ => return Err(MemoryError::not_found("conversation", id.as_str())),
+                -1 => return Err(MemoryError::not_found("conversation", id.as_str())),
+                // Another update came first: read again.
+                _ => {}
             }
         }
     }
@@ -247,18 +249,37 @@ impl ConversationStore for RedisStore {
             .key(keys.messages(id))
             .key(keys.message_ids(id))
             .arg(self.clock.now().as_millis())
-            .arg(options.expected_last_seq.map(|s| s.to_string()).unwrap_or_default())
-            .arg(options.max_messages.map(|m| m.to_string()).unwrap_or_default());
+            .arg(
+                options
+                    .expected_last_seq
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+            )
+            .arg(
+                options
+                    .max_messages
+                    .map(|m| m.to_string())
+                    .unwrap_or_default(),
+            );
         for message in &messages {
             script
                 .arg(message.id.as_str())
                 .arg(content_of(message))
                 .arg(to_json(message));
         }
-        let reply: Vec<Value> = script.invoke_async(&mut self.conn()).await.db()?;
+        // Appends are idempotent by message id, so a batch whose reply was lost with the
+        // connection is sent again: its messages come back as duplicates, never twice.
+        let reply: Vec<Value> = self
+            .retrying(|| {
+                let (script, mut conn) = (&script, self.conn());
+                async move { script.invoke_async(&mut conn).await.db() }
+            })
+            .await?;
         let status = reply.first().map(text).transpose()?.unwrap_or_default();
         let number = |i: usize| -> Result<u64> {
-            let value = reply.get(i).ok_or_else(|| corrupt("append reply", "too short"))?;
+            let value = reply
+                .get(i)
+                .ok_or_else(|| corrupt("append reply", "too short"))?;
             text(value)?.parse().map_err(|e| corrupt("append reply", e))
         };
         match status.as_str() {

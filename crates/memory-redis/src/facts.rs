@@ -33,12 +33,7 @@ static FORGET: LazyLock<Script> = fact_script!("lua/forget_fact.lua");
 const FACT_FIELDS: [&str; 4] = ["doc", "updated_at", "valid_to", "superseded_by"];
 
 /// A fact hash's fields as read, in [`FACT_FIELDS`] order.
-type FactFields = (
-    Option<String>,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-);
+type FactFields = (Option<String>, Option<i64>, Option<String>, Option<String>);
 
 /// The fact of a hash: the document written at creation with the fields that change later
 /// (a script never edits JSON).

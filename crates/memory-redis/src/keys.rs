@@ -169,13 +169,13 @@ mod tests {
     #[test]
     fn a_scope_tag_ends_at_its_own_brace_whatever_the_names_hold() {
         let keys = Keys::new("am");
-        let scope = Scope::new("n}s:{x", "sub%ject}").unwrap();
+        let scope = Scope::new("ns", "s}u:b{%").unwrap();
         let id = ConversationId::new("c}1").unwrap();
         let key = keys.scope(&scope).conversation(&id);
-        assert_eq!(key, "am:{n%7Ds%3A%7Bx:sub%25ject%7D}:c:c}1");
+        assert_eq!(key, "am:{ns:s%7Du%3Ab%7B%25}:c:c}1");
         let tag = &key[key.find('{').unwrap() + 1..];
         let tag = &tag[..tag.find('}').unwrap()];
-        assert_eq!(tag, "n%7Ds%3A%7Bx:sub%25ject%7D");
+        assert_eq!(tag, "ns:s%7Du%3Ab%7B%25");
     }
 
     #[test]

@@ -65,8 +65,9 @@ mod transfer;
 mod vectors;
 mod working;
 
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use memory_core::{Clock, Durability, MemoryError, Namespace, Result, Scope, SystemClock};
 use redis::aio::{ConnectionLike, ConnectionManager};
@@ -118,8 +119,8 @@ impl ConnectionLike for Connection {
 enum Target {
     Url(String),
     Cluster(Vec<String>),
-    Client(redis::Client),
-    ClusterClient(redis::cluster::ClusterClient),
+    Client(Box<redis::Client>),
+    ClusterClient(Box<redis::cluster::ClusterClient>),
 }
 
 /// Builds a [`RedisStore`]; see [`RedisStore::builder`].
@@ -143,7 +144,11 @@ impl Target {
     fn redacted(&self) -> String {
         match self {
             Self::Url(url) => redact(url),
-            Self::Cluster(nodes) => nodes.iter().map(|n| redact(n)).collect::<Vec<_>>().join(","),
+            Self::Cluster(nodes) => nodes
+                .iter()
+                .map(|n| redact(n))
+                .collect::<Vec<_>>()
+                .join(","),
             Self::Client(_) => "<client>".into(),
             Self::ClusterClient(_) => "<cluster client>".into(),
         }
@@ -192,14 +197,14 @@ impl RedisStoreBuilder {
     /// An existing client (a reconnecting connection manager is made from it).
     #[must_use]
     pub fn client(mut self, client: redis::Client) -> Self {
-        self.target = Some(Target::Client(client));
+        self.target = Some(Target::Client(Box::new(client)));
         self
     }
 
     /// An existing cluster client.
     #[must_use]
     pub fn cluster_client(mut self, client: redis::cluster::ClusterClient) -> Self {
-        self.target = Some(Target::ClusterClient(client));
+        self.target = Some(Target::ClusterClient(Box::new(client)));
         self
     }
 
@@ -236,14 +241,15 @@ impl RedisStoreBuilder {
             .target
             .ok_or_else(|| MemoryError::invalid("no Redis to connect to: give url()"))?;
         let shown = target.redacted();
-        let bad = |e: redis::RedisError| MemoryError::invalid(format!("bad Redis URL {shown}: {e}"));
+        let bad =
+            |e: redis::RedisError| MemoryError::invalid(format!("bad Redis URL {shown}: {e}"));
         let connection = match target {
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(bad)?;
                 Connection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
             }
             Target::Client(client) => {
-                Connection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
+                Connection::Standalone(ConnectionManager::new(*client).await.map_err(to_error)?)
             }
             Target::Cluster(nodes) => {
                 let client = redis::cluster::ClusterClient::new(nodes.iter().map(String::as_str))
@@ -262,6 +268,7 @@ impl RedisStoreBuilder {
             clock: self.clock,
             durability,
             target: shown,
+            registered: Mutex::default(),
         })
     }
 }
@@ -273,7 +280,8 @@ async fn durability(connection: &mut Connection) -> Durability {
         .arg("appendonly")
         .query_async(connection)
         .await;
-    let setting = |reply: redis::RedisResult<Vec<String>>| reply.ok().and_then(|r| r.get(1).cloned());
+    let setting =
+        |reply: redis::RedisResult<Vec<String>>| reply.ok().and_then(|r| r.get(1).cloned());
     let appendonly = setting(config);
     if appendonly.as_deref() == Some("yes") {
         let fsync = setting(
@@ -324,6 +332,8 @@ pub struct RedisStore {
     durability: Durability,
     cluster: bool,
     target: String,
+    /// Registry entries this process has written (see `register`).
+    registered: Mutex<HashSet<String>>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -371,41 +381,74 @@ impl RedisStore {
         self.connection.clone()
     }
 
-    /// Notes that a namespace holds data, for `namespaces` (a set in its own slot, so not
-    /// atomic with the write it accompanies; a stale entry is only a candidate to check).
-    pub(crate) async fn register_namespace(&self, namespace: &Namespace) -> Result<()> {
-        let () = redis::cmd("SADD")
-            .arg(self.keys.namespaces())
-            .arg(namespace.as_str())
+    /// Adds `member` to the registry set `key` unless this process did already. Registry sets
+    /// only grow (a stale entry is just a candidate that `namespaces`/`scopes` check), so
+    /// remembering what was added is safe; the memory is bounded by clearing it when large.
+    async fn register(&self, key: String, member: &str) -> Result<()> {
+        let entry = format!("{key}\0{member}");
+        {
+            let registered = self.registered.lock().expect("registry memo lock");
+            if registered.contains(&entry) {
+                return Ok(());
+            }
+        }
+        let _: i64 = redis::cmd("SADD")
+            .arg(&key)
+            .arg(member)
             .query_async(&mut self.conn())
             .await
-            .map(|_: i64| ())
             .db()?;
+        let mut registered = self.registered.lock().expect("registry memo lock");
+        if registered.len() >= 100_000 {
+            registered.clear();
+        }
+        registered.insert(entry);
         Ok(())
+    }
+
+    /// Notes that a namespace holds data, for `namespaces`. The set has a slot of its own, so
+    /// this is not atomic with the write it accompanies and runs before it.
+    pub(crate) async fn register_namespace(&self, namespace: &Namespace) -> Result<()> {
+        self.register(self.keys.namespaces(), namespace.as_str())
+            .await
     }
 
     /// Notes that a scope (and its namespace) holds data, for `namespaces` and `scopes`.
     pub(crate) async fn register_scope(&self, scope: &Scope) -> Result<()> {
-        let namespace = scope.namespace();
-        let () = redis::pipe()
-            .sadd(self.keys.namespaces(), namespace.as_str())
-            .ignore()
-            .sadd(
-                self.keys.namespace(namespace).subjects(),
-                scope.subject().map_or("", |s| s.as_str()),
-            )
-            .ignore()
-            .query_async(&mut self.conn())
-            .await
-            .db()?;
-        Ok(())
+        self.register_namespace(scope.namespace()).await?;
+        self.register(
+            self.keys.namespace(scope.namespace()).subjects(),
+            scope.subject().map_or("", |s| s.as_str()),
+        )
+        .await
+    }
+}
+
+impl RedisStore {
+    /// Runs `op` again while it fails with `Unavailable` (up to 5 attempts, 100 ms more wait
+    /// each time, about 1.5 s in all: what a restarting server or a reconnect needs). Only for
+    /// idempotent operations, such as appends. The connection manager reconnects by itself.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut op: F) -> Result<T>
+    where
+        F: FnMut() -> Fut + Send,
+        Fut: std::future::Future<Output = Result<T>> + Send,
+    {
+        let mut attempt = 0u64;
+        loop {
+            match op().await {
+                Err(e) if e.is_retryable() && attempt < 4 => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+                }
+                other => return other,
+            }
+        }
     }
 }
 
 /// Connection failures are worth retrying; everything else is a backend error.
 pub(crate) fn to_error(e: redis::RedisError) -> MemoryError {
-    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
-    {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
         MemoryError::Unavailable {
             backend: BACKEND,
             source: Box::new(e),

@@ -7,6 +7,7 @@
 //! completes it (records replace by identity). An export reads a scope in several commands, so
 //! writes made meanwhile may show in part.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::LazyLock;
 
@@ -23,6 +24,9 @@ use crate::conversations::{content_of, message_from_member, message_member};
 use crate::keys::ScopeKeys;
 use crate::working::{working_from, WorkingFields, WORKING_FIELDS};
 use crate::{corrupt, to_json, RedisResultExt, RedisStore};
+
+/// A conversation's messages (member, seq), cursors and working-memory fields, as read.
+type ConversationChildren = (Vec<(Vec<u8>, f64)>, Vec<(String, u64)>, WorkingFields);
 
 static RESTORE_MESSAGES: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/restore_messages.lua")));
@@ -106,11 +110,7 @@ impl RedisStore {
                 continue;
             };
             records.push(Record::Conversation { conversation });
-            let (messages, cursors, document): (
-                Vec<(Vec<u8>, f64)>,
-                Vec<(String, u64)>,
-                WorkingFields,
-            ) = redis::pipe()
+            let (messages, cursors, document): ConversationChildren = redis::pipe()
                 .cmd("ZRANGE")
                 .arg(keys.messages(&id))
                 .arg(0)
@@ -190,14 +190,14 @@ impl RedisStore {
                     record,
                 } => {
                     let key = (scope.namespace(), collection.as_str());
-                    if !collections.contains_key(&key) {
+                    if let Entry::Vacant(slot) = collections.entry(key) {
                         let stored = self
                             .find_collection(scope.namespace(), collection)
                             .await?
                             .ok_or_else(|| {
                                 MemoryError::not_found("collection", collection.as_str())
                             })?;
-                        collections.insert(key, stored.spec);
+                        slot.insert(stored.spec);
                     }
                     collections[&key].check_vector(&record.vector)?;
                     None
@@ -225,7 +225,8 @@ impl RedisStore {
         let keys = self.keys.scope(&fact.scope);
         let fact_key = fact.key.clone().unwrap_or_default();
         let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
-        let millis = |t: Option<Timestamp>| t.map(|t| t.as_millis().to_string()).unwrap_or_default();
+        let millis =
+            |t: Option<Timestamp>| t.map(|t| t.as_millis().to_string()).unwrap_or_default();
         // The document holds what never changes; the changing fields are kept beside it.
         let mut doc = fact.clone();
         doc.valid_to = None;
@@ -433,7 +434,11 @@ impl TransferStore for RedisStore {
                             ],
                         )
                         .ignore()
-                        .zadd(keys.conversations(), c.id.as_str(), c.created_at.as_millis())
+                        .zadd(
+                            keys.conversations(),
+                            c.id.as_str(),
+                            c.created_at.as_millis(),
+                        )
                         .ignore()
                         .query_async(&mut self.conn())
                         .await

@@ -241,19 +241,20 @@ impl VectorStore for RedisStore {
         let Some((incarnation, holders)) = reply.split_first() else {
             return Ok(false);
         };
-        // The spec is gone, so no read sees these records any more; delete them slot by slot.
-        let mut pipe = redis::pipe();
+        // The spec is gone, so no read sees these records any more; delete them scope by scope
+        // (each scope is a slot of its own).
         for base in holders {
-            pipe.cmd("DEL")
+            let () = redis::pipe()
+                .cmd("DEL")
                 .arg(format!("{base}v:{incarnation}"))
                 .ignore()
                 .cmd("SREM")
                 .arg(format!("{base}vc"))
                 .arg(incarnation)
-                .ignore();
-        }
-        if !holders.is_empty() {
-            let () = pipe.query_async(&mut self.conn()).await.db()?;
+                .ignore()
+                .query_async(&mut self.conn())
+                .await
+                .db()?;
         }
         Ok(true)
     }

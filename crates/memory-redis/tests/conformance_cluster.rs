@@ -1,0 +1,27 @@
+//! The conformance suite against a Redis Cluster: the nodes from
+//! `MEMORY_TEST_REDIS_CLUSTER_URLS` (comma-separated seed URLs; `cargo xtask test` starts a
+//! local 3-master cluster), a named skip without them, a failure when `MEMORY_TEST_REQUIRE`
+//! names redis-cluster. Each scenario writes under a key prefix of its own.
+
+mod common;
+
+use std::sync::Arc;
+
+use memory_conformance::services::{locate, Service};
+use memory_conformance::SetupError;
+use memory_core::{Clock, MemoryBackend};
+use memory_redis::RedisStore;
+
+async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
+    let urls = locate(Service::RedisCluster)?;
+    let store = RedisStore::builder()
+        .cluster(urls.split(',').map(str::trim))
+        .prefix(&common::scenario_prefix())
+        .clock(clock)
+        .open()
+        .await?;
+    assert!(store.is_cluster());
+    Ok(Arc::new(store))
+}
+
+memory_conformance::suite!("redis-cluster", factory);

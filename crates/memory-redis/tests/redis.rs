@@ -1,0 +1,128 @@
+//! Redis-specific guarantees beyond the suite: two clients (two connection managers, or two
+//! cluster connections) racing appends to one conversation. (A server restarted in the middle
+//! of a stream of appends is `tests/restart.rs`.)
+//!
+//! Needs `MEMORY_TEST_REDIS_URL` / `MEMORY_TEST_REDIS_CLUSTER_URLS` (set by `cargo xtask
+//! test`); without them each test says so and passes as a skip, unless `MEMORY_TEST_REQUIRE`
+//! names redis / redis-cluster.
+
+mod common;
+
+use std::collections::HashSet;
+
+use memory_conformance::services::{locate, Service};
+use memory_conformance::{is_required, SetupError};
+use memory_core::{
+    AppendOptions, ConversationStore, LoadOptions, Message, MessageId, NewConversation, Scope,
+};
+use memory_redis::RedisStore;
+
+/// The service's address, or `None` (a named skip) when there is none and it is not required.
+fn server(service: Service, backend: &str, test: &str) -> Option<String> {
+    match locate(service) {
+        Ok(url) => Some(url),
+        Err(SetupError::Unreachable(why)) if !is_required(backend) => {
+            eprintln!("SKIP {backend}::{test}: {why}");
+            None
+        }
+        Err(e) => panic!("{backend} is required: {e:?}"),
+    }
+}
+
+async fn store(service: Service, address: &str, prefix: &str) -> RedisStore {
+    let builder = RedisStore::builder().prefix(prefix);
+    let builder = match service {
+        Service::RedisCluster => builder.cluster(address.split(',').map(str::trim)),
+        _ => builder.url(address),
+    };
+    builder.open().await.expect("open")
+}
+
+fn message(id: &str) -> Message {
+    Message {
+        id: MessageId::new(id).unwrap(),
+        ..Message::user(format!("text of {id}"))
+    }
+}
+
+/// Every message once, seqs 1..=n without gaps, in an order where each writer's batches keep
+/// their own order.
+fn assert_whole(stored: &[memory_core::StoredMessage], expected: usize) {
+    assert_eq!(stored.len(), expected, "nothing lost, nothing duplicated");
+    let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=expected as u64).collect::<Vec<_>>(),
+        "contiguous seqs"
+    );
+    let ids: HashSet<&str> = stored.iter().map(|m| m.message.id.as_str()).collect();
+    assert_eq!(ids.len(), expected, "every id once");
+}
+
+async fn two_clients_race(service: Service, backend: &str, test: &str) {
+    let Some(address) = server(service, backend, test) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let (a, b) = (
+        store(service, &address, &prefix).await,
+        store(service, &address, &prefix).await,
+    );
+    let scope = Scope::new("redis-tests", "racer").unwrap();
+    let thread = a
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    let (per_writer, batch) = (50, 4);
+    let write = |store: RedisStore, writer: &'static str| {
+        let (scope, id) = (scope.clone(), thread.id.clone());
+        tokio::spawn(async move {
+            for n in 0..per_writer {
+                let messages = (0..batch)
+                    .map(|i| message(&format!("{writer}-{n}-{i}")))
+                    .collect();
+                store
+                    .append(&scope, &id, messages, AppendOptions::default())
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let (one, two) = (write(a, "a"), write(b, "b"));
+    one.await.unwrap();
+    two.await.unwrap();
+    let reader = store(service, &address, &prefix).await;
+    let stored = reader
+        .load(&scope, &thread.id, LoadOptions::raw())
+        .await
+        .unwrap();
+    assert_whole(&stored, 2 * per_writer * batch);
+    // Each batch is contiguous: no interleaving inside a batch.
+    for window in stored.chunks(batch) {
+        let first = window[0].message.id.as_str();
+        let stem = &first[..first.rfind('-').unwrap()];
+        assert!(window
+            .iter()
+            .all(|m| m.message.id.as_str().starts_with(stem)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_connection_managers_racing_appends_lose_and_duplicate_nothing() {
+    two_clients_race(
+        Service::Redis,
+        "redis",
+        "two_connection_managers_racing_appends_lose_and_duplicate_nothing",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_cluster_clients_racing_appends_lose_and_duplicate_nothing() {
+    two_clients_race(
+        Service::RedisCluster,
+        "redis-cluster",
+        "two_cluster_clients_racing_appends_lose_and_duplicate_nothing",
+    )
+    .await;
+}
