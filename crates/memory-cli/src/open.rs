@@ -73,6 +73,16 @@ pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn
                 .with_context(|| format!("cannot open {}", redacted(url)))?;
             Ok(Arc::new(store))
         }
+        #[cfg(feature = "redis")]
+        Scheme::Redis | Scheme::RedisCluster => {
+            let store = memory_redis::RedisStore::builder()
+                .url(url)
+                .clock(clock)
+                .open()
+                .await
+                .with_context(|| format!("cannot open {}", redacted(url)))?;
+            Ok(Arc::new(store))
+        }
         scheme => bail!(
             "the {} backend is not in this build of agent-memory (URL {url:?}); \
              this build has: {}",
@@ -95,6 +105,9 @@ pub fn compiled_in() -> Vec<&'static str> {
     }
     if cfg!(feature = "postgres") {
         names.push("postgres");
+    }
+    if cfg!(feature = "redis") {
+        names.extend(["redis", "redis-cluster"]);
     }
     names
 }

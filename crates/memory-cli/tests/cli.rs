@@ -211,19 +211,9 @@ fn postgres_url(test: &str) -> Option<String> {
     }
 }
 
-#[test]
-fn copy_sqlite_to_postgres_and_back_verifies_equal() {
-    let Some(server) = postgres_url("copy_sqlite_to_postgres_and_back_verifies_equal") else {
-        return;
-    };
-    // A schema of its own, dropped at the end, so runs never see each other's data.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("cli_copy_{nanos}");
-    let separator = if server.contains('?') { '&' } else { '?' };
-    let postgres = format!("{server}{separator}schema={schema}");
+/// Copies the demo's SQLite store to `target` and back, verifying both copies and the
+/// round trip.
+fn copy_round_trip(target: &str) {
     let dir = tempfile::tempdir().unwrap();
     let source = "sqlite://./.agent-memory/memory.db";
     assert!(agent_memory(dir.path(), &["demo"]).status.success());
@@ -231,7 +221,7 @@ fn copy_sqlite_to_postgres_and_back_verifies_equal() {
 
     let there = agent_memory(
         dir.path(),
-        &["copy", "--from", source, "--to", &postgres, "--verify"],
+        &["copy", "--from", source, "--to", target, "--verify"],
     );
     assert!(
         there.status.success(),
@@ -250,7 +240,7 @@ fn copy_sqlite_to_postgres_and_back_verifies_equal() {
         &[
             "copy",
             "--from",
-            &postgres,
+            target,
             "--to",
             "sqlite://back.db",
             "--verify",
@@ -262,6 +252,24 @@ fn copy_sqlite_to_postgres_and_back_verifies_equal() {
         &["verify", "--from", source, "--to", "sqlite://back.db"],
     );
     assert!(both.status.success(), "{}{}", stdout(&both), stderr(&both));
+}
+
+fn nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+#[test]
+fn copy_sqlite_to_postgres_and_back_verifies_equal() {
+    let Some(server) = postgres_url("copy_sqlite_to_postgres_and_back_verifies_equal") else {
+        return;
+    };
+    // A schema of its own, dropped at the end, so runs never see each other's data.
+    let schema = format!("cli_copy_{}", nanos());
+    let separator = if server.contains('?') { '&' } else { '?' };
+    copy_round_trip(&format!("{server}{separator}schema={schema}"));
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -277,4 +285,30 @@ fn copy_sqlite_to_postgres_and_back_verifies_equal() {
             .await
             .unwrap();
     });
+}
+
+#[test]
+fn copy_sqlite_to_redis_and_back_verifies_equal() {
+    use memory_conformance::services::{locate, Service};
+    let server = match locate(Service::Redis) {
+        Ok(url) => url,
+        Err(why) if !memory_conformance::is_required("redis") => {
+            eprintln!("SKIP cli::copy_sqlite_to_redis_and_back_verifies_equal: {why:?}");
+            return;
+        }
+        Err(why) => panic!("redis is required: {why:?}"),
+    };
+    // A key prefix of its own, deleted at the end.
+    let prefix = format!("cli-copy-{}", nanos());
+    let separator = if server.contains('?') { '&' } else { '?' };
+    copy_round_trip(&format!("{server}{separator}prefix={prefix}"));
+
+    let client = redis::Client::open(server.as_str()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*"))
+        .query(&mut conn)
+        .unwrap();
+    assert!(!keys.is_empty(), "the copy wrote under its prefix");
+    let _: i64 = redis::cmd("UNLINK").arg(&keys).query(&mut conn).unwrap();
 }

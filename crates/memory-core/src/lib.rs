@@ -22,6 +22,7 @@ pub mod scope;
 pub mod similarity;
 pub mod time;
 pub mod transfer;
+pub mod url;
 pub mod vector;
 pub mod working;
 

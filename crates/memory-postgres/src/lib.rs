@@ -156,7 +156,7 @@ impl PostgresStoreBuilder {
     /// parameter sets [`schema`](Self::schema): `postgres://host/db?schema=agent_memory`.
     #[must_use]
     pub fn url(mut self, url: &str) -> Self {
-        let (url, schema) = split_schema_param(url);
+        let (url, schema) = memory_core::url::take_query_param(url, "schema");
         if let Some(schema) = schema {
             self.config.schema = schema;
         }
@@ -269,30 +269,6 @@ impl PostgresStoreBuilder {
 }
 
 use crate::db::Db as _;
-
-/// Takes a `schema=` query parameter out of a URL (tokio-postgres would refuse it).
-fn split_schema_param(url: &str) -> (String, Option<String>) {
-    let Some((base, query)) = url.split_once('?') else {
-        return (url.to_owned(), None);
-    };
-    let mut schema = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| match pair.strip_prefix("schema=") {
-            Some(name) => {
-                schema = Some(name.to_owned());
-                false
-            }
-            None => true,
-        })
-        .collect();
-    let url = if kept.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{base}?{}", kept.join("&"))
-    };
-    (url, schema)
-}
 
 /// `^[a-z_][a-z0-9_]{0,62}$`, returned double-quoted for SQL.
 fn quote_schema(schema: &str) -> Result<String> {
@@ -440,11 +416,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn schema_comes_out_of_the_url_and_is_validated() {
-        let (url, schema) = split_schema_param("postgres://u@h/db?schema=mem&sslmode=disable");
-        assert_eq!(url, "postgres://u@h/db?sslmode=disable");
-        assert_eq!(schema.as_deref(), Some("mem"));
-        assert_eq!(split_schema_param("postgres://h/db").1, None);
+    fn schema_is_validated() {
         assert_eq!(quote_schema("agent_memory").unwrap(), "\"agent_memory\"");
         for bad in ["", "Upper", "with space", "x\"; DROP", "1abc"] {
             assert!(quote_schema(bad).is_err(), "{bad:?}");

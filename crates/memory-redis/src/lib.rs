@@ -171,9 +171,15 @@ fn redact(url: &str) -> String {
 
 impl RedisStoreBuilder {
     /// `redis://`, `rediss://` or `redis+cluster://host:port,host:port` (a cluster through any
-    /// of its nodes; a path or query after the last node applies to each).
+    /// of its nodes). A `prefix=NAME` query parameter sets [`prefix`](Self::prefix):
+    /// `redis://127.0.0.1:6379/?prefix=myapp`.
     #[must_use]
     pub fn url(mut self, url: &str) -> Self {
+        let (url, prefix) = memory_core::url::take_query_param(url, "prefix");
+        if let Some(prefix) = prefix {
+            self.prefix = prefix;
+        }
+        let url = url.as_str();
         self.target = Some(match url.strip_prefix("redis+cluster://") {
             Some(nodes) => Target::Cluster(
                 nodes
