@@ -36,14 +36,44 @@
 //! | `cc:ID` | hash | cursor name → value |
 //! | `cw:ID` | hash | its working memory: `content`, `format`, `revision`, `updated_at` |
 //! | `w` | hash | the subject's user working memory (same fields) |
+//! | `f:ID` | hash | a fact: `doc` (JSON as created) beside the fields that change |
+//! | `fs` | zset | every fact id by `created_at` |
+//! | `fc` | set | current (not superseded) fact ids |
+//! | `fx` | zset | expiring fact ids by `expires_at` |
+//! | `fd` | hash | sha1 of `key NUL text` → current fact id (dedupe) |
+//! | `fkc` | hash | fact key → current fact id |
+//! | `fh:KEY` | zset | every version of a key by `created_at` (history) |
+//! | `ft:TOKEN` | set | current fact ids by lexical token |
+//! | `v:N` | hash | vector records of collection incarnation N: id → `conversation NUL JSON NUL f32 LE` |
+//! | `vc` | set | the incarnations this scope holds records of |
 //! | `k:ID` | hash | a checkpoint: `workflow`, `status`, `state`, `version`, timestamps |
 //! | `ks` | zset | suspended checkpoint ids by `updated_at` |
 //! | `ka` | set | every checkpoint id |
 //!
 //! | key (after `PREFIX:{ns}:`) | type | holds |
 //! |---|---|---|
+//! | `cols` | hash | collection name → `incarnation NUL spec JSON` |
+//! | `colseq` | string | the last incarnation number drawn |
+//! | `vs:N` | set | scope prefixes holding records of incarnation N (for drops) |
 //! | `e:KEY` | hash | a cache entry: `value`, `expires_at` (store clock); server TTL too |
 //! | `es` | zset | cache keys by `expires_at` (`+inf` without) |
+//! | `subjects` | set | subjects (`""`: the shared scope) that have held data |
+//!
+//! And `PREFIX:namespaces`, a set of the namespaces that have held data. The registry sets are
+//! written before the data they announce and never shrink: `namespaces` and `scopes` check each
+//! candidate for data it still holds.
+//!
+//! # Vectors
+//! Redis 7 has no vector search, so search is exact in Rust over a scope's records of the
+//! collection, fetched with one `HGETALL`; the capability says `Exact`. A collection's records
+//! live in each scope's slot under an *incarnation* drawn when it is made, so dropping it
+//! (removing the spec) hides them at once, everywhere; they are then deleted scope by scope.
+//!
+//! # Consistency
+//! Every write to one scope is atomic (one script, one slot). Across slots nothing is: a
+//! restore checks everything it could refuse before writing, then writes scope by scope, and
+//! running it again completes one cut short. Appends are retried on lost connections (they are
+//! idempotent by message id).
 //!
 //! # Time
 //! Timestamps and expiry follow the store's [`Clock`]; reads compare against it, and the
@@ -78,15 +108,18 @@ use crate::keys::Keys;
 
 pub(crate) const BACKEND: &str = "redis";
 
-/// A standalone connection (reconnecting) or a cluster connection; both are cheap clones over
-/// one multiplexed connection per node.
+/// The store's connection, for commands of your own beside the store's (see
+/// [`RedisStore::connection`]): a reconnecting standalone connection or a cluster connection;
+/// clones share one multiplexed socket per node.
 #[derive(Clone)]
-pub(crate) enum Connection {
+pub enum RedisConnection {
+    /// A standalone server.
     Standalone(ConnectionManager),
+    /// A cluster.
     Cluster(ClusterConnection),
 }
 
-impl ConnectionLike for Connection {
+impl ConnectionLike for RedisConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Self::Standalone(c) => c.req_packed_command(cmd),
@@ -252,23 +285,23 @@ impl RedisStoreBuilder {
         let connection = match target {
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(bad)?;
-                Connection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
+                RedisConnection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
             }
             Target::Client(client) => {
-                Connection::Standalone(ConnectionManager::new(*client).await.map_err(to_error)?)
+                RedisConnection::Standalone(ConnectionManager::new(*client).await.map_err(to_error)?)
             }
             Target::Cluster(nodes) => {
                 let client = redis::cluster::ClusterClient::new(nodes.iter().map(String::as_str))
                     .map_err(bad)?;
-                Connection::Cluster(client.get_async_connection().await.map_err(to_error)?)
+                RedisConnection::Cluster(client.get_async_connection().await.map_err(to_error)?)
             }
             Target::ClusterClient(client) => {
-                Connection::Cluster(client.get_async_connection().await.map_err(to_error)?)
+                RedisConnection::Cluster(client.get_async_connection().await.map_err(to_error)?)
             }
         };
         let durability = durability(&mut connection.clone()).await;
         Ok(RedisStore {
-            cluster: matches!(connection, Connection::Cluster(_)),
+            cluster: matches!(connection, RedisConnection::Cluster(_)),
             connection,
             keys: Keys::new(&self.prefix),
             clock: self.clock,
@@ -280,7 +313,7 @@ impl RedisStoreBuilder {
 }
 
 /// The durability class of the server's persistence settings (see the crate docs).
-async fn durability(connection: &mut Connection) -> Durability {
+async fn durability(connection: &mut RedisConnection) -> Durability {
     let config: redis::RedisResult<Vec<String>> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("appendonly")
@@ -332,7 +365,7 @@ async fn durability(connection: &mut Connection) -> Durability {
 
 /// Every memory contract on one Redis server or cluster. Cheap to share behind an `Arc`.
 pub struct RedisStore {
-    connection: Connection,
+    connection: RedisConnection,
     keys: Keys,
     clock: Arc<dyn Clock>,
     durability: Durability,
@@ -383,7 +416,13 @@ impl RedisStore {
     }
 
     /// A handle on the shared connection (clones share the same socket).
-    pub(crate) fn conn(&self) -> Connection {
+    pub(crate) fn conn(&self) -> RedisConnection {
+        self.connection.clone()
+    }
+
+    /// The store's connection, for commands of your own (it implements
+    /// [`redis::aio::ConnectionLike`]).
+    pub fn connection(&self) -> RedisConnection {
         self.connection.clone()
     }
 

@@ -78,28 +78,37 @@ pub(crate) fn encode_record(record: &VectorRecord) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_record(id: &str, value: &[u8]) -> Result<VectorRecord> {
-    let bad = |e: &dyn std::fmt::Display| corrupt("vector record", e);
-    let first = value
-        .iter()
-        .position(|b| *b == 0)
-        .ok_or_else(|| bad(&"no separator"))?;
+/// The three parts of a stored record: conversation id, JSON body, vector bytes.
+fn record_parts(value: &[u8]) -> Result<(&[u8], &[u8], &[u8])> {
+    let split = |bytes: &[u8]| -> Result<usize> {
+        bytes
+            .iter()
+            .position(|b| *b == 0)
+            .ok_or_else(|| corrupt("vector record", "no separator"))
+    };
+    let first = split(value)?;
     let rest = &value[first + 1..];
-    let second = rest
-        .iter()
-        .position(|b| *b == 0)
-        .ok_or_else(|| bad(&"no separator"))?;
-    let conversation = std::str::from_utf8(&value[..first]).map_err(|e| bad(&e))?;
-    let body: RecordBody = serde_json::from_slice(&rest[..second]).map_err(|e| bad(&e))?;
+    let second = split(rest)?;
+    Ok((&value[..first], &rest[..second], &rest[second + 1..]))
+}
+
+fn body_from(body: &[u8]) -> Result<RecordBody> {
+    serde_json::from_slice(body).map_err(|e| corrupt("vector record", e))
+}
+
+pub(crate) fn decode_record(id: &str, value: &[u8]) -> Result<VectorRecord> {
+    let (conversation, body, vector) = record_parts(value)?;
+    let conversation = std::str::from_utf8(conversation).map_err(|e| corrupt("vector record", e))?;
+    let body = body_from(body)?;
     Ok(VectorRecord {
-        id: VectorId::new(id).map_err(|e| bad(&e))?,
-        vector: decode_f32_le(&rest[second + 1..]),
+        id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+        vector: decode_f32_le(vector),
         text: body.text,
         metadata: body.metadata,
         conversation_id: (!conversation.is_empty())
             .then(|| ConversationId::new(conversation))
             .transpose()
-            .map_err(|e| bad(&e))?,
+            .map_err(|e| corrupt("vector record", e))?,
     })
 }
 
@@ -340,20 +349,27 @@ impl VectorStore for RedisStore {
             .query_async(&mut self.conn())
             .await
             .db()?;
+        // Only the vectors (and the metadata, when a filter needs it) go into the index; the
+        // records of the hits are decoded whole afterwards.
         let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
-        let mut records = Vec::with_capacity(all.len());
         for (id, value) in &all {
-            let record = decode_record(id, value)?;
-            index.push(record.id.clone(), &record.vector, record.metadata.clone());
-            records.push(Some(record));
+            let (_, body, vector) = record_parts(value)?;
+            if vector.len() != collection.spec.dims * 4 {
+                return Err(corrupt("vector", format!("{} bytes in {id}", vector.len())));
+            }
+            let metadata = match &query.filter {
+                Some(_) => body_from(body)?.metadata,
+                None => Metadata::default(),
+            };
+            let id = VectorId::new(id.as_str()).map_err(|e| corrupt("vector id", e))?;
+            index.push_le_bytes(id, vector, metadata);
         }
         index
             .search(&query)
             .into_iter()
             .map(|(row, score)| {
-                let mut record = records[row]
-                    .take()
-                    .ok_or_else(|| corrupt("vector", "one row hit twice"))?;
+                let (id, value) = &all[row];
+                let mut record = decode_record(id, value)?;
                 if !query.include_vectors {
                     record.vector = Vec::new();
                 }

@@ -1,0 +1,259 @@
+//! A small measurement of the Redis store (not the benchmark suite; that is issue 8's):
+//! appends per second of 1- and 10-message batches and loads of the last 50 messages of a
+//! 10,000-message thread, each against the same commands issued by hand with the redis crate
+//! (interleaved rounds, medians), and exact top-10 latency over 10,000 vectors of 384 dims in
+//! one subject.
+//!
+//! `MEASURE_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p memory-redis --example measure`
+//! (a `redis+cluster://host:port,…` URL measures a cluster).
+
+use std::time::Instant;
+
+use memory_core::{
+    AppendOptions, CollectionSpec, ConversationStore, LoadOptions, Message, NewConversation,
+    Scope, StoredMessage, VectorQuery, VectorRecord, VectorStore,
+};
+use memory_redis::RedisStore;
+use redis::aio::ConnectionLike;
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// The key prefix of this run's data.
+fn prefix() -> String {
+    format!("measure-{}", std::process::id())
+}
+
+/// The scope's key prefix, as the store's key schema writes it (see the crate docs).
+fn base(scope: &Scope) -> String {
+    format!(
+        "{}:{{{}:{}}}:",
+        prefix(),
+        scope.namespace(),
+        scope.subject().unwrap()
+    )
+}
+
+async fn ours(store: &RedisStore, scope: &Scope, batch: usize, batches: usize) -> f64 {
+    let thread = store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for _ in 0..batches {
+        let messages = (0..batch)
+            .map(|i| Message::user(format!("message {i}")))
+            .collect();
+        store
+            .append(scope, &thread.id, messages, AppendOptions::default())
+            .await
+            .unwrap();
+    }
+    (batch * batches) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The same script with the same arguments, by hand: what any client keeping seqs and
+/// idempotency atomic on Redis must send.
+async fn raw(
+    store: &RedisStore,
+    conn: &mut impl ConnectionLike,
+    scope: &Scope,
+    batch: usize,
+    batches: usize,
+) -> f64 {
+    let thread = store
+        .create_conversation(scope, NewConversation::default())
+        .await
+        .unwrap();
+    let script = redis::Script::new(include_str!("../src/lua/append.lua"));
+    let base = base(scope);
+    let started = Instant::now();
+    for _ in 0..batches {
+        let mut call = script.key(format!("{base}c:{}", thread.id));
+        call.key(format!("{base}cm:{}", thread.id))
+            .key(format!("{base}ci:{}", thread.id))
+            .arg(0)
+            .arg("")
+            .arg("");
+        for i in 0..batch {
+            let m = Message::user(format!("message {i}"));
+            call.arg(m.id.as_str())
+                .arg(serde_json::to_string(&(&m.role, &m.parts, &m.metadata)).unwrap())
+                .arg(serde_json::to_string(&m).unwrap());
+        }
+        let _: Vec<redis::Value> = call.invoke_async(conn).await.unwrap();
+    }
+    (batch * batches) as f64 / started.elapsed().as_secs_f64()
+}
+
+#[tokio::main]
+async fn main() {
+    let url = std::env::var("MEASURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let store = RedisStore::builder()
+        .url(&url)
+        .prefix(&prefix())
+        .open()
+        .await
+        .unwrap();
+    // The hand-written commands go over the store's own connection: same socket, same
+    // multiplexing, only the layer above differs.
+    let mut conn = store.connection();
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let version = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("?");
+    println!(
+        "Redis {version}{}, durability {:?}",
+        if store.is_cluster() { " cluster" } else { "" },
+        store.durability()
+    );
+
+    for batch in [1, 10] {
+        let batches = 4000 / batch;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for round in 0..5 {
+            let scope = Scope::new("measure", format!("appends-{batch}-{round}")).unwrap();
+            a.push(ours(&store, &scope, batch, batches).await);
+            b.push(raw(&store, &mut conn, &scope, batch, batches).await);
+        }
+        let (a, b) = (median(a), median(b));
+        println!(
+            "append, batches of {batch:>2}: ours {a:>7.0} msg/s, by hand {b:>7.0} msg/s, ours/raw {:.2}",
+            a / b
+        );
+    }
+
+    // Loads of the last 50 of a 10,000-message thread.
+    let scope = Scope::new("measure", "loads").unwrap();
+    let thread = store
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    for chunk in 0..100 {
+        let messages = (0..100)
+            .map(|i| Message::user(format!("message {chunk}-{i} with a sentence of text")))
+            .collect();
+        store
+            .append(&scope, &thread.id, messages, AppendOptions::default())
+            .await
+            .unwrap();
+    }
+    let messages_key = format!("{}cm:{}", base(&scope), thread.id);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let started = Instant::now();
+        for _ in 0..500 {
+            let window = store
+                .load(&scope, &thread.id, LoadOptions::last(50))
+                .await
+                .unwrap();
+            assert_eq!(window.len(), 50);
+        }
+        a.push(500.0 / started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        for _ in 0..500 {
+            let members: Vec<(Vec<u8>, f64)> = redis::cmd("ZREVRANGEBYSCORE")
+                .arg(&messages_key)
+                .arg("+inf")
+                .arg("-inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(50)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let window: Vec<StoredMessage> = members
+                .iter()
+                .rev()
+                .map(|(member, seq)| {
+                    let nul = member.iter().position(|b| *b == 0).unwrap();
+                    StoredMessage {
+                        seq: *seq as u64,
+                        message: serde_json::from_slice(&member[nul + 1..]).unwrap(),
+                    }
+                })
+                .collect();
+            assert_eq!(window.len(), 50);
+        }
+        b.push(500.0 / started.elapsed().as_secs_f64());
+    }
+    let (a, b) = (median(a), median(b));
+    println!(
+        "load last 50 of 10,000: ours {a:>6.0} loads/s, by hand {b:>6.0} loads/s, ours/raw {:.2}",
+        a / b
+    );
+
+    // Exact top-10 over 10,000 x 384 in one subject.
+    let (n, dims) = (10_000, 384);
+    let scope = Scope::new("measure", "vectors").unwrap();
+    store
+        .ensure_collection(scope.namespace(), CollectionSpec::new("docs", dims, "random"))
+        .await
+        .unwrap();
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut unit = || -> Vec<f32> {
+        let v: Vec<f32> = (0..dims).map(|_| rng.f32() - 0.5).collect();
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / norm).collect()
+    };
+    let started = Instant::now();
+    for c in 0..10 {
+        let records = (0..n / 10)
+            .map(|i| VectorRecord::new(format!("v{c}-{i}").try_into().unwrap(), unit()))
+            .collect();
+        store.upsert_vectors(&scope, "docs", records).await.unwrap();
+    }
+    let ingest = n as f64 / started.elapsed().as_secs_f64();
+    // The hash holding them (incarnation 1: the namespace's first collection).
+    let records_key = format!("{}v:1", base(&scope));
+    let (mut latencies, mut fetches) = (Vec::new(), Vec::new());
+    for _ in 0..30 {
+        let query = VectorQuery::new(unit(), 10);
+        let started = Instant::now();
+        let hits = store.search(&scope, "docs", query).await.unwrap();
+        latencies.push(started.elapsed().as_secs_f64());
+        assert_eq!(hits.len(), 10);
+        let started = Instant::now();
+        let all: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+            .arg(&records_key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        fetches.push(started.elapsed().as_secs_f64());
+        assert_eq!(all.len(), n);
+    }
+    let (search, fetch) = (median(latencies), median(fetches));
+    println!(
+        "exact top-10 over {n} x {dims} in one subject: median {:.1} ms; HGETALL of the same \
+         records by hand {:.1} ms (fetch share {:.0}%); ingest {ingest:.0} vectors/s",
+        search * 1e3,
+        fetch * 1e3,
+        100.0 * fetch / search
+    );
+
+    // Leave nothing behind.
+    let keys: Vec<String> = if store.is_cluster() {
+        Vec::new()
+    } else {
+        redis::cmd("KEYS")
+            .arg(format!("{}:*", prefix()))
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    };
+    for chunk in keys.chunks(500) {
+        let _: i64 = redis::cmd("UNLINK")
+            .arg(chunk)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    }
+}
