@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use memory_core::{
-    AppendOptions, CollectionSpec, ConversationStore, LoadOptions, Message, NewConversation,
-    Scope, StoredMessage, VectorQuery, VectorRecord, VectorStore,
+    AppendOptions, CollectionSpec, ConversationStore, LoadOptions, Message, NewConversation, Scope,
+    StoredMessage, VectorQuery, VectorRecord, VectorStore,
 };
 use memory_redis::RedisStore;
 use redis::aio::ConnectionLike;
@@ -90,7 +90,8 @@ async fn raw(
 
 #[tokio::main]
 async fn main() {
-    let url = std::env::var("MEASURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let url =
+        std::env::var("MEASURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let store = RedisStore::builder()
         .url(&url)
         .prefix(&prefix())
@@ -195,7 +196,10 @@ async fn main() {
     let (n, dims) = (10_000, 384);
     let scope = Scope::new("measure", "vectors").unwrap();
     store
-        .ensure_collection(scope.namespace(), CollectionSpec::new("docs", dims, "random"))
+        .ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new("docs", dims, "random"),
+        )
         .await
         .unwrap();
     let mut rng = fastrand::Rng::with_seed(7);

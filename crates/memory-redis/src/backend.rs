@@ -35,14 +35,19 @@ impl MemoryBackend for RedisStore {
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         scope.require_subject("forget_all")?;
         let keys = self.keys.scope(scope);
-        // Everything a subject owns is in its slot: one script erases it atomically. The
-        // subject stays registered (`scopes` checks what it owns), so registrations are never
-        // taken back and can be remembered per process.
+        // Everything a subject owns is in its slot: one script erases it atomically; then the
+        // subject's name leaves the namespace's registry (another slot).
         let [conversations, messages, cursors, working_memory, facts, vectors, checkpoints]: [u64;
             7] = FORGET_ALL
             .key(keys.conversations())
             .arg(keys.base())
             .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        let _: i64 = redis::cmd("SREM")
+            .arg(self.keys.namespace(scope.namespace()).subjects())
+            .arg(scope.subject().map_or("", |s| s.as_str()))
+            .query_async(&mut self.conn())
             .await
             .db()?;
         Ok(DeletionReceipt {

@@ -53,6 +53,7 @@ impl CacheStore for RedisStore {
                     .unwrap_or_default(),
             )
             .arg(remaining.map(|ms| ms.to_string()).unwrap_or_default())
+            .arg(now.as_millis())
             .invoke_async(&mut self.conn())
             .await
             .db()?;

@@ -60,8 +60,9 @@
 //! | `subjects` | set | subjects (`""`: the shared scope) that have held data |
 //!
 //! And `PREFIX:namespaces`, a set of the namespaces that have held data. The registry sets are
-//! written before the data they announce and never shrink: `namespaces` and `scopes` check each
-//! candidate for data it still holds.
+//! written before the data they announce (they live in other slots); `namespaces` and `scopes`
+//! check each candidate for data it still holds. `forget_all` takes the subject out of
+//! `subjects`, so no trace of an erased subject stays.
 //!
 //! # Vectors
 //! Redis 7 has no vector search, so search is exact in Rust over a scope's records of the
@@ -287,9 +288,9 @@ impl RedisStoreBuilder {
                 let client = redis::Client::open(url.as_str()).map_err(bad)?;
                 RedisConnection::Standalone(ConnectionManager::new(client).await.map_err(to_error)?)
             }
-            Target::Client(client) => {
-                RedisConnection::Standalone(ConnectionManager::new(*client).await.map_err(to_error)?)
-            }
+            Target::Client(client) => RedisConnection::Standalone(
+                ConnectionManager::new(*client).await.map_err(to_error)?,
+            ),
             Target::Cluster(nodes) => {
                 let client = redis::cluster::ClusterClient::new(nodes.iter().map(String::as_str))
                     .map_err(bad)?;
@@ -371,7 +372,7 @@ pub struct RedisStore {
     durability: Durability,
     cluster: bool,
     target: String,
-    /// Registry entries this process has written (see `register`).
+    /// Namespaces this process has registered (see `register_namespace`).
     registered: Mutex<HashSet<String>>,
 }
 
@@ -426,46 +427,45 @@ impl RedisStore {
         self.connection.clone()
     }
 
-    /// Adds `member` to the registry set `key` unless this process did already. Registry sets
-    /// only grow (a stale entry is just a candidate that `namespaces`/`scopes` check), so
-    /// remembering what was added is safe; the memory is bounded by clearing it when large.
-    async fn register(&self, key: String, member: &str) -> Result<()> {
-        let entry = format!("{key}\0{member}");
+    /// Notes that a namespace holds data, for `namespaces`: a set in a slot of its own, so
+    /// not atomic with the write it accompanies; it runs before it, and a stale entry is only
+    /// a candidate that `namespaces` checks. Namespace names are kept for good, so each process
+    /// adds one once.
+    pub(crate) async fn register_namespace(&self, namespace: &Namespace) -> Result<()> {
+        if self
+            .registered
+            .lock()
+            .expect("registry memo lock")
+            .contains(namespace.as_str())
         {
-            let registered = self.registered.lock().expect("registry memo lock");
-            if registered.contains(&entry) {
-                return Ok(());
-            }
+            return Ok(());
         }
         let _: i64 = redis::cmd("SADD")
-            .arg(&key)
-            .arg(member)
+            .arg(self.keys.namespaces())
+            .arg(namespace.as_str())
             .query_async(&mut self.conn())
             .await
             .db()?;
         let mut registered = self.registered.lock().expect("registry memo lock");
-        if registered.len() >= 100_000 {
+        if registered.len() >= 10_000 {
             registered.clear();
         }
-        registered.insert(entry);
+        registered.insert(namespace.as_str().to_owned());
         Ok(())
     }
 
-    /// Notes that a namespace holds data, for `namespaces`. The set has a slot of its own, so
-    /// this is not atomic with the write it accompanies and runs before it.
-    pub(crate) async fn register_namespace(&self, namespace: &Namespace) -> Result<()> {
-        self.register(self.keys.namespaces(), namespace.as_str())
-            .await
-    }
-
-    /// Notes that a scope (and its namespace) holds data, for `namespaces` and `scopes`.
+    /// Notes that a scope (and its namespace) holds data, for `namespaces` and `scopes`. The
+    /// subject is added on every call, not remembered: `forget_all` takes it out again, from
+    /// any process.
     pub(crate) async fn register_scope(&self, scope: &Scope) -> Result<()> {
         self.register_namespace(scope.namespace()).await?;
-        self.register(
-            self.keys.namespace(scope.namespace()).subjects(),
-            scope.subject().map_or("", |s| s.as_str()),
-        )
-        .await
+        let _: i64 = redis::cmd("SADD")
+            .arg(self.keys.namespace(scope.namespace()).subjects())
+            .arg(scope.subject().map_or("", |s| s.as_str()))
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(())
     }
 }
 

@@ -541,6 +541,7 @@ impl TransferStore for RedisStore {
                                 .map(|t| t.as_millis().saturating_sub(now).to_string())
                                 .unwrap_or_default(),
                         )
+                        .arg(now)
                         .invoke_async(&mut self.conn())
                         .await
                         .db()?;

@@ -98,7 +98,8 @@ fn body_from(body: &[u8]) -> Result<RecordBody> {
 
 pub(crate) fn decode_record(id: &str, value: &[u8]) -> Result<VectorRecord> {
     let (conversation, body, vector) = record_parts(value)?;
-    let conversation = std::str::from_utf8(conversation).map_err(|e| corrupt("vector record", e))?;
+    let conversation =
+        std::str::from_utf8(conversation).map_err(|e| corrupt("vector record", e))?;
     let body = body_from(body)?;
     Ok(VectorRecord {
         id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,

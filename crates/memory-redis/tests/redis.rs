@@ -9,6 +9,7 @@
 mod common;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use memory_conformance::services::{locate, Service};
 use memory_conformance::{is_required, SetupError};
@@ -125,4 +126,63 @@ async fn two_cluster_clients_racing_appends_lose_and_duplicate_nothing() {
         "two_cluster_clients_racing_appends_lose_and_duplicate_nothing",
     )
     .await;
+}
+
+/// After `forget_all` nothing on the server names the subject: no key carries it and the
+/// namespace's registry of subjects no longer lists it (GDPR erasure leaves no trace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_all_leaves_no_trace_of_the_subject() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "forget_all_leaves_no_trace_of_the_subject",
+    ) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let clock =
+        memory_core::ManualClock::new(memory_core::Timestamp::from_millis(1_700_000_000_000));
+    let store = RedisStore::builder()
+        .url(&url)
+        .prefix(&prefix)
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .await
+        .unwrap();
+    let ctx = memory_conformance::Ctx::new(Arc::new(store), clock);
+    memory_conformance::support::seed_every_kind(&ctx).await;
+    let subject = ctx.scope().subject().unwrap().as_str().to_owned();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys = |pattern: String| {
+        let mut conn = conn.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys
+        }
+    };
+    assert!(
+        !keys(format!("{prefix}:*{subject}*")).await.is_empty(),
+        "seeded"
+    );
+    let receipt = ctx.backend().forget_all(ctx.scope()).await.unwrap();
+    assert!(receipt.total() > 0);
+    assert_eq!(
+        keys(format!("{prefix}:*{subject}*")).await,
+        Vec::<String>::new()
+    );
+    let registered: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(format!("{prefix}:{{{}}}:subjects", ctx.namespace()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!registered.contains(&subject), "{registered:?}");
+    assert!(!registered.is_empty(), "the other subject stays registered");
 }
