@@ -87,7 +87,7 @@ fn a_backend_that_is_not_compiled_in_is_a_clear_error() {
         dir.path(),
         &[
             "--url",
-            "redis+cluster://127.0.0.1:7000",
+            "libsql://127.0.0.1:8080",
             "stats",
             "--subject",
             "x",
@@ -96,7 +96,7 @@ fn a_backend_that_is_not_compiled_in_is_a_clear_error() {
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(
-        err.contains("redis-cluster backend is not in this build"),
+        err.contains("libsql backend is not in this build"),
         "{err}"
     );
 }
