@@ -95,10 +95,7 @@ fn a_backend_that_is_not_compiled_in_is_a_clear_error() {
     );
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
-    assert!(
-        err.contains("libsql backend is not in this build"),
-        "{err}"
-    );
+    assert!(err.contains("libsql backend is not in this build"), "{err}");
 }
 
 fn stderr(output: &Output) -> String {
