@@ -82,15 +82,16 @@ fn spare_port() -> Option<u16> {
         .map(|a| a.port())
 }
 
-/// Starts `redis-server` on a spare port in a temp dir, if the binary exists.
-fn local_redis(provisioned: &mut Provisioned) -> Option<String> {
-    let port = spare_port()?;
+/// Starts a persistence-free `redis-server` on `port` in a temp dir of its own, with `extra`
+/// arguments; it stops, and the dir goes, when `provisioned` is dropped.
+fn spawn_redis(provisioned: &mut Provisioned, port: u16, extra: &[&str]) -> Option<()> {
     let dir = std::env::temp_dir().join(format!("memory-xtask-redis-{port}"));
     std::fs::create_dir_all(&dir).ok()?;
+    let port = port.to_string();
     let child = Command::new("redis-server")
         .args([
             "--port",
-            &port.to_string(),
+            &port,
             "--bind",
             "127.0.0.1",
             "--save",
@@ -98,20 +99,33 @@ fn local_redis(provisioned: &mut Provisioned) -> Option<String> {
             "--appendonly",
             "no",
         ])
+        .args(extra)
         .current_dir(&dir)
         .stdout(Stdio::null())
         .spawn()
         .ok()?;
     provisioned.children.push(child);
     provisioned.temp_dirs.push(dir);
+    Some(())
+}
+
+/// Waits up to 5 s for every port to accept connections.
+fn wait_listening(ports: &[u16]) -> bool {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if listening(port) {
-            return Some(format!("redis://127.0.0.1:{port}"));
+    while !ports.iter().all(|p| listening(*p)) {
+        if Instant::now() > deadline {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    None
+    true
+}
+
+/// Starts `redis-server` on a spare port in a temp dir, if the binary exists.
+fn local_redis(provisioned: &mut Provisioned) -> Option<String> {
+    let port = spare_port()?;
+    spawn_redis(provisioned, port, &[])?;
+    wait_listening(&[port]).then(|| format!("redis://127.0.0.1:{port}"))
 }
 
 /// Starts a 3-master Redis Cluster (no replicas) from the local `redis-server` and `redis-cli`
@@ -121,39 +135,20 @@ fn local_redis_cluster(provisioned: &mut Provisioned) -> Option<String> {
     let mut nodes = Vec::new();
     for _ in 0..3 {
         let (port, bus) = (spare_port()?, spare_port()?);
-        let dir = std::env::temp_dir().join(format!("memory-xtask-redis-cluster-{port}"));
-        std::fs::create_dir_all(&dir).ok()?;
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--cluster-port",
-                &bus.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--cluster-enabled",
-                "yes",
-                "--cluster-config-file",
-                "nodes.conf",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .current_dir(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .ok()?;
-        provisioned.children.push(child);
-        provisioned.temp_dirs.push(dir);
+        let bus = bus.to_string();
+        let cluster = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            &bus,
+            "--cluster-config-file",
+            "nodes.conf",
+        ];
+        spawn_redis(provisioned, port, &cluster)?;
         nodes.push(port);
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !nodes.iter().all(|p| listening(*p)) {
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    if !wait_listening(&nodes) {
+        return None;
     }
     let addresses: Vec<String> = nodes.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let created = Command::new("redis-cli")

@@ -79,6 +79,19 @@ pub struct NewCheckpoint {
 }
 
 impl NewCheckpoint {
+    /// The checkpoint this creates: version 1, created and updated `now`.
+    pub fn into_checkpoint(self, now: Timestamp) -> Checkpoint {
+        Checkpoint {
+            id: self.id,
+            workflow: self.workflow,
+            status: self.status,
+            state: self.state,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
     /// Checks the workflow name.
     pub fn validate(&self) -> Result<()> {
         validate_identifier("workflow", &self.workflow)

@@ -701,16 +701,8 @@ impl CheckpointStore for InMemoryBackend {
                 id: new.id.to_string(),
             });
         }
-        let checkpoint = Checkpoint {
-            id: new.id.clone(),
-            workflow: new.workflow,
-            status: new.status,
-            state: new.state,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        };
-        checkpoints.insert(new.id, checkpoint.clone());
+        let checkpoint = new.into_checkpoint(now);
+        checkpoints.insert(checkpoint.id.clone(), checkpoint.clone());
         Ok(checkpoint)
     }
 

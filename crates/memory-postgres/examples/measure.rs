@@ -6,7 +6,7 @@
 //! clustered 384-dim vectors with top-10 latencies.
 //!
 //! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
-//!  cargo run --release -p memory-postgres --example measure`
+//!  cargo run --release -p memory-postgres --example measure-postgres`
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! (interleaved rounds, medians), and exact top-10 latency over 10,000 vectors of 384 dims in
 //! one subject.
 //!
-//! `MEASURE_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p memory-redis --example measure`
+//! `MEASURE_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p memory-redis --example measure-redis`
 //! (a `redis+cluster://host:port,…` URL measures a cluster).
 
 use std::time::Instant;

@@ -109,15 +109,7 @@ impl CheckpointStore for RedisStore {
                 id: new.id.to_string(),
             });
         }
-        Ok(Checkpoint {
-            id: new.id,
-            workflow: new.workflow,
-            status: new.status,
-            state: new.state,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        })
+        Ok(new.into_checkpoint(now))
     }
 
     async fn get_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {

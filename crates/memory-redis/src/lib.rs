@@ -155,6 +155,7 @@ enum Target {
     Cluster(Vec<String>),
     Client(Box<redis::Client>),
     ClusterClient(Box<redis::cluster::ClusterClient>),
+    Connection(Box<RedisConnection>),
 }
 
 /// Builds a [`RedisStore`]; see [`RedisStore::builder`].
@@ -185,6 +186,7 @@ impl Target {
                 .join(","),
             Self::Client(_) => "<client>".into(),
             Self::ClusterClient(_) => "<cluster client>".into(),
+            Self::Connection(_) => "<connection>".into(),
         }
     }
 }
@@ -248,6 +250,13 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// An existing connection (shared with the caller: clones multiplex one socket).
+    #[must_use]
+    pub fn connection(mut self, connection: RedisConnection) -> Self {
+        self.target = Some(Target::Connection(Box::new(connection)));
+        self
+    }
+
     /// The prefix of every key (default `agent-memory`): printable ASCII without spaces or
     /// braces, at most 64 bytes. Several stores with their own prefixes share a server.
     #[must_use]
@@ -299,6 +308,7 @@ impl RedisStoreBuilder {
             Target::ClusterClient(client) => {
                 RedisConnection::Cluster(client.get_async_connection().await.map_err(to_error)?)
             }
+            Target::Connection(connection) => *connection,
         };
         let durability = durability(&mut connection.clone()).await;
         Ok(RedisStore {

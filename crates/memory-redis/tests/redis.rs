@@ -186,3 +186,32 @@ async fn forget_all_leaves_no_trace_of_the_subject() {
     assert!(!registered.contains(&subject), "{registered:?}");
     assert!(!registered.is_empty(), "the other subject stays registered");
 }
+
+/// A store opened on another store's connection shares its data and its socket.
+#[tokio::test]
+async fn a_store_opens_on_an_existing_connection() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "a_store_opens_on_an_existing_connection",
+    ) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let first = store(Service::Redis, &url, &prefix).await;
+    let second = RedisStore::builder()
+        .connection(first.connection())
+        .prefix(&prefix)
+        .open()
+        .await
+        .unwrap();
+    let scope = Scope::new("redis-tests", "shared").unwrap();
+    let thread = first
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        second.get_conversation(&scope, &thread.id).await.unwrap(),
+        thread
+    );
+}

@@ -4,7 +4,7 @@
 //! the cost of one trivial statement through sqlx (the floor under every statement).
 //! `MEASURE_URL` picks another database (e.g. `sqlite::memory:`).
 //!
-//! `cargo run --release -p memory-sqlite --example measure`
+//! `cargo run --release -p memory-sqlite --example measure-sqlite`
 
 use std::time::{Duration, Instant};
 

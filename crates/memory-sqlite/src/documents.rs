@@ -233,15 +233,7 @@ impl CheckpointStore for SqliteStore {
             });
         }
         tx.commit().await.db()?;
-        Ok(Checkpoint {
-            id: new.id,
-            workflow: new.workflow,
-            status: new.status,
-            state: new.state,
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        })
+        Ok(new.into_checkpoint(now))
     }
 
     async fn get_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {
