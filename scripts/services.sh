@@ -9,6 +9,8 @@ command -v pg_ctlcluster >/dev/null 2>&1 || need_install+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || need_install+=(redis-server)
 # `redis-cli --cluster create` joins the throwaway cluster `cargo xtask test` starts.
 command -v redis-cli >/dev/null 2>&1 || need_install+=(redis-tools)
+# The rediss:// test makes its throwaway CA and server certificate with `openssl`.
+command -v openssl >/dev/null 2>&1 || need_install+=(openssl)
 if [ ${#need_install[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_install[@]}" >/dev/null

@@ -18,6 +18,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Features
+//! - `tls`: `rediss://` through rustls (ring provider). Off by default; `agent-memory` turns it
+//!   on.
+//!
 //! # Key schema
 //!
 //! Every key starts with the prefix (default `agent-memory`) and a hash tag. Everything one
@@ -206,9 +210,11 @@ fn redact(url: &str) -> String {
 }
 
 impl RedisStoreBuilder {
-    /// `redis://`, `rediss://` or `redis+cluster://host:port,host:port` (a cluster through any
-    /// of its nodes). A `prefix=NAME` query parameter sets [`prefix`](Self::prefix):
-    /// `redis://127.0.0.1:6379/?prefix=myapp`.
+    /// `redis://`, `rediss://` (TLS: feature `tls`, trusting the system's root certificates)
+    /// or `redis+cluster://host:port,host:port` (a cluster through any of its nodes). A
+    /// `prefix=NAME` query parameter sets [`prefix`](Self::prefix):
+    /// `redis://127.0.0.1:6379/?prefix=myapp`. For a private CA or client certificates, give a
+    /// client built with `redis::Client::build_with_tls` to [`client`](Self::client).
     #[must_use]
     pub fn url(mut self, url: &str) -> Self {
         let (url, prefix) = memory_core::url::take_query_param(url, "prefix");
