@@ -112,16 +112,4 @@ pub fn compiled_in() -> Vec<&'static str> {
     names
 }
 
-/// The URL with any password replaced, for messages.
-pub fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(start), Some(at)) if at > start => {
-            let credentials = &url[start + 3..at];
-            match credentials.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..start + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use memory_core::url::redacted;

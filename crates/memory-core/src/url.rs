@@ -35,6 +35,27 @@ pub fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
     (url, value)
 }
 
+/// The URL with any password replaced by `***`, for messages and `Debug` output.
+///
+/// ```
+/// use memory_core::url::redacted;
+/// assert_eq!(redacted("postgres://me:secret@db/app"), "postgres://me:***@db/app");
+/// assert_eq!(redacted("redis://:secret@cache:6379"), "redis://:***@cache:6379");
+/// assert_eq!(redacted("redis://cache:6379"), "redis://cache:6379");
+/// ```
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(start), Some(at)) if at > start => {
+            let credentials = &url[start + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..start + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::take_query_param;

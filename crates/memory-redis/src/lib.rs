@@ -104,6 +104,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use memory_core::url::redacted;
 use memory_core::{Clock, Durability, MemoryError, Namespace, Result, Scope, SystemClock};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
@@ -182,30 +183,16 @@ impl Target {
     /// For `Debug` and errors: URLs without their passwords.
     fn redacted(&self) -> String {
         match self {
-            Self::Url(url) => redact(url),
+            Self::Url(url) => redacted(url),
             Self::Cluster(nodes) => nodes
                 .iter()
-                .map(|n| redact(n))
+                .map(|n| redacted(n))
                 .collect::<Vec<_>>()
                 .join(","),
             Self::Client(_) => "<client>".into(),
             Self::ClusterClient(_) => "<cluster client>".into(),
             Self::Connection(_) => "<connection>".into(),
         }
-    }
-}
-
-/// `redis://user:secret@host` → `redis://user:***@host`.
-fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    match rest.split_once('@') {
-        Some((credentials, host)) => {
-            let user = credentials.split_once(':').map_or(credentials, |(u, _)| u);
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_owned(),
     }
 }
 
