@@ -14,6 +14,7 @@ use memory_core::{
 use redis::{Script, Value};
 
 use crate::keys::ScopeKeys;
+use crate::paging::IdPager;
 use crate::{corrupt, to_json, RedisResultExt, RedisStore};
 
 static CREATE: LazyLock<Script> =
@@ -93,6 +94,32 @@ impl RedisStore {
     }
 }
 
+impl RedisStore {
+    /// The conversations of these ids, in their order; ones deleted meanwhile are skipped.
+    async fn read_conversations(
+        &self,
+        keys: &ScopeKeys,
+        ids: Vec<String>,
+    ) -> Result<Vec<Conversation>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            let id = ConversationId::new(id).map_err(|e| corrupt("conversation id", e))?;
+            pipe.cmd("HMGET")
+                .arg(keys.conversation(&id))
+                .arg(&["doc", "last_seq", "updated_at"]);
+        }
+        let rows: Vec<ConversationFields> = pipe.query_async(&mut self.conn()).await.db()?;
+        let mut conversations = Vec::with_capacity(rows.len());
+        for row in rows {
+            conversations.extend(conversation_from(row)?);
+        }
+        Ok(conversations)
+    }
+}
+
 #[async_trait]
 impl ConversationStore for RedisStore {
     async fn create_conversation(
@@ -131,45 +158,18 @@ impl ConversationStore for RedisStore {
         scope: &Scope,
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
-        memory_core::page::page_size(query.limit)?;
         let keys = self.keys.scope(scope);
-        let mut conn = self.conn();
-        // Newest first: zset members of equal score come in reverse byte order of id, which
-        // is the listing's tie order.
-        let ids: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(keys.conversations())
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut conn)
-            .await
-            .db()?;
-        let ids_read = ids.len();
-        let mut pipe = redis::pipe();
-        for id in ids {
-            let id = ConversationId::new(id).map_err(|e| corrupt("conversation id", e))?;
-            pipe.cmd("HMGET")
-                .arg(keys.conversation(&id))
-                .arg(&["doc", "last_seq", "updated_at"]);
-        }
-        let rows: Vec<ConversationFields> = if ids_read == 0 {
-            Vec::new()
-        } else {
-            pipe.query_async(&mut conn).await.db()?
-        };
-        let mut matching = Vec::with_capacity(rows.len());
-        for row in rows {
-            // A conversation deleted between the two reads is skipped.
-            if let Some(conversation) = conversation_from(row)? {
-                if query.matches(&conversation) {
-                    matching.push(conversation);
-                }
-            }
+        let mut pager = IdPager::new(keys.conversations(), query.cursor.as_deref(), query.limit)?;
+        let mut found = Vec::new();
+        while let Some(ids) = pager.next(self, found.len()).await? {
+            let read = self.read_conversations(&keys, ids).await?;
+            found.extend(read.into_iter().filter(|c| query.matches(c)));
         }
         page_newest_first(
-            matching,
+            found,
             |c| (c.created_at, c.id.as_str()),
-            query.cursor.as_deref(),
-            query.limit,
+            None,
+            Some(pager.size),
         )
     }
 

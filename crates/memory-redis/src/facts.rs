@@ -14,6 +14,7 @@ use memory_core::{
 use redis::Script;
 
 use crate::keys::ScopeKeys;
+use crate::paging::IdPager;
 use crate::{corrupt, to_json, RedisResultExt, RedisStore};
 
 macro_rules! fact_script {
@@ -192,16 +193,18 @@ impl FactStore for RedisStore {
     }
 
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
-        memory_core::page::page_size(query.limit)?;
         let keys = self.keys.scope(scope);
-        // Newest first; equal scores come in reverse byte order of id, the listing's tie order.
-        let ids = self.members("ZREVRANGE", keys.facts()).await?;
-        let facts = self.read_facts(&keys, &ids).await?;
+        let mut pager = IdPager::new(keys.facts(), query.cursor.as_deref(), query.limit)?;
+        let mut found = Vec::new();
+        while let Some(ids) = pager.next(self, found.len()).await? {
+            let read = self.read_facts(&keys, &ids).await?;
+            found.extend(read.into_iter().filter(|f| query.matches(f)));
+        }
         page_newest_first(
-            facts.into_iter().filter(|f| query.matches(f)),
+            found,
             |f| (f.created_at, f.id.as_str()),
-            query.cursor.as_deref(),
-            query.limit,
+            None,
+            Some(pager.size),
         )
     }
 

@@ -96,6 +96,7 @@ mod checkpoints;
 mod conversations;
 mod facts;
 mod keys;
+mod paging;
 mod transfer;
 mod vectors;
 mod working;

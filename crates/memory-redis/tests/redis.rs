@@ -10,6 +10,7 @@ mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use memory_conformance::services::{locate, Service};
 use memory_conformance::{is_required, SetupError};
@@ -214,4 +215,64 @@ async fn a_store_opens_on_an_existing_connection() {
         second.get_conversation(&scope, &thread.id).await.unwrap(),
         thread
     );
+}
+
+/// Listings read their index in chunks of 256: pages across chunk borders, and hundreds of
+/// conversations created in the same millisecond (one zset score), still list every
+/// conversation exactly once, newest first.
+#[tokio::test]
+async fn listings_page_across_index_chunks_and_equal_timestamps() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "listings_page_across_index_chunks_and_equal_timestamps",
+    ) else {
+        return;
+    };
+    let clock =
+        memory_core::ManualClock::new(memory_core::Timestamp::from_millis(1_700_000_000_000));
+    let store = RedisStore::builder()
+        .url(&url)
+        .prefix(&common::scenario_prefix())
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .await
+        .unwrap();
+    let scope = Scope::new("redis-tests", "pager").unwrap();
+    let mut created = Vec::new();
+    for i in 0..900 {
+        // 600 in one millisecond, then 300 a millisecond apart.
+        if i >= 600 {
+            clock.advance(Duration::from_millis(1));
+        }
+        let c = store
+            .create_conversation(&scope, NewConversation::default())
+            .await
+            .unwrap();
+        created.push((c.created_at, c.id.to_string()));
+    }
+    created.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<String> = created.into_iter().map(|(_, id)| id).collect();
+    for limit in [7, 100, 1000] {
+        let (mut listed, mut cursor) = (Vec::new(), None);
+        loop {
+            let page = store
+                .list_conversations(
+                    &scope,
+                    memory_core::ConversationQuery {
+                        limit: Some(limit),
+                        cursor: cursor.take(),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            listed.extend(page.items.into_iter().map(|c| c.id.to_string()));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(listed, expected, "pages of {limit}");
+    }
 }
