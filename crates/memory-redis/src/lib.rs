@@ -27,9 +27,10 @@
 //! Every key starts with the prefix (default `agent-memory`) and a hash tag. Everything one
 //! scope owns carries the tag `{namespace:subject}` (subject empty for the shared scope), so it
 //! lives in one cluster slot and a script may touch any of it atomically; namespace-level data
-//! (the cache) carries `{namespace}`. In the tag, `%`, `{`, `}` and `:` of a namespace or
-//! subject are percent-encoded, so the tag always ends at its own `}`. What follows the tag
-//! names the kind before any raw identifier, so no id can make one key look like another.
+//! (collections, the cache) carries `{namespace}`. In the tag, `%`, `{`, `}` and `:` of a
+//! namespace or subject are percent-encoded, so the tag always ends at its own `}`. What
+//! follows the tag names the kind before any raw identifier, so no id can make one key look
+//! like another.
 //!
 //! | key (after `PREFIX:{ns:subject}:`) | type | holds |
 //! |---|---|---|
@@ -81,8 +82,9 @@
 //! idempotent by message id).
 //!
 //! # Time
-//! Timestamps and expiry follow the store's [`Clock`]; reads compare against it, and the
-//! server's own expiry (`PEXPIRE`, set to the same remaining time) only cleans up behind them.
+//! Timestamps and expiry follow the store's [`Clock`]; reads compare against it. Behind them,
+//! cache entries carry the server's own expiry (`PEXPIRE`, set to the same remaining time), and
+//! expired facts are purged, with every index entry, by the next `remember` in their scope.
 //!
 //! # Durability
 //! Declared from the server's persistence settings at open: AOF with `appendfsync always` is
