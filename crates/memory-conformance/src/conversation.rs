@@ -667,7 +667,7 @@ pub async fn load_selects_before_and_after_seq(ctx: &Ctx) {
         .is_empty());
 }
 
-/// A role filter returns only those roles.
+/// A role filter returns only those roles, and its last N reach back past other roles.
 pub async fn load_filters_by_role(ctx: &Ctx) {
     let messages = vec![
         text("1", Role::System, "s"),
@@ -689,6 +689,28 @@ pub async fn load_filters_by_role(ctx: &Ctx) {
         ..LoadOptions::default()
     };
     assert_eq!(ids(&load(ctx, &c.id, options).await), ["3", "5"]);
+
+    // The last N of a role reach back past hundreds of other rows.
+    let long: Vec<Message> = (0..400)
+        .map(|i| {
+            let role = if i % 100 == 0 {
+                Role::Assistant
+            } else {
+                Role::User
+            };
+            text(&format!("l{i}"), role, "x")
+        })
+        .collect();
+    let long = conversation_with(ctx, long).await;
+    let options = LoadOptions {
+        roles: Some(vec![Role::Assistant]),
+        last: Some(3),
+        ..LoadOptions::default()
+    };
+    assert_eq!(
+        ids(&load(ctx, &long.id, options).await),
+        ["l100", "l200", "l300"]
+    );
 }
 
 /// The tail of a long thread comes back whole and exact.

@@ -336,45 +336,56 @@ impl ConversationStore for RedisStore {
         options: LoadOptions,
     ) -> Result<Vec<StoredMessage>> {
         let lower = options.after_seq.map_or(0, |a| a.saturating_add(1));
-        let upper = options.before_seq.map_or(u64::MAX, |b| b.saturating_sub(1));
+        let mut upper = options.before_seq.map_or(u64::MAX, |b| b.saturating_sub(1));
         let keys = self.keys.scope(scope);
-        // With a role filter the last N of the selection are not the last N rows: read the
-        // range and filter here.
-        let limit = match (&options.roles, options.last) {
+        // Newest first, in one read of N without a role filter; with one, the last N of the
+        // selection are not the last N rows, so read back in chunks until N match.
+        let chunk: i64 = match (&options.roles, options.last) {
             (None, Some(n)) => i64::try_from(n).unwrap_or(i64::MAX),
-            _ => -1,
+            (Some(_), Some(n)) => i64::try_from(n.saturating_mul(2).max(64)).unwrap_or(i64::MAX),
+            (_, None) => -1,
         };
-        let upper_arg = if upper == u64::MAX {
-            "+inf".to_owned()
-        } else {
-            upper.to_string()
-        };
-        let reply: Vec<Value> = LOAD
-            .key(keys.conversation(id))
-            .key(keys.messages(id))
-            .arg(lower)
-            .arg(upper_arg)
-            .arg(limit)
-            .invoke_async(&mut self.conn())
-            .await
-            .db()?;
-        if reply.is_empty() {
-            return Err(MemoryError::not_found("conversation", id.as_str()));
-        }
         let mut window = Vec::new();
-        for pair in reply[1..].chunks(2) {
-            let [member, seq] = pair else {
-                return Err(corrupt("load reply", "odd length"));
+        'read: loop {
+            let upper_arg = if upper == u64::MAX {
+                "+inf".to_owned()
+            } else {
+                upper.to_string()
             };
-            let member: Vec<u8> =
-                redis::from_redis_value_ref(member).map_err(|e| corrupt("message", e))?;
-            let seq: f64 = redis::from_redis_value_ref(seq).map_err(|e| corrupt("seq", e))?;
-            let stored = message_from_member(&member, seq as u64)?;
-            if options.selects(stored.seq, stored.message.role) {
-                window.push(stored);
+            let reply: Vec<Value> = LOAD
+                .key(keys.conversation(id))
+                .key(keys.messages(id))
+                .arg(lower)
+                .arg(upper_arg)
+                .arg(chunk)
+                .invoke_async(&mut self.conn())
+                .await
+                .db()?;
+            if reply.is_empty() {
+                return Err(MemoryError::not_found("conversation", id.as_str()));
             }
-            if options.last.is_some_and(|n| window.len() >= n) {
-                break;
+            let rows = &reply[1..];
+            let mut oldest = None;
+            for pair in rows.chunks(2) {
+                let [member, seq] = pair else {
+                    return Err(corrupt("load reply", "odd length"));
+                };
+                let member: Vec<u8> =
+                    redis::from_redis_value_ref(member).map_err(|e| corrupt("message", e))?;
+                let seq: f64 = redis::from_redis_value_ref(seq).map_err(|e| corrupt("seq", e))?;
+                let stored = message_from_member(&member, seq as u64)?;
+                oldest = Some(stored.seq);
+                if options.selects(stored.seq, stored.message.role) {
+                    window.push(stored);
+                }
+                if options.last.is_some_and(|n| window.len() >= n) {
+                    break 'read;
+                }
+            }
+            let full = usize::try_from(chunk).is_ok_and(|c| rows.len() / 2 == c);
+            match oldest {
+                Some(seq) if full && seq > lower => upper = seq - 1,
+                _ => break,
             }
         }
         window.reverse();
