@@ -55,8 +55,13 @@ pub fn locate(service: Service) -> Result<String, SetupError> {
     }
     #[cfg(not(feature = "containers"))]
     {
+        // Only Postgres and Redis have a container recipe; naming the feature elsewhere misleads.
+        let hint = match service {
+            Service::Postgres | Service::Redis => " (and the `containers` feature is off)",
+            Service::RedisCluster | Service::Libsql => "",
+        };
         Err(SetupError::Unreachable(format!(
-            "{} is unset (and the `containers` feature is off)",
+            "{} is unset{hint}",
             service.env_var()
         )))
     }

@@ -168,6 +168,28 @@ pub fn unit_vector(dims: usize, seed: u64) -> Vec<f32> {
     v.into_iter().map(|x| x / norm).collect()
 }
 
+/// `n` unit vectors of `dims` components around 200 random centres (Gaussian noise of 0.6 per
+/// component), seeded: data shaped like real embeddings, on which an approximate index's
+/// recall means something (uniform random vectors have no neighbourhoods to find).
+pub fn clustered_vectors(n: usize, dims: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let gauss = |rng: &mut fastrand::Rng| -> f32 {
+        let (u, v) = (rng.f32().max(1e-9), rng.f32());
+        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+    };
+    let centres: Vec<Vec<f32>> = (0..200)
+        .map(|_| (0..dims).map(|_| gauss(&mut rng)).collect())
+        .collect();
+    (0..n)
+        .map(|_| {
+            let c = &centres[rng.usize(..centres.len())];
+            let v: Vec<f32> = c.iter().map(|x| x + 0.6 * gauss(&mut rng)).collect();
+            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.into_iter().map(|x| x / norm).collect()
+        })
+        .collect()
+}
+
 /// Runs `writers` copies of `op` concurrently on separate tasks, each with its own handle to the
 /// backend, the main scope and its writer number; returns their results in writer order.
 pub async fn race<T, F, Fut>(ctx: &Ctx, writers: usize, op: F) -> Vec<Result<T, MemoryError>>

@@ -208,26 +208,6 @@ async fn raw_copy(store: &PostgresStore, scope: &Scope, n: usize) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Clustered unit vectors: 200 centres, each point a centre plus noise (closer to real
-/// embeddings than uniform noise, on which no index does well).
-fn clustered(n: usize, dims: usize, rng: &mut fastrand::Rng) -> Vec<Vec<f32>> {
-    let gauss = |rng: &mut fastrand::Rng| -> f32 {
-        let (u, v) = (rng.f32().max(1e-9), rng.f32());
-        (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
-    };
-    let centres: Vec<Vec<f32>> = (0..200)
-        .map(|_| (0..dims).map(|_| gauss(rng)).collect())
-        .collect();
-    (0..n)
-        .map(|_| {
-            let c = &centres[rng.usize(..centres.len())];
-            let v: Vec<f32> = c.iter().map(|x| x + 0.6 * gauss(rng)).collect();
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-            v.into_iter().map(|x| x / norm).collect()
-        })
-        .collect()
-}
-
 #[tokio::main]
 async fn main() {
     let url = std::env::var("MEASURE_POSTGRES_URL")
@@ -286,8 +266,7 @@ async fn main() {
     );
 
     let (n, dims, queries) = (20_000, 384, 100);
-    let mut rng = fastrand::Rng::with_seed(7);
-    let data = clustered(n + queries, dims, &mut rng);
+    let data = memory_conformance::support::clustered_vectors(n + queries, dims, 7);
     let scope = Scope::new("measure", format!("vectors-{run}")).unwrap();
     let name = format!("recall-{run}");
     indexed
