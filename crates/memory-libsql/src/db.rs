@@ -1,0 +1,287 @@
+//! Driver glue: statements, row decoding, error mapping and the migration runner.
+//!
+//! libsql's own `String` decoding goes through a C string, which stops at the first NUL and
+//! panics on bytes that are not UTF-8; and its typed getters panic on a type they do not
+//! expect. So every column is read as a [`Value`] and decoded here, and free text (which may
+//! hold NUL) is bound and stored as a blob ([`text`]). A libsql row of an embedded database is
+//! a view of its statement's current step, so rows are copied out ([`DbRow`]) before the next.
+
+use libsql::{params::IntoParams, Connection, Value};
+use memory_core::migration::{pending, AppliedMigration, Migration};
+use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+
+pub(crate) const BACKEND: &str = "libsql";
+
+/// The schema, oldest first. Never edit an entry once released: add a new one.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("../migrations/0001_initial.sql"),
+}];
+
+/// `.db()?` turns a driver error into the contract's error kinds.
+pub(crate) trait DbResult<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> DbResult<T> for std::result::Result<T, libsql::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(to_memory_error)
+    }
+}
+
+/// Busy/locked databases and lost connections are worth retrying; everything else is a backend
+/// error.
+pub(crate) fn to_memory_error(e: libsql::Error) -> MemoryError {
+    let retryable = match &e {
+        // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+        libsql::Error::SqliteFailure(code, _) => matches!(code & 0xff, 5 | 6),
+        libsql::Error::ConnectionFailed(_) => true,
+        _ => false,
+    };
+    if retryable {
+        MemoryError::Unavailable {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    } else {
+        MemoryError::Backend {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A stored value that does not decode: the database was edited by something else.
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Backend {
+        backend: BACKEND,
+        source: format!("stored {what} does not decode: {e}").into(),
+    }
+}
+
+/// One row's values, copied out of the statement.
+#[derive(Debug)]
+pub(crate) struct DbRow(Vec<Value>);
+
+impl DbRow {
+    /// The bytes of a blob or text column, borrowed (no copy, for scans).
+    pub(crate) fn bytes(&self, column: usize) -> Result<&[u8]> {
+        match self.0.get(column) {
+            Some(Value::Blob(b)) => Ok(b),
+            Some(Value::Text(s)) => Ok(s.as_bytes()),
+            other => Err(corrupt("bytes", format!("{other:?} in column {column}"))),
+        }
+    }
+
+    fn read(row: &libsql::Row) -> Result<Self> {
+        (0..row.column_count())
+            .map(|i| row.get_value(i).db())
+            .collect::<Result<_>>()
+            .map(Self)
+    }
+}
+
+/// Every row of a query.
+pub(crate) async fn rows(
+    conn: &Connection,
+    sql: &str,
+    params: impl IntoParams,
+) -> Result<Vec<DbRow>> {
+    let mut rows = conn.query(sql, params).await.db()?;
+    let mut all = Vec::new();
+    while let Some(row) = rows.next().await.db()? {
+        all.push(DbRow::read(&row)?);
+    }
+    Ok(all)
+}
+
+/// The first row of a query, if any (the statement still runs to completion).
+pub(crate) async fn row(
+    conn: &Connection,
+    sql: &str,
+    params: impl IntoParams,
+) -> Result<Option<DbRow>> {
+    Ok(rows(conn, sql, params).await?.into_iter().next())
+}
+
+/// Runs a statement; returns the rows it changed.
+pub(crate) async fn execute(conn: &Connection, sql: &str, params: impl IntoParams) -> Result<u64> {
+    conn.execute(sql, params).await.db()
+}
+
+/// Free text as a statement parameter: a blob, so NUL survives (see the module docs).
+pub(crate) fn text(value: &str) -> Value {
+    Value::Blob(value.as_bytes().to_vec())
+}
+
+/// Optional free text as a statement parameter.
+pub(crate) fn opt_text(value: Option<&str>) -> Value {
+    value.map_or(Value::Null, text)
+}
+
+/// Typed reads of a column that never panic: a value of an unexpected type is `corrupt`.
+pub(crate) trait RowExt {
+    fn value(&self, column: usize) -> Result<Value>;
+
+    fn int(&self, column: usize) -> Result<i64> {
+        self.opt_int(column)?
+            .ok_or_else(|| corrupt("integer", format!("NULL in column {column}")))
+    }
+
+    fn opt_int(&self, column: usize) -> Result<Option<i64>> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Integer(i) => Ok(Some(i)),
+            other => Err(corrupt("integer", format!("{other:?}"))),
+        }
+    }
+
+    fn opt_real(&self, column: usize) -> Result<Option<f64>> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Real(r) => Ok(Some(r)),
+            Value::Integer(i) => Ok(Some(i as f64)),
+            other => Err(corrupt("real", format!("{other:?}"))),
+        }
+    }
+
+    /// Text stored as TEXT (identifiers, JSON) or as a blob (free text).
+    fn string(&self, column: usize) -> Result<String> {
+        self.opt_string(column)?
+            .ok_or_else(|| corrupt("text", format!("NULL in column {column}")))
+    }
+
+    fn opt_string(&self, column: usize) -> Result<Option<String>> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Text(s) => Ok(Some(s)),
+            Value::Blob(b) => String::from_utf8(b)
+                .map(Some)
+                .map_err(|e| corrupt("text", e)),
+            other => Err(corrupt("text", format!("{other:?}"))),
+        }
+    }
+
+    fn blob(&self, column: usize) -> Result<Vec<u8>> {
+        self.opt_blob(column)?
+            .ok_or_else(|| corrupt("blob", format!("NULL in column {column}")))
+    }
+
+    fn opt_blob(&self, column: usize) -> Result<Option<Vec<u8>>> {
+        match self.value(column)? {
+            Value::Null => Ok(None),
+            Value::Blob(b) => Ok(Some(b)),
+            other => Err(corrupt("blob", format!("{other:?}"))),
+        }
+    }
+}
+
+impl RowExt for DbRow {
+    fn value(&self, column: usize) -> Result<Value> {
+        self.0
+            .get(column)
+            .cloned()
+            .ok_or_else(|| corrupt("row", format!("no column {column}")))
+    }
+}
+
+/// The `subject` column of a scope: '' for the shared scope.
+pub(crate) fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("model types serialize to JSON")
+}
+
+pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
+    serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
+}
+
+pub(crate) fn millis(t: Timestamp) -> i64 {
+    t.as_millis()
+}
+
+pub(crate) fn seq_to_db(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn seq_from_db(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+pub(crate) fn count_to_db(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_memory_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    checksum   TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+)";
+
+/// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
+/// processes opening the same file at once migrate it exactly once. Returns the versions applied.
+pub(crate) async fn migrate(conn: &Connection, known: &[Migration]) -> Result<Vec<u32>> {
+    let tx = conn
+        .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
+        .await
+        .db()?;
+    execute(&tx, CREATE_LEDGER, ()).await?;
+    let applied = rows(
+        &tx,
+        "SELECT version, checksum FROM agent_memory_migrations ORDER BY version",
+        (),
+    )
+    .await?
+    .iter()
+    .map(|row| {
+        Ok(AppliedMigration {
+            version: u32::try_from(row.int(0)?).unwrap_or(u32::MAX),
+            checksum: row.string(1)?,
+        })
+    })
+    .collect::<Result<Vec<_>>>()?;
+    let todo: Vec<Migration> = pending(known, &applied, BACKEND)?
+        .into_iter()
+        .copied()
+        .collect();
+    for migration in &todo {
+        tx.execute_batch(migration.sql).await.db()?;
+        execute(
+            &tx,
+            "INSERT INTO agent_memory_migrations (version, name, checksum, applied_at)
+             VALUES (?1, ?2, ?3, ?4)",
+            (
+                i64::from(migration.version),
+                migration.name,
+                migration.checksum(),
+                Timestamp::now().as_millis(),
+            ),
+        )
+        .await?;
+    }
+    tx.commit().await.db()?;
+    Ok(todo.iter().map(|m| m.version).collect())
+}
+
+/// The schema version recorded in the database (0 when never migrated).
+pub(crate) async fn schema_version(conn: &Connection) -> Result<u32> {
+    let exists = row(
+        conn,
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_memory_migrations'",
+        (),
+    )
+    .await?;
+    if exists.is_none() {
+        return Ok(0);
+    }
+    let version = row(conn, "SELECT max(version) FROM agent_memory_migrations", ())
+        .await?
+        .map(|row| row.opt_int(0))
+        .transpose()?
+        .flatten();
+    Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}

@@ -1,0 +1,356 @@
+//! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
+
+use async_trait::async_trait;
+use libsql::{Connection, Value};
+use memory_core::exact::{decode_f32_le, encode_f32_le};
+use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::lexical::tokenize;
+use memory_core::page::{page_newest_first, page_size, Cursor};
+use memory_core::scope::validate_identifier;
+use memory_core::{
+    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
+    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+
+use crate::db::{
+    corrupt, count_to_db, execute, millis, row, rows, subject_of, text, to_json, DbRow, RowExt,
+};
+use crate::LibsqlStore;
+
+/// Columns read by [`fact_from`], in its order.
+pub(crate) const FACT_COLUMNS: &str = "pk, id, text, kind, key, tags, score, source, embedding, \
+     created_at, updated_at, expires_at, valid_to, superseded_by";
+
+pub(crate) fn fact_from(scope: &Scope, row: &DbRow) -> Result<Fact> {
+    let id = |column: usize| -> Result<Option<FactId>> {
+        row.opt_string(column)?
+            .map(FactId::new)
+            .transpose()
+            .map_err(|e| corrupt("fact id", e))
+    };
+    Ok(Fact {
+        id: id(1)?.ok_or_else(|| corrupt("fact id", "missing"))?,
+        scope: scope.clone(),
+        text: row.string(2)?,
+        kind: row.opt_string(3)?,
+        key: row.opt_string(4)?,
+        tags: serde_json::from_str(&row.string(5)?).map_err(|e| corrupt("fact tags", e))?,
+        score: row.opt_real(6)?.map(|s| s as f32),
+        source: row
+            .opt_string(7)?
+            .map(|s| serde_json::from_str(&s))
+            .transpose()
+            .map_err(|e| corrupt("fact source", e))?,
+        embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
+        created_at: Timestamp::from_millis(row.int(9)?),
+        updated_at: Timestamp::from_millis(row.int(10)?),
+        expires_at: row.opt_int(11)?.map(Timestamp::from_millis),
+        valid_to: row.opt_int(12)?.map(Timestamp::from_millis),
+        superseded_by: id(13)?,
+    })
+}
+
+fn facts_from(scope: &Scope, rows: &[DbRow]) -> Result<Vec<Fact>> {
+    rows.iter().map(|row| fact_from(scope, row)).collect()
+}
+
+/// An optional embedding as a statement parameter.
+pub(crate) fn embedding_value(embedding: Option<&[f32]>) -> Value {
+    embedding.map_or(Value::Null, |e| Value::Blob(encode_f32_le(e)))
+}
+
+pub(crate) async fn insert_tokens(
+    conn: &Connection,
+    scope: &Scope,
+    pk: i64,
+    text: &str,
+) -> Result<()> {
+    let tokens: Vec<String> = fact_tokens(text).into_iter().collect();
+    execute(
+        conn,
+        "INSERT INTO fact_tokens (namespace, subject, token, fact)
+         SELECT ?1, ?2, value, ?3 FROM json_each(?4)",
+        (
+            scope.namespace().as_str(),
+            subject_of(scope),
+            pk,
+            to_json(&tokens),
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl FactStore for LibsqlStore {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
+        new.validate()?;
+        if options.max_facts == Some(0) {
+            return Err(MemoryError::invalid("max_facts must be at least 1"));
+        }
+        let now = self.clock.now();
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let tx = self.write().await?;
+        // Expired facts are never returned: purge the scope's before deciding anything.
+        execute(
+            &tx,
+            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3",
+            (namespace, subject, millis(now)),
+        )
+        .await?;
+        let same = row(
+            &tx,
+            &format!(
+                "SELECT {FACT_COLUMNS} FROM facts
+                 WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+                   AND key IS ?3 AND text = ?4 LIMIT 1"
+            ),
+            (namespace, subject, new.key.as_deref(), text(&new.text)),
+        )
+        .await?;
+        if let Some(row) = same {
+            return Ok(RememberOutcome {
+                fact: fact_from(scope, &row)?,
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            });
+        }
+        let fact = new.into_fact(scope, now);
+        let mut status = RememberStatus::Created;
+        if let Some(key) = &fact.key {
+            let previous = row(
+                &tx,
+                "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
+                 WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
+                 RETURNING pk, id",
+                (
+                    millis(now),
+                    fact.id.as_str(),
+                    namespace,
+                    subject,
+                    key.as_str(),
+                ),
+            )
+            .await?;
+            if let Some(previous) = previous {
+                // History is not recalled: its tokens leave the index.
+                execute(
+                    &tx,
+                    "DELETE FROM fact_tokens WHERE fact = ?1",
+                    [previous.int(0)?],
+                )
+                .await?;
+                status = RememberStatus::Superseded {
+                    previous: FactId::new(previous.string(1)?)
+                        .map_err(|e| corrupt("fact id", e))?,
+                };
+            }
+        }
+        let pk = row(
+            &tx,
+            "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
+                 embedding, created_at, updated_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12) RETURNING pk",
+            (
+                namespace,
+                subject,
+                fact.id.as_str(),
+                text(&fact.text),
+                fact.kind.as_deref(),
+                fact.key.as_deref(),
+                to_json(&fact.tags),
+                fact.score.map(f64::from),
+                fact.source.as_ref().map(to_json),
+                embedding_value(fact.embedding.as_deref()),
+                millis(now),
+                fact.expires_at.map(millis),
+            ),
+        )
+        .await?
+        .ok_or_else(|| corrupt("fact", "insert returned no row"))?
+        .int(0)?;
+        insert_tokens(&tx, scope, pk, &fact.text).await?;
+        let mut evicted = Vec::new();
+        if let Some(max) = options.max_facts {
+            // The core's eviction order: lowest score first (none lowest), oldest, then id.
+            let victims = rows(
+                &tx,
+                "SELECT pk, id FROM facts
+                 WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
+                 ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
+                 LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
+                               AND subject = ?2 AND superseded_by IS NULL) - ?4)",
+                (namespace, subject, pk, count_to_db(max)),
+            )
+            .await?;
+            if !victims.is_empty() {
+                let pks = victims
+                    .iter()
+                    .map(|v| v.int(0))
+                    .collect::<Result<Vec<_>>>()?;
+                execute(
+                    &tx,
+                    "DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))",
+                    [to_json(&pks)],
+                )
+                .await?;
+            }
+            evicted = victims
+                .iter()
+                .map(|v| FactId::new(v.string(1)?).map_err(|e| corrupt("fact id", e)))
+                .collect::<Result<Vec<_>>>()?;
+        }
+        tx.commit().await?;
+        Ok(RememberOutcome {
+            fact,
+            status,
+            evicted,
+        })
+    }
+
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        query.validate()?;
+        let now = millis(self.clock.now());
+        let tx = self.read().await?;
+        let found = if query.vector.is_some() {
+            // Semantic (or hybrid) recall compares against every current fact's embedding.
+            rows(
+                &tx,
+                &format!(
+                    "SELECT {FACT_COLUMNS} FROM facts
+                     WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+                       AND (expires_at IS NULL OR expires_at > ?3)"
+                ),
+                (scope.namespace().as_str(), subject_of(scope), now),
+            )
+            .await?
+        } else {
+            let tokens: Vec<String> = query
+                .text
+                .as_deref()
+                .map(tokenize)
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            if tokens.is_empty() {
+                return Ok(Vec::new());
+            }
+            rows(
+                &tx,
+                &format!(
+                    "SELECT {FACT_COLUMNS} FROM facts WHERE pk IN (
+                         SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
+                           AND token IN (SELECT value FROM json_each(?4)))
+                       AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)"
+                ),
+                (
+                    scope.namespace().as_str(),
+                    subject_of(scope),
+                    now,
+                    to_json(&tokens),
+                ),
+            )
+            .await?
+        };
+        Ok(rank_facts(&query, facts_from(scope, &found)?))
+    }
+
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
+        let tx = self.read().await?;
+        let found = row(
+            &tx,
+            &format!(
+                "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+                   AND (expires_at IS NULL OR expires_at > ?4)"
+            ),
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                id.as_str(),
+                millis(self.clock.now()),
+            ),
+        )
+        .await?
+        .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
+        fact_from(scope, &found)
+    }
+
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
+        let limit = page_size(query.limit)?;
+        let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let after = if cursor.is_some() {
+            "(created_at, id) < (?7, ?8)"
+        } else {
+            "?7 IS NULL AND ?8 IS NULL"
+        };
+        let sql = format!(
+            "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2
+               AND (expires_at IS NULL OR expires_at > ?3)
+               AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
+               AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
+                               WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
+               AND {after}
+             ORDER BY created_at DESC, id DESC LIMIT ?9"
+        );
+        let tx = self.read().await?;
+        let found = rows(
+            &tx,
+            &sql,
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                millis(self.clock.now()),
+                query.include_superseded,
+                query.kind.as_deref(),
+                to_json(&query.tags),
+                cursor.as_ref().map(|c| c.created_at.as_millis()),
+                cursor.as_ref().map(|c| c.id.as_str()),
+                count_to_db(limit + 1),
+            ),
+        )
+        .await?;
+        page_newest_first(
+            facts_from(scope, &found)?,
+            |f| (f.created_at, f.id.as_str()),
+            None,
+            Some(limit),
+        )
+    }
+
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+        validate_identifier("fact key", key)?;
+        let tx = self.read().await?;
+        let found = rows(
+            &tx,
+            &format!(
+                "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
+                   AND (expires_at IS NULL OR expires_at > ?4) ORDER BY created_at, id"
+            ),
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                key,
+                millis(self.clock.now()),
+            ),
+        )
+        .await?;
+        facts_from(scope, &found)
+    }
+
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        let tx = self.write().await?;
+        let removed = execute(
+            &tx,
+            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+            (scope.namespace().as_str(), subject_of(scope), id.as_str()),
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(removed > 0)
+    }
+}

@@ -1,0 +1,551 @@
+//! Agent memory on libSQL: SQLite with a native vector index, embedded or remote.
+//!
+//! Every contract of [`memory_core`] on one libSQL database, passing the whole conformance
+//! suite, with vector search through libSQL's DiskANN index.
+//!
+//! ```
+//! use memory_core::{AppendOptions, ConversationStore, LoadOptions, Message, NewConversation, Scope};
+//! use memory_libsql::LibsqlStore;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memory_core::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = LibsqlStore::builder().path(dir.path().join("memory.db")).open().await?;
+//! let scope = Scope::for_subject("user-42")?;
+//! let thread = store.create_conversation(&scope, NewConversation::default()).await?;
+//! store.append(&scope, &thread.id, vec![Message::user("hi")], AppendOptions::default()).await?;
+//! assert_eq!(store.load(&scope, &thread.id, LoadOptions::last(10)).await?.len(), 1);
+//! # Ok(()) }
+//! ```
+//!
+//! # Design
+//! - **One writer, a pool of readers.** A file database runs in WAL mode: writes go through one
+//!   connection behind an async mutex and every write transaction starts with
+//!   `BEGIN IMMEDIATE`, so it holds the write lock before it reads; concurrent writers in this
+//!   process queue on the mutex, writers in other processes wait in the busy handler
+//!   (`busy_timeout`). Reads take a connection of their own and never block writes. An
+//!   in-memory or remote database has one connection, shared by reads and writes.
+//! - **Vectors.** Each collection's vectors live in a table of their own whose column is
+//!   `F32_BLOB(dims)`, with a DiskANN index (`libsql_vector_idx`, cosine or l2, neighbours
+//!   compressed to 8-bit floats) for cosine and Euclidean collections. A search asks the index
+//!   (`vector_top_k`) for more candidates than `k` — scaled by how small a part of the
+//!   collection the caller's scope is — keeps those in the scope and matching the filter, and
+//!   re-ranks them exactly in Rust ([`memory_core::exact::ExactIndex`]), so scores equal the
+//!   exact ones. When fewer than `k` candidates survive, it asks again for four times as many;
+//!   past [`MAX_INDEX_CANDIDATES`] it scans the scope exactly. So scope and filter always hold
+//!   and at least `min(k, matching)` hits come back. Capabilities declare
+//!   `Approximate(DiskAnn)`.
+//! - **Small scopes are scanned.** Below [`DEFAULT_INDEX_MIN_ROWS`] vectors in the caller's
+//!   scope (tunable with [`LibsqlStoreBuilder::index_min_rows`]), and always for dot-product
+//!   collections (DiskANN has no such metric), a search scans the scope exactly: measured on
+//!   20,000 × 384 vectors, that is as fast as one index query up to a few thousand rows, with
+//!   perfect recall.
+//! - **Free text is stored as BLOB.** libsql's Rust driver reads TEXT through a C string, which
+//!   would cut text at its first NUL; titles, fact text, working memory and vector text are
+//!   bound and stored as bytes, and every column is decoded without panicking.
+//! - **Durability.** Like SQLite: `synchronous=NORMAL` (the default) survives a crash of the
+//!   process; [`Synchronous::Full`] survives power loss too, at an fsync per commit.
+//! - **Migrations** are embedded ([`MIGRATIONS`]), applied on open under `BEGIN IMMEDIATE` and
+//!   recorded with SHA-256 checksums in `agent_memory_migrations`.
+//! - **Calls block briefly.** libSQL's embedded engine runs a statement on the calling thread;
+//!   like any embedded SQLite, use a multi-threaded Tokio runtime.
+//!
+//! # Remote databases
+//! With the feature `remote`, `LibsqlStoreBuilder::remote` (or a `libsql://`, `http://` or
+//! `https://` URL) talks to a libSQL server (sqld, Turso) over its HTTP protocol; the auth token
+//! never appears in `Debug` output. The conformance suite runs against a server only when
+//! `MEMORY_TEST_LIBSQL_URL` (and `MEMORY_TEST_LIBSQL_AUTH_TOKEN` if it needs one) is set:
+//! there is no server on the project's CI machines, so remote mode is built there but not
+//! tested, and the suite reports that as a named skip.
+//!
+//! # Linking
+//! libSQL bundles its own SQLite. It cannot be linked into one binary with sqlx's bundled
+//! SQLite or rusqlite (duplicate `sqlite3_*` symbols), so this crate depends on neither, and a
+//! program uses either `memory-sqlite` or `memory-libsql`, never both.
+
+mod backend;
+mod conversations;
+mod db;
+mod documents;
+mod facts;
+mod transfer;
+mod vectors;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
+use std::time::Duration;
+
+use libsql::{Connection, Database, Transaction, TransactionBehavior};
+use memory_core::{Clock, MemoryError, Result, SystemClock};
+use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+
+pub use db::MIGRATIONS;
+pub use vectors::MAX_INDEX_CANDIDATES;
+
+use crate::db::DbResult;
+
+/// The file used by [`LibsqlStore::from_env`] when `AGENT_MEMORY_LIBSQL_URL` is unset.
+pub const DEFAULT_PATH: &str = "./.agent-memory/memory-libsql.db";
+
+/// Below this many vectors in the caller's scope, a search scans them exactly: measured faster
+/// than a DiskANN query there (see the crate docs and `measure-libsql`).
+pub const DEFAULT_INDEX_MIN_ROWS: usize = 2_000;
+
+/// SQLite's `synchronous` setting for a database file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// fsync at checkpoints only: safe against process crashes (the default).
+    #[default]
+    Normal,
+    /// fsync at every commit: safe against power loss too.
+    Full,
+}
+
+/// Where the database lives.
+#[derive(Clone, PartialEq, Eq)]
+enum Location {
+    File(PathBuf),
+    Memory,
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    Remote {
+        url: String,
+        auth_token: String,
+    },
+}
+
+/// How a [`LibsqlStore`] is opened; its `Debug` hides a remote auth token.
+#[derive(Clone)]
+pub struct LibsqlConfig {
+    location: Location,
+    synchronous: Synchronous,
+    busy_timeout: Duration,
+    readers: usize,
+    index_min_rows: usize,
+}
+
+impl fmt::Debug for LibsqlConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("LibsqlConfig");
+        match &self.location {
+            Location::File(path) => s.field("path", path),
+            Location::Memory => s.field("path", &":memory:"),
+            Location::Remote { url, auth_token } => s.field("url", url).field(
+                "auth_token",
+                &if auth_token.is_empty() { "" } else { "***" },
+            ),
+        };
+        s.field("synchronous", &self.synchronous)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("readers", &self.readers)
+            .field("index_min_rows", &self.index_min_rows)
+            .finish()
+    }
+}
+
+impl LibsqlConfig {
+    /// The database file, `None` in memory or remote.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.location {
+            Location::File(path) => Some(path),
+            _ => None,
+        }
+    }
+}
+
+/// Builds a [`LibsqlStore`]; see [`LibsqlStore::builder`].
+#[derive(Debug)]
+pub struct LibsqlStoreBuilder {
+    config: LibsqlConfig,
+    url_error: Option<String>,
+    clock: Arc<dyn Clock>,
+}
+
+impl LibsqlStoreBuilder {
+    /// A database file (created, with its parent folders, when missing).
+    #[must_use]
+    pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.location = Location::File(path.into());
+        self
+    }
+
+    /// A URL: `file:relative/file.db`, `file:///absolute/file.db`, `:memory:`, or (feature
+    /// `remote`) `libsql://…`, `http://…`, `https://…` with the token from
+    /// [`auth_token`](Self::auth_token). Anything else is reported by [`open`](Self::open).
+    #[must_use]
+    pub fn url(mut self, url: &str) -> Self {
+        match parse_url(url) {
+            Ok(location) => self.config.location = location,
+            Err(e) => self.url_error = Some(e),
+        }
+        self
+    }
+
+    /// A private in-memory database, gone when the store is dropped.
+    #[must_use]
+    pub fn in_memory(mut self) -> Self {
+        self.config.location = Location::Memory;
+        self
+    }
+
+    /// A remote libSQL server (sqld, Turso) at `url` with an auth token (empty for none).
+    #[cfg(feature = "remote")]
+    #[must_use]
+    pub fn remote(mut self, url: impl Into<String>, auth_token: impl Into<String>) -> Self {
+        self.config.location = Location::Remote {
+            url: url.into(),
+            auth_token: auth_token.into(),
+        };
+        self
+    }
+
+    /// The auth token of a remote URL given to [`url`](Self::url); ignored otherwise.
+    #[must_use]
+    pub fn auth_token(mut self, token: impl Into<String>) -> Self {
+        if let Location::Remote { auth_token, .. } = &mut self.config.location {
+            *auth_token = token.into();
+        }
+        self
+    }
+
+    /// `synchronous` of a file (default [`Synchronous::Normal`]).
+    #[must_use]
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.config.synchronous = synchronous;
+        self
+    }
+
+    /// How long a write waits for another process's write lock before failing with
+    /// `Unavailable` (default 5 s).
+    #[must_use]
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.config.busy_timeout = timeout;
+        self
+    }
+
+    /// How many reader connections a file database keeps (default: the number of CPUs, at
+    /// least 2).
+    #[must_use]
+    pub fn readers(mut self, readers: usize) -> Self {
+        self.config.readers = readers.max(1);
+        self
+    }
+
+    /// Searches whose scope holds fewer vectors than this scan them exactly instead of asking
+    /// the DiskANN index (default [`DEFAULT_INDEX_MIN_ROWS`]; 0 always uses the index).
+    #[must_use]
+    pub fn index_min_rows(mut self, rows: usize) -> Self {
+        self.config.index_min_rows = rows;
+        self
+    }
+
+    /// The clock that decides "now" for timestamps, expiry and TTL (default: the system clock).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Opens the database and applies pending migrations.
+    pub async fn open(self) -> Result<LibsqlStore> {
+        if let Some(e) = self.url_error {
+            return Err(MemoryError::invalid(e));
+        }
+        let config = self.config;
+        let (database, shared) = match &config.location {
+            Location::Memory => (
+                libsql::Builder::new_local(":memory:").build().await.db()?,
+                true,
+            ),
+            Location::File(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent).map_err(|e| MemoryError::Backend {
+                        backend: db::BACKEND,
+                        source: format!("cannot create {}: {e}", parent.display()).into(),
+                    })?;
+                }
+                (libsql::Builder::new_local(path).build().await.db()?, false)
+            }
+            Location::Remote { url, auth_token } => (open_remote(url, auth_token).await?, true),
+        };
+        let writer = connect(&database, &config).await?;
+        db::migrate(&writer, MIGRATIONS).await?;
+        Ok(LibsqlStore {
+            readers: (!shared).then(|| Readers {
+                idle: SyncMutex::new(Vec::new()),
+                permits: Arc::new(Semaphore::new(config.readers)),
+            }),
+            writer: Arc::new(Mutex::new(writer)),
+            database,
+            clock: self.clock,
+            config,
+        })
+    }
+}
+
+#[cfg(feature = "remote")]
+async fn open_remote(url: &str, auth_token: &str) -> Result<Database> {
+    libsql::Builder::new_remote(url.to_owned(), auth_token.to_owned())
+        .build()
+        .await
+        .db()
+}
+
+#[cfg(not(feature = "remote"))]
+#[allow(clippy::unused_async)] // the same signature as the remote build's
+async fn open_remote(url: &str, _auth_token: &str) -> Result<Database> {
+    Err(MemoryError::invalid(format!(
+        "{url:?} is a remote libSQL database: build memory-libsql with the `remote` feature"
+    )))
+}
+
+/// A new connection with the store's settings (a file's pragmas; nothing for a remote one).
+async fn connect(database: &Database, config: &LibsqlConfig) -> Result<Connection> {
+    let conn = database.connect().db()?;
+    if let Location::Remote { .. } = config.location {
+        return Ok(conn);
+    }
+    conn.busy_timeout(config.busy_timeout).db()?;
+    let synchronous = match config.synchronous {
+        Synchronous::Normal => "NORMAL",
+        Synchronous::Full => "FULL",
+    };
+    // `journal_mode` answers with a row, so it is a query; an in-memory database keeps "memory".
+    db::rows(&conn, "PRAGMA journal_mode = WAL", ()).await?;
+    conn.execute_batch(&format!(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = {synchronous};"
+    ))
+    .await
+    .db()?;
+    Ok(conn)
+}
+
+fn parse_url(url: &str) -> std::result::Result<Location, String> {
+    let url = url.trim();
+    if url == ":memory:" || url == "file::memory:" || url == "libsql::memory:" {
+        return Ok(Location::Memory);
+    }
+    if url.starts_with("libsql://") || url.starts_with("http://") || url.starts_with("https://") {
+        return Ok(Location::Remote {
+            url: url.to_owned(),
+            auth_token: String::new(),
+        });
+    }
+    let rest = url.strip_prefix("file:").ok_or_else(|| {
+        format!("not a libSQL URL: {url:?} (expected file:path, :memory: or libsql://host)")
+    })?;
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() || path.contains('?') {
+        return Err(format!(
+            "libSQL URL {url:?} names no plain file (no query parameters are read)"
+        ));
+    }
+    Ok(Location::File(PathBuf::from(path)))
+}
+
+/// Idle reader connections of a file database, at most `readers` in use at once.
+struct Readers {
+    idle: SyncMutex<Vec<Connection>>,
+    permits: Arc<Semaphore>,
+}
+
+/// Every memory contract on one libSQL database. Cheap to share behind an `Arc`.
+pub struct LibsqlStore {
+    database: Database,
+    writer: Arc<Mutex<Connection>>,
+    /// `None`: reads share the writer's connection (in memory, remote).
+    readers: Option<Readers>,
+    clock: Arc<dyn Clock>,
+    config: LibsqlConfig,
+}
+
+impl fmt::Debug for LibsqlStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LibsqlStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A transaction and what keeps its connection ours until it ends. Dereferences to the
+/// connection; dropped without [`commit`](Self::commit), it rolls back.
+pub(crate) struct Tx<'a> {
+    // Field order is drop order: the transaction ends before its connection is given back.
+    transaction: Transaction,
+    _writer: Option<OwnedMutexGuard<Connection>>,
+    _reader: Option<ReaderLease<'a>>,
+}
+
+impl Tx<'_> {
+    pub(crate) async fn commit(self) -> Result<()> {
+        self.transaction.commit().await.db()
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        &self.transaction
+    }
+}
+
+/// A reader connection on loan; given back to the idle list when dropped.
+struct ReaderLease<'a> {
+    conn: Option<Connection>,
+    readers: &'a Readers,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for ReaderLease<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.readers
+                .idle
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(conn);
+        }
+    }
+}
+
+impl LibsqlStore {
+    /// A builder with the defaults: WAL, `synchronous=NORMAL`, 5 s busy timeout, the system
+    /// clock, and the file [`DEFAULT_PATH`] unless another location is given.
+    pub fn builder() -> LibsqlStoreBuilder {
+        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        LibsqlStoreBuilder {
+            config: LibsqlConfig {
+                location: Location::File(PathBuf::from(DEFAULT_PATH)),
+                synchronous: Synchronous::Normal,
+                busy_timeout: Duration::from_secs(5),
+                readers: cpus.max(2),
+                index_min_rows: DEFAULT_INDEX_MIN_ROWS,
+            },
+            url_error: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    /// Opens the URL in `AGENT_MEMORY_LIBSQL_URL` (with `AGENT_MEMORY_LIBSQL_AUTH_TOKEN` for a
+    /// remote one), or [`DEFAULT_PATH`] when it is unset.
+    pub async fn from_env() -> Result<Self> {
+        let token = std::env::var("AGENT_MEMORY_LIBSQL_AUTH_TOKEN").unwrap_or_default();
+        match std::env::var("AGENT_MEMORY_LIBSQL_URL") {
+            Ok(url) if !url.trim().is_empty() => {
+                Self::builder().url(&url).auth_token(token).open().await
+            }
+            _ => Self::builder().open().await,
+        }
+    }
+
+    /// How the store was opened.
+    pub fn config(&self) -> &LibsqlConfig {
+        &self.config
+    }
+
+    /// The schema version of the database.
+    pub async fn schema_version(&self) -> Result<u32> {
+        let tx = self.read().await?;
+        db::schema_version(&tx).await
+    }
+
+    /// Rows per table, for operators (`agent-memory stats`); `vectors` sums every collection.
+    pub async fn table_counts(&self) -> Result<Vec<(&'static str, u64)>> {
+        let tx = self.read().await?;
+        let mut counts = Vec::new();
+        for (table, sql) in [
+            ("conversations", "SELECT count(*) FROM conversations"),
+            ("messages", "SELECT count(*) FROM messages"),
+            ("facts", "SELECT count(*) FROM facts"),
+            ("collections", "SELECT count(*) FROM collections"),
+            ("working_memory", "SELECT count(*) FROM working_memory"),
+            ("checkpoints", "SELECT count(*) FROM checkpoints"),
+            ("cache", "SELECT count(*) FROM cache"),
+        ] {
+            counts.push((table, scalar_count(&tx, sql).await?));
+        }
+        let mut vectors = 0;
+        for table in vectors::all_tables(&tx).await? {
+            vectors += scalar_count(&tx, &format!("SELECT count(*) FROM {table}")).await?;
+        }
+        counts.insert(4, ("vectors", vectors));
+        tx.commit().await?;
+        Ok(counts)
+    }
+
+    /// A write transaction holding the write lock from its first statement.
+    async fn write(&self) -> Result<Tx<'_>> {
+        let writer = Arc::clone(&self.writer).lock_owned().await;
+        let tx = writer
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .await
+            .db()?;
+        Ok(Tx {
+            transaction: tx,
+            _writer: Some(writer),
+            _reader: None,
+        })
+    }
+
+    /// A read transaction: one snapshot for every statement in it.
+    async fn read(&self) -> Result<Tx<'_>> {
+        let Some(readers) = &self.readers else {
+            let writer = Arc::clone(&self.writer).lock_owned().await;
+            let tx = writer
+                .transaction_with_behavior(TransactionBehavior::Deferred)
+                .await
+                .db()?;
+            return Ok(Tx {
+                transaction: tx,
+                _writer: Some(writer),
+                _reader: None,
+            });
+        };
+        let permit = Arc::clone(&readers.permits)
+            .acquire_owned()
+            .await
+            .map_err(|e| MemoryError::Unavailable {
+                backend: db::BACKEND,
+                source: Box::new(e),
+            })?;
+        let idle = readers
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => connect(&self.database, &self.config).await?,
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .await
+            .db()?;
+        Ok(Tx {
+            transaction: tx,
+            _writer: None,
+            _reader: Some(ReaderLease {
+                conn: Some(conn),
+                readers,
+                _permit: permit,
+            }),
+        })
+    }
+}
+
+async fn scalar_count(conn: &Connection, sql: &str) -> Result<u64> {
+    use crate::db::RowExt;
+    let n = db::row(conn, sql, ()).await?.map_or(Ok(0), |r| r.int(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+#[doc(hidden)]
+/// Applies `migrations` instead of [`MIGRATIONS`] to a file (for upgrade tests).
+pub async fn migrate_file_with(
+    path: &Path,
+    migrations: &[memory_core::migration::Migration],
+) -> Result<Vec<u32>> {
+    let database = libsql::Builder::new_local(path).build().await.db()?;
+    let conn = database.connect().db()?;
+    db::migrate(&conn, migrations).await
+}
