@@ -24,7 +24,14 @@ const BACKENDS: &[(&str, &str, &str)] = &[
     ("postgres-exact", "memory-postgres", "conformance_exact"),
     ("redis", "memory-redis", "conformance"),
     ("redis-cluster", "memory-redis", "conformance_cluster"),
+    ("libsql", "memory-libsql", "conformance"),
+    // Runs only with MEMORY_TEST_LIBSQL_URL (and the `remote` feature): named skips otherwise.
+    ("libsql-remote", "memory-libsql", "conformance_remote"),
 ];
+
+/// libSQL bundles its own SQLite: a crate linking it must never also pull in these, or two
+/// copies of the `sqlite3_*` symbols meet in one binary (the linker may not even complain).
+const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -143,11 +150,71 @@ fn ci() -> Result<(), String> {
         "warnings",
     ]);
     run(clippy)?;
+    // The remote mode has no server here to test against; at least it builds and lints.
+    let mut remote = cargo();
+    remote.args([
+        "clippy",
+        "-p",
+        "memory-libsql",
+        "--all-targets",
+        "--features",
+        "remote",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(remote)?;
+    libsql_links_alone()?;
+    // The CLI's libSQL build (it cannot have the sqlite feature), linted and tested.
+    let libsql_cli = [
+        "-p",
+        "memory-cli",
+        "--no-default-features",
+        "--features",
+        "libsql,postgres,redis",
+    ];
+    let mut cli_lint = cargo();
+    cli_lint
+        .arg("clippy")
+        .args(libsql_cli)
+        .args(["--all-targets", "--", "-D", "warnings"]);
+    run(cli_lint)?;
+    let mut cli_test = cargo();
+    cli_test.arg("test").args(libsql_cli);
+    run(cli_test)?;
     let mut doc = cargo();
     doc.args(["doc", "--no-deps", "--workspace"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(doc)?;
     test()
+}
+
+/// Fails when anything that links libSQL (memory-libsql, with every feature and its tests)
+/// also depends on another SQLite.
+fn libsql_links_alone() -> Result<(), String> {
+    for other in LINKED_BESIDE_LIBSQL {
+        let output = cargo()
+            .args([
+                "tree",
+                "-p",
+                "memory-libsql",
+                "--all-features",
+                "-e",
+                "normal,build,dev",
+                "-i",
+                other,
+            ])
+            .output()
+            .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+        // `cargo tree -i` fails with "did not match any packages" when the crate is absent.
+        if output.status.success() {
+            return Err(format!(
+                "memory-libsql depends on {other}, which links a second SQLite:\n{}",
+                String::from_utf8_lossy(&output.stdout)
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn conformance(args: &[String]) -> Result<(), String> {
