@@ -162,6 +162,15 @@ pub async fn migrate(url: &str) -> Result<()> {
                 }
             ));
         }
+        #[cfg(feature = "libsql")]
+        Scheme::Libsql => {
+            let store = crate::open::open_libsql(url, Arc::new(memory_core::SystemClock)).await?;
+            ui::good(&format!(
+                "{} is at schema version {}",
+                redacted(url),
+                store.schema_version().await?
+            ));
+        }
         Scheme::Memory => ui::line("memory:// has no schema: nothing to migrate"),
         _ => {
             open(url).await?;
@@ -184,6 +193,18 @@ pub async fn stats(url: &str, namespace: &str, subject: Option<&str>) -> Result<
             .await?;
         ui::heading(&format!(
             "{url} (schema version {})",
+            store.schema_version().await?
+        ));
+        for (table, rows) in store.table_counts().await? {
+            ui::line(&format!("{table:<16} {rows:>10}"));
+        }
+    }
+    #[cfg(feature = "libsql")]
+    if Scheme::of(url)? == Scheme::Libsql {
+        let store = crate::open::open_libsql(url, Arc::new(memory_core::SystemClock)).await?;
+        ui::heading(&format!(
+            "{} (schema version {})",
+            redacted(url),
             store.schema_version().await?
         ));
         for (table, rows) in store.table_counts().await? {

@@ -1,7 +1,7 @@
 //! `agent-memory`: try, inspect, test and move agent memory from the command line.
 //!
 //! `--url` picks the backend by scheme (`sqlite://`, `memory://`, …); the default is the SQLite
-//! file `./.agent-memory/memory.db`. Run `agent-memory --help` for the commands.
+//! file `./.agent-memory/memory.db` (in a libSQL build, `./.agent-memory/memory-libsql.db`). Run `agent-memory --help` for the commands.
 
 #[cfg(all(feature = "sqlite", feature = "libsql"))]
 compile_error!(
@@ -24,8 +24,10 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "agent-memory", version, about, propagate_version = true)]
 struct Cli {
-    /// Where the memory lives: sqlite://FILE, sqlite::memory:, memory:// (and other backends
-    /// when compiled in). Default: sqlite://./.agent-memory/memory.db
+    /// Where the memory lives: sqlite://FILE, sqlite::memory:, memory://, postgres://…,
+    /// redis://…, redis+cluster://…, or in a libSQL build file:FILE, libsql::memory:,
+    /// libsql://HOST. Default: sqlite://./.agent-memory/memory.db (libSQL build:
+    /// file:./.agent-memory/memory-libsql.db)
     #[arg(long, global = true, env = "AGENT_MEMORY_URL")]
     url: Option<String>,
 

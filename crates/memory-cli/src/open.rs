@@ -6,7 +6,12 @@ use anyhow::{bail, Context as _, Result};
 use memory_core::{Clock, InMemoryBackend, MemoryBackend, SystemClock};
 
 /// The default store: a SQLite file in the current folder.
+#[cfg(not(feature = "libsql"))]
 pub const DEFAULT_URL: &str = "sqlite://./.agent-memory/memory.db";
+
+/// The default store of a libSQL build (which has no sqlx SQLite): a libSQL file.
+#[cfg(feature = "libsql")]
+pub const DEFAULT_URL: &str = "file:./.agent-memory/memory-libsql.db";
 
 /// Which backend a URL names, before opening it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +88,8 @@ pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn
                 .with_context(|| format!("cannot open {}", redacted(url)))?;
             Ok(Arc::new(store))
         }
+        #[cfg(feature = "libsql")]
+        Scheme::Libsql => Ok(Arc::new(open_libsql(url, clock).await?)),
         scheme => bail!(
             "the {} backend is not in this build of agent-memory (URL {url:?}); \
              this build has: {}",
@@ -90,6 +97,18 @@ pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn
             compiled_in().join(", ")
         ),
     }
+}
+
+/// Opens a libSQL URL; a remote one takes its token from `AGENT_MEMORY_LIBSQL_AUTH_TOKEN`.
+#[cfg(feature = "libsql")]
+pub async fn open_libsql(url: &str, clock: Arc<dyn Clock>) -> Result<memory_libsql::LibsqlStore> {
+    memory_libsql::LibsqlStore::builder()
+        .url(url)
+        .auth_token(std::env::var("AGENT_MEMORY_LIBSQL_AUTH_TOKEN").unwrap_or_default())
+        .clock(clock)
+        .open()
+        .await
+        .with_context(|| format!("cannot open {}", redacted(url)))
 }
 
 /// Opens the backend a URL names on the system clock.
@@ -108,6 +127,9 @@ pub fn compiled_in() -> Vec<&'static str> {
     }
     if cfg!(feature = "redis") {
         names.extend(["redis", "redis-cluster"]);
+    }
+    if cfg!(feature = "libsql") {
+        names.push("libsql");
     }
     names
 }

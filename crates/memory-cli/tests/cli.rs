@@ -1,5 +1,7 @@
 //! The `agent-memory` binary end to end: the demo twice on one folder, the conformance command,
-//! and a clear refusal for a backend that is not compiled in.
+//! and a clear refusal for a backend that is not compiled in. These run on the default build
+//! (SQLite); a libSQL build (`--no-default-features --features libsql`) runs `cli_libsql.rs`.
+#![cfg(feature = "sqlite")]
 
 use std::path::Path;
 use std::process::{Command, Output};
