@@ -59,6 +59,16 @@ pub enum MemoryError {
         #[source]
         source: BoxError,
     },
+    /// A model the engine calls failed: an embedder, summarizer or fact extractor (a remote
+    /// API after its retries, a local model that would not load).
+    #[error("{component} failed: {source}")]
+    Model {
+        /// What failed (`"embedder"`, `"summarizer"`, `"fact extractor"`, …).
+        component: &'static str,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
     /// Any other failure inside the backend.
     #[error("{backend} backend error: {source}")]
     Backend {
@@ -79,6 +89,14 @@ impl MemoryError {
     /// Builds an [`MemoryError::InvalidInput`] from anything displayable.
     pub fn invalid(reason: impl Into<String>) -> Self {
         Self::InvalidInput(reason.into())
+    }
+
+    /// Builds a [`MemoryError::Model`].
+    pub fn model(component: &'static str, source: impl Into<BoxError>) -> Self {
+        Self::Model {
+            component,
+            source: source.into(),
+        }
     }
 
     /// Builds a [`MemoryError::NotFound`].

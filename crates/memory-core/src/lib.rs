@@ -5,6 +5,7 @@ pub mod backend;
 pub mod cache;
 pub mod capabilities;
 pub mod checkpoint;
+pub mod config;
 pub mod continuation;
 pub mod conversation;
 pub mod embed;
