@@ -9,6 +9,7 @@ pub mod config;
 pub mod continuation;
 pub mod conversation;
 pub mod embed;
+pub mod engine;
 pub mod error;
 pub mod exact;
 pub mod fact;

@@ -1,0 +1,1002 @@
+//! The memory engine: the tiers of [`MemoryConfig`] composed over any [`MemoryBackend`].
+//!
+//! An agent turn is two calls: [`Memory::prepare`] before the model runs (window, summary,
+//! recalled messages, knowledge, facts and working memory, as a [`Context`]) and
+//! [`Memory::commit`] after it (append, embed, extract facts). The engine uses only the
+//! contracts, so it behaves the same on every backend.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use memory_core::config::MemoryConfig;
+//! use memory_core::engine::Memory;
+//! use memory_core::{InMemoryBackend, Message, Scope};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> memory_core::Result<()> {
+//! let mut config = MemoryConfig::default();
+//! config.conversation.enabled = true;
+//! config.facts.enabled = true;
+//! let memory = Memory::builder(Arc::new(InMemoryBackend::new())).config(config).build()?;
+//!
+//! let scope = Scope::for_subject("user-42")?;
+//! let (thread, _history) = memory.auto_conversation(&scope, "support", 50).await?;
+//! let context = memory.prepare(&scope, &thread.id, "Where do I deploy?").await?;
+//! let _system = context.system_prompt("You are a support agent.");
+//! // … call the model with `_system` and `context.messages` …
+//! memory
+//!     .commit(&scope, &thread.id, vec![Message::user("Where do I deploy?"), Message::assistant("To fly.io.")])
+//!     .await?;
+//! assert_eq!(memory.prepare(&scope, &thread.id, "").await?.messages.len(), 2);
+//! # Ok(()) }
+//! ```
+
+mod context;
+mod working;
+
+use std::collections::HashSet;
+use std::fmt::{self, Write as _};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+pub use context::{
+    escape_fenced, user_memory_block, ApproxTokenCounter, Context, RecalledMessage, TokenCounter,
+    WorkingMemoryBlock,
+};
+pub use working::{ToolDefinition, WORKING_MEMORY_TOOLS};
+
+use crate::backend::MemoryBackend;
+use crate::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
+use crate::continuation::{assert_valid_continuation, ContinuationOptions};
+use crate::conversation::{
+    AppendOptions, AppendReceipt, Conversation, ConversationUpdate, LoadOptions, NewConversation,
+};
+use crate::embed::{Embedder, HashingEmbedder};
+use crate::error::{MemoryError, Result};
+use crate::fact::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
+use crate::filter::Filter;
+use crate::message::{Message, Part, Role, StoredMessage};
+use crate::scope::{ConversationId, Namespace, Scope, VectorId};
+use crate::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
+use crate::working::WorkingMemoryKey;
+
+/// The collection (in the caller's namespace) holding message embeddings for semantic recall.
+pub const MESSAGE_COLLECTION: &str = "agent-memory-messages";
+/// The conversation cursor below which every message is embedded.
+pub const EMBEDDED_CURSOR: &str = "agent-memory.embedded";
+/// The conversation cursor below which every message went through fact extraction.
+pub const EXTRACTED_CURSOR: &str = "agent-memory.extracted";
+/// The conversation metadata key holding the stored summary.
+pub const SUMMARY_METADATA_KEY: &str = "agent_memory_summary";
+
+/// Summarises messages that left the window.
+#[async_trait]
+pub trait Summarizer: Send + Sync {
+    /// The summary of `previous` (the summary so far, if any) followed by `messages`, which are
+    /// the messages that left the window since, oldest first.
+    async fn summarize(&self, previous: Option<&str>, messages: &[StoredMessage])
+        -> Result<String>;
+}
+
+/// A fact an extractor found, with its confidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExtractedFact {
+    /// The fact.
+    pub text: String,
+    /// How sure the extractor is (0–1); below `extract.min_confidence` it is dropped.
+    pub confidence: f32,
+    /// Tags, added to the configured ones.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// A key: a new fact of the same key supersedes the old one.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// A kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+}
+
+impl ExtractedFact {
+    /// A fact with a confidence.
+    pub fn new(text: impl Into<String>, confidence: f32) -> Self {
+        Self {
+            text: text.into(),
+            confidence,
+            tags: Vec::new(),
+            key: None,
+            kind: None,
+        }
+    }
+}
+
+/// Distils facts from new messages (typically a small model in JSON mode).
+#[async_trait]
+pub trait FactExtractor: Send + Sync {
+    /// Facts found in `messages`: the conversation's messages that no extraction has seen yet,
+    /// oldest first.
+    async fn extract(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        messages: &[StoredMessage],
+    ) -> Result<Vec<ExtractedFact>>;
+}
+
+/// What happened to fact extraction in a commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ExtractionReport {
+    /// Extraction is off, or every message was seen before.
+    Skipped,
+    /// The extractor ran over `messages` messages.
+    Ran {
+        /// Messages the extractor saw.
+        messages: usize,
+        /// Facts it proposed.
+        proposed: usize,
+        /// Facts stored (created or superseding); duplicates and low-confidence ones are not.
+        stored: Vec<Fact>,
+    },
+    /// Extraction failed; the turn is committed and the same messages are offered again next
+    /// time.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// The result of [`Memory::commit`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommitReceipt {
+    /// The append.
+    pub append: AppendReceipt,
+    /// Messages embedded for semantic recall.
+    pub embedded: usize,
+    /// Fact extraction.
+    pub extraction: ExtractionReport,
+}
+
+type ErrorHook = Arc<dyn Fn(&Scope, &ConversationId, &MemoryError) + Send + Sync>;
+type ExtractedHook = Arc<dyn Fn(&Scope, &ConversationId, &[Fact]) + Send + Sync>;
+
+/// Builds a [`Memory`].
+pub struct MemoryBuilder {
+    backend: Arc<dyn MemoryBackend>,
+    config: MemoryConfig,
+    embedder: Option<Arc<dyn Embedder>>,
+    summarizer: Option<Arc<dyn Summarizer>>,
+    extractor: Option<Arc<dyn FactExtractor>>,
+    tokens: Arc<dyn TokenCounter>,
+    on_error: Option<ErrorHook>,
+    on_extracted: Option<ExtractedHook>,
+}
+
+impl MemoryBuilder {
+    /// The tiers (default: all off).
+    #[must_use]
+    pub fn config(mut self, config: MemoryConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The embedder for semantic recall, knowledge queries and fact embeddings (default: the
+    /// offline [`HashingEmbedder`] of 384 dims).
+    #[must_use]
+    pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// The summarizer, needed by `conversation.summarize`.
+    #[must_use]
+    pub fn summarizer(mut self, summarizer: Arc<dyn Summarizer>) -> Self {
+        self.summarizer = Some(summarizer);
+        self
+    }
+
+    /// The fact extractor, needed by `extract.enabled`.
+    #[must_use]
+    pub fn extractor(mut self, extractor: Arc<dyn FactExtractor>) -> Self {
+        self.extractor = Some(extractor);
+        self
+    }
+
+    /// How tokens are counted for `inject.token_budget` (default [`ApproxTokenCounter`]).
+    #[must_use]
+    pub fn token_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.tokens = counter;
+        self
+    }
+
+    /// Called when extraction fails (the commit still succeeds).
+    #[must_use]
+    pub fn on_error(
+        mut self,
+        hook: impl Fn(&Scope, &ConversationId, &MemoryError) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_error = Some(Arc::new(hook));
+        self
+    }
+
+    /// Called with the facts each extraction stored: an audit log against memory poisoning.
+    #[must_use]
+    pub fn on_extracted(
+        mut self,
+        hook: impl Fn(&Scope, &ConversationId, &[Fact]) + Send + Sync + 'static,
+    ) -> Self {
+        self.on_extracted = Some(Arc::new(hook));
+        self
+    }
+
+    /// Checks the config and that every enabled tier has what it needs.
+    pub fn build(self) -> Result<Memory> {
+        self.config.validate()?;
+        if self.config.conversation.summarize && self.summarizer.is_none() {
+            return Err(MemoryError::invalid(
+                "memory config: conversation.summarize: no Summarizer was given to the builder",
+            ));
+        }
+        let vectors = self.backend.capabilities().has_vectors();
+        for (enabled, field) in [
+            (
+                self.config.semantic_recall.enabled,
+                "semantic_recall.enabled",
+            ),
+            (self.config.knowledge.enabled, "knowledge.enabled"),
+        ] {
+            if enabled && !vectors {
+                return Err(MemoryError::invalid(format!(
+                    "memory config: {field}: backend {} has no vector search",
+                    self.backend.backend_name()
+                )));
+            }
+        }
+        if self.config.extract.enabled && self.extractor.is_none() {
+            return Err(MemoryError::invalid(
+                "memory config: extract.enabled: no FactExtractor was given to the builder",
+            ));
+        }
+        let working_schema = self
+            .config
+            .working_memory
+            .json_schema
+            .as_ref()
+            .map(working::compile_schema)
+            .transpose()?;
+        let facts_namespace = self
+            .config
+            .facts
+            .namespace
+            .clone()
+            .map(Namespace::new)
+            .transpose()?;
+        Ok(Memory {
+            backend: self.backend,
+            embedder: self
+                .embedder
+                .unwrap_or_else(|| Arc::new(HashingEmbedder::new(384))),
+            summarizer: self.summarizer,
+            extractor: self.extractor,
+            tokens: self.tokens,
+            on_error: self.on_error,
+            on_extracted: self.on_extracted,
+            facts_namespace,
+            working_schema,
+            vectors,
+            config: self.config,
+            collections_ready: Mutex::new(HashSet::new()),
+        })
+    }
+}
+
+/// The tiers of memory over one backend; cheap to share (`Arc<Memory>`) across tasks.
+pub struct Memory {
+    backend: Arc<dyn MemoryBackend>,
+    embedder: Arc<dyn Embedder>,
+    summarizer: Option<Arc<dyn Summarizer>>,
+    extractor: Option<Arc<dyn FactExtractor>>,
+    tokens: Arc<dyn TokenCounter>,
+    on_error: Option<ErrorHook>,
+    on_extracted: Option<ExtractedHook>,
+    facts_namespace: Option<Namespace>,
+    working_schema: Option<working::Schema>,
+    /// Whether the backend searches vectors; without, facts are recalled and stored by text.
+    vectors: bool,
+    config: MemoryConfig,
+    /// Namespaces whose message collection is known to exist (saves a round trip per commit).
+    collections_ready: Mutex<HashSet<Namespace>>,
+}
+
+impl fmt::Debug for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Memory")
+            .field("backend", &self.backend.backend_name())
+            .field("embedder", &self.embedder.model_id())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The summary kept in the conversation's metadata: text and the last seq it covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct StoredSummary {
+    text: String,
+    through_seq: u64,
+}
+
+impl Memory {
+    /// A builder over `backend`.
+    pub fn builder(backend: Arc<dyn MemoryBackend>) -> MemoryBuilder {
+        MemoryBuilder {
+            backend,
+            config: MemoryConfig::default(),
+            embedder: None,
+            summarizer: None,
+            extractor: None,
+            tokens: Arc::new(ApproxTokenCounter),
+            on_error: None,
+            on_extracted: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
+        &self.backend
+    }
+
+    /// The embedder.
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
+    }
+
+    /// The scope facts live in: the caller's subject under `facts.namespace` when set.
+    pub fn facts_scope(&self, scope: &Scope) -> Scope {
+        match &self.facts_namespace {
+            Some(namespace) => Scope::from_parts(namespace.clone(), scope.subject().cloned()),
+            None => scope.clone(),
+        }
+    }
+
+    /// Assembles the context for the next model call: `user_input` is the new user text (not
+    /// yet committed), the query for facts, knowledge and semantic recall.
+    ///
+    /// # Behavior
+    /// - `messages`: the last `window_size` messages, sanitized (replay-safe), merged with the
+    ///   recalled older messages by the merge strategy.
+    /// - `summary`: the summary of everything before the window, stored in the conversation's
+    ///   metadata and recomputed (incrementally) only when the window has moved.
+    /// - `knowledge`: hits of every source above the threshold, best first, at most
+    ///   `retrieval_limit` in all.
+    /// - `facts`/`user_memory`: hybrid recall (text and embedding) of the subject's facts,
+    ///   `inject.limit` of them, fenced and trimmed to `inject.token_budget`.
+    /// - `working_memory`: the document of the conversation or user, with its template/schema.
+    /// - A missing conversation, or another scope's, is `NotFound`.
+    pub async fn prepare(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        user_input: &str,
+    ) -> Result<Context> {
+        let config = &self.config;
+        let mut context = Context::default();
+        // The conversation must exist in this scope whatever tiers are on.
+        let thread = self.backend.get_conversation(scope, conversation).await?;
+
+        let window = if config.conversation.enabled {
+            self.backend
+                .load(
+                    scope,
+                    conversation,
+                    LoadOptions::last(config.conversation.window_size),
+                )
+                .await?
+        } else {
+            Vec::new()
+        };
+        // Everything before this seq is outside the window.
+        let window_start = if config.conversation.enabled {
+            window.first().map_or(thread.last_seq + 1, |m| m.seq)
+        } else {
+            thread.last_seq + 1
+        };
+        if config.conversation.enabled && config.conversation.summarize && window_start > 1 {
+            context.summary = Some(self.summary(scope, &thread, window_start - 1).await?);
+        }
+
+        let wants_query = self.vectors
+            && !user_input.trim().is_empty()
+            && (config.semantic_recall.enabled || config.knowledge.enabled || config.facts.enabled);
+        let query_vector = if wants_query {
+            Some(self.embed_one(user_input).await?)
+        } else {
+            None
+        };
+
+        if let (true, Some(vector)) = (config.semantic_recall.enabled, &query_vector) {
+            context.recalled = self
+                .recall_messages(scope, conversation, vector, window_start)
+                .await?;
+        }
+        context.messages = merge(window, &context.recalled, config.semantic_recall.merge);
+
+        if let (true, Some(vector)) = (config.knowledge.enabled, &query_vector) {
+            context.knowledge = self.knowledge(scope, vector).await?;
+        }
+
+        if config.facts.enabled && !user_input.trim().is_empty() {
+            let recalled = self
+                .backend
+                .recall(
+                    &self.facts_scope(scope),
+                    RecallQuery {
+                        text: Some(user_input.to_owned()),
+                        vector: query_vector.clone(),
+                        limit: Some(config.inject.limit),
+                        ..RecallQuery::default()
+                    },
+                )
+                .await?;
+            let (facts, block) =
+                user_memory_block(recalled, config.inject.token_budget, self.tokens.as_ref());
+            context.facts = facts;
+            context.user_memory = block;
+        }
+
+        if config.working_memory.enabled {
+            let key = self.working_memory_key(conversation);
+            context.working_memory = Some(WorkingMemoryBlock {
+                scope: config.working_memory.scope,
+                document: self.backend.get_working_memory(scope, &key).await?,
+                template: config.working_memory.template.clone(),
+                json_schema: config.working_memory.json_schema.clone(),
+            });
+        }
+        Ok(context)
+    }
+
+    /// Stores a turn: appends `new_messages` (idempotently by id), embeds every message not yet
+    /// embedded for semantic recall, then runs fact extraction over every message not yet
+    /// extracted.
+    ///
+    /// # Behavior
+    /// - The append is the contract's: all or nothing, contiguous seqs, duplicates skipped.
+    /// - Embedding and extraction are driven by per-conversation cursors, not by what this call
+    ///   appended: resending the same history embeds and extracts nothing twice, and a crash
+    ///   between the append and either step is made up by the next commit.
+    /// - Extracted facts below `min_confidence` are dropped; the rest are remembered with the
+    ///   configured tags, their confidence as score, their source messages and an embedding,
+    ///   keeping at most `facts.max_facts`.
+    /// - An extraction failure never fails the commit: it goes to `on_error`, is reported in
+    ///   the receipt, and the messages stay unextracted for the next commit.
+    pub async fn commit(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        new_messages: Vec<Message>,
+    ) -> Result<CommitReceipt> {
+        self.commit_with(scope, conversation, new_messages, AppendOptions::default())
+            .await
+    }
+
+    async fn commit_with(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        new_messages: Vec<Message>,
+        options: AppendOptions,
+    ) -> Result<CommitReceipt> {
+        let append = self
+            .backend
+            .append(scope, conversation, new_messages, options)
+            .await?;
+        let embedded = if self.config.semantic_recall.enabled {
+            self.embed_new_messages(scope, conversation).await?
+        } else {
+            0
+        };
+        let extraction = if self.config.extract.enabled {
+            match self.extract(scope, conversation).await {
+                Ok(report) => report,
+                Err(error) => {
+                    if let Some(hook) = &self.on_error {
+                        hook(scope, conversation, &error);
+                    }
+                    ExtractionReport::Failed {
+                        error: error.to_string(),
+                    }
+                }
+            }
+        } else {
+            ExtractionReport::Skipped
+        };
+        Ok(CommitReceipt {
+            append,
+            embedded,
+            extraction,
+        })
+    }
+
+    /// Accepts a client-supplied history (after a client-tool or approval round trip): checks
+    /// it against the persisted history and commits only the new suffix.
+    ///
+    /// # Behavior
+    /// - A history that rewrites the persisted one, answers a tool call that is not pending (or
+    ///   a server-side tool's, per `options`) or an approval never requested is `InvalidInput`
+    ///   naming the rejection code; nothing is written.
+    /// - The suffix is appended only if nothing was appended since the check (`Conflict`
+    ///   otherwise: reload and retry).
+    pub async fn continue_with(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        incoming: Vec<Message>,
+        options: &ContinuationOptions,
+    ) -> Result<CommitReceipt> {
+        let persisted = self
+            .backend
+            .load(scope, conversation, LoadOptions::raw())
+            .await?;
+        assert_valid_continuation(&persisted, &incoming, options)?;
+        let last_seq = persisted.last().map_or(0, |m| m.seq);
+        let suffix: Vec<Message> = incoming.into_iter().skip(persisted.len()).collect();
+        self.commit_with(
+            scope,
+            conversation,
+            suffix,
+            AppendOptions {
+                expected_last_seq: Some(last_seq),
+                ..AppendOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// The conversation of `agent_key` for the scope's subject, created on first use, with its
+    /// last `history_limit` messages (replay-safe).
+    ///
+    /// # Behavior
+    /// - One thread per (subject, agent key): its id is derived from the key, so concurrent
+    ///   first uses meet on the same thread instead of creating two.
+    /// - The agent key follows identifier rules (`InvalidInput`).
+    pub async fn auto_conversation(
+        &self,
+        scope: &Scope,
+        agent_key: &str,
+        history_limit: usize,
+    ) -> Result<(Conversation, Vec<StoredMessage>)> {
+        crate::scope::validate_identifier("agent key", agent_key)?;
+        let id = ConversationId::new(format!("agent:{agent_key}"))?;
+        let thread = match self.backend.get_conversation(scope, &id).await {
+            Ok(thread) => thread,
+            Err(MemoryError::NotFound { .. }) => {
+                let new = NewConversation {
+                    id: Some(id.clone()),
+                    agent: Some(agent_key.to_owned()),
+                    ..NewConversation::default()
+                };
+                match self.backend.create_conversation(scope, new).await {
+                    Ok(thread) => thread,
+                    Err(MemoryError::AlreadyExists { .. }) => {
+                        self.backend.get_conversation(scope, &id).await?
+                    }
+                    Err(error) => return Err(error),
+                }
+            }
+            Err(error) => return Err(error),
+        };
+        let history = if history_limit == 0 {
+            Vec::new()
+        } else {
+            self.backend
+                .load(scope, &thread.id, LoadOptions::last(history_limit))
+                .await?
+        };
+        Ok((thread, history))
+    }
+
+    async fn embed_one(&self, text: &str) -> Result<Vec<f32>> {
+        let mut vectors = self.embedder.embed(&[text.to_owned()]).await?;
+        vectors
+            .pop()
+            .filter(|_| vectors.is_empty())
+            .ok_or_else(|| MemoryError::invalid("the embedder returned no vector for one text"))
+    }
+
+    async fn embed_all(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let vectors = self.embedder.embed(texts).await?;
+        if vectors.len() != texts.len() {
+            return Err(MemoryError::invalid(format!(
+                "the embedder returned {} vectors for {} texts",
+                vectors.len(),
+                texts.len()
+            )));
+        }
+        Ok(vectors)
+    }
+
+    /// The summary through `through_seq`, reusing the stored one and summarising only what
+    /// left the window since.
+    async fn summary(
+        &self,
+        scope: &Scope,
+        thread: &Conversation,
+        through_seq: u64,
+    ) -> Result<String> {
+        let stored: Option<StoredSummary> = thread
+            .metadata
+            .get(SUMMARY_METADATA_KEY)
+            .and_then(|v| serde_json::from_value(v.clone()).ok());
+        if let Some(stored) = &stored {
+            if stored.through_seq >= through_seq {
+                return Ok(stored.text.clone());
+            }
+        }
+        let after = stored.as_ref().map_or(0, |s| s.through_seq);
+        let left_window = self
+            .backend
+            .load(
+                scope,
+                &thread.id,
+                LoadOptions {
+                    after_seq: Some(after),
+                    before_seq: Some(through_seq + 1),
+                    ..LoadOptions::default()
+                },
+            )
+            .await?;
+        let summarizer = self
+            .summarizer
+            .as_ref()
+            .expect("build() requires a summarizer when summarize is on");
+        let text = summarizer
+            .summarize(stored.as_ref().map(|s| s.text.as_str()), &left_window)
+            .await?;
+        let mut metadata = thread.metadata.clone();
+        metadata.insert(
+            SUMMARY_METADATA_KEY.to_owned(),
+            json!(StoredSummary {
+                text: text.clone(),
+                through_seq,
+            }),
+        );
+        self.backend
+            .update_conversation(
+                scope,
+                &thread.id,
+                ConversationUpdate {
+                    metadata: Some(metadata),
+                    ..ConversationUpdate::default()
+                },
+            )
+            .await?;
+        Ok(text)
+    }
+
+    async fn ensure_message_collection(&self, namespace: &Namespace) -> Result<()> {
+        let ready = |set: &HashSet<Namespace>| set.contains(namespace);
+        if ready(
+            &self
+                .collections_ready
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        ) {
+            return Ok(());
+        }
+        let spec = CollectionSpec::new(
+            MESSAGE_COLLECTION,
+            self.embedder.dims(),
+            self.embedder.model_id(),
+        );
+        self.backend
+            .ensure_collection(namespace, spec)
+            .await
+            .map_err(|error| match error {
+                MemoryError::InvalidInput(reason) => MemoryError::invalid(format!(
+                    "collection {MESSAGE_COLLECTION} was made by another embedder ({reason}); \
+                 drop it or use the same embedder"
+                )),
+                other => other,
+            })?;
+        self.collections_ready
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(namespace.clone());
+        Ok(())
+    }
+
+    /// Embeds the messages after the embedded cursor that carry text, then moves the cursor.
+    async fn embed_new_messages(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+    ) -> Result<usize> {
+        let after = self
+            .backend
+            .cursor(scope, conversation, EMBEDDED_CURSOR)
+            .await?
+            .unwrap_or(0);
+        let fresh = self
+            .backend
+            .load(
+                scope,
+                conversation,
+                LoadOptions {
+                    after_seq: Some(after),
+                    sanitize: false,
+                    ..LoadOptions::default()
+                },
+            )
+            .await?;
+        let Some(last) = fresh.last().map(|m| m.seq) else {
+            return Ok(0);
+        };
+        let with_text: Vec<&StoredMessage> = fresh
+            .iter()
+            .filter(|m| matches!(m.message.role, Role::User | Role::Assistant))
+            .filter(|m| !m.message.text().trim().is_empty())
+            .collect();
+        if !with_text.is_empty() {
+            self.ensure_message_collection(scope.namespace()).await?;
+            let texts: Vec<String> = with_text.iter().map(|m| m.message.text()).collect();
+            let vectors = self.embed_all(&texts).await?;
+            let records: Vec<VectorRecord> = with_text
+                .iter()
+                .zip(vectors)
+                .zip(texts)
+                .map(|((stored, vector), text)| {
+                    let mut record =
+                        VectorRecord::new(message_vector_id(conversation, stored), vector);
+                    record.text = Some(text);
+                    record.conversation_id = Some(conversation.clone());
+                    record.metadata = json!({
+                        "conversation_id": conversation.as_str(),
+                        "message_id": stored.message.id.as_str(),
+                        "seq": stored.seq,
+                        "role": stored.message.role.as_str(),
+                    })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                    record
+                })
+                .collect();
+            self.backend
+                .upsert_vectors(scope, MESSAGE_COLLECTION, records)
+                .await?;
+        }
+        self.backend
+            .advance_cursor(scope, conversation, EMBEDDED_CURSOR, last)
+            .await?;
+        Ok(with_text.len())
+    }
+
+    /// Older messages (before `window_start`) of this conversation similar to the query.
+    async fn recall_messages(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        vector: &[f32],
+        window_start: u64,
+    ) -> Result<Vec<RecalledMessage>> {
+        if window_start <= 1 {
+            return Ok(Vec::new());
+        }
+        let config = &self.config.semantic_recall;
+        let mut query = VectorQuery::new(vector.to_vec(), config.limit).with_filter(Filter::and([
+            Filter::eq("conversation_id", conversation.as_str()),
+            Filter::range("seq").lt(window_start as f64),
+        ]));
+        query.min_score = Some(config.threshold);
+        let hits = match self.backend.search(scope, MESSAGE_COLLECTION, query).await {
+            Ok(hits) => hits,
+            // Nothing was ever embedded in this namespace.
+            Err(MemoryError::NotFound { .. }) => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        let mut recalled = Vec::with_capacity(hits.len());
+        for hit in hits {
+            let Some(seq) = hit.record.metadata.get("seq").and_then(Value::as_u64) else {
+                continue;
+            };
+            let loaded = self
+                .backend
+                .load(
+                    scope,
+                    conversation,
+                    LoadOptions {
+                        after_seq: Some(seq - 1),
+                        before_seq: Some(seq + 1),
+                        sanitize: false,
+                        ..LoadOptions::default()
+                    },
+                )
+                .await?;
+            // A message pruned since it was embedded is simply not recalled.
+            if let Some(mut stored) = loaded.into_iter().next() {
+                stored
+                    .message
+                    .parts
+                    .retain(|p| matches!(p, Part::Text { .. }));
+                recalled.push(RecalledMessage {
+                    message: stored,
+                    score: hit.score,
+                });
+            }
+        }
+        Ok(recalled)
+    }
+
+    /// Knowledge hits of every source, above the threshold, best first, limited.
+    async fn knowledge(&self, scope: &Scope, vector: &[f32]) -> Result<Vec<crate::VectorHit>> {
+        let config = &self.config.knowledge;
+        let shared = Scope::from_parts(scope.namespace().clone(), None);
+        let mut hits = Vec::new();
+        for source in &config.sources {
+            let mut query = VectorQuery::new(vector.to_vec(), config.retrieval_limit);
+            query.min_score = Some(config.similarity_threshold);
+            match self.backend.search(&shared, source, query).await {
+                Ok(found) => hits.extend(found),
+                Err(MemoryError::NotFound { .. }) => {
+                    return Err(MemoryError::invalid(format!(
+                        "memory config: knowledge.sources: {source} is not a collection of namespace {}",
+                        scope.namespace()
+                    )))
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        rank_hits(&mut hits);
+        hits.truncate(config.retrieval_limit);
+        Ok(hits)
+    }
+
+    async fn extract(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+    ) -> Result<ExtractionReport> {
+        let extractor = self
+            .extractor
+            .as_ref()
+            .expect("build() requires an extractor when extraction is on");
+        let after = self
+            .backend
+            .cursor(scope, conversation, EXTRACTED_CURSOR)
+            .await?
+            .unwrap_or(0);
+        let fresh = self
+            .backend
+            .load(
+                scope,
+                conversation,
+                LoadOptions {
+                    after_seq: Some(after),
+                    sanitize: false,
+                    ..LoadOptions::default()
+                },
+            )
+            .await?;
+        let Some(last) = fresh.last().map(|m| m.seq) else {
+            return Ok(ExtractionReport::Skipped);
+        };
+        let proposed = extractor.extract(scope, conversation, &fresh).await?;
+        let min = self.config.extract.min_confidence;
+        let kept: Vec<&ExtractedFact> = proposed
+            .iter()
+            .filter(|f| {
+                f.confidence.is_finite() && f.confidence >= min && !f.text.trim().is_empty()
+            })
+            .collect();
+        let texts: Vec<String> = kept.iter().map(|f| f.text.clone()).collect();
+        let mut embeddings = if texts.is_empty() || !self.vectors {
+            Vec::new()
+        } else {
+            self.embed_all(&texts).await?
+        }
+        .into_iter();
+        let source = FactSource {
+            conversation_id: conversation.clone(),
+            message_ids: fresh.iter().map(|m| m.message.id.clone()).collect(),
+        };
+        let facts_scope = self.facts_scope(scope);
+        let options = RememberOptions {
+            max_facts: Some(self.config.facts.max_facts),
+        };
+        let mut stored = Vec::new();
+        for fact in kept {
+            let mut tags = fact.tags.clone();
+            for tag in &self.config.extract.tags {
+                if !tags.contains(tag) {
+                    tags.push(tag.clone());
+                }
+            }
+            let new = NewFact {
+                text: fact.text.clone(),
+                kind: fact.kind.clone(),
+                key: fact.key.clone(),
+                tags,
+                score: Some(fact.confidence.min(1.0)),
+                source: Some(source.clone()),
+                embedding: embeddings.next(),
+                expires_at: None,
+            };
+            let outcome = self.backend.remember(&facts_scope, new, options).await?;
+            if outcome.status != RememberStatus::Duplicate {
+                stored.push(outcome.fact);
+            }
+        }
+        self.backend
+            .advance_cursor(scope, conversation, EXTRACTED_CURSOR, last)
+            .await?;
+        if let Some(hook) = &self.on_extracted {
+            if !stored.is_empty() {
+                hook(scope, conversation, &stored);
+            }
+        }
+        Ok(ExtractionReport::Ran {
+            messages: fresh.len(),
+            proposed: proposed.len(),
+            stored,
+        })
+    }
+
+    fn working_memory_key(&self, conversation: &ConversationId) -> WorkingMemoryKey {
+        match self.config.working_memory.scope {
+            WorkingMemoryScope::Conversation => {
+                WorkingMemoryKey::Conversation(conversation.clone())
+            }
+            WorkingMemoryScope::User => WorkingMemoryKey::User,
+        }
+    }
+}
+
+/// A stable vector id for a message: conversation and message ids may each be long, so the id
+/// is a hash of both (idempotent re-embedding replaces the same record).
+fn message_vector_id(conversation: &ConversationId, message: &StoredMessage) -> VectorId {
+    let mut hasher = Sha256::new();
+    hasher.update(conversation.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update(message.message.id.as_str().as_bytes());
+    let digest = hasher.finalize();
+    let id = digest[..16].iter().fold(String::from("msg-"), |mut id, b| {
+        let _ = write!(id, "{b:02x}");
+        id
+    });
+    VectorId::new(id).expect("a hex id is a valid identifier")
+}
+
+/// The window merged with recalled messages (both in conversation order): before it, after
+/// it, or alternating one recalled message with one of the window, as the seeds do.
+fn merge(
+    window: Vec<StoredMessage>,
+    recalled: &[RecalledMessage],
+    strategy: MergeStrategy,
+) -> Vec<StoredMessage> {
+    if recalled.is_empty() {
+        return window;
+    }
+    let mut older: Vec<StoredMessage> = recalled.iter().map(|r| r.message.clone()).collect();
+    older.sort_by_key(|m| m.seq);
+    match strategy {
+        MergeStrategy::Prepend => older.into_iter().chain(window).collect(),
+        MergeStrategy::Append => window.into_iter().chain(older).collect(),
+        MergeStrategy::Interleave => {
+            let mut merged = Vec::with_capacity(older.len() + window.len());
+            let (mut older, mut window) = (older.into_iter(), window.into_iter());
+            loop {
+                match (older.next(), window.next()) {
+                    (None, None) => break,
+                    (a, b) => merged.extend(a.into_iter().chain(b)),
+                }
+            }
+            merged
+        }
+    }
+}
