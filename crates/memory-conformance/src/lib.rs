@@ -5,6 +5,7 @@ pub mod cache;
 pub mod checkpoints;
 pub mod concurrency;
 pub mod conversation;
+pub mod engine;
 pub mod facts;
 pub mod filters;
 mod harness;
@@ -271,6 +272,30 @@ pub static SCENARIOS: &[Scenario] = &[
     scenario!(payload::checkpoint_state_round_trips, None),
     scenario!(payload::cache_keys_round_trip, None),
     scenario!(payload::one_mebibyte_text_round_trips, None),
+    scenario!(
+        engine::twenty_turn_conversation_keeps_window_summary_budget_and_facts,
+        None
+    ),
+    scenario!(engine::failing_extractor_leaves_the_turn_committed, None),
+    scenario!(
+        engine::extraction_honours_threshold_hook_and_namespace,
+        None
+    ),
+    scenario!(engine::injected_facts_cannot_break_the_fence, None),
+    scenario!(engine::prepare_and_commit_stay_in_scope, None),
+    scenario!(
+        engine::auto_conversation_is_one_thread_per_subject_and_agent,
+        None
+    ),
+    scenario!(engine::working_memory_tools_follow_the_schema, None),
+    scenario!(
+        engine::semantic_recall_merges_older_messages_by_strategy,
+        Vectors
+    ),
+    scenario!(
+        engine::knowledge_hits_come_from_sources_above_threshold,
+        Vectors
+    ),
 ];
 
 /// Emits one test per scenario (each on its own multi-threaded tokio runtime) for a backend factory, plus a completeness test.
@@ -458,6 +483,17 @@ macro_rules! suite {
                 checkpoint_state_round_trips,
                 cache_keys_round_trip,
                 one_mebibyte_text_round_trips,
+            }
+            engine {
+                twenty_turn_conversation_keeps_window_summary_budget_and_facts,
+                failing_extractor_leaves_the_turn_committed,
+                extraction_honours_threshold_hook_and_namespace,
+                injected_facts_cannot_break_the_fence,
+                prepare_and_commit_stay_in_scope,
+                auto_conversation_is_one_thread_per_subject_and_agent,
+                working_memory_tools_follow_the_schema,
+                semantic_recall_merges_older_messages_by_strategy,
+                knowledge_hits_come_from_sources_above_threshold,
             }
         }
     };
