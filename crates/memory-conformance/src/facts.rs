@@ -48,7 +48,7 @@ pub async fn remember_stores_every_field(ctx: &Ctx) {
             message_ids: vec![MessageId::new("m-1").unwrap()],
         }),
         embedding: None,
-        expires_at: Some(ctx.clock_now().saturating_add(Duration::from_secs(3600))),
+        expires_at: Some(ctx.clock_now().saturating_add(Duration::from_hours(1))),
     };
     let outcome = remember(ctx, new.clone()).await;
     assert_eq!(outcome.status, RememberStatus::Created);
@@ -355,7 +355,7 @@ pub async fn recall_without_tokens_returns_nothing(ctx: &Ctx) {
 
 /// Expired facts are never returned by get, list, recall or history.
 pub async fn expired_facts_are_never_returned(ctx: &Ctx) {
-    let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_secs(60)));
+    let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_mins(1)));
     let fact = remember(
         ctx,
         NewFact {

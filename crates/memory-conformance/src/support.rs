@@ -327,7 +327,7 @@ pub async fn seed_every_kind(ctx: &Ctx) -> ConversationId {
     let later = NewFact {
         expires_at: Some(
             ctx.clock_now()
-                .saturating_add(std::time::Duration::from_secs(3600)),
+                .saturating_add(std::time::Duration::from_hours(1)),
         ),
         tags: vec!["travel".into()],
         score: Some(0.3),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Prefixes older than this belong to runs that have ended (a whole CI run takes minutes).
-const STALE_AFTER: Duration = Duration::from_secs(3600);
+const STALE_AFTER: Duration = Duration::from_hours(1);
 
 fn now_millis() -> u128 {
     SystemTime::now()
