@@ -296,6 +296,8 @@ pub static SCENARIOS: &[Scenario] = &[
         engine::knowledge_hits_come_from_sources_above_threshold,
         Vectors
     ),
+    scenario!(engine::cached_embedder_embeds_each_text_once, None),
+    scenario!(engine::prompt_cache_handles_are_shared_and_expire, None),
 ];
 
 /// Emits one test per scenario (each on its own multi-threaded tokio runtime) for a backend factory, plus a completeness test.
@@ -494,6 +496,8 @@ macro_rules! suite {
                 working_memory_tools_follow_the_schema,
                 semantic_recall_merges_older_messages_by_strategy,
                 knowledge_hits_come_from_sources_above_threshold,
+                cached_embedder_embeds_each_text_once,
+                prompt_cache_handles_are_shared_and_expire,
             }
         }
     };

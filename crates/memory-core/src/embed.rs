@@ -1,9 +1,17 @@
-//! Turning text into vectors: the [`Embedder`] contract and an offline default.
+//! Turning text into vectors: the [`Embedder`] contract, an offline default and a cache.
+
+use std::fmt::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
+use sha2::{Digest, Sha256};
 
-use crate::error::Result;
+use crate::cache::CacheStore;
+use crate::error::{MemoryError, Result};
 use crate::lexical::tokenize;
+use crate::scope::Namespace;
 
 /// Makes embeddings for texts. The model id is stored with a collection, so vectors of
 /// different models are never compared.
@@ -109,6 +117,171 @@ impl Embedder for HashingEmbedder {
     }
 }
 
+/// An [`Embedder`] that keeps every vector in a [`CacheStore`] under the hash of (model id,
+/// text), so each text is embedded once per model, across restarts and workers sharing the
+/// store.
+///
+/// The cache is an optimisation, never a source of failure: an entry that cannot be read or
+/// decoded counts as a miss, and a failed write is counted in [`CacheStats::errors`] but does
+/// not fail the call. Only the misses of a batch go to the inner embedder, in one call.
+///
+/// ```
+/// use std::sync::Arc;
+/// use memory_core::embed::{CachedEmbedder, Embedder, HashingEmbedder};
+/// use memory_core::{InMemoryBackend, Namespace};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Arc::new(InMemoryBackend::new());
+/// let cached = CachedEmbedder::new(Arc::new(HashingEmbedder::new(384)), store, Namespace::new("embeddings")?);
+/// cached.embed(&["a cup of tea".into()]).await?;
+/// cached.embed(&["a cup of tea".into(), "a pot of coffee".into()]).await?;
+/// assert_eq!((cached.stats().hits, cached.stats().misses), (1, 2));
+/// # Ok::<(), memory_core::MemoryError>(()) }).unwrap();
+/// ```
+pub struct CachedEmbedder {
+    inner: Arc<dyn Embedder>,
+    store: Arc<dyn CacheStore>,
+    namespace: Namespace,
+    ttl: Option<Duration>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// Counters of a [`CachedEmbedder`] since it was made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Texts served from the cache.
+    pub hits: u64,
+    /// Texts sent to the inner embedder.
+    pub misses: u64,
+    /// Cache reads or writes that failed (the call itself went on).
+    pub errors: u64,
+}
+
+impl CachedEmbedder {
+    /// Caches `inner`'s vectors in `store` under `namespace`, without expiry.
+    pub fn new(inner: Arc<dyn Embedder>, store: Arc<dyn CacheStore>, namespace: Namespace) -> Self {
+        Self {
+            inner,
+            store,
+            namespace,
+            ttl: None,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }
+
+    /// Entries expire after `ttl` (by the store's clock).
+    #[must_use]
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Hits, misses and errors so far.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The cache key of `text`: `embedding:` and the SHA-256 of the model id and the text.
+    pub fn key(&self, text: &str) -> String {
+        let mut hasher = Sha256::new();
+        hasher.update(self.inner.model_id().as_bytes());
+        hasher.update([0]);
+        hasher.update(text.as_bytes());
+        hasher
+            .finalize()
+            .iter()
+            .fold(String::from("embedding:"), |mut key, b| {
+                let _ = write!(key, "{b:02x}");
+                key
+            })
+    }
+
+    fn decode(&self, bytes: &[u8]) -> Option<Vec<f32>> {
+        (bytes.len() == self.inner.dims() * 4).then(|| {
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+    }
+}
+
+impl fmt::Debug for CachedEmbedder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedEmbedder")
+            .field("model", &self.inner.model_id())
+            .field("namespace", &self.namespace)
+            .field("ttl", &self.ttl)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Embedder for CachedEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let keys: Vec<String> = texts.iter().map(|t| self.key(t)).collect();
+        let reads = futures::future::join_all(
+            keys.iter()
+                .map(|k| self.store.cache_get(&self.namespace, k)),
+        )
+        .await;
+        let mut vectors: Vec<Option<Vec<f32>>> = reads
+            .into_iter()
+            .map(|read| {
+                if read.is_err() {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                read.ok().flatten().and_then(|bytes| self.decode(&bytes))
+            })
+            .collect();
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| vectors[i].is_none()).collect();
+        self.hits
+            .fetch_add((texts.len() - missing.len()) as u64, Ordering::Relaxed);
+        self.misses
+            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        if !missing.is_empty() {
+            let batch: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+            let fresh = self.inner.embed(&batch).await?;
+            if fresh.len() != batch.len() {
+                return Err(MemoryError::model(
+                    "embedder",
+                    format!("{} vectors for {} texts", fresh.len(), batch.len()),
+                ));
+            }
+            let writes = missing.iter().zip(&fresh).map(|(&i, vector)| {
+                let bytes = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                self.store
+                    .cache_set(&self.namespace, &keys[i], bytes, self.ttl)
+            });
+            for write in futures::future::join_all(writes).await {
+                if write.is_err() {
+                    self.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            for (i, vector) in missing.into_iter().zip(fresh) {
+                vectors[i] = Some(vector);
+            }
+        }
+        Ok(vectors.into_iter().flatten().collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +295,65 @@ mod tests {
         assert!((e.embed_one("")[0] - 1.0).abs() < f32::EPSILON);
         // FNV-1a's published test vector: the hash must never drift.
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    /// A cache that fails every call.
+    struct BrokenCache;
+
+    #[async_trait]
+    impl CacheStore for BrokenCache {
+        async fn cache_get(&self, _: &Namespace, _: &str) -> Result<Option<Vec<u8>>> {
+            Err(MemoryError::invalid("cache down"))
+        }
+        async fn cache_set(
+            &self,
+            _: &Namespace,
+            _: &str,
+            _: Vec<u8>,
+            _: Option<Duration>,
+        ) -> Result<()> {
+            Err(MemoryError::invalid("cache down"))
+        }
+        async fn cache_delete(&self, _: &Namespace, _: &str) -> Result<bool> {
+            Err(MemoryError::invalid("cache down"))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_cache_never_fails_embedding() {
+        let inner = Arc::new(HashingEmbedder::new(32));
+        let cached = CachedEmbedder::new(
+            inner.clone(),
+            Arc::new(BrokenCache),
+            Namespace::new("e").unwrap(),
+        );
+        let texts = vec!["tea".to_owned(), "coffee".to_owned()];
+        let vectors = cached.embed(&texts).await.unwrap();
+        assert_eq!(vectors, inner.embed(&texts).await.unwrap());
+        assert_eq!(
+            cached.stats(),
+            CacheStats {
+                hits: 0,
+                misses: 2,
+                errors: 4
+            }
+        );
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_entry_is_a_miss() {
+        let store = Arc::new(crate::InMemoryBackend::new());
+        let namespace = Namespace::new("e").unwrap();
+        let inner = Arc::new(HashingEmbedder::new(32));
+        let cached = CachedEmbedder::new(inner.clone(), store.clone(), namespace.clone());
+        store
+            .cache_set(&namespace, &cached.key("tea"), vec![1, 2, 3], None)
+            .await
+            .unwrap();
+        let vectors = cached.embed(&["tea".to_owned()]).await.unwrap();
+        assert_eq!(vectors[0], inner.embed_one("tea"));
+        assert_eq!(cached.stats().misses, 1);
+        cached.embed(&["tea".to_owned()]).await.unwrap();
+        assert_eq!(cached.stats().hits, 1, "the corrupt entry was rewritten");
     }
 }

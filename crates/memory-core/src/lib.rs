@@ -19,6 +19,7 @@ pub mod lexical;
 pub mod message;
 pub mod migration;
 pub mod page;
+pub mod prompt_cache;
 pub mod sanitize;
 pub mod scope;
 pub mod similarity;
