@@ -27,25 +27,14 @@ const COMPONENT: &str = "embedder";
 pub struct OpenAiEmbedder {
     client: reqwest::Client,
     endpoint: String,
-    api_key: Option<String>,
-    model: String,
-    dims: usize,
-    send_dimensions: bool,
-    batch_size: usize,
-    max_retries: u32,
-    initial_backoff: Duration,
-    max_backoff: Duration,
+    settings: OpenAiEmbedderBuilder,
 }
 
 impl fmt::Debug for OpenAiEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiEmbedder")
             .field("endpoint", &self.endpoint)
-            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
-            .field("model", &self.model)
-            .field("dims", &self.dims)
-            .field("batch_size", &self.batch_size)
-            .field("max_retries", &self.max_retries)
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
@@ -72,6 +61,8 @@ impl fmt::Debug for OpenAiEmbedderBuilder {
             .field("api_key", &self.api_key.as_ref().map(|_| "***"))
             .field("model", &self.model)
             .field("dims", &self.dims)
+            .field("batch_size", &self.batch_size)
+            .field("max_retries", &self.max_retries)
             .finish_non_exhaustive()
     }
 }
@@ -144,7 +135,7 @@ impl OpenAiEmbedderBuilder {
         if self.initial_backoff > self.max_backoff {
             return Err(invalid("the initial backoff exceeds the maximum"));
         }
-        let base = self.base_url.trim_end_matches('/');
+        let base = self.base_url.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(invalid(&format!(
                 "base_url {base:?} must start with http:// or https://"
@@ -157,14 +148,7 @@ impl OpenAiEmbedderBuilder {
         Ok(OpenAiEmbedder {
             client,
             endpoint: format!("{base}/embeddings"),
-            api_key: self.api_key,
-            model: self.model,
-            dims: self.dims,
-            send_dimensions: self.send_dimensions,
-            batch_size: self.batch_size,
-            max_retries: self.max_retries,
-            initial_backoff: self.initial_backoff,
-            max_backoff: self.max_backoff,
+            settings: self,
         })
     }
 }
@@ -237,23 +221,24 @@ impl OpenAiEmbedder {
     /// with up to half of it taken off at random so retrying clients spread out.
     fn backoff(&self, attempt: u32) -> Duration {
         let full = self
+            .settings
             .initial_backoff
             .saturating_mul(2u32.saturating_pow(attempt))
-            .min(self.max_backoff);
+            .min(self.settings.max_backoff);
         full.mul_f64(1.0 - fastrand::f64() / 2.0)
     }
 
     async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let body = EmbeddingRequest {
-            model: &self.model,
+            model: &self.settings.model,
             input: texts,
             encoding_format: "float",
-            dimensions: self.send_dimensions.then_some(self.dims),
+            dimensions: self.settings.send_dimensions.then_some(self.settings.dims),
         };
         let mut attempt = 0;
         loop {
             let mut request = self.client.post(&self.endpoint).json(&body);
-            if let Some(key) = &self.api_key {
+            if let Some(key) = &self.settings.api_key {
                 request = request.bearer_auth(key);
             }
             let wait = match request.send().await {
@@ -263,7 +248,9 @@ impl OpenAiEmbedder {
                     })?;
                     return self.vectors(parsed, texts.len());
                 }
-                Ok(response) if retryable(response.status()) && attempt < self.max_retries => {
+                Ok(response)
+                    if retryable(response.status()) && attempt < self.settings.max_retries =>
+                {
                     retry_after(&response).unwrap_or_else(|| self.backoff(attempt))
                 }
                 Ok(response) => {
@@ -276,7 +263,8 @@ impl OpenAiEmbedder {
                     ));
                 }
                 Err(error)
-                    if (error.is_timeout() || error.is_connect()) && attempt < self.max_retries =>
+                    if (error.is_timeout() || error.is_connect())
+                        && attempt < self.settings.max_retries =>
                 {
                     self.backoff(attempt)
                 }
@@ -297,12 +285,12 @@ impl OpenAiEmbedder {
         }
         let mut slots: Vec<Option<Vec<f32>>> = vec![None; expected];
         for item in response.data {
-            if item.embedding.len() != self.dims {
+            if item.embedding.len() != self.settings.dims {
                 return Err(bad(format!(
                     "a vector of {} components from {}, configured for {}",
                     item.embedding.len(),
-                    self.model,
-                    self.dims
+                    self.settings.model,
+                    self.settings.dims
                 )));
             }
             if item.embedding.iter().any(|x| !x.is_finite())
@@ -348,16 +336,16 @@ fn retry_after(response: &reqwest::Response) -> Option<Duration> {
 #[async_trait]
 impl Embedder for OpenAiEmbedder {
     fn model_id(&self) -> &str {
-        &self.model
+        &self.settings.model
     }
 
     fn dims(&self) -> usize {
-        self.dims
+        self.settings.dims
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let mut vectors = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(self.batch_size) {
+        for batch in texts.chunks(self.settings.batch_size) {
             vectors.extend(self.embed_batch(batch).await?);
         }
         Ok(vectors)

@@ -711,28 +711,34 @@ impl Memory {
         Ok(())
     }
 
+    /// The messages after a cursor of the conversation, raw (a step must see every message).
+    async fn after_cursor(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        cursor: &str,
+    ) -> Result<Vec<StoredMessage>> {
+        let after = self
+            .backend
+            .cursor(scope, conversation, cursor)
+            .await?
+            .unwrap_or(0);
+        let options = LoadOptions {
+            after_seq: Some(after),
+            sanitize: false,
+            ..LoadOptions::default()
+        };
+        self.backend.load(scope, conversation, options).await
+    }
+
     /// Embeds the messages after the embedded cursor that carry text, then moves the cursor.
     async fn embed_new_messages(
         &self,
         scope: &Scope,
         conversation: &ConversationId,
     ) -> Result<usize> {
-        let after = self
-            .backend
-            .cursor(scope, conversation, EMBEDDED_CURSOR)
-            .await?
-            .unwrap_or(0);
         let fresh = self
-            .backend
-            .load(
-                scope,
-                conversation,
-                LoadOptions {
-                    after_seq: Some(after),
-                    sanitize: false,
-                    ..LoadOptions::default()
-                },
-            )
+            .after_cursor(scope, conversation, EMBEDDED_CURSOR)
             .await?;
         let Some(last) = fresh.last().map(|m| m.seq) else {
             return Ok(0);
@@ -866,22 +872,8 @@ impl Memory {
             .extractor
             .as_ref()
             .expect("build() requires an extractor when extraction is on");
-        let after = self
-            .backend
-            .cursor(scope, conversation, EXTRACTED_CURSOR)
-            .await?
-            .unwrap_or(0);
         let fresh = self
-            .backend
-            .load(
-                scope,
-                conversation,
-                LoadOptions {
-                    after_seq: Some(after),
-                    sanitize: false,
-                    ..LoadOptions::default()
-                },
-            )
+            .after_cursor(scope, conversation, EXTRACTED_CURSOR)
             .await?;
         let Some(last) = fresh.last().map(|m| m.seq) else {
             return Ok(ExtractionReport::Skipped);
