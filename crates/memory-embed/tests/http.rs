@@ -45,6 +45,16 @@ impl Respond for EmbeddingsApi {
     }
 }
 
+/// A server answering every POST with `responder`.
+async fn serving(responder: impl Respond + 'static) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(responder)
+        .mount(&server)
+        .await;
+    server
+}
+
 fn embedder(server: &MockServer) -> memory_embed::OpenAiEmbedderBuilder {
     OpenAiEmbedder::builder("test-embedding", DIMS)
         .base_url(format!("{}/v1", server.uri()))
@@ -91,7 +101,8 @@ async fn vectors_come_back_in_text_order_with_the_key_sent() {
 
 #[tokio::test]
 async fn a_429_is_retried_after_retry_after_then_succeeds() {
-    let server = MockServer::start().await;
+    // The first request is refused; the catch-all answers the retry.
+    let server = serving(EmbeddingsApi).await;
     Mock::given(method("POST"))
         .respond_with(
             ResponseTemplate::new(429)
@@ -100,11 +111,6 @@ async fn a_429_is_retried_after_retry_after_then_succeeds() {
         )
         .up_to_n_times(1)
         .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("POST"))
-        .respond_with(EmbeddingsApi)
-        .with_priority(2)
         .mount(&server)
         .await;
     let vectors = embedder(&server)
@@ -119,11 +125,7 @@ async fn a_429_is_retried_after_retry_after_then_succeeds() {
 
 #[tokio::test]
 async fn server_errors_are_retried_then_reported() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(ResponseTemplate::new(503).set_body_string("overloaded"))
-        .mount(&server)
-        .await;
+    let server = serving(ResponseTemplate::new(503).set_body_string("overloaded")).await;
     let error = embedder(&server)
         .max_retries(2)
         .build()
@@ -142,14 +144,11 @@ async fn server_errors_are_retried_then_reported() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(
-            ResponseTemplate::new(401)
-                .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
-        )
-        .mount(&server)
-        .await;
+    let server = serving(
+        ResponseTemplate::new(401)
+            .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
+    )
+    .await;
     let error = embedder(&server)
         .build()
         .unwrap()
@@ -183,11 +182,7 @@ async fn a_refused_connection_is_retried_then_reported() {
 
 #[tokio::test]
 async fn large_inputs_go_in_batches_in_order() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(EmbeddingsApi)
-        .mount(&server)
-        .await;
+    let server = serving(EmbeddingsApi).await;
     let input = texts(7);
     let vectors = embedder(&server)
         .batch_size(3)
@@ -222,11 +217,7 @@ async fn large_inputs_go_in_batches_in_order() {
 
 #[tokio::test]
 async fn a_vector_of_the_wrong_length_is_rejected() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(EmbeddingsApi)
-        .mount(&server)
-        .await;
+    let server = serving(EmbeddingsApi).await;
     let error = OpenAiEmbedder::builder("m", DIMS + 1)
         .base_url(server.uri())
         .send_dimensions(true)
@@ -257,11 +248,7 @@ fn bad_settings_are_clear_errors() {
 
 #[tokio::test]
 async fn the_engine_recalls_through_the_http_embedder() {
-    let server = MockServer::start().await;
-    Mock::given(method("POST"))
-        .respond_with(EmbeddingsApi)
-        .mount(&server)
-        .await;
+    let server = serving(EmbeddingsApi).await;
     let mut config = MemoryConfig::default();
     config.conversation.enabled = true;
     config.conversation.window_size = 1;
