@@ -4,7 +4,7 @@
 //! - [`OpenAiEmbedder`] (feature `http`, on by default): any server that speaks the OpenAI
 //!   embeddings API — OpenAI, Azure OpenAI, vLLM, Ollama, Hugging Face TEI, LiteLLM — with
 //!   batching and retries with exponential backoff on 429 and 5xx (honouring `Retry-After`).
-//! - [`LocalEmbedder`] (feature `local`): a sentence-transformers model directory (BERT
+//! - `LocalEmbedder` (feature `local`): a sentence-transformers model directory (BERT
 //!   family: `config.json`, `tokenizer.json`, `model.safetensors`, pooling config) run with
 //!   candle on the CPU. Real semantic embeddings, offline, no Python. Checked against the
 //!   reference all-MiniLM-L6-v2 within 1e-3 cosine.
