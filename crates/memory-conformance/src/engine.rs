@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use memory_core::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
 use memory_core::embed::{CacheStats, CachedEmbedder, Embedder, HashingEmbedder};
 use memory_core::engine::{
-    ApproxTokenCounter, ExtractedFact, ExtractionReport, FactExtractor, Memory, Summarizer,
-    TokenCounter, MESSAGE_COLLECTION,
+    ApproxTokenCounter, EmbeddingReport, ExtractedFact, ExtractionReport, FactExtractor, Memory,
+    Summarizer, TokenCounter, MESSAGE_COLLECTION,
 };
 use memory_core::prompt_cache::{CacheableConfig, PromptCacheRegistry, ProviderCacheHandle};
 use memory_core::{
@@ -372,6 +372,90 @@ pub async fn failing_extractor_leaves_the_turn_committed(ctx: &Ctx) {
     assert_eq!(errors.load(Ordering::SeqCst), 1);
 }
 
+/// An embedder that fails on demand.
+struct FlakyEmbedder {
+    inner: HashingEmbedder,
+    down: AtomicBool,
+}
+
+#[async_trait]
+impl Embedder for FlakyEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(memory_core::MemoryError::model(
+                "embedder",
+                "503 Service Unavailable",
+            ));
+        }
+        self.inner.embed(texts).await
+    }
+}
+
+/// An embedder that fails leaves the turn committed: the failure is reported and the next
+/// commit embeds what was missed, so semantic recall finds it.
+pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
+    let embedder = Arc::new(FlakyEmbedder {
+        inner: HashingEmbedder::new(384),
+        down: AtomicBool::new(true),
+    });
+    let errors = Arc::new(AtomicUsize::new(0));
+    let mut config = config();
+    config.conversation.window_size = 1;
+    config.semantic_recall.enabled = true;
+    config.semantic_recall.threshold = 0.3;
+    let memory = Memory::builder(ctx.backend_arc())
+        .config(config)
+        .embedder(embedder.clone())
+        .on_error({
+            let errors = errors.clone();
+            move |_, _, _| {
+                errors.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+        .build()
+        .must("build");
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = vec![
+        text(
+            "m0",
+            Role::User,
+            "the hotel near the station has a rooftop pool",
+        ),
+        text("m1", Role::Assistant, "noted"),
+    ];
+    let receipt = memory
+        .commit(ctx.scope(), &c.id, said)
+        .await
+        .must("an embedder failure never fails the commit");
+    assert!(
+        matches!(&receipt.embedding, EmbeddingReport::Failed { error } if error.contains("503")),
+        "{receipt:?}"
+    );
+    assert_eq!(errors.load(Ordering::SeqCst), 1);
+    assert_eq!(receipt.append.last_seq, 2, "the turn is committed");
+
+    embedder.down.store(false, Ordering::SeqCst);
+    let receipt = memory
+        .commit(ctx.scope(), &c.id, Vec::new())
+        .await
+        .must("next commit");
+    assert_eq!(receipt.embedding, EmbeddingReport::Embedded { messages: 2 });
+    let context = memory
+        .prepare(ctx.scope(), &c.id, "a hotel with a pool near the station")
+        .await
+        .must("prepare");
+    let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+    assert_eq!(recalled, [1], "the backlog was embedded and is recalled");
+}
+
 /// Facts below `min_confidence` are dropped, `on_extracted` sees exactly what was stored, and
 /// `facts.namespace` puts them in the subject's scope of that namespace.
 pub async fn extraction_honours_threshold_hook_and_namespace(ctx: &Ctx) {
@@ -652,12 +736,16 @@ pub async fn semantic_recall_merges_older_messages_by_strategy(ctx: &Ctx) {
         .commit(ctx.scope(), &c.id, messages.clone())
         .await
         .must("commit");
-    assert_eq!(receipt.embedded, 6);
+    assert_eq!(receipt.embedding, EmbeddingReport::Embedded { messages: 6 });
     let receipt = memory
         .commit(ctx.scope(), &c.id, messages)
         .await
         .must("recommit");
-    assert_eq!(receipt.embedded, 0, "nothing is embedded twice");
+    assert_eq!(
+        receipt.embedding,
+        EmbeddingReport::Skipped,
+        "nothing is embedded twice"
+    );
 
     // Another conversation's hotel talk is never recalled here.
     let other = conversation(ctx, ctx.scope()).await;

@@ -296,6 +296,7 @@ pub static SCENARIOS: &[Scenario] = &[
         engine::knowledge_hits_come_from_sources_above_threshold,
         Vectors
     ),
+    scenario!(engine::failing_embedder_leaves_the_turn_committed, Vectors),
     scenario!(engine::cached_embedder_embeds_each_text_once, None),
     scenario!(engine::prompt_cache_handles_are_shared_and_expire, None),
 ];
@@ -496,6 +497,7 @@ macro_rules! suite {
                 working_memory_tools_follow_the_schema,
                 semantic_recall_merges_older_messages_by_strategy,
                 knowledge_hits_come_from_sources_above_threshold,
+                failing_embedder_leaves_the_turn_committed,
                 cached_embedder_embeds_each_text_once,
                 prompt_cache_handles_are_shared_and_expire,
             }

@@ -19,7 +19,9 @@ use memory_embed::LocalEmbedder;
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let corpus = args.first().ok_or("usage: throughput CORPUS.jsonl [N] [MODEL_DIR]")?;
+    let corpus = args
+        .first()
+        .ok_or("usage: throughput CORPUS.jsonl [N] [MODEL_DIR]")?;
     let n: usize = args.get(1).map_or(Ok(1000), |a| a.parse())?;
     let dir = args.get(2).map_or_else(
         || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/models/all-MiniLM-L6-v2"),
@@ -40,7 +42,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     let loading = Instant::now();
     let embedder = LocalEmbedder::load(&dir)?;
-    println!("loaded {} in {:.2?}", embedder.model_id(), loading.elapsed());
+    println!(
+        "loaded {} in {:.2?}",
+        embedder.model_id(),
+        loading.elapsed()
+    );
     // One warm-up batch, then the timed run.
     embedder.embed(&texts[..texts.len().min(32)]).await?;
     let started = Instant::now();

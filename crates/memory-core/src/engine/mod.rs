@@ -147,13 +147,32 @@ pub enum ExtractionReport {
     },
 }
 
+/// What happened to embedding for semantic recall in a commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum EmbeddingReport {
+    /// Semantic recall is off, or every message was embedded before.
+    Skipped,
+    /// New messages were embedded (those without text are passed over).
+    Embedded {
+        /// Messages embedded.
+        messages: usize,
+    },
+    /// Embedding failed (the embedder is down, say); the turn is committed and the same
+    /// messages are embedded by the next commit.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+}
+
 /// The result of [`Memory::commit`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommitReceipt {
     /// The append.
     pub append: AppendReceipt,
-    /// Messages embedded for semantic recall.
-    pub embedded: usize,
+    /// Embedding for semantic recall.
+    pub embedding: EmbeddingReport,
     /// Fact extraction.
     pub extraction: ExtractionReport,
 }
@@ -473,8 +492,9 @@ impl Memory {
     /// - Extracted facts below `min_confidence` are dropped; the rest are remembered with the
     ///   configured tags, their confidence as score, their source messages and an embedding,
     ///   keeping at most `facts.max_facts`.
-    /// - An extraction failure never fails the commit: it goes to `on_error`, is reported in
-    ///   the receipt, and the messages stay unextracted for the next commit.
+    /// - Once the append succeeded the commit succeeds: an embedding or extraction failure goes
+    ///   to `on_error`, is reported in the receipt, and those messages are taken up again by the
+    ///   next commit.
     pub async fn commit(
         &self,
         scope: &Scope,
@@ -496,29 +516,35 @@ impl Memory {
             .backend
             .append(scope, conversation, new_messages, options)
             .await?;
-        let embedded = if self.config.semantic_recall.enabled {
-            self.embed_new_messages(scope, conversation).await?
+        let failed = |error: MemoryError| {
+            if let Some(hook) = &self.on_error {
+                hook(scope, conversation, &error);
+            }
+            error.to_string()
+        };
+        let embedding = if self.config.semantic_recall.enabled {
+            match self.embed_new_messages(scope, conversation).await {
+                Ok(None) => EmbeddingReport::Skipped,
+                Ok(Some(messages)) => EmbeddingReport::Embedded { messages },
+                Err(error) => EmbeddingReport::Failed {
+                    error: failed(error),
+                },
+            }
         } else {
-            0
+            EmbeddingReport::Skipped
         };
         let extraction = if self.config.extract.enabled {
-            match self.extract(scope, conversation).await {
-                Ok(report) => report,
-                Err(error) => {
-                    if let Some(hook) = &self.on_error {
-                        hook(scope, conversation, &error);
-                    }
-                    ExtractionReport::Failed {
-                        error: error.to_string(),
-                    }
-                }
-            }
+            self.extract(scope, conversation)
+                .await
+                .unwrap_or_else(|error| ExtractionReport::Failed {
+                    error: failed(error),
+                })
         } else {
             ExtractionReport::Skipped
         };
         Ok(CommitReceipt {
             append,
-            embedded,
+            embedding,
             extraction,
         })
     }
@@ -731,17 +757,18 @@ impl Memory {
         self.backend.load(scope, conversation, options).await
     }
 
-    /// Embeds the messages after the embedded cursor that carry text, then moves the cursor.
+    /// Embeds the messages after the embedded cursor that carry text, then moves the cursor;
+    /// `None` when there was no message after it.
     async fn embed_new_messages(
         &self,
         scope: &Scope,
         conversation: &ConversationId,
-    ) -> Result<usize> {
+    ) -> Result<Option<usize>> {
         let fresh = self
             .after_cursor(scope, conversation, EMBEDDED_CURSOR)
             .await?;
         let Some(last) = fresh.last().map(|m| m.seq) else {
-            return Ok(0);
+            return Ok(None);
         };
         let with_text: Vec<&StoredMessage> = fresh
             .iter()
@@ -780,7 +807,7 @@ impl Memory {
         self.backend
             .advance_cursor(scope, conversation, EMBEDDED_CURSOR, last)
             .await?;
-        Ok(with_text.len())
+        Ok(Some(with_text.len()))
     }
 
     /// Older messages (before `window_start`) of this conversation similar to the query.
