@@ -339,30 +339,53 @@ impl ConversationStore for PostgresStore {
             .as_ref()
             .map(|roles| roles.iter().map(|r| r.as_str()).collect());
         // One statement: the conversation (NULL seq when it has no matching message) and the
-        // window, newest first, by the (conversation, seq) key.
-        let rows = client
-            .rows(
-                &self.sql(
-                    "SELECT m.seq, m.body FROM {s}.conversations c
-                     LEFT JOIN LATERAL (
-                         SELECT seq, body FROM {s}.messages
-                         WHERE conversation = c.pk AND seq > $4 AND seq < $5
-                           AND ($6::text[] IS NULL OR role = ANY($6))
-                         ORDER BY seq DESC LIMIT $7
-                     ) m ON true
-                     WHERE c.namespace = $1 AND c.subject = $2 AND c.id = $3",
-                ),
-                &[
-                    &scope.namespace().as_str(),
-                    &subject_of(scope),
-                    &id.as_str(),
-                    &options.after_seq.map_or(0, to_db),
-                    &options.before_seq.map_or(i64::MAX, to_db),
-                    &roles,
-                    &options.last.map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
-                ],
+        // window, newest first, by the (conversation, seq) key. The role filter is in the
+        // statement only when asked for: a `($6 IS NULL OR role = ANY($6))` predicate makes
+        // the cached generic plan estimate one row and sort the whole thread (a bitmap scan
+        // plus top-N sort), so the tail of a long thread cost in proportion to its length.
+        let template = |role_filter: &str| {
+            format!(
+                "SELECT m.seq, m.body FROM {{s}}.conversations c
+                 LEFT JOIN LATERAL (
+                     SELECT seq, body FROM {{s}}.messages
+                     WHERE conversation = c.pk AND seq > $4 AND seq < $5{role_filter}
+                     ORDER BY seq DESC LIMIT $6
+                 ) m ON true
+                 WHERE c.namespace = $1 AND c.subject = $2 AND c.id = $3"
             )
-            .await?;
+        };
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let (after, before) = (
+            options.after_seq.map_or(0, to_db),
+            options.before_seq.map_or(i64::MAX, to_db),
+        );
+        let last = options.last.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let rows = match &roles {
+            None => {
+                client
+                    .rows(
+                        &self.sql(&template("")),
+                        &[&namespace, &subject, &id.as_str(), &after, &before, &last],
+                    )
+                    .await?
+            }
+            Some(roles) => {
+                client
+                    .rows(
+                        &self.sql(&template(" AND role = ANY($7)")),
+                        &[
+                            &namespace,
+                            &subject,
+                            &id.as_str(),
+                            &after,
+                            &before,
+                            &last,
+                            roles,
+                        ],
+                    )
+                    .await?
+            }
+        };
         if rows.is_empty() {
             return Err(MemoryError::not_found("conversation", id.as_str()));
         }
