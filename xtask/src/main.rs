@@ -6,9 +6,14 @@
 //!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`.
 //! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
 //!   `target/models`; `test` does it too.
-//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`.
+//! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` makes the benchmark data
+//!   (corpus and embeddings, cached in `target/bench-data`), then runs `memory-bench`: in release
+//!   into `BENCHMARKS.md` and `benchmarks.json` at the root, or with `--quick` (small sizes,
+//!   the dev profile the tests already built, a smoke test) into `target/bench-report`.
+//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`
+//!   + `bench --quick`.
 //!
-//! Arguments are parsed by hand: three commands and one flag do not justify compiling clap into
+//! Arguments are parsed by hand: a few commands and flags do not justify compiling clap into
 //! every `cargo xtask` call.
 
 mod models;
@@ -43,6 +48,7 @@ fn main() -> ExitCode {
         Some("conformance") => conformance(&args[1..]),
         Some("ci") => ci(),
         Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
+        Some("bench") => bench(&args[1..]),
         _ => Err(usage()),
     };
     match result {
@@ -57,7 +63,8 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
     format!(
-        "usage: cargo xtask test | conformance --backend <{}> | models | ci",
+        "usage: cargo xtask test | conformance --backend <{}> | models | ci \
+         | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9]",
         names.join("|")
     )
 }
@@ -151,6 +158,109 @@ fn test() -> Result<(), String> {
     }
 }
 
+/// Makes the benchmark data, then runs the benchmarks (see the module docs).
+fn bench(args: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    let mut pass_on: Vec<String> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--backend" | "--workload" => {
+                let value = rest.next().ok_or_else(usage)?;
+                pass_on.extend([arg.clone(), value.clone()]);
+            }
+            flag if flag.starts_with("--backend=") || flag.starts_with("--workload=") => {
+                pass_on.push(flag.to_owned());
+            }
+            _ => return Err(usage()),
+        }
+    }
+    let model = models::minilm()?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let data = target.join("bench-data");
+    let out = if quick {
+        target.join("bench-report")
+    } else {
+        workspace_root()
+    };
+    let profile: &[&str] = if quick { &[] } else { &["--release"] };
+    let mut make_data = cargo();
+    make_data
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "memory-bench",
+            "--features",
+            "embed",
+        ])
+        .args(profile)
+        .args(["--bin", "bench-data", "--"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--model")
+        .arg(&model);
+    if quick {
+        make_data.arg("--quick");
+    }
+    run(make_data)?;
+    let shown = std::iter::once("cargo xtask bench".to_owned())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut bench = cargo();
+    bench
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "memory-bench",
+            "--features",
+            "embed",
+        ])
+        .args(profile)
+        .args(["--bin", "bench", "--"])
+        .arg("--data")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .args(["--command", &shown])
+        .args(&pass_on);
+    if quick {
+        bench.arg("--quick");
+    }
+    match voltagent(&target) {
+        Ok(install) => {
+            bench.arg("--voltagent").arg(install);
+        }
+        Err(reason) => eprintln!("xtask: no VoltAgent peer: {reason}"),
+    }
+    let services = services::provision();
+    with_test_env(&mut bench, &services);
+    run(bench)
+}
+
+/// Installs the VoltAgent peer (its npm packages and our `peer.mjs`) into
+/// `target/bench-voltagent`; the packages once, the script every time.
+fn voltagent(target: &std::path::Path) -> Result<PathBuf, String> {
+    let source = workspace_root().join("crates/memory-bench/voltagent");
+    let install = target.join("bench-voltagent");
+    std::fs::create_dir_all(&install).map_err(|e| e.to_string())?;
+    let manifest = std::fs::read(source.join("package.json")).map_err(|e| e.to_string())?;
+    let installed = std::fs::read(install.join("package.json")).ok();
+    if installed.as_deref() != Some(&manifest[..]) || !install.join("node_modules").exists() {
+        std::fs::write(install.join("package.json"), &manifest).map_err(|e| e.to_string())?;
+        let mut npm = Command::new("npm");
+        npm.args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&install);
+        run(npm)?;
+    }
+    std::fs::copy(source.join("peer.mjs"), install.join("peer.mjs")).map_err(|e| e.to_string())?;
+    Ok(install)
+}
+
 fn ci() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
@@ -218,7 +328,21 @@ fn ci() -> Result<(), String> {
         .args(["doc", "--no-deps", "-p", "memory-embed", "--all-features"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(embed_doc)?;
-    test()
+    let mut bench_lint = cargo();
+    bench_lint.args([
+        "clippy",
+        "-p",
+        "memory-bench",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(bench_lint)?;
+    test()?;
+    // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
+    bench(&["--quick".to_owned()])
 }
 
 /// Fails when anything that links libSQL (memory-libsql, with every feature and its tests)

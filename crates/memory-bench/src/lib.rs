@@ -10,17 +10,37 @@
 //!
 //! No test asserts a time: tests check the arithmetic and the interleaving, never speed.
 
+pub mod data;
+pub mod postgres;
+pub mod sqlite;
+pub mod vectors;
+pub mod voltagent;
+pub mod workloads;
+
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-/// One round of a side: how many operations ran and how long each took.
+/// One round of a side: how long each operation took, and how long the round took in all.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Round {
     /// Per-operation latencies (one entry per operation; a batch counts as one operation).
     pub latencies: Vec<Duration>,
+    /// Wall time of the round's operations (setup excluded). With concurrent clients it is
+    /// less than the sum of the latencies: time per operation is `elapsed / operations`.
+    pub elapsed: Duration,
+}
+
+impl Round {
+    /// A round of operations run one after another: its wall time is their sum.
+    pub fn sequential(latencies: Vec<Duration>) -> Self {
+        Self {
+            elapsed: latencies.iter().sum(),
+            latencies,
+        }
+    }
 }
 
 /// One side of a comparison.
@@ -37,7 +57,8 @@ pub trait Side: Send {
 pub struct SideFigures {
     /// The side's name.
     pub name: String,
-    /// Median over rounds of the mean time per operation, in microseconds.
+    /// Median over rounds of the wall time per operation (round time ÷ operations), in
+    /// microseconds: the inverse of throughput, whatever the concurrency.
     pub median_us: f64,
     /// Median latency of single operations over all rounds, in microseconds.
     pub p50_us: f64,
@@ -62,6 +83,8 @@ pub struct Table {
     pub reference: String,
     /// One row per side, in the order given.
     pub sides: Vec<SideFigures>,
+    /// Figures that are not per-operation times (recall@10, bandwidth fraction, cost ratios).
+    pub notes: Vec<String>,
 }
 
 /// The nearest-rank percentile (`q` in 0–1) of sorted values; zero for none.
@@ -106,12 +129,11 @@ pub async fn compare(
     for round in 0..rounds {
         for offset in 0..sides.len() {
             let index = (round + offset) % sides.len();
-            let Round { latencies } = sides[index].round().await;
+            let Round { latencies, elapsed } = sides[index].round().await;
             if latencies.is_empty() {
                 continue;
             }
-            let total: Duration = latencies.iter().sum();
-            per_round[index].push(micros(total) / latencies.len() as f64);
+            per_round[index].push(micros(elapsed) / latencies.len() as f64);
             all[index].extend(latencies);
         }
     }
@@ -145,6 +167,7 @@ pub async fn compare(
         config: config.into(),
         reference: sides[reference].name().to_owned(),
         sides: figures,
+        notes: Vec::new(),
     }
 }
 
@@ -167,6 +190,8 @@ pub struct Report {
     pub peak_rss_bytes: Option<u64>,
     /// The tables, in run order.
     pub tables: Vec<Table>,
+    /// Backends or workloads that did not run, and why.
+    pub skipped: Vec<String>,
 }
 
 impl Report {
@@ -177,6 +202,9 @@ impl Report {
         let _ = writeln!(out, "Machine: {}  ", self.machine);
         if let Some(rss) = self.peak_rss_bytes {
             let _ = writeln!(out, "Peak RSS: {:.1} MiB", rss as f64 / 1_048_576.0);
+        }
+        for skipped in &self.skipped {
+            let _ = writeln!(out, "\nSkipped: {skipped}");
         }
         for table in &self.tables {
             let _ = write!(
@@ -190,6 +218,12 @@ impl Report {
                     "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {:.2} |",
                     s.name, s.median_us, s.p50_us, s.p99_us, s.ops_per_sec, s.ratio
                 );
+            }
+            if !table.notes.is_empty() {
+                out.push('\n');
+            }
+            for note in &table.notes {
+                let _ = writeln!(out, "- {note}");
             }
         }
         out
@@ -227,9 +261,7 @@ mod tests {
         }
         async fn round(&mut self) -> Round {
             self.log.lock().unwrap().push(self.name);
-            Round {
-                latencies: vec![self.latency; 4],
-            }
+            Round::sequential(vec![self.latency; 4])
         }
     }
 
@@ -266,6 +298,7 @@ mod tests {
             machine: "test".into(),
             peak_rss_bytes: peak_rss_bytes(),
             tables: vec![table],
+            skipped: Vec::new(),
         }
         .markdown();
         assert!(

@@ -1,0 +1,336 @@
+//! SQLite: the hand-written sqlx side, and sqlite-vec as the exact-KNN reference.
+
+use std::path::Path;
+use std::str::FromStr as _;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use memory_core::lexical::tokenize;
+use memory_core::{ConversationId, Message, Scope, Timestamp};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
+use sqlx::{Row as _, SqlitePool};
+
+use crate::workloads::RawDriver;
+
+/// The statements memory-sqlite runs, by hand on sqlx, on the same file and tables, with the
+/// same pools (one writer connection, `readers` reader connections) and `BEGIN IMMEDIATE`
+/// write transactions.
+pub struct RawSqlite {
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl RawSqlite {
+    /// Opens the file memory-sqlite made (WAL, `synchronous=NORMAL`, as the store does).
+    pub async fn open(path: &Path, readers: u32) -> Self {
+        let options = SqliteConnectOptions::from_str(&format!("sqlite://{}", path.display()))
+            .expect("a sqlite URL")
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .foreign_keys(true);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await
+            .expect("open the writer");
+        let reader = SqlitePoolOptions::new()
+            .max_connections(readers)
+            .connect_with(options)
+            .await
+            .expect("open the readers");
+        Self { writer, reader }
+    }
+}
+
+fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+#[async_trait]
+impl RawDriver for RawSqlite {
+    fn name(&self) -> String {
+        "raw sqlx".into()
+    }
+
+    async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
+        let now = Timestamp::now().as_millis();
+        sqlx::query(
+            "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+                 resource_slug, record_id, created_at, updated_at, last_seq)
+             VALUES (?1, ?2, ?3, NULL, NULL, '{}', NULL, NULL, ?4, ?4, 0)",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .bind(now)
+        .execute(&self.writer)
+        .await
+        .expect("insert conversation");
+    }
+
+    async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]) {
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .expect("begin");
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        // The same idempotency probe as the store: the conversation and the batch's ids
+        // already stored.
+        let rows: Vec<(i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
+            "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
+             LEFT JOIN messages m
+               ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .bind(serde_json::to_string(&ids).expect("ids serialize"))
+        .fetch_all(&mut *tx)
+        .await
+        .expect("probe");
+        let (pk, last_seq, stored, _) = rows.first().cloned().expect("the conversation exists");
+        assert!(stored.is_none(), "the benchmark appends new messages only");
+        let mut seq = last_seq;
+        for message in messages {
+            seq += 1;
+            sqlx::query(
+                "INSERT INTO messages (conversation, seq, id, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .bind(pk)
+            .bind(seq)
+            .bind(message.id.as_str())
+            .bind(message.role.as_str())
+            .bind(serde_json::to_string(message).expect("message serializes"))
+            .execute(&mut *tx)
+            .await
+            .expect("insert message");
+        }
+        sqlx::query("UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3")
+            .bind(seq)
+            .bind(Timestamp::now().as_millis())
+            .bind(pk)
+            .execute(&mut *tx)
+            .await
+            .expect("update conversation");
+        tx.commit().await.expect("commit");
+    }
+
+    async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
+        let mut tx = self.reader.begin().await.expect("begin");
+        let pk: i64 = sqlx::query_scalar(
+            "SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .expect("conversation");
+        let bodies: Vec<String> = sqlx::query_scalar(
+            "SELECT body FROM messages WHERE conversation = ?1 ORDER BY seq DESC LIMIT ?2",
+        )
+        .bind(pk)
+        .bind(n as i64)
+        .fetch_all(&mut *tx)
+        .await
+        .expect("messages");
+        tx.commit().await.expect("commit");
+        bodies
+            .iter()
+            .rev()
+            .map(|b| serde_json::from_str(b).expect("a message"))
+            .collect()
+    }
+
+    async fn get_working(&self, scope: &Scope) -> Option<String> {
+        sqlx::query_scalar(
+            "SELECT content FROM working_memory
+             WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .fetch_optional(&self.reader)
+        .await
+        .expect("get working memory")
+    }
+
+    async fn set_working(&self, scope: &Scope, content: &str) {
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .expect("begin");
+        let revision: Option<i64> = sqlx::query_scalar(
+            "SELECT revision FROM working_memory
+             WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .fetch_optional(&mut *tx)
+        .await
+        .expect("read revision");
+        sqlx::query(
+            "INSERT INTO working_memory
+                 (namespace, subject, conversation, content, format, revision, updated_at)
+             VALUES (?1, ?2, 0, ?3, 'markdown', ?4, ?5)
+             ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                 content = excluded.content, format = excluded.format,
+                 revision = excluded.revision, updated_at = excluded.updated_at",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(content)
+        .bind(revision.unwrap_or(0) + 1)
+        .bind(Timestamp::now().as_millis())
+        .execute(&mut *tx)
+        .await
+        .expect("write working memory");
+        tx.commit().await.expect("commit");
+    }
+
+    async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
+        let query_tokens = tokenize(text);
+        let tokens: Vec<&String> = query_tokens.iter().collect();
+        // The store's statement, every column; the ranking needs only id and text.
+        let rows: Vec<SqliteRow> = sqlx::query(
+            "SELECT pk, id, text, kind, key, tags, score, source, embedding, created_at,
+                    updated_at, expires_at, valid_to, superseded_by
+             FROM facts WHERE pk IN (
+                 SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
+                   AND token IN (SELECT value FROM json_each(?4)))
+               AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(Timestamp::now().as_millis())
+        .bind(serde_json::to_string(&tokens).expect("tokens serialize"))
+        .fetch_all(&self.reader)
+        .await
+        .expect("recall");
+        let rows = rows
+            .iter()
+            .map(|r| (r.get::<String, _>("id"), r.get::<String, _>("text")))
+            .collect();
+        crate::workloads::rank(&query_tokens, rows, limit)
+    }
+}
+
+/// sqlite-vec's exact KNN (`vec0`, cosine, partitioned by subject) on rusqlite, as a
+/// reference for our exact search: one connection per client, as many as our reader pool.
+pub struct SqliteVec {
+    conns: Vec<std::sync::Mutex<rusqlite::Connection>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl SqliteVec {
+    /// Loads `vectors` (row `i` is id `i`) into a `vec0` table of a fresh file at `path`,
+    /// all under `subject`; returns the store and how long the load took.
+    pub fn load(
+        path: &Path,
+        vectors: &crate::data::Matrix,
+        subject: &str,
+        connections: usize,
+    ) -> (Self, std::time::Duration) {
+        register_sqlite_vec();
+        let _ = std::fs::remove_file(path);
+        let conn = rusqlite::Connection::open(path).expect("open the sqlite-vec file");
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             CREATE VIRTUAL TABLE items USING vec0(
+                 embedding float[{}] distance_metric=cosine, subject text partition key)",
+            crate::data::DIMS
+        ))
+        .expect("create vec0 table");
+        let started = std::time::Instant::now();
+        let tx = conn.unchecked_transaction().expect("begin");
+        {
+            let mut insert = tx
+                .prepare("INSERT INTO items (rowid, embedding, subject) VALUES (?1, ?2, ?3)")
+                .expect("prepare insert");
+            for i in 0..vectors.len() {
+                insert
+                    .execute(rusqlite::params![
+                        i as i64,
+                        as_bytes(vectors.row(i)),
+                        subject
+                    ])
+                    .expect("insert vector");
+            }
+        }
+        tx.commit().expect("commit");
+        let took = started.elapsed();
+        let mut conns = vec![std::sync::Mutex::new(conn)];
+        for _ in 1..connections.max(1) {
+            let conn = rusqlite::Connection::open(path).expect("open the sqlite-vec file");
+            conns.push(std::sync::Mutex::new(conn));
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        (Self { conns, next }, took)
+    }
+
+    /// The ids of the `k` nearest to `query` within `subject`, nearest first.
+    pub fn search(&self, query: &[f32], k: usize, subject: &str) -> Vec<usize> {
+        let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self.conns.len();
+        // A free connection if there is one, else wait for the next in turn.
+        let conn = (0..n)
+            .find_map(|i| self.conns[(start + i) % n].try_lock().ok())
+            .unwrap_or_else(|| self.conns[start % n].lock().expect("not poisoned"));
+        let mut statement = conn
+            .prepare_cached(
+                "SELECT rowid FROM items WHERE embedding MATCH ?1 AND k = ?2 AND subject = ?3
+                 ORDER BY distance",
+            )
+            .expect("prepare search");
+        statement
+            .query_map(
+                rusqlite::params![as_bytes(query), k as i64, subject],
+                |row| row.get::<_, i64>(0),
+            )
+            .expect("search")
+            .map(|id| id.expect("a rowid") as usize)
+            .collect()
+    }
+}
+
+fn as_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Makes every SQLite connection opened from now on in this process load sqlite-vec.
+fn register_sqlite_vec() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: sqlite3_vec_init has the signature of an SQLite extension entry point
+        // (db, error message, API routines) -> int, which sqlite3_auto_extension calls with
+        // exactly those arguments; the pointer is a static function, valid for the process.
+        #[allow(unsafe_code)]
+        unsafe {
+            type Entry = unsafe extern "C" fn(
+                *mut rusqlite::ffi::sqlite3,
+                *mut *mut std::os::raw::c_char,
+                *const rusqlite::ffi::sqlite3_api_routines,
+            ) -> std::os::raw::c_int;
+            let entry: Entry = std::mem::transmute(sqlite_vec::sqlite3_vec_init as *const ());
+            rusqlite::ffi::sqlite3_auto_extension(Some(entry));
+        }
+    });
+}
+
+/// The store memory-sqlite opens on `path`, and the raw driver on the same file.
+pub async fn open(path: &Path) -> (Arc<dyn memory_core::MemoryBackend>, Arc<dyn RawDriver>) {
+    let readers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get() as u32)
+        .max(2);
+    let store = memory_sqlite::SqliteStore::builder()
+        .path(path)
+        .readers(readers)
+        .open()
+        .await
+        .expect("open the SQLite store");
+    let raw = RawSqlite::open(path, readers).await;
+    (Arc::new(store), Arc::new(raw))
+}

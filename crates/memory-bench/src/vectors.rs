@@ -1,0 +1,280 @@
+//! W5: top-10 vector search over real embeddings — ours, a peer's exact KNN, and the floor a
+//! plain sequential read of the same matrix sets (the memory-bandwidth limit of a scan).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use memory_core::vector::{CollectionSpec, VectorQuery, VectorRecord};
+use memory_core::{MemoryBackend, Scope, VectorId};
+use serde_json::json;
+
+use crate::data::{Matrix, DIMS};
+use crate::voltagent::{self, VoltAgent};
+use crate::workloads::{run_clients, subject, FnSide, Sizes};
+use crate::{compare, Side, Table};
+
+/// The collection the workload fills.
+pub const COLLECTION: &str = "w5";
+
+/// Exact top-`k` ids of every query by cosine, ties by id — what an exact search must return.
+pub fn ground_truth(base: &Matrix, queries: &Matrix, k: usize) -> Vec<Vec<usize>> {
+    let norms: Vec<f32> = (0..base.len()).map(|i| norm(base.row(i))).collect();
+    (0..queries.len())
+        .map(|q| {
+            let query = queries.row(q);
+            let qn = norm(query);
+            let mut scored: Vec<(f32, usize)> = (0..base.len())
+                .map(|i| (dot(query, base.row(i)) / (qn * norms[i]), i))
+                .collect();
+            let k = k.min(scored.len());
+            scored.select_nth_unstable_by(k.saturating_sub(1), |a, b| {
+                b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+            });
+            scored.truncate(k);
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            scored.into_iter().map(|(_, i)| i).collect()
+        })
+        .collect()
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn norm(a: &[f32]) -> f32 {
+    dot(a, a).sqrt()
+}
+
+/// Fraction of the true top-k found, averaged over queries.
+pub fn recall_at_k(found: &[Vec<usize>], truth: &[Vec<usize>]) -> f64 {
+    let total: f64 = found
+        .iter()
+        .zip(truth)
+        .map(|(f, t)| {
+            let t: HashSet<&usize> = t.iter().collect();
+            f.iter().filter(|i| t.contains(i)).count() as f64 / t.len().max(1) as f64
+        })
+        .sum();
+    total / truth.len().max(1) as f64
+}
+
+fn vector_id(i: usize) -> VectorId {
+    VectorId::new(format!("v{i:07}")).expect("valid id")
+}
+
+fn index_of(id: &VectorId) -> usize {
+    id.as_str()[1..].parse().expect("a benchmark id")
+}
+
+/// Loads `base` into ours in batches of 1,000; returns how long it took.
+pub async fn load_ours(store: &Arc<dyn MemoryBackend>, scope: &Scope, base: &Matrix) -> Duration {
+    store
+        .ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new(COLLECTION, DIMS, "all-MiniLM-L6-v2"),
+        )
+        .await
+        .expect("ensure collection");
+    let started = Instant::now();
+    for start in (0..base.len()).step_by(1_000) {
+        let records = (start..base.len().min(start + 1_000))
+            .map(|i| VectorRecord::new(vector_id(i), base.row(i).to_vec()))
+            .collect();
+        store
+            .upsert_vectors(scope, COLLECTION, records)
+            .await
+            .expect("upsert vectors");
+    }
+    started.elapsed()
+}
+
+/// A peer's exact search: ids of the `k` nearest, callable from several threads.
+pub type PeerSearch = Arc<dyn Fn(&[f32], usize) -> Vec<usize> + Send + Sync>;
+
+/// The references W5 runs beside ours.
+#[derive(Default)]
+pub struct Peers<'a> {
+    /// A synchronous exact search: its name and how to run it.
+    pub exact: Option<(String, PeerSearch)>,
+    /// The VoltAgent peer, loaded already, and the embeddings file its queries come from.
+    pub voltagent: Option<(&'a Arc<VoltAgent>, &'a Path)>,
+}
+
+/// W5 at `clients` concurrent clients: ours against the peers and the sequential read of the
+/// matrix. Ratios divide by ours.
+pub async fn search(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    base: &Arc<Matrix>,
+    queries: &Arc<Matrix>,
+    peers: Peers<'_>,
+    clients: usize,
+) -> Table {
+    let Peers {
+        exact: peer,
+        voltagent,
+    } = peers;
+    let scope = subject(50_000);
+    let truth = ground_truth(base, queries, 10);
+    let found_ours: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
+    let q = queries.len();
+
+    // Warm-up outside the clock: ours builds its matrix cache, the peer fills its page cache.
+    ours.search(
+        &scope,
+        COLLECTION,
+        VectorQuery::new(queries.row(0).to_vec(), 10),
+    )
+    .await
+    .expect("search");
+    if let Some((_, run)) = &peer {
+        run(queries.row(0), 10);
+    }
+    let (store, ours_queries, ours_found) = (ours.clone(), queries.clone(), found_ours.clone());
+    let ours_scope = scope.clone();
+    let mut ours_side = FnSide::new("ours", || {
+        let (store, queries, found, scope) = (
+            store.clone(),
+            ours_queries.clone(),
+            ours_found.clone(),
+            ours_scope.clone(),
+        );
+        async move {
+            *found.lock().expect("not poisoned") = vec![Vec::new(); q];
+            run_clients(clients, (0..q).collect(), move |i: usize| {
+                let (store, queries, found, scope) =
+                    (store.clone(), queries.clone(), found.clone(), scope.clone());
+                async move {
+                    let hits = store
+                        .search(
+                            &scope,
+                            COLLECTION,
+                            VectorQuery::new(queries.row(i).to_vec(), 10),
+                        )
+                        .await
+                        .expect("search");
+                    found.lock().expect("not poisoned")[i] =
+                        hits.iter().map(|h| index_of(&h.record.id)).collect();
+                }
+            })
+            .await
+        }
+    });
+
+    let found_peer: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
+    let mut peer_side = peer.map(|(name, run)| {
+        let (queries, found) = (queries.clone(), found_peer.clone());
+        FnSide::new(name, move || {
+            let (queries, found, run) = (queries.clone(), found.clone(), run.clone());
+            async move {
+                *found.lock().expect("not poisoned") = vec![Vec::new(); q];
+                run_clients(clients, (0..q).collect(), move |i: usize| {
+                    let (queries, found, run) = (queries.clone(), found.clone(), run.clone());
+                    async move {
+                        // The peer's driver is synchronous: it runs on the blocking pool.
+                        let ids = tokio::task::spawn_blocking(move || run(queries.row(i), 10))
+                            .await
+                            .expect("peer search");
+                        found.lock().expect("not poisoned")[i] = ids;
+                    }
+                })
+                .await
+            }
+        })
+    });
+
+    // VoltAgent scans every row in JavaScript per query: it gets a few queries per round.
+    let volt_queries = q.min(20);
+    let found_volt: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
+    let mut volt_side = voltagent.map(|(peer, embeddings)| {
+        let request = json!({
+            "op": "search", "path": embeddings, "offset": base.len(), "count": volt_queries,
+            "dims": DIMS, "k": 10, "clients": clients
+        });
+        let found = found_volt.clone();
+        FnSide::new(voltagent::NAME, move || {
+            let (peer, request, found) = (peer.clone(), request.clone(), found.clone());
+            async move {
+                let reply = peer.call(request).await.expect("a VoltAgent search round");
+                *found.lock().expect("not poisoned") =
+                    serde_json::from_value(reply["found"].clone()).expect("ids");
+                voltagent::round_of(&reply)
+            }
+        })
+    });
+
+    // The floor: one plain pass over the matrix per query, as many passes at once as clients.
+    let floor_base = base.clone();
+    let mut floor_side = FnSide::new("sequential read of the matrix", || {
+        let base = floor_base.clone();
+        run_clients(clients, (0..q).collect(), move |_: usize| {
+            let base = base.clone();
+            async move {
+                // Integer addition of the bits: associative, so the compiler vectorises it and
+                // the pass runs at memory speed rather than at float-add latency.
+                let sum = base
+                    .data
+                    .iter()
+                    .fold(0u32, |a, x| a.wrapping_add(x.to_bits()));
+                std::hint::black_box(sum);
+            }
+        })
+    });
+
+    let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+    if let Some(peer) = peer_side.as_mut() {
+        sides.push(peer);
+    }
+    if let Some(volt) = volt_side.as_mut() {
+        sides.push(volt);
+    }
+    sides.push(&mut floor_side);
+    let mut table = compare(
+        format!("W5 top-10 vector search, exact, {clients} client(s)"),
+        format!(
+            "{backend}; {} × {DIMS} all-MiniLM-L6-v2 embeddings of Debian description sentences in one subject, cosine; {q} held-out queries per round, {} rounds",
+            base.len(),
+            sizes.rounds
+        ),
+        sizes.rounds,
+        0,
+        &mut sides,
+    )
+    .await;
+    drop(sides);
+    drop(ours_side);
+    drop(peer_side);
+    drop(volt_side);
+    let ours_recall = recall_at_k(&found_ours.lock().expect("not poisoned"), &truth);
+    table.notes.push(format!(
+        "recall@10 of ours against exact ground truth: {ours_recall:.4}"
+    ));
+    let peer_found = found_peer.lock().expect("not poisoned");
+    if !peer_found.is_empty() {
+        let name = &table.sides[1].name;
+        table.notes.push(format!(
+            "recall@10 of {name}: {:.4}",
+            recall_at_k(&peer_found, &truth)
+        ));
+    }
+    let volt_found = found_volt.lock().expect("not poisoned");
+    if !volt_found.is_empty() {
+        table.notes.push(format!(
+            "recall@10 of {}: {:.4} ({volt_queries} queries per round)",
+            voltagent::NAME,
+            recall_at_k(&volt_found, &truth[..volt_found.len()])
+        ));
+        crate::workloads::peer_note(&mut table);
+    }
+    let floor = table.sides.last().map_or(f64::NAN, |s| s.median_us);
+    let bytes = (base.len() * DIMS * 4) as f64;
+    table.notes.push(format!(
+        "the sequential read moves {:.1} GB/s; ours reaches {:.0}% of it (floor ÷ ours)",
+        bytes / floor / 1e3,
+        100.0 * floor / table.sides[0].median_us
+    ));
+    table
+}

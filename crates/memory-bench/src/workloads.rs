@@ -1,0 +1,758 @@
+//! The workloads, written once: "ours" drives any backend through the memory contracts, "raw"
+//! drives the same backend through a [`RawDriver`] — the same statements or commands written
+//! by hand on the driver, on the same tables or keys, with the same pool and transaction shape.
+//! The ratio ours ÷ raw is the cost of the abstraction.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use memory_core::{
+    AppendOptions, ConversationId, LoadOptions, MemoryBackend, Message, NewConversation, NewFact,
+    RecallQuery, RememberOptions, Scope, WorkingMemoryKey, WorkingMemoryUpdate,
+};
+
+use serde_json::{json, Value};
+
+use crate::voltagent::{self, VoltAgent};
+use crate::{compare, Round, Side, Table};
+
+/// How big each workload is: [`Sizes::full`] as the issue sets them, [`Sizes::quick`] for the
+/// CI smoke run.
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    /// Interleaved rounds per comparison.
+    pub rounds: usize,
+    /// W1: messages appended per side and configuration, over `append_conversations`.
+    pub append_messages: usize,
+    /// W1: conversations the appends spread over.
+    pub append_conversations: usize,
+    /// W2: messages of the long thread (the short one has 100).
+    pub long_thread: usize,
+    /// W2: loads per round.
+    pub tail_loads: usize,
+    /// W4: facts over `recall_subjects` subjects, plus one subject with `big_subject_facts`.
+    pub facts: usize,
+    /// W4: subjects the facts spread over.
+    pub recall_subjects: usize,
+    /// W4: facts of the one big subject.
+    pub big_subject_facts: usize,
+    /// W4 and W5: queries per round.
+    pub queries: usize,
+    /// W9: operations per round (half get, half set).
+    pub working_ops: usize,
+    /// W5: vectors searched.
+    pub vectors: usize,
+}
+
+impl Sizes {
+    /// The sizes of the issue.
+    pub fn full() -> Self {
+        Self {
+            rounds: 5,
+            append_messages: 100_000,
+            append_conversations: 1_000,
+            long_thread: 100_000,
+            tail_loads: 2_000,
+            facts: 100_000,
+            recall_subjects: 1_000,
+            big_subject_facts: 10_000,
+            queries: 200,
+            working_ops: 10_000,
+            vectors: 100_000,
+        }
+    }
+
+    /// Small enough for CI (a smoke test: the figures mean little).
+    pub fn quick() -> Self {
+        Self {
+            rounds: 3,
+            append_messages: 2_000,
+            append_conversations: 20,
+            long_thread: 5_000,
+            tail_loads: 200,
+            facts: 2_000,
+            recall_subjects: 20,
+            big_subject_facts: 1_000,
+            queries: 20,
+            working_ops: 400,
+            vectors: 2_000,
+        }
+    }
+}
+
+/// The same operations as the contracts, written by hand on one backend's driver.
+///
+/// Errors panic: a benchmark that fails should stop loudly.
+#[async_trait]
+pub trait RawDriver: Send + Sync + 'static {
+    /// The side's name in the tables (`raw sqlx`, `raw tokio-postgres`, …).
+    fn name(&self) -> String;
+    /// Creates an empty conversation.
+    async fn create_conversation(&self, scope: &Scope, id: &ConversationId);
+    /// Appends messages (all new) the way the backend's append does.
+    async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]);
+    /// The last `n` messages, oldest first.
+    async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message>;
+    /// The subject's user working-memory document.
+    async fn get_working(&self, scope: &Scope) -> Option<String>;
+    /// Writes the subject's user working-memory document, bumping its revision.
+    async fn set_working(&self, scope: &Scope, content: &str);
+    /// Texts of the `limit` current facts ranked first for `text` by the core lexical rules.
+    async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String>;
+}
+
+/// A side made of a closure called once per round.
+pub struct FnSide<F> {
+    name: String,
+    next: F,
+}
+
+impl<F, Fut> FnSide<F>
+where
+    F: FnMut() -> Fut + Send,
+    Fut: Future<Output = Round> + Send,
+{
+    /// A side named `name` whose rounds `next` runs.
+    pub fn new(name: impl Into<String>, next: F) -> Self {
+        Self {
+            name: name.into(),
+            next,
+        }
+    }
+}
+
+#[async_trait]
+impl<F, Fut> Side for FnSide<F>
+where
+    F: FnMut() -> Fut + Send,
+    Fut: Future<Output = Round> + Send,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn round(&mut self) -> Round {
+        (self.next)().await
+    }
+}
+
+/// Runs `jobs` on `clients` concurrent tasks (job `i` on task `i mod clients`, each task's
+/// jobs one after another), timing every job and the whole.
+pub async fn run_clients<J, F, Fut>(clients: usize, jobs: Vec<J>, op: F) -> Round
+where
+    J: Send + 'static,
+    F: Fn(J) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let clients = clients.max(1);
+    let mut queues: Vec<Vec<J>> = (0..clients).map(|_| Vec::new()).collect();
+    for (i, job) in jobs.into_iter().enumerate() {
+        queues[i % clients].push(job);
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = queues
+        .into_iter()
+        .map(|queue| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(queue.len());
+                for job in queue {
+                    let t = Instant::now();
+                    op(job).await;
+                    latencies.push(t.elapsed());
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut latencies = Vec::new();
+    for task in tasks {
+        latencies.extend(task.await.expect("a benchmark client panicked"));
+    }
+    Round {
+        latencies,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Scope of subject `i` in the benchmark namespace.
+pub fn subject(i: usize) -> Scope {
+    Scope::new("bench", format!("user-{i}")).expect("valid scope")
+}
+
+/// Text `i` of a list, cycling.
+fn nth(texts: &[String], i: usize) -> &str {
+    &texts[i % texts.len()]
+}
+
+/// W1: appends of `batch` messages by `writers` concurrent writers, both sides into their
+/// own conversations of the same database.
+pub async fn append(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    raw: &Arc<dyn RawDriver>,
+    peer: Option<&Arc<VoltAgent>>,
+    paragraphs: &[String],
+) -> Vec<Table> {
+    let mut tables = Vec::new();
+    for (batch, writers) in [(1, 1), (10, 1), (1, 8), (10, 8)] {
+        let conversations = sizes.append_conversations;
+        let per_round = (sizes.append_messages / sizes.rounds / batch).max(1);
+        let threads = |tag: &str| -> Vec<(Scope, ConversationId)> {
+            (0..conversations)
+                .map(|c| {
+                    (
+                        subject(c % 100),
+                        ConversationId::new(format!("w1-{tag}-b{batch}-w{writers}-{c}"))
+                            .expect("valid id"),
+                    )
+                })
+                .collect()
+        };
+        let ours_threads = Arc::new(threads("ours"));
+        let raw_threads = Arc::new(threads("raw"));
+        for (scope, id) in ours_threads.iter() {
+            ours.create_conversation(
+                scope,
+                NewConversation {
+                    id: Some(id.clone()),
+                    ..NewConversation::default()
+                },
+            )
+            .await
+            .expect("create conversation");
+        }
+        for (scope, id) in raw_threads.iter() {
+            raw.create_conversation(scope, id).await;
+        }
+        let peer_threads = Arc::new(threads("peer"));
+        if let Some(peer) = peer {
+            peer.call(json!({ "op": "create", "threads": peer_threads_json(&peer_threads) }))
+                .await
+                .expect("VoltAgent creates conversations");
+        }
+        // Each round's batches, made before the clock starts: (conversation, messages).
+        let make_jobs = move |round: usize, paragraphs: &[String]| -> Vec<(usize, Vec<Message>)> {
+            (0..per_round)
+                .map(|j| {
+                    let n = round * per_round + j;
+                    let messages = (0..batch)
+                        .map(|k| Message::user(nth(paragraphs, n * batch + k)))
+                        .collect();
+                    (n % conversations, messages)
+                })
+                .collect()
+        };
+        let texts: Arc<Vec<String>> = Arc::new(paragraphs.to_vec());
+        let mut ours_round = 0;
+        let mut ours_side = FnSide::new("ours", || {
+            let jobs = make_jobs(ours_round, &texts);
+            ours_round += 1;
+            let (store, threads) = (ours.clone(), ours_threads.clone());
+            run_clients(
+                writers,
+                jobs,
+                move |(c, messages): (usize, Vec<Message>)| {
+                    let (store, threads) = (store.clone(), threads.clone());
+                    async move {
+                        let (scope, id) = &threads[c];
+                        store
+                            .append(scope, id, messages, AppendOptions::default())
+                            .await
+                            .expect("append");
+                    }
+                },
+            )
+        });
+        let mut raw_round = 0;
+        let mut raw_side = FnSide::new(raw.name(), || {
+            let jobs = make_jobs(raw_round, &texts);
+            raw_round += 1;
+            let (driver, threads) = (raw.clone(), raw_threads.clone());
+            run_clients(
+                writers,
+                jobs,
+                move |(c, messages): (usize, Vec<Message>)| {
+                    let (driver, threads) = (driver.clone(), threads.clone());
+                    async move {
+                        let (scope, id) = &threads[c];
+                        driver.append(scope, id, &messages).await;
+                    }
+                },
+            )
+        });
+        let mut peer_round = 0;
+        let mut peer_side = peer.map(|peer| {
+            let texts = texts.clone();
+            let peer_threads = peer_threads.clone();
+            FnSide::new(voltagent::NAME, move || {
+                let jobs: Vec<Value> = make_jobs(peer_round, &texts)
+                    .into_iter()
+                    .map(|(c, messages)| {
+                        let (scope, id) = &peer_threads[c];
+                        let texts: Vec<String> = messages.iter().map(Message::text).collect();
+                        json!([subject_name(scope), id.as_str(), texts])
+                    })
+                    .collect();
+                peer_round += 1;
+                let peer = peer.clone();
+                async move {
+                    peer.round(json!({ "op": "append", "clients": writers, "jobs": jobs }))
+                        .await
+                }
+            })
+        });
+        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side, &mut raw_side];
+        if let Some(peer) = peer_side.as_mut() {
+            sides.push(peer);
+        }
+        let mut table = compare(
+            format!("W1 append: batches of {batch}, {writers} writer(s)"),
+            format!(
+                "{backend}; {} messages per side over {conversations} conversations, {} rounds",
+                per_round * batch * sizes.rounds,
+                sizes.rounds
+            ),
+            sizes.rounds,
+            1,
+            &mut sides,
+        )
+        .await;
+        peer_note(&mut table);
+        tables.push(table);
+    }
+    tables
+}
+
+/// Fills a conversation with `n` messages in batches of 100; returns its id.
+async fn thread_of(
+    store: &Arc<dyn MemoryBackend>,
+    scope: &Scope,
+    name: &str,
+    n: usize,
+    paragraphs: &[String],
+) -> ConversationId {
+    let id = ConversationId::new(name).expect("valid id");
+    store
+        .create_conversation(
+            scope,
+            NewConversation {
+                id: Some(id.clone()),
+                ..NewConversation::default()
+            },
+        )
+        .await
+        .expect("create conversation");
+    let mut written = 0;
+    while written < n {
+        let batch: Vec<Message> = (written..n.min(written + 100))
+            .map(|i| Message::user(nth(paragraphs, i)))
+            .collect();
+        written += batch.len();
+        store
+            .append(scope, &id, batch, AppendOptions::default())
+            .await
+            .expect("fill thread");
+    }
+    id
+}
+
+/// W2: the last 50 messages of a long thread and of a 100-message one, by both sides.
+pub async fn load_tail(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    raw: &Arc<dyn RawDriver>,
+    peer: Option<&Arc<VoltAgent>>,
+    paragraphs: &[String],
+) -> Vec<Table> {
+    let scope = subject(9_000);
+    let mut tables = Vec::new();
+    let mut medians = Vec::new();
+    for length in [sizes.long_thread, 100] {
+        let id = thread_of(ours, &scope, &format!("w2-{length}"), length, paragraphs).await;
+        let loads = sizes.tail_loads;
+        let ours_side_store = ours.clone();
+        let (ours_scope, ours_id) = (scope.clone(), id.clone());
+        let mut ours_side = FnSide::new("ours", || {
+            let (store, scope, id) = (ours_side_store.clone(), ours_scope.clone(), ours_id.clone());
+            async move {
+                let mut latencies = Vec::with_capacity(loads);
+                for _ in 0..loads {
+                    let t = Instant::now();
+                    let window = store
+                        .load(&scope, &id, LoadOptions::last(50))
+                        .await
+                        .expect("load");
+                    latencies.push(t.elapsed());
+                    assert_eq!(window.len(), 50);
+                }
+                Round::sequential(latencies)
+            }
+        });
+        let (raw_scope, raw_id) = (scope.clone(), id.clone());
+        let mut raw_side = FnSide::new(raw.name(), || {
+            let (driver, scope, id) = (raw.clone(), raw_scope.clone(), raw_id.clone());
+            async move {
+                let mut latencies = Vec::with_capacity(loads);
+                for _ in 0..loads {
+                    let t = Instant::now();
+                    let window = driver.load_last(&scope, &id, 50).await;
+                    latencies.push(t.elapsed());
+                    assert_eq!(window.len(), 50);
+                }
+                Round::sequential(latencies)
+            }
+        });
+        let peer_id = format!("w2-peer-{length}");
+        if let Some(peer) = peer {
+            peer.call(json!({ "op": "create", "threads": [[subject_name(&scope), peer_id]] }))
+                .await
+                .expect("VoltAgent creates a conversation");
+            for start in (0..length).step_by(100) {
+                let texts: Vec<&str> = (start..length.min(start + 100))
+                    .map(|i| nth(paragraphs, i))
+                    .collect();
+                peer.call(json!({
+                    "op": "append", "clients": 1,
+                    "jobs": [[subject_name(&scope), peer_id, texts]]
+                }))
+                .await
+                .expect("VoltAgent fills a thread");
+            }
+        }
+        let mut peer_side = peer.map(|peer| {
+            let request = json!({
+                "op": "load", "userId": subject_name(&scope), "conversationId": peer_id,
+                "limit": 50, "loads": loads
+            });
+            FnSide::new(voltagent::NAME, move || {
+                let (peer, request) = (peer.clone(), request.clone());
+                async move { peer.round(request).await }
+            })
+        });
+        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side, &mut raw_side];
+        if let Some(peer) = peer_side.as_mut() {
+            sides.push(peer);
+        }
+        let mut table = compare(
+            format!("W2 load tail: last 50 of a {length}-message thread"),
+            format!(
+                "{backend}; {loads} loads per round, {} rounds",
+                sizes.rounds
+            ),
+            sizes.rounds,
+            1,
+            &mut sides,
+        )
+        .await;
+        peer_note(&mut table);
+        medians.push(
+            table
+                .sides
+                .iter()
+                .map(|s| (s.name.clone(), s.median_us))
+                .collect::<Vec<_>>(),
+        );
+        tables.push(table);
+    }
+    if let [long, short] = &medians[..] {
+        let notes: Vec<String> = long
+            .iter()
+            .zip(short)
+            .map(|((name, l), (_, s))| {
+                format!(
+                    "tail cost, {}-message ÷ 100-message thread, {name}: {:.2}",
+                    sizes.long_thread,
+                    l / s
+                )
+            })
+            .collect();
+        if let Some(last) = tables.last_mut() {
+            last.notes = notes;
+        }
+    }
+    tables
+}
+
+/// W4: lexical recall, limit 10, in an ordinary subject and in the big one.
+pub async fn recall(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    raw: &Arc<dyn RawDriver>,
+    sentences: &[String],
+    queries: &[String],
+) -> Vec<Table> {
+    // Facts i of the ordinary subjects go to subject i mod subjects; the big subject's follow.
+    let subjects = sizes.recall_subjects;
+    let big = subject(10_000);
+    let fill = |scope: Scope, texts: Vec<String>| {
+        let store = ours.clone();
+        async move {
+            for text in texts {
+                store
+                    .remember(&scope, NewFact::new(text), RememberOptions::default())
+                    .await
+                    .expect("remember");
+            }
+        }
+    };
+    let mut per_subject: Vec<Vec<String>> = vec![Vec::new(); subjects];
+    for i in 0..sizes.facts {
+        per_subject[i % subjects].push(nth(sentences, i).to_owned());
+    }
+    // Four writers: SQLite serialises them, servers take them in parallel.
+    let mut fills: Vec<_> = per_subject
+        .into_iter()
+        .enumerate()
+        .map(|(s, texts)| fill(subject(20_000 + s), texts))
+        .collect();
+    fills.push(fill(
+        big.clone(),
+        (0..sizes.big_subject_facts)
+            .map(|i| nth(sentences, sizes.facts + i).to_owned())
+            .collect(),
+    ));
+    for chunk in futures_chunks(fills, 4) {
+        futures::future::join_all(chunk).await;
+    }
+    let mut tables = Vec::new();
+    for (label, scope) in [
+        (
+            format!("a subject with {} facts", sizes.facts / subjects),
+            subject(20_000),
+        ),
+        (
+            format!("the subject with {} facts", sizes.big_subject_facts),
+            big,
+        ),
+    ] {
+        let queries: Arc<Vec<String>> =
+            Arc::new(queries[..sizes.queries.min(queries.len())].to_vec());
+        let (store, ours_scope, ours_queries) = (ours.clone(), scope.clone(), queries.clone());
+        let hits_ours = Arc::new(AtomicUsize::new(0));
+        let mut ours_side = FnSide::new("ours", || {
+            let (store, scope, queries) = (store.clone(), ours_scope.clone(), ours_queries.clone());
+            let hits = hits_ours.clone();
+            async move {
+                let mut latencies = Vec::with_capacity(queries.len());
+                for q in queries.iter() {
+                    let t = Instant::now();
+                    let found = store
+                        .recall(&scope, RecallQuery::text(q.clone()))
+                        .await
+                        .expect("recall");
+                    latencies.push(t.elapsed());
+                    hits.fetch_add(found.len(), Ordering::Relaxed);
+                }
+                Round::sequential(latencies)
+            }
+        });
+        let (raw_scope, raw_queries) = (scope.clone(), queries.clone());
+        let hits_raw = Arc::new(AtomicUsize::new(0));
+        let mut raw_side = FnSide::new(raw.name(), || {
+            let (driver, scope, queries) = (raw.clone(), raw_scope.clone(), raw_queries.clone());
+            let hits = hits_raw.clone();
+            async move {
+                let mut latencies = Vec::with_capacity(queries.len());
+                for q in queries.iter() {
+                    let t = Instant::now();
+                    let found = driver.recall(&scope, q, 10).await;
+                    latencies.push(t.elapsed());
+                    hits.fetch_add(found.len(), Ordering::Relaxed);
+                }
+                Round::sequential(latencies)
+            }
+        });
+        let mut table = compare(
+            format!("W4 lexical recall, limit 10: {label}"),
+            format!(
+                "{backend}; {} facts over {subjects} subjects plus {} in one; {} queries (held-out sentences) per round",
+                sizes.facts,
+                sizes.big_subject_facts,
+                queries.len()
+            ),
+            sizes.rounds,
+            1,
+            &mut [&mut ours_side, &mut raw_side],
+        )
+        .await;
+        let (hits_ours, hits_raw) = (
+            hits_ours.load(Ordering::Relaxed),
+            hits_raw.load(Ordering::Relaxed),
+        );
+        assert_eq!(hits_ours, hits_raw, "both sides recall as many facts");
+        table.notes.push(format!(
+            "hits per query: {:.1}",
+            hits_ours as f64 / (queries.len() * sizes.rounds) as f64
+        ));
+        tables.push(table);
+    }
+    tables
+}
+
+/// Splits futures into groups of `n`.
+fn futures_chunks<T>(items: Vec<T>, n: usize) -> Vec<Vec<T>> {
+    let mut out: Vec<Vec<T>> = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        if i % n == 0 {
+            out.push(Vec::new());
+        }
+        out.last_mut().expect("pushed").push(item);
+    }
+    out
+}
+
+/// W9: working memory, alternating get and set of user documents over 100 subjects.
+pub async fn working_memory(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    raw: &Arc<dyn RawDriver>,
+    peer: Option<&Arc<VoltAgent>>,
+    paragraphs: &[String],
+) -> Vec<Table> {
+    let ops = sizes.working_ops;
+    let contents: Arc<Vec<String>> = Arc::new(
+        (0..ops)
+            .map(|i| format!("# Notes\n\n{}\n", nth(paragraphs, i)))
+            .collect(),
+    );
+    let (store, ours_contents) = (ours.clone(), contents.clone());
+    let mut ours_side = FnSide::new("ours", || {
+        let (store, contents) = (store.clone(), ours_contents.clone());
+        async move {
+            let mut latencies = Vec::with_capacity(ops);
+            for i in 0..ops {
+                let scope = subject(30_000 + (i / 2) % 100);
+                let t = Instant::now();
+                if i % 2 == 0 {
+                    store
+                        .get_working_memory(&scope, &WorkingMemoryKey::User)
+                        .await
+                        .expect("get working memory");
+                } else {
+                    store
+                        .set_working_memory(
+                            &scope,
+                            &WorkingMemoryKey::User,
+                            WorkingMemoryUpdate::markdown(contents[i].clone()),
+                        )
+                        .await
+                        .expect("set working memory");
+                }
+                latencies.push(t.elapsed());
+            }
+            Round::sequential(latencies)
+        }
+    });
+    let raw_contents = contents.clone();
+    let mut raw_side = FnSide::new(raw.name(), || {
+        let (driver, contents) = (raw.clone(), raw_contents.clone());
+        async move {
+            let mut latencies = Vec::with_capacity(ops);
+            for i in 0..ops {
+                // Other subjects than ours: each side reads what it wrote.
+                let scope = subject(40_000 + (i / 2) % 100);
+                let t = Instant::now();
+                if i % 2 == 0 {
+                    driver.get_working(&scope).await;
+                } else {
+                    driver.set_working(&scope, &contents[i]).await;
+                }
+                latencies.push(t.elapsed());
+            }
+            Round::sequential(latencies)
+        }
+    });
+    let mut peer_side = peer.map(|peer| {
+        let ops: Vec<Value> = (0..ops)
+            .map(|i| {
+                let user = format!("user-{}", 60_000 + (i / 2) % 100);
+                if i % 2 == 0 {
+                    json!([user, null])
+                } else {
+                    json!([user, contents[i]])
+                }
+            })
+            .collect();
+        let request = json!({ "op": "working", "ops": ops });
+        FnSide::new(voltagent::NAME, move || {
+            let (peer, request) = (peer.clone(), request.clone());
+            async move { peer.round(request).await }
+        })
+    });
+    let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side, &mut raw_side];
+    if let Some(peer) = peer_side.as_mut() {
+        sides.push(peer);
+    }
+    let mut table = compare(
+        "W9 working memory: 50/50 get/set",
+        format!(
+            "{backend}; user documents of 100 subjects, {ops} operations per round, {} rounds",
+            sizes.rounds
+        ),
+        sizes.rounds,
+        1,
+        &mut sides,
+    )
+    .await;
+    peer_note(&mut table);
+    vec![table]
+}
+
+/// The subject of a scope, as the peer's user id.
+fn subject_name(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+fn peer_threads_json(threads: &[(Scope, ConversationId)]) -> Vec<Value> {
+    threads
+        .iter()
+        .map(|(scope, id)| json!([subject_name(scope), id.as_str()]))
+        .collect()
+}
+
+/// Adds "peer ÷ ours" when the table has the VoltAgent row (ours is the first row).
+pub fn peer_note(table: &mut Table) {
+    let ours = table.sides.first().map_or(f64::NAN, |s| s.median_us);
+    if let Some(peer) = table.sides.iter().find(|s| s.name == voltagent::NAME) {
+        table.notes.push(format!(
+            "{} ÷ ours: {:.2}",
+            peer.name,
+            peer.median_us / ours
+        ));
+    }
+}
+
+/// The core lexical ranking by hand: relevance descending, ties by id (facts here are
+/// unscored, so the core's score tie-break does not apply).
+pub fn rank(
+    query_tokens: &std::collections::BTreeSet<String>,
+    rows: Vec<(String, String)>,
+    limit: usize,
+) -> Vec<String> {
+    let mut scored: Vec<(f64, String, String)> = rows
+        .into_iter()
+        .filter_map(|(id, text)| {
+            let r = memory_core::lexical::relevance(
+                query_tokens,
+                &memory_core::lexical::tokenize(&text),
+            );
+            (r > 0.0).then_some((r, id, text))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    scored.truncate(limit);
+    scored.into_iter().map(|(_, _, text)| text).collect()
+}
+
+/// Time per operation in microseconds, for notes.
+pub fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
