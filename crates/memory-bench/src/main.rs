@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use memory_bench::data::{self, Matrix, DIMS};
+use memory_bench::vectors::{Load, Selection};
 use memory_bench::voltagent::VoltAgent;
 use memory_bench::workloads::RawDriver;
 use memory_bench::workloads::{self, Sizes};
@@ -19,9 +20,9 @@ struct Args {
     /// Backends to run (comma-separated): sqlite, postgres.
     #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
     backend: Vec<String>,
-    /// Workloads to run (comma-separated): W1 append, W2 load tail, W4 lexical recall, W5
-    /// vector search, W9 working memory.
-    #[arg(long, value_delimiter = ',', default_value = "W1,W2,W4,W5,W9")]
+    /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
+    /// W4 lexical recall, W5 vector search, W8 forget_all, W9 working memory.
+    #[arg(long, value_delimiter = ',', default_value = "W1,W2,W3,W4,W5,W8,W9")]
     workload: Vec<String>,
     /// Small sizes, for a smoke test: the figures mean little.
     #[arg(long)]
@@ -83,6 +84,8 @@ struct Texts {
     paragraphs: Vec<String>,
     sentences: Vec<String>,
     queries: Vec<String>,
+    /// The embeddings (base, held-out queries), when W5 or W8 runs.
+    vectors: Option<(Arc<Matrix>, Arc<Matrix>)>,
 }
 
 /// W1, W2, W4 and W9: ours against the raw driver on one backend.
@@ -105,6 +108,10 @@ async fn common(
         tables
             .extend(workloads::load_tail(sizes, backend, ours, raw, peer, &texts.paragraphs).await);
     }
+    if wants("W3") {
+        eprintln!("bench: {backend} W3");
+        tables.extend(workloads::list_conversations(sizes, backend, ours, raw).await);
+    }
     if wants("W4") {
         eprintln!("bench: {backend} W4");
         tables.extend(
@@ -116,6 +123,11 @@ async fn common(
         tables.extend(
             workloads::working_memory(sizes, backend, ours, raw, peer, &texts.paragraphs).await,
         );
+    }
+    if wants("W8") {
+        eprintln!("bench: {backend} W8");
+        let vectors = texts.vectors.as_ref().map(|(base, _)| base.as_ref());
+        tables.extend(workloads::forget_all(sizes, backend, ours, &texts.sentences, vectors).await);
     }
     tables
 }
@@ -154,30 +166,58 @@ async fn sqlite_vectors(
     let (peer, peer_load) = sqlite::SqliteVec::load(&dir.join("sqlite-vec.db"), base, &subject, 8);
     let peer = Arc::new(peer);
     let mut tables = Vec::new();
-    for clients in [1, 8] {
+    let runs = [
+        Load {
+            clients: 1,
+            filter: None,
+        },
+        Load {
+            clients: 8,
+            filter: None,
+        },
+        Load {
+            clients: 1,
+            filter: Some(Selection::ONE_PERCENT),
+        },
+        Load {
+            clients: 1,
+            filter: Some(Selection::TEN_PERCENT),
+        },
+    ];
+    for load in runs {
         let (peer, subject) = (peer.clone(), subject.clone());
-        let run: vectors::PeerSearch = Arc::new(move |q, k| peer.search(q, k, &subject));
+        let run: vectors::PeerSearch = Arc::new(move |q, k, filter| {
+            let (peer, subject) = (peer.clone(), subject.clone());
+            // rusqlite is synchronous: searches run on the blocking pool.
+            Box::pin(async move {
+                tokio::task::spawn_blocking(move || peer.search(&q, k, &subject, filter))
+                    .await
+                    .expect("sqlite-vec search")
+            })
+        });
         let mut table = vectors::search(
             sizes,
-            "sqlite",
-            ours,
+            "sqlite, exact",
+            (ours, &scope),
             base,
             queries,
             vectors::Peers {
                 exact: Some(("sqlite-vec 0.1.9 (rusqlite)".into(), run)),
                 voltagent: voltagent.map(|(peer, path, _)| (peer, path)),
             },
-            clients,
+            load,
         )
         .await;
-        table.notes.push(format!(
-            "load: ours {:.0} vectors/s (upserts of 1,000), sqlite-vec {:.0} vectors/s (one transaction){}",
-            base.len() as f64 / ours_load.as_secs_f64(),
-            base.len() as f64 / peer_load.as_secs_f64(),
-            voltagent.map_or(String::new(), |(_, _, rate)| format!(
-                ", VoltAgent {rate:.0} vectors/s (storeBatch of 1,000)"
-            ))
-        ));
+        if load.filter.is_none() {
+            table.notes.push(format!(
+                "load: ours {:.0} vectors/s (upserts of 1,000), sqlite-vec {:.0} vectors/s (one transaction){}",
+                base.len() as f64 / ours_load.as_secs_f64(),
+                base.len() as f64 / peer_load.as_secs_f64(),
+                voltagent.map_or(String::new(), |(_, _, rate)| format!(
+                    ", VoltAgent {rate:.0} vectors/s (storeBatch of 1,000)"
+                ))
+            ));
+        }
         tables.push(table);
     }
     tables
@@ -195,10 +235,16 @@ async fn main() -> Result<(), String> {
     let paragraphs = data::paragraphs(&args.data)?;
     let sentences = data::sentences(&paragraphs);
     let queries: Vec<String> = sentences[sentences.len() - sizes.queries..].to_vec();
+    let vectors = if wants("W5") || wants("W8") {
+        Some(vectors_of(&args.data, &sizes)?)
+    } else {
+        None
+    };
     let texts = Texts {
         paragraphs,
         sentences,
         queries,
+        vectors,
     };
     let mut tables: Vec<Table> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
@@ -223,7 +269,7 @@ async fn main() -> Result<(), String> {
                 );
                 if wants("W5") {
                     eprintln!("bench: sqlite W5");
-                    let (base, queries) = vectors_of(&args.data, &sizes)?;
+                    let (base, queries) = texts.vectors.clone().expect("loaded for W5");
                     let embeddings =
                         data::embeddings_file(&args.data, sizes.vectors + sizes.queries)?;
                     let embeddings = std::path::absolute(embeddings).map_err(|e| e.to_string())?;
@@ -257,6 +303,11 @@ async fn main() -> Result<(), String> {
                 };
                 let (ours, raw) = postgres::open(url).await;
                 tables.extend(common(&sizes, backend, &ours, &raw, None, &texts, &wants).await);
+                if wants("W5") {
+                    eprintln!("bench: postgres W5");
+                    let (base, queries) = texts.vectors.clone().expect("loaded for W5");
+                    tables.extend(postgres::vectors(&sizes, url, &ours, &base, &queries).await);
+                }
             }
             other => {
                 return Err(format!(

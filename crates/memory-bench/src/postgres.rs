@@ -258,6 +258,48 @@ impl RawDriver for RawPostgres {
             .collect();
         crate::workloads::rank(&query_tokens, rows, limit)
     }
+
+    async fn list_page(
+        &self,
+        scope: &Scope,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Vec<(i64, String)> {
+        let client = self.client().await;
+        let columns = "pk, id, agent, title, metadata, resource_slug, record_id, created_at, \
+                       updated_at, last_seq";
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let limit = limit as i64;
+        let rows = if let Some((created_at, id)) = &after {
+            let statement = client
+                .prepare_cached(&sql(&format!(
+                    "SELECT {columns} FROM {{s}}.conversations
+                         WHERE namespace = $1 AND subject = $2 AND (created_at, id) < ($3, $4)
+                         ORDER BY created_at DESC, id DESC LIMIT $5"
+                )))
+                .await
+                .expect("prepare");
+            client
+                .query(&statement, &[&namespace, &subject, created_at, id, &limit])
+                .await
+        } else {
+            let statement = client
+                .prepare_cached(&sql(&format!(
+                    "SELECT {columns} FROM {{s}}.conversations
+                         WHERE namespace = $1 AND subject = $2
+                         ORDER BY created_at DESC, id DESC LIMIT $3"
+                )))
+                .await
+                .expect("prepare");
+            client
+                .query(&statement, &[&namespace, &subject, &limit])
+                .await
+        }
+        .expect("list");
+        rows.iter()
+            .map(|r| (r.get("created_at"), r.get("id")))
+            .collect()
+    }
 }
 
 /// The store memory-postgres opens on a fresh schema of `url`, and the raw driver on it.
@@ -291,4 +333,209 @@ pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
         .build()
         .expect("the raw pool");
     (Arc::new(store), Arc::new(RawPostgres { pool }))
+}
+
+/// W5 on PostgreSQL: ours with its HNSW index against the same pgvector HNSW index by hand,
+/// and ours exact (a scan in Rust) against pgvector's exact scan by hand, each at 1 and 8
+/// clients. The raw tables are `raw_vectors_exact` and `raw_vectors_hnsw` of the benchmark
+/// schema, with the store's HNSW parameters.
+pub async fn vectors(
+    sizes: &crate::workloads::Sizes,
+    url: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    base: &Arc<crate::data::Matrix>,
+    queries: &Arc<crate::data::Matrix>,
+) -> Vec<crate::Table> {
+    use crate::vectors::{load_ours, search, Load, PeerSearch, Peers, Selection};
+    let hnsw = memory_postgres::Hnsw::default();
+    let exact_store: Arc<dyn MemoryBackend> = Arc::new(
+        memory_postgres::PostgresStore::builder()
+            .url(url)
+            .schema(SCHEMA)
+            .max_connections(16)
+            .vector_index(false)
+            .open()
+            .await
+            .expect("open the exact PostgreSQL store"),
+    );
+    let indexed_scope = crate::workloads::subject(50_000);
+    let exact_scope = Scope::new("bench-exact", "user-50000").expect("valid scope");
+    let ours_indexed_load = load_ours(ours, &indexed_scope, base).await;
+    let ours_exact_load = load_ours(&exact_store, &exact_scope, base).await;
+
+    let config = tokio_postgres::Config::from_str(url).expect("a PostgreSQL URL");
+    let pool = Pool::builder(Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    ))
+    .max_size(16)
+    .runtime(Runtime::Tokio1)
+    .build()
+    .expect("the raw pool");
+    let mut client = pool.get().await.expect("a connection");
+    client
+        .batch_execute(&sql(&format!(
+            "CREATE TABLE {{s}}.raw_vectors_exact (id bigint PRIMARY KEY, subject text NOT NULL,
+                 bucket int NOT NULL, decile int NOT NULL, embedding vector({dims}) NOT NULL);
+             CREATE TABLE {{s}}.raw_vectors_hnsw (LIKE {{s}}.raw_vectors_exact INCLUDING ALL);",
+            dims = crate::data::DIMS
+        )))
+        .await
+        .expect("create the raw tables");
+    let started = std::time::Instant::now();
+    for table in ["raw_vectors_exact", "raw_vectors_hnsw"] {
+        let tx = client.transaction().await.expect("begin");
+        let insert = tx
+            .prepare(&sql(&format!(
+                "INSERT INTO {{s}}.{table} (id, subject, bucket, decile, embedding)
+                 VALUES ($1, $2, $3, $4, $5::real[]::vector)"
+            )))
+            .await
+            .expect("prepare");
+        for i in 0..base.len() {
+            let (bucket, decile) = ((i % 100) as i32, (i % 10) as i32);
+            tx.execute(
+                &insert,
+                &[&(i as i64), &"user-50000", &bucket, &decile, &base.row(i)],
+            )
+            .await
+            .expect("insert a vector");
+        }
+        tx.commit().await.expect("commit");
+    }
+    let raw_load = started.elapsed() / 2;
+    let started = std::time::Instant::now();
+    client
+        .batch_execute(&sql(&format!(
+            "CREATE INDEX ON {{s}}.raw_vectors_hnsw USING hnsw (embedding vector_cosine_ops)
+                 WITH (m = {}, ef_construction = {}); ANALYZE {{s}}.raw_vectors_exact;
+             ANALYZE {{s}}.raw_vectors_hnsw;",
+            hnsw.m, hnsw.ef_construction
+        )))
+        .await
+        .expect("build the raw HNSW index");
+    let raw_index_build = started.elapsed();
+    drop(client);
+
+    let raw_search = |table: &'static str, setup: String| -> PeerSearch {
+        let pool = pool.clone();
+        Arc::new(
+            move |query: Vec<f32>, k: usize, filter: Option<Selection>| {
+                let (pool, setup) = (pool.clone(), setup.clone());
+                // Only a fixed column name is formatted in.
+                let condition = filter.map_or(String::new(), |f| format!(" AND {} = 0", f.field));
+                Box::pin(async move {
+                    let mut client = pool.get().await.expect("a connection");
+                    let tx = client.transaction().await.expect("begin");
+                    tx.batch_execute(&setup).await.expect("settings");
+                    let statement = tx
+                        .prepare_cached(&sql(&format!(
+                            "SELECT id FROM {{s}}.{table} WHERE subject = $1{condition}
+                         ORDER BY embedding <=> $2::real[]::vector LIMIT $3"
+                        )))
+                        .await
+                        .expect("prepare");
+                    let rows = tx
+                        .query(&statement, &[&"user-50000", &query, &(k as i64)])
+                        .await
+                        .expect("search");
+                    tx.commit().await.expect("commit");
+                    rows.iter().map(|r| r.get::<_, i64>(0) as usize).collect()
+                })
+            },
+        )
+    };
+    let ef = hnsw.ef_search.max(10);
+    let mut tables = Vec::new();
+    let hnsw_peers = || Peers {
+        exact: Some((
+            "raw pgvector SQL, HNSW".into(),
+            raw_search(
+                "raw_vectors_hnsw",
+                format!(
+                    "SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+                ),
+            ),
+        )),
+        voltagent: None,
+    };
+    let runs = [
+        Load {
+            clients: 1,
+            filter: None,
+        },
+        Load {
+            clients: 8,
+            filter: None,
+        },
+        Load {
+            clients: 1,
+            filter: Some(Selection::ONE_PERCENT),
+        },
+        Load {
+            clients: 1,
+            filter: Some(Selection::TEN_PERCENT),
+        },
+    ];
+    for load in runs {
+        let mut table = search(
+            sizes,
+            "postgres, pgvector HNSW",
+            (ours, &indexed_scope),
+            base,
+            queries,
+            hnsw_peers(),
+            load,
+        )
+        .await;
+        if load.filter.is_none() {
+            table.notes.push(format!(
+                "load: ours {:.0} vectors/s into an HNSW-indexed collection (upserts of 1,000); raw {:.0} vectors/s (prepared inserts in one transaction), then its index built in {:.1} s (m = {}, ef_construction = {}, ef_search = {ef})",
+                base.len() as f64 / ours_indexed_load.as_secs_f64(),
+                base.len() as f64 / raw_load.as_secs_f64(),
+                raw_index_build.as_secs_f64(),
+                hnsw.m,
+                hnsw.ef_construction
+            ));
+        }
+        tables.push(table);
+    }
+    // Ours exact reads every row of the subject per query: a few queries per round.
+    let few = Arc::new(crate::data::Matrix {
+        data: queries.data[..sizes.slow_queries.min(queries.len()) * crate::data::DIMS].to_vec(),
+    });
+    for clients in [1, 8] {
+        let peers = Peers {
+            exact: Some((
+                "raw pgvector SQL, exact scan".into(),
+                raw_search(
+                    "raw_vectors_exact",
+                    "SET LOCAL enable_indexscan = off".into(),
+                ),
+            )),
+            voltagent: None,
+        };
+        let mut table = search(
+            sizes,
+            "postgres, exact",
+            (&exact_store, &exact_scope),
+            base,
+            &few,
+            peers,
+            Load {
+                clients,
+                filter: None,
+            },
+        )
+        .await;
+        table.notes.push(format!(
+            "load: ours exact {:.0} vectors/s (upserts of 1,000)",
+            base.len() as f64 / ours_exact_load.as_secs_f64()
+        ));
+        tables.push(table);
+    }
+    tables
 }

@@ -216,6 +216,45 @@ impl RawDriver for RawSqlite {
             .collect();
         crate::workloads::rank(&query_tokens, rows, limit)
     }
+
+    async fn list_page(
+        &self,
+        scope: &Scope,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Vec<(i64, String)> {
+        let rows: Vec<SqliteRow> = match after {
+            Some((created_at, id)) => sqlx::query(
+                "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
+                        updated_at, last_seq
+                 FROM conversations WHERE namespace = ?1 AND subject = ?2
+                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?5",
+            )
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(created_at)
+            .bind(id)
+            .bind(limit as i64)
+            .fetch_all(&self.reader)
+            .await
+            .expect("list"),
+            None => sqlx::query(
+                "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
+                        updated_at, last_seq
+                 FROM conversations WHERE namespace = ?1 AND subject = ?2
+                 ORDER BY created_at DESC, id DESC LIMIT ?3",
+            )
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(limit as i64)
+            .fetch_all(&self.reader)
+            .await
+            .expect("list"),
+        };
+        rows.iter()
+            .map(|r| (r.get("created_at"), r.get("id")))
+            .collect()
+    }
 }
 
 /// sqlite-vec's exact KNN (`vec0`, cosine, partitioned by subject) on rusqlite, as a
@@ -240,7 +279,8 @@ impl SqliteVec {
         conn.execute_batch(&format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
              CREATE VIRTUAL TABLE items USING vec0(
-                 embedding float[{}] distance_metric=cosine, subject text partition key)",
+                 embedding float[{}] distance_metric=cosine, subject text partition key,
+                 bucket integer, decile integer)",
             crate::data::DIMS
         ))
         .expect("create vec0 table");
@@ -248,14 +288,19 @@ impl SqliteVec {
         let tx = conn.unchecked_transaction().expect("begin");
         {
             let mut insert = tx
-                .prepare("INSERT INTO items (rowid, embedding, subject) VALUES (?1, ?2, ?3)")
+                .prepare(
+                    "INSERT INTO items (rowid, embedding, subject, bucket, decile)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
                 .expect("prepare insert");
             for i in 0..vectors.len() {
                 insert
                     .execute(rusqlite::params![
                         i as i64,
                         as_bytes(vectors.row(i)),
-                        subject
+                        subject,
+                        (i % 100) as i64,
+                        (i % 10) as i64
                     ])
                     .expect("insert vector");
             }
@@ -272,18 +317,26 @@ impl SqliteVec {
     }
 
     /// The ids of the `k` nearest to `query` within `subject`, nearest first.
-    pub fn search(&self, query: &[f32], k: usize, subject: &str) -> Vec<usize> {
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        subject: &str,
+        filter: Option<crate::vectors::Selection>,
+    ) -> Vec<usize> {
         let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let n = self.conns.len();
         // A free connection if there is one, else wait for the next in turn.
         let conn = (0..n)
             .find_map(|i| self.conns[(start + i) % n].try_lock().ok())
             .unwrap_or_else(|| self.conns[start % n].lock().expect("not poisoned"));
+        // Only a fixed column name is formatted in.
+        let condition = filter.map_or(String::new(), |f| format!(" AND {} = 0", f.field));
         let mut statement = conn
-            .prepare_cached(
-                "SELECT rowid FROM items WHERE embedding MATCH ?1 AND k = ?2 AND subject = ?3
-                 ORDER BY distance",
-            )
+            .prepare_cached(&format!(
+                "SELECT rowid FROM items WHERE embedding MATCH ?1 AND k = ?2 AND subject = ?3{condition}
+                 ORDER BY distance"
+            ))
             .expect("prepare search");
         statement
             .query_map(

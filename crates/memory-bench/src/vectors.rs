@@ -6,26 +6,70 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use memory_core::vector::{CollectionSpec, VectorQuery, VectorRecord};
 use memory_core::{MemoryBackend, Scope, VectorId};
 use serde_json::json;
 
 use crate::data::{Matrix, DIMS};
 use crate::voltagent::{self, VoltAgent};
-use crate::workloads::{run_clients, subject, FnSide, Sizes};
+use crate::workloads::{run_clients, FnSide, Sizes};
 use crate::{compare, Side, Table};
 
 /// The collection the workload fills.
 pub const COLLECTION: &str = "w5";
 
-/// Exact top-`k` ids of every query by cosine, ties by id — what an exact search must return.
-pub fn ground_truth(base: &Matrix, queries: &Matrix, k: usize) -> Vec<Vec<usize>> {
+/// W6's filters: row `i` carries `bucket = i % 100` and `decile = i % 10` in its metadata,
+/// so `bucket = 0` keeps 1% of the rows and `decile = 0` keeps 10%.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Selection {
+    /// The metadata field (and column) filtered on.
+    pub field: &'static str,
+    /// Row `i` matches when `i % modulus == 0`.
+    pub modulus: usize,
+}
+
+impl Selection {
+    /// 1% of the rows.
+    pub const ONE_PERCENT: Selection = Selection {
+        field: "bucket",
+        modulus: 100,
+    };
+    /// 10% of the rows.
+    pub const TEN_PERCENT: Selection = Selection {
+        field: "decile",
+        modulus: 10,
+    };
+
+    /// Whether row `i` matches.
+    pub fn keeps(self, i: usize) -> bool {
+        i.is_multiple_of(self.modulus)
+    }
+}
+
+/// The metadata of row `i`.
+pub fn metadata_of(i: usize) -> memory_core::Metadata {
+    let mut metadata = memory_core::Metadata::new();
+    metadata.insert("bucket".into(), (i % 100).into());
+    metadata.insert("decile".into(), (i % 10).into());
+    metadata
+}
+
+/// Exact top-`k` ids of every query by cosine among the rows `filter` keeps, ties by id —
+/// what an exact search must return.
+pub fn ground_truth(
+    base: &Matrix,
+    queries: &Matrix,
+    k: usize,
+    filter: Option<Selection>,
+) -> Vec<Vec<usize>> {
     let norms: Vec<f32> = (0..base.len()).map(|i| norm(base.row(i))).collect();
     (0..queries.len())
         .map(|q| {
             let query = queries.row(q);
             let qn = norm(query);
             let mut scored: Vec<(f32, usize)> = (0..base.len())
+                .filter(|&i| filter.is_none_or(|f| f.keeps(i)))
                 .map(|i| (dot(query, base.row(i)) / (qn * norms[i]), i))
                 .collect();
             let k = k.min(scored.len());
@@ -80,7 +124,10 @@ pub async fn load_ours(store: &Arc<dyn MemoryBackend>, scope: &Scope, base: &Mat
     let started = Instant::now();
     for start in (0..base.len()).step_by(1_000) {
         let records = (start..base.len().min(start + 1_000))
-            .map(|i| VectorRecord::new(vector_id(i), base.row(i).to_vec()))
+            .map(|i| VectorRecord {
+                metadata: metadata_of(i),
+                ..VectorRecord::new(vector_id(i), base.row(i).to_vec())
+            })
             .collect();
         store
             .upsert_vectors(scope, COLLECTION, records)
@@ -90,13 +137,24 @@ pub async fn load_ours(store: &Arc<dyn MemoryBackend>, scope: &Scope, base: &Mat
     started.elapsed()
 }
 
-/// A peer's exact search: ids of the `k` nearest, callable from several threads.
-pub type PeerSearch = Arc<dyn Fn(&[f32], usize) -> Vec<usize> + Send + Sync>;
+/// A reference's search: ids (row numbers) of the `k` nearest to a query.
+pub type PeerSearch =
+    Arc<dyn Fn(Vec<f32>, usize, Option<Selection>) -> BoxFuture<'static, Vec<usize>> + Send + Sync>;
+
+/// How a comparison queries: concurrent clients, and the W6 filter if any.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    /// Concurrent clients.
+    pub clients: usize,
+    /// W6's filter; `None` for W5.
+    pub filter: Option<Selection>,
+}
 
 /// The references W5 runs beside ours.
 #[derive(Default)]
 pub struct Peers<'a> {
-    /// A synchronous exact search: its name and how to run it.
+    /// Another implementation of the same search (sqlite-vec, raw pgvector SQL): its name
+    /// and how to run it.
     pub exact: Option<(String, PeerSearch)>,
     /// The VoltAgent peer, loaded already, and the embeddings file its queries come from.
     pub voltagent: Option<(&'a Arc<VoltAgent>, &'a Path)>,
@@ -106,19 +164,24 @@ pub struct Peers<'a> {
 /// matrix. Ratios divide by ours.
 pub async fn search(
     sizes: &Sizes,
-    backend: &str,
-    ours: &Arc<dyn MemoryBackend>,
+    label: &str,
+    ours: (&Arc<dyn MemoryBackend>, &Scope),
     base: &Arc<Matrix>,
     queries: &Arc<Matrix>,
     peers: Peers<'_>,
-    clients: usize,
+    load: Load,
 ) -> Table {
+    let Load { clients, filter } = load;
+    let with_filter = move |query: VectorQuery| match filter {
+        Some(f) => query.with_filter(memory_core::Filter::eq(f.field, 0_i64)),
+        None => query,
+    };
     let Peers {
         exact: peer,
         voltagent,
     } = peers;
-    let scope = subject(50_000);
-    let truth = ground_truth(base, queries, 10);
+    let (ours, scope) = (ours.0, ours.1.clone());
+    let truth = ground_truth(base, queries, 10, filter);
     let found_ours: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
     let q = queries.len();
 
@@ -126,12 +189,12 @@ pub async fn search(
     ours.search(
         &scope,
         COLLECTION,
-        VectorQuery::new(queries.row(0).to_vec(), 10),
+        with_filter(VectorQuery::new(queries.row(0).to_vec(), 10)),
     )
     .await
     .expect("search");
     if let Some((_, run)) = &peer {
-        run(queries.row(0), 10);
+        run(queries.row(0).to_vec(), 10, filter).await;
     }
     let (store, ours_queries, ours_found) = (ours.clone(), queries.clone(), found_ours.clone());
     let ours_scope = scope.clone();
@@ -152,7 +215,7 @@ pub async fn search(
                         .search(
                             &scope,
                             COLLECTION,
-                            VectorQuery::new(queries.row(i).to_vec(), 10),
+                            with_filter(VectorQuery::new(queries.row(i).to_vec(), 10)),
                         )
                         .await
                         .expect("search");
@@ -174,10 +237,7 @@ pub async fn search(
                 run_clients(clients, (0..q).collect(), move |i: usize| {
                     let (queries, found, run) = (queries.clone(), found.clone(), run.clone());
                     async move {
-                        // The peer's driver is synchronous: it runs on the blocking pool.
-                        let ids = tokio::task::spawn_blocking(move || run(queries.row(i), 10))
-                            .await
-                            .expect("peer search");
+                        let ids = run(queries.row(i).to_vec(), 10, filter).await;
                         found.lock().expect("not poisoned")[i] = ids;
                     }
                 })
@@ -187,12 +247,13 @@ pub async fn search(
     });
 
     // VoltAgent scans every row in JavaScript per query: it gets a few queries per round.
-    let volt_queries = q.min(20);
+    let volt_queries = q.min(sizes.slow_queries);
     let found_volt: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
     let mut volt_side = voltagent.map(|(peer, embeddings)| {
         let request = json!({
             "op": "search", "path": embeddings, "offset": base.len(), "count": volt_queries,
-            "dims": DIMS, "k": 10, "clients": clients
+            "dims": DIMS, "k": 10, "clients": clients,
+            "filter": filter.map(|f| json!({ f.field: 0 })),
         });
         let found = found_volt.clone();
         FnSide::new(voltagent::NAME, move || {
@@ -233,9 +294,16 @@ pub async fn search(
     }
     sides.push(&mut floor_side);
     let mut table = compare(
-        format!("W5 top-10 vector search, exact, {clients} client(s)"),
+        match filter {
+            None => format!("W5 top-10 vector search, {label}, {clients} client(s)"),
+            Some(f) => format!(
+                "W6 filtered top-10 vector search, {}% of the rows ({} = 0), {label}, {clients} client(s)",
+                100 / f.modulus,
+                f.field
+            ),
+        },
         format!(
-            "{backend}; {} × {DIMS} all-MiniLM-L6-v2 embeddings of Debian description sentences in one subject, cosine; {q} held-out queries per round, {} rounds",
+            "{} × {DIMS} all-MiniLM-L6-v2 embeddings of Debian description sentences in one subject, cosine; {q} held-out queries per round, {} rounds",
             base.len(),
             sizes.rounds
         ),
@@ -271,10 +339,12 @@ pub async fn search(
     }
     let floor = table.sides.last().map_or(f64::NAN, |s| s.median_us);
     let bytes = (base.len() * DIMS * 4) as f64;
-    table.notes.push(format!(
-        "the sequential read moves {:.1} GB/s; ours reaches {:.0}% of it (floor ÷ ours)",
-        bytes / floor / 1e3,
-        100.0 * floor / table.sides[0].median_us
-    ));
+    if label.contains("exact") {
+        table.notes.push(format!(
+            "the sequential read moves {:.1} GB/s; ours reaches {:.0}% of it (floor ÷ ours)",
+            bytes / floor / 1e3,
+            100.0 * floor / table.sides[0].median_us
+        ));
+    }
     table
 }

@@ -39,12 +39,17 @@ pub struct Sizes {
     pub recall_subjects: usize,
     /// W4: facts of the one big subject.
     pub big_subject_facts: usize,
+    /// W3: conversations of the listed subject.
+    pub listed_conversations: usize,
     /// W4 and W5: queries per round.
     pub queries: usize,
     /// W9: operations per round (half get, half set).
     pub working_ops: usize,
     /// W5: vectors searched.
     pub vectors: usize,
+    /// W5: queries per round for the sides that scan every row outside a vector engine
+    /// (VoltAgent, ours on PostgreSQL without pgvector's index) — seconds per query at 100k.
+    pub slow_queries: usize,
 }
 
 impl Sizes {
@@ -59,9 +64,11 @@ impl Sizes {
             facts: 100_000,
             recall_subjects: 1_000,
             big_subject_facts: 10_000,
+            listed_conversations: 10_000,
             queries: 200,
             working_ops: 10_000,
             vectors: 100_000,
+            slow_queries: 5,
         }
     }
 
@@ -76,9 +83,11 @@ impl Sizes {
             facts: 2_000,
             recall_subjects: 20,
             big_subject_facts: 1_000,
+            listed_conversations: 1_000,
             queries: 20,
             working_ops: 400,
             vectors: 2_000,
+            slow_queries: 10,
         }
     }
 }
@@ -102,6 +111,14 @@ pub trait RawDriver: Send + Sync + 'static {
     async fn set_working(&self, scope: &Scope, content: &str);
     /// Texts of the `limit` current facts ranked first for `text` by the core lexical rules.
     async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String>;
+    /// One page of the subject's conversations, newest first, after `after` (created_at
+    /// millis, id): their (created_at, id).
+    async fn list_page(
+        &self,
+        scope: &Scope,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Vec<(i64, String)>;
 }
 
 /// A side made of a closure called once per round.
@@ -326,6 +343,165 @@ pub async fn append(
         tables.push(table);
     }
     tables
+}
+
+/// W3: a subject's conversations, newest first, walked page by page (50 per page, 20 pages a
+/// round, each from the previous page's cursor).
+pub async fn list_conversations(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    raw: &Arc<dyn RawDriver>,
+) -> Vec<Table> {
+    let scope = subject(70_000);
+    for i in 0..sizes.listed_conversations {
+        ours.create_conversation(
+            &scope,
+            NewConversation {
+                id: Some(ConversationId::new(format!("w3-{i:06}")).expect("valid id")),
+                title: Some(format!("conversation {i}")),
+                ..NewConversation::default()
+            },
+        )
+        .await
+        .expect("create conversation");
+    }
+    let pages = 20.min(sizes.listed_conversations / 50).max(1);
+    let (store, ours_scope) = (ours.clone(), scope.clone());
+    let mut ours_side = FnSide::new("ours", || {
+        let (store, scope) = (store.clone(), ours_scope.clone());
+        async move {
+            let mut latencies = Vec::with_capacity(pages);
+            let mut cursor = None;
+            for _ in 0..pages {
+                let t = Instant::now();
+                let page = store
+                    .list_conversations(
+                        &scope,
+                        memory_core::ConversationQuery {
+                            limit: Some(50),
+                            cursor: cursor.take(),
+                            ..memory_core::ConversationQuery::default()
+                        },
+                    )
+                    .await
+                    .expect("list conversations");
+                latencies.push(t.elapsed());
+                assert_eq!(page.items.len(), 50);
+                cursor = page.next_cursor;
+            }
+            Round::sequential(latencies)
+        }
+    });
+    let raw_scope = scope.clone();
+    let mut raw_side = FnSide::new(raw.name(), || {
+        let (driver, scope) = (raw.clone(), raw_scope.clone());
+        async move {
+            let mut latencies = Vec::with_capacity(pages);
+            let mut after = None;
+            for _ in 0..pages {
+                let t = Instant::now();
+                let page = driver.list_page(&scope, after.take(), 50).await;
+                latencies.push(t.elapsed());
+                assert_eq!(page.len(), 50);
+                after = page.last().cloned();
+            }
+            Round::sequential(latencies)
+        }
+    });
+    vec![
+        compare(
+            "W3 list conversations: pages of 50",
+            format!(
+                "{backend}; a subject with {} conversations, {pages} pages walked by cursor per round, {} rounds",
+                sizes.listed_conversations, sizes.rounds
+            ),
+            sizes.rounds,
+            1,
+            &mut [&mut ours_side, &mut raw_side],
+        )
+        .await,
+    ]
+}
+
+/// W8: `forget_all` of a subject holding `big_subject_facts` facts, as many vectors and a
+/// conversation of as many messages, timed once per round on a fresh copy of the subject
+/// (there is no raw side: the contract's whole erasure is the point).
+pub async fn forget_all(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    sentences: &[String],
+    vectors: Option<&crate::data::Matrix>,
+) -> Vec<Table> {
+    let n = sizes.big_subject_facts;
+    let store = ours.clone();
+    let mut round = 0usize;
+    let texts: Vec<String> = sentences.iter().take(n).cloned().collect();
+    let vectors = vectors.map(|v| crate::data::Matrix {
+        data: v.data[..n.min(v.len()) * crate::data::DIMS].to_vec(),
+    });
+    let mut side = FnSide::new("ours", || {
+        round += 1;
+        let scope = subject(80_000 + round);
+        let (store, texts, vectors) = (store.clone(), texts.clone(), vectors.clone());
+        async move {
+            for text in &texts {
+                store
+                    .remember(
+                        &scope,
+                        NewFact::new(text.clone()),
+                        RememberOptions::default(),
+                    )
+                    .await
+                    .expect("remember");
+            }
+            let id = ConversationId::new("w8").expect("valid id");
+            store
+                .create_conversation(
+                    &scope,
+                    NewConversation {
+                        id: Some(id.clone()),
+                        ..NewConversation::default()
+                    },
+                )
+                .await
+                .expect("create conversation");
+            for chunk in texts.chunks(100) {
+                let batch = chunk.iter().map(Message::user).collect();
+                store
+                    .append(&scope, &id, batch, AppendOptions::default())
+                    .await
+                    .expect("append");
+            }
+            if let Some(vectors) = &vectors {
+                crate::vectors::load_ours(&store, &scope, vectors).await;
+            }
+            let t = Instant::now();
+            let receipt = store.forget_all(&scope).await.expect("forget_all");
+            let took = t.elapsed();
+            assert!(receipt.total() >= 2 * texts.len() as u64, "{receipt:?}");
+            Round::sequential(vec![took])
+        }
+    });
+    vec![
+        compare(
+            "W8 forget_all of a subject",
+            format!(
+                "{backend}; {n} facts, {n} messages in one conversation{}; one erasure per round (fill untimed), {} rounds",
+                if vectors.is_some() {
+                    format!(", {n} vectors")
+                } else {
+                    String::new()
+                },
+                sizes.rounds
+            ),
+            sizes.rounds,
+            0,
+            &mut [&mut side],
+        )
+        .await,
+    ]
 }
 
 /// Fills a conversation with `n` messages in batches of 100; returns its id.

@@ -76,16 +76,20 @@ const handlers = {
     const started = now();
     for (let i = 0; i < rows.length; i += 1000) {
       await vectors.storeBatch(
-        rows.slice(i, i + 1000).map((vector, j) => ({ id: String(i + j), vector, metadata: {} })),
+        rows.slice(i, i + 1000).map((vector, j) => ({
+          id: String(i + j),
+          vector,
+          metadata: { bucket: (i + j) % 100, decile: (i + j) % 10 },
+        })),
       );
     }
     return { elapsed: micros(started, now()) };
   },
-  async search({ path, offset, count, dims, k, clients }) {
+  async search({ path, offset, count, dims, k, clients, filter }) {
     const queries = readMatrix(path, offset + count, dims).slice(offset);
     const found = new Array(queries.length);
     const round = await runClients(clients, queries.map((q, i) => [i, q]), async ([i, q]) => {
-      const hits = await vectors.search(q, { limit: k });
+      const hits = await vectors.search(q, filter ? { limit: k, filter } : { limit: k });
       found[i] = hits.map((h) => Number(h.id));
     });
     return { ...round, found };
