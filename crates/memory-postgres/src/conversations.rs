@@ -218,29 +218,57 @@ impl ConversationStore for PostgresStore {
         let limit = page_size(query.limit)?;
         let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
         let client = self.client().await?;
-        let rows = client
-            .rows(
-                &self.sql(&format!(
-                    "SELECT {CONVERSATION_COLUMNS} FROM {{s}}.conversations
-                     WHERE namespace = $1 AND subject = $2
-                       AND ($3::text IS NULL OR agent = $3)
+        // Two statements rather than `($6 IS NULL OR (created_at, id) < ($6, $7))`: under the
+        // cached generic plan that predicate is a filter, not an index bound, so every page
+        // scanned the subject's conversations from the newest down to the cursor.
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let filters = "($3::text IS NULL OR agent = $3)
                        AND ($4::text IS NULL OR resource_slug = $4)
-                       AND ($5::text IS NULL OR record_id = $5)
-                       AND ($6::bigint IS NULL OR (created_at, id) < ($6, $7::text))
-                     ORDER BY created_at DESC, id DESC LIMIT $8"
-                )),
-                &[
-                    &scope.namespace().as_str(),
-                    &subject_of(scope),
-                    &query.agent,
-                    &query.resource_slug,
-                    &query.record_id,
-                    &cursor.as_ref().map(|c| c.created_at.as_millis()),
-                    &cursor.as_ref().map(|c| c.id.as_str()),
-                    &i64::try_from(limit + 1).unwrap_or(i64::MAX),
-                ],
-            )
-            .await?;
+                       AND ($5::text IS NULL OR record_id = $5)";
+        let rows = match &cursor {
+            Some(cursor) => {
+                client
+                    .rows(
+                        &self.sql(&format!(
+                            "SELECT {CONVERSATION_COLUMNS} FROM {{s}}.conversations
+                             WHERE namespace = $1 AND subject = $2 AND {filters}
+                               AND (created_at, id) < ($6, $7)
+                             ORDER BY created_at DESC, id DESC LIMIT $8"
+                        )),
+                        &[
+                            &namespace,
+                            &subject,
+                            &query.agent,
+                            &query.resource_slug,
+                            &query.record_id,
+                            &cursor.created_at.as_millis(),
+                            &cursor.id.as_str(),
+                            &fetch,
+                        ],
+                    )
+                    .await?
+            }
+            None => {
+                client
+                    .rows(
+                        &self.sql(&format!(
+                            "SELECT {CONVERSATION_COLUMNS} FROM {{s}}.conversations
+                             WHERE namespace = $1 AND subject = $2 AND {filters}
+                             ORDER BY created_at DESC, id DESC LIMIT $6"
+                        )),
+                        &[
+                            &namespace,
+                            &subject,
+                            &query.agent,
+                            &query.resource_slug,
+                            &query.record_id,
+                            &fetch,
+                        ],
+                    )
+                    .await?
+            }
+        };
         let items = rows
             .iter()
             .map(|row| conversation_from(scope, row))

@@ -9,6 +9,7 @@ use memory_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
 };
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use crate::db::{corrupt, millis, subject_of, text_from, to_json, Db, DbResult};
@@ -281,6 +282,33 @@ impl FactStore for PostgresStore {
         let limit = page_size(query.limit)?;
         let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
         let client = self.client().await?;
+        let (namespace, subject, now) = (
+            scope.namespace().as_str(),
+            subject_of(scope),
+            millis(self.clock.now()),
+        );
+        let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &namespace,
+            &subject,
+            &now,
+            &query.include_superseded,
+            &query.kind,
+            &query.tags,
+            &fetch,
+        ];
+        // The cursor bound is in the statement only on later pages: as
+        // `($8 IS NULL OR (created_at, id) < ($8, $9))` the cached generic plan made it a
+        // filter, so every page scanned the subject's facts from the newest down.
+        let cursor_millis = cursor.as_ref().map(|c| c.created_at.as_millis());
+        let cursor_id = cursor.as_ref().map(|c| c.id.as_str());
+        let after = if let (Some(millis), Some(id)) = (&cursor_millis, &cursor_id) {
+            params.push(millis);
+            params.push(id);
+            " AND (created_at, id) < ($8, $9)"
+        } else {
+            ""
+        };
         let rows = client
             .rows(
                 &self.sql(&format!(
@@ -288,21 +316,10 @@ impl FactStore for PostgresStore {
                      WHERE namespace = $1 AND subject = $2
                        AND (expires_at IS NULL OR expires_at > $3)
                        AND ($4 OR superseded_by IS NULL) AND ($5::text IS NULL OR kind = $5)
-                       AND tags @> $6::text[]
-                       AND ($7::bigint IS NULL OR (created_at, id) < ($7, $8::text))
-                     ORDER BY created_at DESC, id DESC LIMIT $9"
+                       AND tags @> $6::text[]{after}
+                     ORDER BY created_at DESC, id DESC LIMIT $7"
                 )),
-                &[
-                    &scope.namespace().as_str(),
-                    &subject_of(scope),
-                    &millis(self.clock.now()),
-                    &query.include_superseded,
-                    &query.kind,
-                    &query.tags,
-                    &cursor.as_ref().map(|c| c.created_at.as_millis()),
-                    &cursor.as_ref().map(|c| c.id.as_str()),
-                    &i64::try_from(limit + 1).unwrap_or(i64::MAX),
-                ],
+                &params,
             )
             .await?;
         page_newest_first(
