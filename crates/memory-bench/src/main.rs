@@ -21,8 +21,13 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
     backend: Vec<String>,
     /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
-    /// W4 lexical recall, W5 vector search, W8 forget_all, W9 working memory.
-    #[arg(long, value_delimiter = ',', default_value = "W1,W2,W3,W4,W5,W8,W9")]
+    /// W4 lexical recall, W5 and W6 vector search, W8 forget_all, W9 working memory, W10
+    /// agent turn.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "W1,W2,W3,W4,W5,W8,W9,W10"
+    )]
     workload: Vec<String>,
     /// Small sizes, for a smoke test: the figures mean little.
     #[arg(long)]
@@ -123,6 +128,10 @@ async fn common(
         tables.extend(
             workloads::working_memory(sizes, backend, ours, raw, peer, &texts.paragraphs).await,
         );
+    }
+    if wants("W10") {
+        eprintln!("bench: {backend} W10");
+        tables.extend(workloads::agent_turn(sizes, backend, ours, &texts.paragraphs).await);
     }
     if wants("W8") {
         eprintln!("bench: {backend} W8");

@@ -504,6 +504,86 @@ pub async fn forget_all(
     ]
 }
 
+/// W10: an agent turn — `prepare` then `commit` of the user's message and the reply — by 32
+/// concurrent sessions (one subject and conversation each), with the window, semantic recall
+/// (the offline hashing embedder, so no model time is counted), facts and working memory on.
+pub async fn agent_turn(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    paragraphs: &[String],
+) -> Vec<Table> {
+    const SESSIONS: usize = 32;
+    let config = memory_core::config::MemoryConfig::from_yaml(
+        "conversation: { enabled: true, window_size: 10 }
+semantic_recall: { enabled: true, limit: 3, threshold: 0.2, merge: prepend }
+facts: { enabled: true }
+inject: { limit: 8, token_budget: 400 }
+working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n- plan:\" }",
+    )
+    .expect("a valid configuration");
+    let memory = Arc::new(
+        memory_core::engine::Memory::builder(ours.clone())
+            .config(config)
+            .build()
+            .expect("a valid engine"),
+    );
+    let mut threads = Vec::with_capacity(SESSIONS);
+    for s in 0..SESSIONS {
+        let scope = subject(90_000 + s);
+        let (thread, _) = memory
+            .auto_conversation(&scope, "bench-agent", 0)
+            .await
+            .expect("a conversation");
+        threads.push((scope, thread.id));
+    }
+    let threads = Arc::new(threads);
+    let turns = sizes.working_ops / 20;
+    let texts: Arc<Vec<String>> = Arc::new(paragraphs.to_vec());
+    let mut round = 0usize;
+    let mut side = FnSide::new("ours", || {
+        round += 1;
+        let (memory, threads, texts) = (memory.clone(), threads.clone(), texts.clone());
+        // Job t * SESSIONS + s is turn t of session s: client s runs its session's turns.
+        let jobs: Vec<(usize, usize)> = (0..turns * SESSIONS)
+            .map(|j| (j % SESSIONS, round * turns * SESSIONS + j))
+            .collect();
+        run_clients(SESSIONS, jobs, move |(s, n): (usize, usize)| {
+            let (memory, threads, texts) = (memory.clone(), threads.clone(), texts.clone());
+            async move {
+                let (scope, id) = &threads[s];
+                let question = nth(&texts, 2 * n);
+                let context = memory.prepare(scope, id, question).await.expect("prepare");
+                std::hint::black_box(context);
+                memory
+                    .commit(
+                        scope,
+                        id,
+                        vec![
+                            Message::user(question),
+                            Message::assistant(nth(&texts, 2 * n + 1)),
+                        ],
+                    )
+                    .await
+                    .expect("commit");
+            }
+        })
+    });
+    vec![
+        compare(
+            "W10 agent turn: prepare + commit, 32 concurrent sessions",
+            format!(
+                "{backend}; window 10, semantic recall (hashing embedder), facts, working memory; {turns} turns per session per round, {} rounds; the p99 column is the per-turn p99",
+                sizes.rounds
+            ),
+            sizes.rounds,
+            0,
+            &mut [&mut side],
+        )
+        .await,
+    ]
+}
+
 /// Fills a conversation with `n` messages in batches of 100; returns its id.
 async fn thread_of(
     store: &Arc<dyn MemoryBackend>,
