@@ -12,6 +12,7 @@
 
 pub mod data;
 pub mod postgres;
+pub mod redis;
 pub mod sqlite;
 pub mod vectors;
 pub mod voltagent;

@@ -17,8 +17,8 @@ use memory_core::MemoryBackend;
 #[derive(Debug, Parser)]
 #[command(name = "bench")]
 struct Args {
-    /// Backends to run (comma-separated): sqlite, postgres.
-    #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
+    /// Backends to run (comma-separated): sqlite, postgres, redis.
+    #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,redis")]
     backend: Vec<String>,
     /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
     /// W4 lexical recall, W5 and W6 vector search, W8 forget_all, W9 working memory, W10
@@ -46,6 +46,10 @@ struct Args {
     /// without it the peer rows are left out.
     #[arg(long)]
     voltagent: Option<PathBuf>,
+    /// The Redis server of the `redis` backend (keys under `agent-memory-bench:` are deleted
+    /// first).
+    #[arg(long, env = "MEMORY_TEST_REDIS_URL")]
+    redis_url: Option<String>,
     /// The command recorded in the report.
     #[arg(long, default_value = "cargo xtask bench")]
     command: String,
@@ -318,9 +322,18 @@ async fn main() -> Result<(), String> {
                     tables.extend(postgres::vectors(&sizes, url, &ours, &base, &queries).await);
                 }
             }
+            "redis" => {
+                let Some(url) = args.redis_url.as_deref() else {
+                    skipped
+                        .push("redis: no server (set MEMORY_TEST_REDIS_URL or --redis-url)".into());
+                    continue;
+                };
+                let (ours, raw) = memory_bench::redis::open(url).await;
+                tables.extend(common(&sizes, backend, &ours, &raw, None, &texts, &wants).await);
+            }
             other => {
                 return Err(format!(
-                    "unknown backend {other:?} (known: sqlite, postgres)"
+                    "unknown backend {other:?} (known: sqlite, postgres, redis)"
                 ))
             }
         }

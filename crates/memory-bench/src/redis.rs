@@ -1,0 +1,300 @@
+//! Redis: the hand-written redis-crate side — memory-redis's own Lua scripts (the same files)
+//! and reads, on the same keys, through a connection manager as the store uses. It leaves out
+//! what only the store needs: the namespace/subject registry (`SADD`s that let `namespaces`
+//! and `scopes` work on a cluster without `SCAN`), so the ratio shows that cost too.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, LazyLock};
+
+use async_trait::async_trait;
+use memory_core::fact::fact_tokens;
+use memory_core::lexical::tokenize;
+use memory_core::{ConversationId, MemoryBackend, Message, NewConversation, Scope, Timestamp};
+use redis::aio::ConnectionManager;
+use redis::{Script, Value};
+
+use crate::workloads::RawDriver;
+
+/// The key prefix the benchmark owns (its keys are deleted at every run).
+pub const PREFIX: &str = "agent-memory-bench";
+
+static CREATE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(include_str!(
+        "../../memory-redis/src/lua/create_conversation.lua"
+    ))
+});
+static APPEND: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../memory-redis/src/lua/append.lua")));
+static LOAD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../memory-redis/src/lua/load.lua")));
+static SET_WORKING: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(include_str!(
+        "../../memory-redis/src/lua/set_working_memory.lua"
+    ))
+});
+
+/// The raw side on Redis.
+pub struct RawRedis {
+    conn: ConnectionManager,
+}
+
+/// The scope's key prefix: `PREFIX:{namespace:subject}:` (the benchmark's names need no
+/// escaping).
+fn base(scope: &Scope) -> String {
+    format!(
+        "{PREFIX}:{{{}:{}}}:",
+        scope.namespace().as_str(),
+        scope.subject().map_or("", |s| s.as_str())
+    )
+}
+
+/// What the store sends as a message's canonical content (role, parts, metadata).
+fn content_of(message: &Message) -> String {
+    serde_json::to_string(&(&message.role, &message.parts, &message.metadata))
+        .expect("content serializes")
+}
+
+/// A fact hash's `doc`, `updated_at`, `valid_to` and `superseded_by`.
+type FactFields = (Option<String>, Option<i64>, Option<String>, Option<String>);
+
+#[derive(serde::Deserialize)]
+struct FactDoc {
+    id: String,
+    text: String,
+}
+
+#[async_trait]
+impl RawDriver for RawRedis {
+    fn name(&self) -> String {
+        "raw redis-rs".into()
+    }
+
+    async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
+        let conversation = NewConversation {
+            id: Some(id.clone()),
+            ..NewConversation::default()
+        }
+        .into_conversation(scope, Timestamp::now());
+        let base = base(scope);
+        let created: i64 = CREATE
+            .key(format!("{base}c:{id}"))
+            .key(format!("{base}convs"))
+            .arg(id.as_str())
+            .arg(conversation.created_at.as_millis())
+            .arg(serde_json::to_string(&conversation).expect("serializes"))
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .expect("create conversation");
+        assert_eq!(created, 1);
+    }
+
+    async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]) {
+        let base = base(scope);
+        let mut invocation = APPEND.key(format!("{base}c:{id}"));
+        invocation
+            .key(format!("{base}cm:{id}"))
+            .key(format!("{base}ci:{id}"))
+            .arg(Timestamp::now().as_millis())
+            .arg("")
+            .arg("");
+        for message in messages {
+            invocation
+                .arg(message.id.as_str())
+                .arg(content_of(message))
+                .arg(serde_json::to_string(message).expect("serializes"));
+        }
+        let reply: Vec<Value> = invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .expect("append");
+        assert!(
+            matches!(reply.first(), Some(Value::BulkString(s)) if s == b"ok"),
+            "append: {reply:?}"
+        );
+    }
+
+    async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
+        let base = base(scope);
+        let reply: Vec<Value> = LOAD
+            .key(format!("{base}c:{id}"))
+            .key(format!("{base}cm:{id}"))
+            .arg(0)
+            .arg("+inf")
+            .arg(n as i64)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .expect("load");
+        let mut window: Vec<Message> = reply[1..]
+            .chunks(2)
+            .map(|pair| {
+                let member: Vec<u8> = redis::from_redis_value_ref(&pair[0]).expect("a member");
+                let nul = member.iter().position(|b| *b == 0).expect("id NUL body");
+                serde_json::from_slice(&member[nul + 1..]).expect("a message")
+            })
+            .collect();
+        window.reverse();
+        window
+    }
+
+    async fn get_working(&self, scope: &Scope) -> Option<String> {
+        let fields: (Option<String>, Option<String>, Option<u64>, Option<i64>) =
+            redis::cmd("HMGET")
+                .arg(format!("{}w", base(scope)))
+                .arg(&["content", "format", "revision", "updated_at"])
+                .query_async(&mut self.conn.clone())
+                .await
+                .expect("get working memory");
+        fields.0
+    }
+
+    async fn set_working(&self, scope: &Scope, content: &str) {
+        let key = format!("{}w", base(scope));
+        let reply: Vec<String> = SET_WORKING
+            .key(&key)
+            .key(&key)
+            .arg(content.as_bytes())
+            .arg("markdown")
+            .arg(Timestamp::now().as_millis())
+            .arg("")
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .expect("set working memory");
+        assert_eq!(reply.first().map(String::as_str), Some("ok"));
+    }
+
+    async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
+        let base = base(scope);
+        let tokens = fact_tokens(text);
+        if tokens.is_empty() {
+            return Vec::new();
+        }
+        let mut union = redis::cmd("SUNION");
+        for token in &tokens {
+            union.arg(format!("{base}ft:{token}"));
+        }
+        let ids: Vec<String> = union
+            .query_async(&mut self.conn.clone())
+            .await
+            .expect("token union");
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let mut pipe = redis::pipe();
+        for id in &ids {
+            pipe.cmd("HMGET").arg(format!("{base}f:{id}")).arg(&[
+                "doc",
+                "updated_at",
+                "valid_to",
+                "superseded_by",
+            ]);
+        }
+        let rows: Vec<FactFields> = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .expect("read facts");
+        let rows = rows
+            .into_iter()
+            .filter_map(|(doc, _, valid_to, superseded_by)| {
+                let doc: FactDoc = serde_json::from_str(&doc?).expect("a fact");
+                // The store writes "" for a current fact's valid_to and superseded_by.
+                let current = valid_to.is_none_or(|v| v.is_empty())
+                    && superseded_by.is_none_or(|s| s.is_empty());
+                current.then_some((doc.id, doc.text))
+            })
+            .collect();
+        let query_tokens: BTreeSet<String> = tokenize(text);
+        crate::workloads::rank(&query_tokens, rows, limit)
+    }
+
+    async fn list_page(
+        &self,
+        scope: &Scope,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Vec<(i64, String)> {
+        let base = base(scope);
+        // Newest first by (created_at, id): from the cursor's millisecond down, skipping what
+        // the last page already held at that millisecond (ties order by member, descending).
+        let max = after.as_ref().map_or_else(
+            || "+inf".to_owned(),
+            |(created_at, _)| created_at.to_string(),
+        );
+        let listed: Vec<(String, f64)> = redis::cmd("ZREVRANGEBYSCORE")
+            .arg(format!("{base}convs"))
+            .arg(max)
+            .arg("-inf")
+            .arg("WITHSCORES")
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit * 2)
+            .query_async(&mut self.conn.clone())
+            .await
+            .expect("list");
+        let page: Vec<(i64, String)> = listed
+            .into_iter()
+            .map(|(id, score)| (score as i64, id))
+            .filter(|(created_at, id)| {
+                after
+                    .as_ref()
+                    .is_none_or(|(c, last)| (*created_at, id.as_str()) < (*c, last.as_str()))
+            })
+            .take(limit)
+            .collect();
+        let mut pipe = redis::pipe();
+        for (_, id) in &page {
+            pipe.cmd("HMGET")
+                .arg(format!("{base}c:{id}"))
+                .arg(&["doc", "last_seq", "updated_at"]);
+        }
+        let docs: Vec<(Option<String>, Option<i64>, Option<i64>)> = pipe
+            .query_async(&mut self.conn.clone())
+            .await
+            .expect("read conversations");
+        for (doc, _, _) in &docs {
+            let doc: serde_json::Value =
+                serde_json::from_str(doc.as_deref().expect("a document")).expect("JSON");
+            std::hint::black_box(doc);
+        }
+        page
+    }
+}
+
+/// The store memory-redis opens on `url` with the benchmark's prefix (its keys deleted
+/// first), and the raw driver on the same server.
+pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
+    let client = redis::Client::open(url).expect("a Redis URL");
+    let mut conn = client
+        .get_connection_manager()
+        .await
+        .expect("connect to Redis");
+    let mut cursor = 0u64;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{PREFIX}:*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut conn)
+            .await
+            .expect("scan the benchmark's keys");
+        if !keys.is_empty() {
+            let _: i64 = redis::cmd("DEL")
+                .arg(&keys)
+                .query_async(&mut conn)
+                .await
+                .expect("delete the benchmark's keys");
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let store = memory_redis::RedisStore::builder()
+        .url(url)
+        .prefix(PREFIX)
+        .open()
+        .await
+        .expect("open the Redis store");
+    (Arc::new(store), Arc::new(RawRedis { conn }))
+}
