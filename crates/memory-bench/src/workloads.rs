@@ -76,17 +76,17 @@ impl Sizes {
     pub fn quick() -> Self {
         Self {
             rounds: 3,
-            append_messages: 2_000,
+            append_messages: 1_200,
             append_conversations: 20,
             long_thread: 5_000,
-            tail_loads: 200,
-            facts: 2_000,
+            tail_loads: 100,
+            facts: 1_000,
             recall_subjects: 20,
-            big_subject_facts: 1_000,
+            big_subject_facts: 500,
             listed_conversations: 1_000,
             queries: 20,
             working_ops: 400,
-            vectors: 2_000,
+            vectors: 1_000,
             slow_queries: 10,
         }
     }
