@@ -176,6 +176,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             _ => return Err(usage()),
         }
     }
+    let started = std::time::Instant::now();
     let model = models::minilm()?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace_root().join("target"), PathBuf::from);
@@ -239,7 +240,13 @@ fn bench(args: &[String]) -> Result<(), String> {
     }
     let services = services::provision();
     with_test_env(&mut bench, &services);
-    run(bench)
+    let result = run(bench);
+    eprintln!(
+        "xtask: bench{} took {:.0} s (data, peer install, build and run)",
+        if quick { " --quick" } else { "" },
+        started.elapsed().as_secs_f64()
+    );
+    result
 }
 
 /// Installs the VoltAgent peer (its npm packages and our `peer.mjs`) into

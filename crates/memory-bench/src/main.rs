@@ -314,12 +314,15 @@ async fn main() -> Result<(), String> {
                     );
                     continue;
                 };
-                let (ours, raw) = postgres::open(url).await;
+                let schema = postgres::schema(args.quick);
+                let (ours, raw) = postgres::open(url, schema).await;
                 tables.extend(common(&sizes, backend, &ours, &raw, None, &texts, &wants).await);
                 if wants("W5") {
                     eprintln!("bench: postgres W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");
-                    tables.extend(postgres::vectors(&sizes, url, &ours, &base, &queries).await);
+                    tables.extend(
+                        postgres::vectors(&sizes, url, schema, &ours, &base, &queries).await,
+                    );
                 }
             }
             "redis" => {
@@ -328,7 +331,8 @@ async fn main() -> Result<(), String> {
                         .push("redis: no server (set MEMORY_TEST_REDIS_URL or --redis-url)".into());
                     continue;
                 };
-                let (ours, raw) = memory_bench::redis::open(url).await;
+                let prefix = memory_bench::redis::prefix(args.quick);
+                let (ours, raw) = memory_bench::redis::open(url, prefix).await;
                 tables.extend(common(&sizes, backend, &ours, &raw, None, &texts, &wants).await);
             }
             other => {

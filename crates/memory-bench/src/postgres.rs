@@ -12,22 +12,30 @@ use tokio_postgres::NoTls;
 
 use crate::workloads::RawDriver;
 
-/// The schema the benchmark owns (dropped and made again at every run).
-pub const SCHEMA: &str = "agent_memory_bench";
+/// The schema the benchmark owns (dropped and made again at every run); the quick run has
+/// its own, so a smoke run never touches a full run's tables.
+pub fn schema(quick: bool) -> &'static str {
+    if quick {
+        "agent_memory_bench_quick"
+    } else {
+        "agent_memory_bench"
+    }
+}
 
 /// The statements memory-postgres runs, by hand on tokio-postgres, on the same schema and
 /// tables, through a deadpool pool of the same size and recycling, statements prepared once per
 /// connection as the store does.
 pub struct RawPostgres {
     pool: Pool,
+    schema: &'static str,
 }
 
 fn subject_of(scope: &Scope) -> &str {
     scope.subject().map_or("", |s| s.as_str())
 }
 
-fn sql(template: &str) -> String {
-    template.replace("{s}", SCHEMA)
+fn sql(schema: &str, template: &str) -> String {
+    template.replace("{s}", schema)
 }
 
 impl RawPostgres {
@@ -48,6 +56,7 @@ impl RawDriver for RawPostgres {
         client
             .execute(
                 &sql(
+                    self.schema,
                     "INSERT INTO {s}.conversations (namespace, subject, id, agent, title, metadata,
                           resource_slug, record_id, created_at, updated_at, last_seq)
                       VALUES ($1, $2, $3, NULL, NULL, '{}', NULL, NULL, $4, $4, 0)",
@@ -67,8 +76,11 @@ impl RawDriver for RawPostgres {
         let mut client = self.client().await;
         let tx = client.transaction().await.expect("begin");
         let lock = tx
-            .prepare_cached(&sql("SELECT pk, last_seq FROM {s}.conversations
-                 WHERE namespace = $1 AND subject = $2 AND id = $3 FOR NO KEY UPDATE"))
+            .prepare_cached(&sql(
+                self.schema,
+                "SELECT pk, last_seq FROM {s}.conversations
+                 WHERE namespace = $1 AND subject = $2 AND id = $3 FOR NO KEY UPDATE",
+            ))
             .await
             .expect("prepare");
         let row = tx
@@ -86,6 +98,7 @@ impl RawDriver for RawPostgres {
         let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
         let probe = tx
             .prepare_cached(&sql(
+                self.schema,
                 "SELECT seq, body FROM {s}.messages WHERE conversation = $1 AND id = ANY($2)",
             ))
             .await
@@ -100,6 +113,7 @@ impl RawDriver for RawPostgres {
             .collect();
         let insert = tx
             .prepare_cached(&sql(
+                self.schema,
                 "INSERT INTO {s}.messages (conversation, seq, id, role, body)
                  SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[])",
             ))
@@ -110,6 +124,7 @@ impl RawDriver for RawPostgres {
             .expect("insert messages");
         let update = tx
             .prepare_cached(&sql(
+                self.schema,
                 "UPDATE {s}.conversations SET last_seq = $1, updated_at = $2 WHERE pk = $3",
             ))
             .await
@@ -130,12 +145,15 @@ impl RawDriver for RawPostgres {
     async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
         let client = self.client().await;
         let statement = client
-            .prepare_cached(&sql("SELECT m.body FROM {s}.conversations c
+            .prepare_cached(&sql(
+                self.schema,
+                "SELECT m.body FROM {s}.conversations c
                  JOIN LATERAL (
                      SELECT seq, body FROM {s}.messages WHERE conversation = c.pk
                      ORDER BY seq DESC LIMIT $4
                  ) m ON true
-                 WHERE c.namespace = $1 AND c.subject = $2 AND c.id = $3"))
+                 WHERE c.namespace = $1 AND c.subject = $2 AND c.id = $3",
+            ))
             .await
             .expect("prepare");
         let rows = client
@@ -159,8 +177,11 @@ impl RawDriver for RawPostgres {
     async fn get_working(&self, scope: &Scope) -> Option<String> {
         let client = self.client().await;
         let statement = client
-            .prepare_cached(&sql("SELECT content FROM {s}.working_memory
-                 WHERE namespace = $1 AND subject = $2 AND conversation IS NULL"))
+            .prepare_cached(&sql(
+                self.schema,
+                "SELECT content FROM {s}.working_memory
+                 WHERE namespace = $1 AND subject = $2 AND conversation IS NULL",
+            ))
             .await
             .expect("prepare");
         client
@@ -187,8 +208,11 @@ impl RawDriver for RawPostgres {
             .expect("prepare");
         tx.execute(&lock, &[&key]).await.expect("advisory lock");
         let read = tx
-            .prepare_cached(&sql("SELECT revision FROM {s}.working_memory
-                 WHERE namespace = $1 AND subject = $2 AND conversation IS NULL"))
+            .prepare_cached(&sql(
+                self.schema,
+                "SELECT revision FROM {s}.working_memory
+                 WHERE namespace = $1 AND subject = $2 AND conversation IS NULL",
+            ))
             .await
             .expect("prepare");
         let revision: i64 = tx
@@ -197,12 +221,15 @@ impl RawDriver for RawPostgres {
             .expect("read revision")
             .map_or(0, |r| r.get(0));
         let write = tx
-            .prepare_cached(&sql("INSERT INTO {s}.working_memory
+            .prepare_cached(&sql(
+                self.schema,
+                "INSERT INTO {s}.working_memory
                      (namespace, subject, conversation, content, format, revision, updated_at)
                  VALUES ($1, $2, NULL, $3, 'markdown', $4, $5)
                  ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
                      content = excluded.content, format = excluded.format,
-                     revision = excluded.revision, updated_at = excluded.updated_at"))
+                     revision = excluded.revision, updated_at = excluded.updated_at",
+            ))
             .await
             .expect("prepare");
         tx.execute(
@@ -226,6 +253,7 @@ impl RawDriver for RawPostgres {
         let client = self.client().await;
         let statement = client
             .prepare_cached(&sql(
+                self.schema,
                 "SELECT pk, id, text, kind, key, tags, score, source, embedding,
                         created_at, updated_at, expires_at, valid_to, superseded_by
                  FROM {s}.facts
@@ -272,11 +300,14 @@ impl RawDriver for RawPostgres {
         let limit = limit as i64;
         let rows = if let Some((created_at, id)) = &after {
             let statement = client
-                .prepare_cached(&sql(&format!(
-                    "SELECT {columns} FROM {{s}}.conversations
+                .prepare_cached(&sql(
+                    self.schema,
+                    &format!(
+                        "SELECT {columns} FROM {{s}}.conversations
                          WHERE namespace = $1 AND subject = $2 AND (created_at, id) < ($3, $4)
                          ORDER BY created_at DESC, id DESC LIMIT $5"
-                )))
+                    ),
+                ))
                 .await
                 .expect("prepare");
             client
@@ -284,11 +315,14 @@ impl RawDriver for RawPostgres {
                 .await
         } else {
             let statement = client
-                .prepare_cached(&sql(&format!(
-                    "SELECT {columns} FROM {{s}}.conversations
+                .prepare_cached(&sql(
+                    self.schema,
+                    &format!(
+                        "SELECT {columns} FROM {{s}}.conversations
                          WHERE namespace = $1 AND subject = $2
                          ORDER BY created_at DESC, id DESC LIMIT $3"
-                )))
+                    ),
+                ))
                 .await
                 .expect("prepare");
             client
@@ -303,17 +337,17 @@ impl RawDriver for RawPostgres {
 }
 
 /// The store memory-postgres opens on a fresh schema of `url`, and the raw driver on it.
-pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
+pub async fn open(url: &str, schema: &'static str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
     let config = tokio_postgres::Config::from_str(url).expect("a PostgreSQL URL");
     let (client, connection) = config.connect(NoTls).await.expect("connect to PostgreSQL");
     tokio::spawn(connection);
     client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {SCHEMA} CASCADE"))
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .await
         .expect("drop the benchmark schema");
     let store = memory_postgres::PostgresStore::builder()
         .url(url)
-        .schema(SCHEMA)
+        .schema(schema)
         .max_connections(16)
         .open()
         .await
@@ -332,7 +366,7 @@ pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
         .create_timeout(Some(Duration::from_secs(10)))
         .build()
         .expect("the raw pool");
-    (Arc::new(store), Arc::new(RawPostgres { pool }))
+    (Arc::new(store), Arc::new(RawPostgres { pool, schema }))
 }
 
 /// W5 on PostgreSQL: ours with its HNSW index against the same pgvector HNSW index by hand,
@@ -342,6 +376,7 @@ pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
 pub async fn vectors(
     sizes: &crate::workloads::Sizes,
     url: &str,
+    schema: &'static str,
     ours: &Arc<dyn MemoryBackend>,
     base: &Arc<crate::data::Matrix>,
     queries: &Arc<crate::data::Matrix>,
@@ -351,7 +386,7 @@ pub async fn vectors(
     let exact_store: Arc<dyn MemoryBackend> = Arc::new(
         memory_postgres::PostgresStore::builder()
             .url(url)
-            .schema(SCHEMA)
+            .schema(schema)
             .max_connections(16)
             .vector_index(false)
             .open()
@@ -377,22 +412,28 @@ pub async fn vectors(
     .expect("the raw pool");
     let mut client = pool.get().await.expect("a connection");
     client
-        .batch_execute(&sql(&format!(
+        .batch_execute(&sql(
+            schema,
+            &format!(
             "CREATE TABLE {{s}}.raw_vectors_exact (id bigint PRIMARY KEY, subject text NOT NULL,
                  bucket int NOT NULL, decile int NOT NULL, embedding vector({dims}) NOT NULL);
              CREATE TABLE {{s}}.raw_vectors_hnsw (LIKE {{s}}.raw_vectors_exact INCLUDING ALL);",
             dims = crate::data::DIMS
-        )))
+        ),
+        ))
         .await
         .expect("create the raw tables");
     let started = std::time::Instant::now();
     for table in ["raw_vectors_exact", "raw_vectors_hnsw"] {
         let tx = client.transaction().await.expect("begin");
         let insert = tx
-            .prepare(&sql(&format!(
-                "INSERT INTO {{s}}.{table} (id, subject, bucket, decile, embedding)
+            .prepare(&sql(
+                schema,
+                &format!(
+                    "INSERT INTO {{s}}.{table} (id, subject, bucket, decile, embedding)
                  VALUES ($1, $2, $3, $4, $5::real[]::vector)"
-            )))
+                ),
+            ))
             .await
             .expect("prepare");
         for i in 0..base.len() {
@@ -409,12 +450,15 @@ pub async fn vectors(
     let raw_load = started.elapsed() / 2;
     let started = std::time::Instant::now();
     client
-        .batch_execute(&sql(&format!(
-            "CREATE INDEX ON {{s}}.raw_vectors_hnsw USING hnsw (embedding vector_cosine_ops)
+        .batch_execute(&sql(
+            schema,
+            &format!(
+                "CREATE INDEX ON {{s}}.raw_vectors_hnsw USING hnsw (embedding vector_cosine_ops)
                  WITH (m = {}, ef_construction = {}); ANALYZE {{s}}.raw_vectors_exact;
              ANALYZE {{s}}.raw_vectors_hnsw;",
-            hnsw.m, hnsw.ef_construction
-        )))
+                hnsw.m, hnsw.ef_construction
+            ),
+        ))
         .await
         .expect("build the raw HNSW index");
     let raw_index_build = started.elapsed();
@@ -432,10 +476,13 @@ pub async fn vectors(
                     let tx = client.transaction().await.expect("begin");
                     tx.batch_execute(&setup).await.expect("settings");
                     let statement = tx
-                        .prepare_cached(&sql(&format!(
-                            "SELECT id FROM {{s}}.{table} WHERE subject = $1{condition}
+                        .prepare_cached(&sql(
+                            schema,
+                            &format!(
+                                "SELECT id FROM {{s}}.{table} WHERE subject = $1{condition}
                          ORDER BY embedding <=> $2::real[]::vector LIMIT $3"
-                        )))
+                            ),
+                        ))
                         .await
                         .expect("prepare");
                     let rows = tx

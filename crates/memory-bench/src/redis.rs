@@ -15,8 +15,15 @@ use redis::{Script, Value};
 
 use crate::workloads::RawDriver;
 
-/// The key prefix the benchmark owns (its keys are deleted at every run).
-pub const PREFIX: &str = "agent-memory-bench";
+/// The key prefix the benchmark owns (its keys are deleted at every run); the quick run has
+/// its own.
+pub fn prefix(quick: bool) -> &'static str {
+    if quick {
+        "agent-memory-bench-quick"
+    } else {
+        "agent-memory-bench"
+    }
+}
 
 static CREATE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(include_str!(
@@ -36,13 +43,14 @@ static SET_WORKING: LazyLock<Script> = LazyLock::new(|| {
 /// The raw side on Redis.
 pub struct RawRedis {
     conn: ConnectionManager,
+    prefix: &'static str,
 }
 
 /// The scope's key prefix: `PREFIX:{namespace:subject}:` (the benchmark's names need no
 /// escaping).
-fn base(scope: &Scope) -> String {
+fn base(prefix: &str, scope: &Scope) -> String {
     format!(
-        "{PREFIX}:{{{}:{}}}:",
+        "{prefix}:{{{}:{}}}:",
         scope.namespace().as_str(),
         scope.subject().map_or("", |s| s.as_str())
     )
@@ -75,7 +83,7 @@ impl RawDriver for RawRedis {
             ..NewConversation::default()
         }
         .into_conversation(scope, Timestamp::now());
-        let base = base(scope);
+        let base = base(self.prefix, scope);
         let created: i64 = CREATE
             .key(format!("{base}c:{id}"))
             .key(format!("{base}convs"))
@@ -89,7 +97,7 @@ impl RawDriver for RawRedis {
     }
 
     async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]) {
-        let base = base(scope);
+        let base = base(self.prefix, scope);
         let mut invocation = APPEND.key(format!("{base}c:{id}"));
         invocation
             .key(format!("{base}cm:{id}"))
@@ -114,7 +122,7 @@ impl RawDriver for RawRedis {
     }
 
     async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
-        let base = base(scope);
+        let base = base(self.prefix, scope);
         let reply: Vec<Value> = LOAD
             .key(format!("{base}c:{id}"))
             .key(format!("{base}cm:{id}"))
@@ -139,7 +147,7 @@ impl RawDriver for RawRedis {
     async fn get_working(&self, scope: &Scope) -> Option<String> {
         let fields: (Option<String>, Option<String>, Option<u64>, Option<i64>) =
             redis::cmd("HMGET")
-                .arg(format!("{}w", base(scope)))
+                .arg(format!("{}w", base(self.prefix, scope)))
                 .arg(&["content", "format", "revision", "updated_at"])
                 .query_async(&mut self.conn.clone())
                 .await
@@ -148,7 +156,7 @@ impl RawDriver for RawRedis {
     }
 
     async fn set_working(&self, scope: &Scope, content: &str) {
-        let key = format!("{}w", base(scope));
+        let key = format!("{}w", base(self.prefix, scope));
         let reply: Vec<String> = SET_WORKING
             .key(&key)
             .key(&key)
@@ -163,7 +171,7 @@ impl RawDriver for RawRedis {
     }
 
     async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
-        let base = base(scope);
+        let base = base(self.prefix, scope);
         let tokens = fact_tokens(text);
         if tokens.is_empty() {
             return Vec::new();
@@ -212,7 +220,7 @@ impl RawDriver for RawRedis {
         after: Option<(i64, String)>,
         limit: usize,
     ) -> Vec<(i64, String)> {
-        let base = base(scope);
+        let base = base(self.prefix, scope);
         // Newest first by (created_at, id): from the cursor's millisecond down, skipping what
         // the last page already held at that millisecond (ties order by member, descending).
         let max = after.as_ref().map_or_else(
@@ -261,7 +269,7 @@ impl RawDriver for RawRedis {
 
 /// The store memory-redis opens on `url` with the benchmark's prefix (its keys deleted
 /// first), and the raw driver on the same server.
-pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
+pub async fn open(url: &str, prefix: &'static str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
     let client = redis::Client::open(url).expect("a Redis URL");
     let mut conn = client
         .get_connection_manager()
@@ -272,7 +280,7 @@ pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
         let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(format!("{PREFIX}:*"))
+            .arg(format!("{prefix}:*"))
             .arg("COUNT")
             .arg(1000)
             .query_async(&mut conn)
@@ -292,9 +300,9 @@ pub async fn open(url: &str) -> (Arc<dyn MemoryBackend>, Arc<dyn RawDriver>) {
     }
     let store = memory_redis::RedisStore::builder()
         .url(url)
-        .prefix(PREFIX)
+        .prefix(prefix)
         .open()
         .await
         .expect("open the Redis store");
-    (Arc::new(store), Arc::new(RawRedis { conn }))
+    (Arc::new(store), Arc::new(RawRedis { conn, prefix }))
 }
