@@ -39,14 +39,25 @@ pub fn ensure_corpus(dir: &Path) -> Result<PathBuf, String> {
         return Ok(out);
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let lists = dir.join("apt-lists");
+    // Absolute: apt reads a relative Dir::State::Lists under its own state folder.
+    let lists = std::path::absolute(dir.join("apt-lists")).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(lists.join("partial"))
         .map_err(|e| format!("cannot create {}: {e}", lists.display()))?;
+    // The English descriptions, even where apt.conf.d turns translations off (Debian's
+    // container images set `Acquire::Languages "none"`, which `-o` cannot clear: a list).
+    let languages = dir.join("apt-languages.conf");
+    std::fs::write(
+        &languages,
+        "#clear Acquire::Languages;\nAcquire::Languages { \"en\"; };\n",
+    )
+    .map_err(|e| format!("cannot write {}: {e}", languages.display()))?;
     let status = Command::new("apt-get")
         .arg("-q")
+        .arg("-c")
+        .arg(&languages)
         .arg("-o")
         .arg(format!("Dir::State::Lists={}", lists.display()))
-        .args(["-o", "Acquire::Languages=en", "update"])
+        .arg("update")
         .stdout(std::process::Stdio::null())
         .status()
         .map_err(|e| format!("cannot run apt-get (the corpus needs Debian's apt): {e}"))?;
