@@ -41,6 +41,9 @@ const BACKENDS: &[(&str, &str, &str)] = &[
 /// copies of the `sqlite3_*` symbols meet in one binary (the linker may not even complain).
 const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
 
+/// Features of the `bench` and `bench-data` binaries: one set, so one build serves both.
+const BENCH_FEATURES: &str = "embed,backends";
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -195,7 +198,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             "-p",
             "memory-bench",
             "--features",
-            "embed",
+            BENCH_FEATURES,
         ])
         .args(profile)
         .args(["--bin", "bench-data", "--"])
@@ -219,7 +222,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             "-p",
             "memory-bench",
             "--features",
-            "embed",
+            BENCH_FEATURES,
         ])
         .args(profile)
         .args(["--bin", "bench", "--"])
@@ -232,6 +235,16 @@ fn bench(args: &[String]) -> Result<(), String> {
     if quick {
         bench.arg("--quick");
     }
+    // libSQL's backend runs in a binary of its own (its SQLite must not meet sqlx's).
+    let mut build_libsql = cargo();
+    build_libsql
+        .args(["build", "--quiet", "-p", "memory-bench-libsql"])
+        .args(profile);
+    run(build_libsql)?;
+    let libsql_bench = target
+        .join(if quick { "debug" } else { "release" })
+        .join("bench-libsql");
+    bench.arg("--libsql-bench").arg(libsql_bench);
     match voltagent(&target) {
         Ok(install) => {
             bench.arg("--voltagent").arg(install);
@@ -355,12 +368,19 @@ fn ci() -> Result<(), String> {
 /// Fails when anything that links libSQL (memory-libsql, with every feature and its tests)
 /// also depends on another SQLite.
 fn libsql_links_alone() -> Result<(), String> {
-    for other in LINKED_BESIDE_LIBSQL {
+    for (linking, other) in ["memory-libsql", "memory-bench-libsql"]
+        .into_iter()
+        .flat_map(|linking| {
+            LINKED_BESIDE_LIBSQL
+                .iter()
+                .map(move |other| (linking, other))
+        })
+    {
         let output = cargo()
             .args([
                 "tree",
                 "-p",
-                "memory-libsql",
+                linking,
                 "--all-features",
                 "-e",
                 "normal,build,dev",
@@ -372,7 +392,7 @@ fn libsql_links_alone() -> Result<(), String> {
         // `cargo tree -i` fails with "did not match any packages" when the crate is absent.
         if output.status.success() {
             return Err(format!(
-                "memory-libsql depends on {other}, which links a second SQLite:\n{}",
+                "{linking} depends on {other}, which links a second SQLite:\n{}",
                 String::from_utf8_lossy(&output.stdout)
             ));
         }

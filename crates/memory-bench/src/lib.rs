@@ -11,8 +11,12 @@
 //! No test asserts a time: tests check the arithmetic and the interleaving, never speed.
 
 pub mod data;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis")]
 pub mod redis;
+pub mod run;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod vectors;
 pub mod voltagent;

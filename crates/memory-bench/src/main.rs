@@ -1,14 +1,14 @@
 //! `bench`: runs the workloads against their references and writes `BENCHMARKS.md` and
 //! `benchmarks.json`. Run it through `cargo xtask bench`, which makes the data first.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Parser;
 use memory_bench::data::{self, Matrix, DIMS};
+use memory_bench::run::{common, machine, Common};
 use memory_bench::vectors::{Load, Selection};
 use memory_bench::voltagent::VoltAgent;
-use memory_bench::workloads::RawDriver;
 use memory_bench::workloads::{self, Sizes};
 use memory_bench::{peak_rss_bytes, postgres, sqlite, vectors, Report, Table};
 use memory_core::MemoryBackend;
@@ -17,27 +17,15 @@ use memory_core::MemoryBackend;
 #[derive(Debug, Parser)]
 #[command(name = "bench")]
 struct Args {
-    /// Backends to run (comma-separated): sqlite, postgres, redis.
-    #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,redis")]
-    backend: Vec<String>,
-    /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
-    /// W4 lexical recall, W5 and W6 vector search, W8 forget_all, W9 working memory, W10
-    /// agent turn.
+    /// Backends to run (comma-separated): sqlite, postgres, redis, libsql.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "W1,W2,W3,W4,W5,W8,W9,W10"
+        default_value = "sqlite,postgres,redis,libsql"
     )]
-    workload: Vec<String>,
-    /// Small sizes, for a smoke test: the figures mean little.
-    #[arg(long)]
-    quick: bool,
-    /// The data folder `cargo xtask bench` fills (corpus and embeddings).
-    #[arg(long, default_value = "target/bench-data")]
-    data: PathBuf,
-    /// Where BENCHMARKS.md and benchmarks.json go.
-    #[arg(long, default_value = "target/bench-report")]
-    out: PathBuf,
+    backend: Vec<String>,
+    #[command(flatten)]
+    common: Common,
     /// The PostgreSQL server of the `postgres` backend (a schema `agent_memory_bench` is
     /// dropped and made again).
     #[arg(long, env = "MEMORY_TEST_POSTGRES_URL")]
@@ -50,116 +38,45 @@ struct Args {
     /// first).
     #[arg(long, env = "MEMORY_TEST_REDIS_URL")]
     redis_url: Option<String>,
-    /// The command recorded in the report.
-    #[arg(long, default_value = "cargo xtask bench")]
-    command: String,
+    /// The `bench-libsql` binary (crate memory-bench-libsql), which runs the `libsql` backend
+    /// in a process of its own: libSQL's SQLite must not meet the one this binary links.
+    #[arg(long)]
+    libsql_bench: Option<PathBuf>,
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|m| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    let memory = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kib| kib.parse::<u64>().ok())
-        })
-        .map_or_else(String::new, |kib| {
-            format!(", {:.0} GiB", kib as f64 / 1_048_576.0)
-        });
-    let os = std::fs::read_to_string("/etc/os-release")
-        .ok()
-        .and_then(|o| {
-            o.lines()
-                .find_map(|l| l.strip_prefix("PRETTY_NAME="))
-                .map(|n| n.trim_matches('"').to_owned())
-        })
-        .unwrap_or_default();
-    format!("{cpu}, {cores} cores{memory}, {os}")
-}
-
-/// The corpus as the workloads use it.
-struct Texts {
-    paragraphs: Vec<String>,
-    sentences: Vec<String>,
-    queries: Vec<String>,
-    /// The embeddings (base, held-out queries), when W5 or W8 runs.
-    vectors: Option<(Arc<Matrix>, Arc<Matrix>)>,
-}
-
-/// W1, W2, W4 and W9: ours against the raw driver on one backend.
-async fn common(
-    sizes: &Sizes,
-    backend: &str,
-    ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
-    peer: Option<&Arc<VoltAgent>>,
-    texts: &Texts,
-    wants: &impl Fn(&str) -> bool,
-) -> Vec<Table> {
-    let mut tables = Vec::new();
-    if wants("W1") {
-        eprintln!("bench: {backend} W1");
-        tables.extend(workloads::append(sizes, backend, ours, raw, peer, &texts.paragraphs).await);
+/// Runs the `libsql` backend's binary with this run's arguments; returns its tables, with its
+/// peak RSS noted on the first.
+fn libsql(binary: &Path, common: &Common) -> Result<(Vec<Table>, Vec<String>), String> {
+    let out = common.out.join("libsql");
+    let mut command = std::process::Command::new(binary);
+    command
+        .arg("--workload")
+        .arg(common.workload.join(","))
+        .arg("--data")
+        .arg(&common.data)
+        .arg("--out")
+        .arg(&out)
+        .arg("--command")
+        .arg(&common.command);
+    if common.quick {
+        command.arg("--quick");
     }
-    if wants("W2") {
-        eprintln!("bench: {backend} W2");
-        tables
-            .extend(workloads::load_tail(sizes, backend, ours, raw, peer, &texts.paragraphs).await);
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    if !status.success() {
+        return Err(format!("{} failed: {status}", binary.display()));
     }
-    if wants("W3") {
-        eprintln!("bench: {backend} W3");
-        tables.extend(workloads::list_conversations(sizes, backend, ours, raw).await);
+    let json = std::fs::read_to_string(out.join("benchmarks.json")).map_err(|e| e.to_string())?;
+    let report: Report = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let mut tables = report.tables;
+    if let (Some(first), Some(rss)) = (tables.first_mut(), report.peak_rss_bytes) {
+        first.notes.push(format!(
+            "peak RSS of the bench-libsql process (all libsql workloads): {:.1} MiB",
+            rss as f64 / 1_048_576.0
+        ));
     }
-    if wants("W4") {
-        eprintln!("bench: {backend} W4");
-        tables.extend(
-            workloads::recall(sizes, backend, ours, raw, &texts.sentences, &texts.queries).await,
-        );
-    }
-    if wants("W9") {
-        eprintln!("bench: {backend} W9");
-        tables.extend(
-            workloads::working_memory(sizes, backend, ours, raw, peer, &texts.paragraphs).await,
-        );
-    }
-    if wants("W10") {
-        eprintln!("bench: {backend} W10");
-        tables.extend(workloads::agent_turn(sizes, backend, ours, &texts.paragraphs).await);
-    }
-    if wants("W8") {
-        eprintln!("bench: {backend} W8");
-        let vectors = texts.vectors.as_ref().map(|(base, _)| base.as_ref());
-        tables.extend(workloads::forget_all(sizes, backend, ours, &texts.sentences, vectors).await);
-    }
-    tables
-}
-
-/// The first `sizes.vectors` embeddings, and the held-out queries after them.
-fn vectors_of(
-    data_dir: &std::path::Path,
-    sizes: &Sizes,
-) -> Result<(Arc<Matrix>, Arc<Matrix>), String> {
-    let all = data::embeddings(data_dir, sizes.vectors + sizes.queries)?;
-    let (base, queries) = all.data.split_at(sizes.vectors * DIMS);
-    Ok((
-        Arc::new(Matrix {
-            data: base.to_vec(),
-        }),
-        Arc::new(Matrix {
-            data: queries.to_vec(),
-        }),
-    ))
+    Ok((tables, report.skipped))
 }
 
 /// W5 on SQLite: ours against sqlite-vec and the sequential read, at 1 and 8 clients.
@@ -239,32 +156,14 @@ async fn sqlite_vectors(
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = Args::parse();
-    let sizes = if args.quick {
-        Sizes::quick()
-    } else {
-        Sizes::full()
-    };
-    let wants = |w: &str| args.workload.iter().any(|x| x.eq_ignore_ascii_case(w));
-    let paragraphs = data::paragraphs(&args.data)?;
-    let sentences = data::sentences(&paragraphs);
-    let queries: Vec<String> = sentences[sentences.len() - sizes.queries..].to_vec();
-    let vectors = if wants("W5") || wants("W8") {
-        Some(vectors_of(&args.data, &sizes)?)
-    } else {
-        None
-    };
-    let texts = Texts {
-        paragraphs,
-        sentences,
-        queries,
-        vectors,
-    };
+    let sizes = args.common.sizes();
+    let texts = args.common.texts()?;
     let mut tables: Vec<Table> = Vec::new();
     let mut skipped: Vec<String> = Vec::new();
     for backend in &args.backend {
         match backend.as_str() {
             "sqlite" => {
-                let dir = args.data.join("run-sqlite");
+                let dir = args.common.data.join("run-sqlite");
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
                 let (ours, raw) = sqlite::open(&dir.join("memory.db")).await;
@@ -278,13 +177,13 @@ async fn main() -> Result<(), String> {
                     None
                 };
                 tables.extend(
-                    common(&sizes, backend, &ours, &raw, peer.as_ref(), &texts, &wants).await,
+                    common(&args.common, backend, &ours, &raw, peer.as_ref(), &texts).await,
                 );
-                if wants("W5") {
+                if args.common.wants("W5") {
                     eprintln!("bench: sqlite W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");
                     let embeddings =
-                        data::embeddings_file(&args.data, sizes.vectors + sizes.queries)?;
+                        data::embeddings_file(&args.common.data, sizes.vectors + sizes.queries)?;
                     let embeddings = std::path::absolute(embeddings).map_err(|e| e.to_string())?;
                     let peer = match &peer {
                         Some(peer) => {
@@ -314,10 +213,10 @@ async fn main() -> Result<(), String> {
                     );
                     continue;
                 };
-                let schema = postgres::schema(args.quick);
+                let schema = postgres::schema(args.common.quick);
                 let (ours, raw) = postgres::open(url, schema).await;
-                tables.extend(common(&sizes, backend, &ours, &raw, None, &texts, &wants).await);
-                if wants("W5") {
+                tables.extend(common(&args.common, backend, &ours, &raw, None, &texts).await);
+                if args.common.wants("W5") {
                     eprintln!("bench: postgres W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");
                     tables.extend(
@@ -331,13 +230,24 @@ async fn main() -> Result<(), String> {
                         .push("redis: no server (set MEMORY_TEST_REDIS_URL or --redis-url)".into());
                     continue;
                 };
-                let prefix = memory_bench::redis::prefix(args.quick);
+                let prefix = memory_bench::redis::prefix(args.common.quick);
                 let (ours, raw) = memory_bench::redis::open(url, prefix).await;
-                tables.extend(common(&sizes, backend, &ours, &raw, None, &texts, &wants).await);
+                tables.extend(common(&args.common, backend, &ours, &raw, None, &texts).await);
+            }
+            "libsql" => {
+                let Some(binary) = &args.libsql_bench else {
+                    skipped.push(
+                        "libsql: no bench-libsql binary (run through `cargo xtask bench`)".into(),
+                    );
+                    continue;
+                };
+                let (libsql_tables, libsql_skipped) = libsql(binary, &args.common)?;
+                tables.extend(libsql_tables);
+                skipped.extend(libsql_skipped);
             }
             other => {
                 return Err(format!(
-                    "unknown backend {other:?} (known: sqlite, postgres, redis)"
+                    "unknown backend {other:?} (known: sqlite, postgres, redis, libsql)"
                 ))
             }
         }
@@ -347,19 +257,12 @@ async fn main() -> Result<(), String> {
     }
     let report = Report {
         skipped,
-        command: args.command,
+        command: args.common.command.clone(),
         machine: machine(),
         peak_rss_bytes: peak_rss_bytes(),
         tables,
     };
-    std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
-    let markdown = report.markdown();
-    std::fs::write(args.out.join("BENCHMARKS.md"), &markdown).map_err(|e| e.to_string())?;
-    std::fs::write(
-        args.out.join("benchmarks.json"),
-        serde_json::to_string_pretty(&report).expect("report serializes"),
-    )
-    .map_err(|e| e.to_string())?;
+    let markdown = args.common.write(&report)?;
     println!("{markdown}");
     Ok(())
 }

@@ -83,6 +83,43 @@ pub fn ground_truth(
         .collect()
 }
 
+/// [`ground_truth`], computed once per matrix, queries and filter in this process: every
+/// table of a backend (clients, index or exact) and every backend search the same data.
+pub fn ground_truth_cached(
+    base: &Matrix,
+    queries: &Matrix,
+    k: usize,
+    filter: Option<Selection>,
+) -> Arc<Vec<Vec<usize>>> {
+    use std::collections::HashMap;
+    use std::hash::{Hash as _, Hasher as _};
+    type Cache = Mutex<HashMap<u64, Arc<Vec<Vec<usize>>>>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    // The key covers every query and the base's size and ends: cheap, and two different
+    // query sets never share an answer.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (base.len(), k, filter.map(|f| (f.field, f.modulus))).hash(&mut hasher);
+    for x in queries
+        .data
+        .iter()
+        .chain(base.row(0))
+        .chain(base.row(base.len().saturating_sub(1)))
+    {
+        x.to_bits().hash(&mut hasher);
+    }
+    let key = hasher.finish();
+    let cache = CACHE.get_or_init(Cache::default);
+    if let Some(found) = cache.lock().expect("not poisoned").get(&key) {
+        return found.clone();
+    }
+    let truth = Arc::new(ground_truth(base, queries, k, filter));
+    cache
+        .lock()
+        .expect("not poisoned")
+        .insert(key, truth.clone());
+    truth
+}
+
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
@@ -181,7 +218,7 @@ pub async fn search(
         voltagent,
     } = peers;
     let (ours, scope) = (ours.0, ours.1.clone());
-    let truth = ground_truth(base, queries, 10, filter);
+    let truth = ground_truth_cached(base, queries, 10, filter);
     let found_ours: Arc<Mutex<Vec<Vec<usize>>>> = Arc::default();
     let q = queries.len();
 

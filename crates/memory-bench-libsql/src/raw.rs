@@ -1,0 +1,346 @@
+//! The hand-written side: memory-libsql's statements on the libsql driver, on the same file
+//! and tables, with the same connections (one writer, `readers` readers), pragmas and
+//! transaction shapes (`BEGIN IMMEDIATE` writes, deferred read transactions).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use libsql::{Connection, Database, TransactionBehavior, Value};
+use memory_bench::workloads::{rank, RawDriver};
+use memory_core::lexical::tokenize;
+use memory_core::{ConversationId, Message, Scope, Timestamp};
+use tokio::sync::Mutex;
+
+/// memory-libsql's statements by hand.
+pub struct RawLibsql {
+    _database: Database,
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next: AtomicUsize,
+}
+
+/// A connection with the store's pragmas.
+async fn connect(database: &Database) -> Connection {
+    let conn = database.connect().expect("connect");
+    conn.busy_timeout(Duration::from_secs(5))
+        .expect("busy timeout");
+    conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
+        .await
+        .expect("pragmas");
+    conn
+}
+
+/// Every row of a query as values.
+pub async fn rows(
+    conn: &Connection,
+    sql: &str,
+    params: impl libsql::params::IntoParams,
+) -> Vec<Vec<Value>> {
+    let mut rows = conn.query(sql, params).await.expect("query");
+    let mut all = Vec::new();
+    while let Some(row) = rows.next().await.expect("next row") {
+        all.push(
+            (0..row.column_count())
+                .map(|i| row.get_value(i).expect("a value"))
+                .collect(),
+        );
+    }
+    all
+}
+
+/// Text stored as TEXT or as a blob (free text, which may hold NUL, is a blob).
+pub fn string(value: &Value) -> String {
+    match value {
+        Value::Text(s) => s.clone(),
+        Value::Blob(b) => String::from_utf8(b.clone()).expect("UTF-8"),
+        other => panic!("not text: {other:?}"),
+    }
+}
+
+fn int(value: &Value) -> i64 {
+    match value {
+        Value::Integer(i) => *i,
+        other => panic!("not an integer: {other:?}"),
+    }
+}
+
+fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+impl RawLibsql {
+    /// Opens the file memory-libsql made (WAL already set by the store).
+    pub async fn open(path: &Path, readers: usize) -> Self {
+        let database = libsql::Builder::new_local(path)
+            .build()
+            .await
+            .expect("open the libSQL file");
+        let writer = Mutex::new(connect(&database).await);
+        let mut pool = Vec::with_capacity(readers);
+        for _ in 0..readers.max(1) {
+            pool.push(Mutex::new(connect(&database).await));
+        }
+        Self {
+            _database: database,
+            writer,
+            readers: pool,
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Every row of a read on a reader connection, outside a transaction.
+    pub async fn query(
+        &self,
+        sql: &str,
+        params: impl libsql::params::IntoParams,
+    ) -> Vec<Vec<Value>> {
+        let conn = self.reader().await;
+        rows(&conn, sql, params).await
+    }
+
+    /// A reader connection: the next in turn.
+    async fn reader(&self) -> tokio::sync::MutexGuard<'_, Connection> {
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let n = self.readers.len();
+        for i in 0..n {
+            if let Ok(conn) = self.readers[(start + i) % n].try_lock() {
+                return conn;
+            }
+        }
+        self.readers[start % n].lock().await
+    }
+}
+
+#[async_trait]
+impl RawDriver for RawLibsql {
+    fn name(&self) -> String {
+        "raw libsql".into()
+    }
+
+    async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
+        let writer = self.writer.lock().await;
+        let tx = writer
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .await
+            .expect("begin");
+        tx.execute(
+            "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+                 resource_slug, record_id, created_at, updated_at, last_seq)
+             VALUES (?1, ?2, ?3, NULL, NULL, '{}', NULL, NULL, ?4, ?4, 0)",
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                id.as_str(),
+                Timestamp::now().as_millis(),
+            ),
+        )
+        .await
+        .expect("insert conversation");
+        tx.commit().await.expect("commit");
+    }
+
+    async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]) {
+        let writer = self.writer.lock().await;
+        let tx = writer
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .await
+            .expect("begin");
+        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+        // The same idempotency probe as the store.
+        let found = rows(
+            &tx,
+            "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
+             LEFT JOIN messages m
+               ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                id.as_str(),
+                serde_json::to_string(&ids).expect("ids serialize"),
+            ),
+        )
+        .await;
+        let first = found.first().expect("the conversation exists");
+        assert!(
+            matches!(first[2], Value::Null),
+            "the benchmark appends new messages only"
+        );
+        let (pk, mut seq) = (int(&first[0]), int(&first[1]));
+        for message in messages {
+            seq += 1;
+            tx.execute(
+                "INSERT INTO messages (conversation, seq, id, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                (
+                    pk,
+                    seq,
+                    message.id.as_str(),
+                    message.role.as_str(),
+                    serde_json::to_string(message).expect("message serializes"),
+                ),
+            )
+            .await
+            .expect("insert message");
+        }
+        tx.execute(
+            "UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3",
+            (seq, Timestamp::now().as_millis(), pk),
+        )
+        .await
+        .expect("update conversation");
+        tx.commit().await.expect("commit");
+    }
+
+    async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
+        let conn = self.reader().await;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .await
+            .expect("begin");
+        let pk = rows(
+            &tx,
+            "SELECT pk, last_seq FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+            (scope.namespace().as_str(), subject_of(scope), id.as_str()),
+        )
+        .await;
+        let pk = int(&pk.first().expect("the conversation")[0]);
+        let found = rows(
+            &tx,
+            "SELECT seq, body FROM messages WHERE conversation = ?1 ORDER BY seq DESC LIMIT ?2",
+            (pk, n as i64),
+        )
+        .await;
+        tx.commit().await.expect("commit");
+        found
+            .iter()
+            .rev()
+            .map(|row| serde_json::from_str(&string(&row[1])).expect("a message"))
+            .collect()
+    }
+
+    async fn get_working(&self, scope: &Scope) -> Option<String> {
+        let conn = self.reader().await;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .await
+            .expect("begin");
+        let found = rows(
+            &tx,
+            "SELECT content, format, revision, updated_at FROM working_memory
+             WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
+            (scope.namespace().as_str(), subject_of(scope)),
+        )
+        .await;
+        tx.commit().await.expect("commit");
+        found.first().map(|row| string(&row[0]))
+    }
+
+    async fn set_working(&self, scope: &Scope, content: &str) {
+        let writer = self.writer.lock().await;
+        let tx = writer
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .await
+            .expect("begin");
+        let current = rows(
+            &tx,
+            "SELECT revision FROM working_memory
+             WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
+            (scope.namespace().as_str(), subject_of(scope)),
+        )
+        .await;
+        let revision = current.first().map_or(0, |row| int(&row[0]));
+        tx.execute(
+            "INSERT INTO working_memory
+                 (namespace, subject, conversation, content, format, revision, updated_at)
+             VALUES (?1, ?2, 0, ?3, 'markdown', ?4, ?5)
+             ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                 content = excluded.content, format = excluded.format,
+                 revision = excluded.revision, updated_at = excluded.updated_at",
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                Value::Blob(content.as_bytes().to_vec()),
+                revision + 1,
+                Timestamp::now().as_millis(),
+            ),
+        )
+        .await
+        .expect("write working memory");
+        tx.commit().await.expect("commit");
+    }
+
+    async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
+        let query_tokens = tokenize(text);
+        let tokens: Vec<&String> = query_tokens.iter().collect();
+        let conn = self.reader().await;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .await
+            .expect("begin");
+        // The store's statement, every column; the ranking needs only id and text.
+        let found = rows(
+            &tx,
+            "SELECT pk, id, text, kind, key, tags, score, source, embedding, created_at,
+                    updated_at, expires_at, valid_to, superseded_by
+             FROM facts WHERE pk IN (
+                 SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
+                   AND token IN (SELECT value FROM json_each(?4)))
+               AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)",
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                Timestamp::now().as_millis(),
+                serde_json::to_string(&tokens).expect("tokens serialize"),
+            ),
+        )
+        .await;
+        tx.commit().await.expect("commit");
+        let found = found
+            .iter()
+            .map(|row| (string(&row[1]), string(&row[2])))
+            .collect();
+        rank(&query_tokens, found, limit)
+    }
+
+    async fn list_page(
+        &self,
+        scope: &Scope,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Vec<(i64, String)> {
+        let conn = self.reader().await;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .await
+            .expect("begin");
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let found =
+            match after {
+                Some((created_at, id)) => rows(
+                    &tx,
+                    "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
+                        updated_at, last_seq
+                 FROM conversations WHERE namespace = ?1 AND subject = ?2
+                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?5",
+                    (namespace, subject, created_at, id, limit as i64),
+                )
+                .await,
+                None => rows(
+                    &tx,
+                    "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
+                        updated_at, last_seq
+                 FROM conversations WHERE namespace = ?1 AND subject = ?2
+                 ORDER BY created_at DESC, id DESC LIMIT ?3",
+                    (namespace, subject, limit as i64),
+                )
+                .await,
+            };
+        tx.commit().await.expect("commit");
+        found
+            .iter()
+            .map(|row| (int(&row[7]), string(&row[1])))
+            .collect()
+    }
+}
