@@ -12,14 +12,14 @@ use crate::workloads::{self, RawDriver, Sizes};
 use crate::{Report, Table};
 
 /// The workloads run when none are named.
-pub const ALL_WORKLOADS: &str = "W1,W2,W3,W4,W5,W8,W9,W10";
+pub const ALL_WORKLOADS: &str = "W1,W2,W3,W4,W5,W7,W8,W9,W10";
 
 /// The arguments of every benchmark binary.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
     /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
-    /// W4 lexical recall, W5 and W6 vector search, W8 forget_all, W9 working memory, W10
-    /// agent turn.
+    /// W4 lexical recall, W5 and W6 vector search, W7 vector ingest, W8 forget_all, W9 working
+    /// memory, W10 agent turn.
     #[arg(long, value_delimiter = ',', default_value = ALL_WORKLOADS)]
     pub workload: Vec<String>,
     /// Small sizes, for a smoke test: the figures mean little.
@@ -57,7 +57,7 @@ impl Common {
         let paragraphs = data::paragraphs(&self.data)?;
         let sentences = data::sentences(&paragraphs);
         let queries = sentences[sentences.len() - sizes.queries..].to_vec();
-        let vectors = if self.wants("W5") || self.wants("W8") {
+        let vectors = if ["W5", "W7", "W8"].iter().any(|w| self.wants(w)) {
             Some(vectors_of(&self.data, &sizes)?)
         } else {
             None
@@ -66,6 +66,7 @@ impl Common {
             paragraphs,
             sentences,
             queries,
+            ingest: vectors.as_ref().map(|(base, _)| base.clone()),
             vectors,
         })
     }
@@ -92,8 +93,11 @@ pub struct Texts {
     pub sentences: Vec<String>,
     /// Held-out sentences: recall queries.
     pub queries: Vec<String>,
-    /// The embeddings (base, held-out queries), when W5 or W8 runs.
+    /// The embeddings (base, held-out queries), when W5, W7 or W8 runs.
     pub vectors: Option<(Arc<Matrix>, Arc<Matrix>)>,
+    /// The rows W7 ingests: the whole base, unless a backend's binary takes fewer (and says
+    /// so in the table's config).
+    pub ingest: Option<Arc<Matrix>>,
 }
 
 /// The first `sizes.vectors` embeddings, and the held-out queries after them.
@@ -110,7 +114,7 @@ fn vectors_of(data_dir: &Path, sizes: &Sizes) -> Result<(Arc<Matrix>, Arc<Matrix
     ))
 }
 
-/// W1, W2, W3, W4, W9, W10 and W8 on one backend: ours against its raw driver (and the
+/// W1, W2, W3, W4, W9, W10, W7 and W8 on one backend: ours against its raw driver (and the
 /// VoltAgent peer where given).
 pub async fn common(
     args: &Common,
@@ -150,6 +154,11 @@ pub async fn common(
     if args.wants("W10") {
         eprintln!("bench: {backend} W10");
         tables.extend(workloads::agent_turn(sizes, backend, ours, &texts.paragraphs).await);
+    }
+    if args.wants("W7") {
+        eprintln!("bench: {backend} W7");
+        let rows = texts.ingest.as_ref().expect("loaded for W7");
+        tables.push(crate::vectors::ingest(sizes, backend, ours, rows).await);
     }
     if args.wants("W8") {
         eprintln!("bench: {backend} W8");

@@ -174,6 +174,85 @@ pub async fn load_ours(store: &Arc<dyn MemoryBackend>, scope: &Scope, base: &Mat
     started.elapsed()
 }
 
+/// W7: ingest of `base` in batches of 100 and of 1,000, each into a fresh collection of a
+/// subject of its own. Round `r` upserts the `r`-th slice of the rows, so each side ends with
+/// every row and sees its index grow as it would in use; an operation is one batch.
+pub async fn ingest(
+    sizes: &Sizes,
+    backend: &str,
+    ours: &Arc<dyn MemoryBackend>,
+    base: &Arc<Matrix>,
+) -> Table {
+    let scope = crate::workloads::subject(70_000);
+    let per_round = base.len().div_ceil(sizes.rounds);
+    let mut sides = Vec::new();
+    for batch in [100, 1_000] {
+        let collection = format!("w7-batch-{batch}");
+        ours.ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new(&collection, DIMS, "all-MiniLM-L6-v2"),
+        )
+        .await
+        .expect("ensure collection");
+        let (store, base, scope) = (ours.clone(), base.clone(), scope.clone());
+        let mut round = 0;
+        sides.push(FnSide::new(
+            format!("ours, batches of {batch}"),
+            move || {
+                let rows = (round * per_round)..base.len().min((round + 1) * per_round);
+                round += 1;
+                let (store, base, scope, collection) = (
+                    store.clone(),
+                    base.clone(),
+                    scope.clone(),
+                    collection.clone(),
+                );
+                async move {
+                    let mut latencies = Vec::new();
+                    for start in rows.clone().step_by(batch) {
+                        let records = (start..rows.end.min(start + batch))
+                            .map(|i| VectorRecord {
+                                metadata: metadata_of(i),
+                                ..VectorRecord::new(vector_id(i), base.row(i).to_vec())
+                            })
+                            .collect();
+                        let started = Instant::now();
+                        store
+                            .upsert_vectors(&scope, &collection, records)
+                            .await
+                            .expect("upsert vectors");
+                        latencies.push(started.elapsed());
+                    }
+                    crate::Round::sequential(latencies)
+                }
+            },
+        ));
+    }
+    let mut refs: Vec<&mut dyn Side> = sides.iter_mut().map(|s| s as &mut dyn Side).collect();
+    let mut table = compare(
+        format!("W7 vector ingest: batches of 100 and 1,000, {backend}"),
+        format!(
+            "{} × {DIMS} embeddings per side into an empty collection (the backend's default index), {} rounds of {per_round} rows",
+            base.len(),
+            sizes.rounds
+        ),
+        sizes.rounds,
+        1,
+        &mut refs,
+    )
+    .await;
+    let rates: Vec<String> = table
+        .sides
+        .iter()
+        .zip([100.0, 1_000.0])
+        .map(|(side, batch)| format!("{}: {:.0} vectors/s", side.name, side.ops_per_sec * batch))
+        .collect();
+    table
+        .notes
+        .push(format!("an operation is one batch; {}", rates.join(", ")));
+    table
+}
+
 /// A reference's search: ids (row numbers) of the `k` nearest to a query.
 pub type PeerSearch =
     Arc<dyn Fn(Vec<f32>, usize, Option<Selection>) -> BoxFuture<'static, Vec<usize>> + Send + Sync>;
