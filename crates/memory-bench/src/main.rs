@@ -153,6 +153,41 @@ async fn sqlite_vectors(
     tables
 }
 
+/// W5 on Redis: ours (an exact scan in Rust over the collection's hash, read whole per
+/// query) against the sequential read; Redis has no vector SQL to hand-write, and Redis Stack's
+/// search module is not the server this backend targets.
+async fn redis_vectors(
+    sizes: &Sizes,
+    ours: &Arc<dyn MemoryBackend>,
+    base: &Arc<Matrix>,
+    queries: &Arc<Matrix>,
+) -> Table {
+    let scope = workloads::subject(50_000);
+    let load = vectors::load_ours(ours, &scope, base).await;
+    // Every query reads the whole collection from the server: a few queries per round.
+    let few = Arc::new(Matrix {
+        data: queries.data[..sizes.slow_queries.min(queries.len()) * DIMS].to_vec(),
+    });
+    let mut table = vectors::search(
+        sizes,
+        "redis, exact",
+        (ours, &scope),
+        base,
+        &few,
+        vectors::Peers::default(),
+        Load {
+            clients: 1,
+            filter: None,
+        },
+    )
+    .await;
+    table.notes.push(format!(
+        "load: ours {:.0} vectors/s (upserts of 1,000)",
+        base.len() as f64 / load.as_secs_f64()
+    ));
+    table
+}
+
 #[tokio::main]
 async fn main() -> Result<(), String> {
     let args = Args::parse();
@@ -233,6 +268,11 @@ async fn main() -> Result<(), String> {
                 let prefix = memory_bench::redis::prefix(args.common.quick);
                 let (ours, raw) = memory_bench::redis::open(url, prefix).await;
                 tables.extend(common(&args.common, backend, &ours, &raw, None, &texts).await);
+                if args.common.wants("W5") {
+                    eprintln!("bench: redis W5");
+                    let (base, queries) = texts.vectors.clone().expect("loaded for W5");
+                    tables.push(redis_vectors(&sizes, &ours, &base, &queries).await);
+                }
             }
             "libsql" => {
                 let Some(binary) = &args.libsql_bench else {
