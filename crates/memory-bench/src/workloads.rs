@@ -33,6 +33,9 @@ pub struct Sizes {
     pub long_thread: usize,
     /// W2: loads per round.
     pub tail_loads: usize,
+    /// W2: loads per round of the VoltAgent peer, whose load reads the whole thread (tens of
+    /// milliseconds at 100k messages).
+    pub peer_tail_loads: usize,
     /// W4: facts over `recall_subjects` subjects, plus one subject with `big_subject_facts`.
     pub facts: usize,
     /// W4: subjects the facts spread over.
@@ -47,6 +50,8 @@ pub struct Sizes {
     pub working_ops: usize,
     /// W5: vectors searched.
     pub vectors: usize,
+    /// W10: turns per session per round (32 sessions).
+    pub agent_turns: usize,
     /// W5: queries per round for the sides that scan every row outside a vector engine
     /// (VoltAgent, ours on PostgreSQL without pgvector's index) — seconds per query at 100k.
     pub slow_queries: usize,
@@ -61,6 +66,7 @@ impl Sizes {
             append_conversations: 1_000,
             long_thread: 100_000,
             tail_loads: 2_000,
+            peer_tail_loads: 100,
             facts: 100_000,
             recall_subjects: 1_000,
             big_subject_facts: 10_000,
@@ -69,6 +75,7 @@ impl Sizes {
             working_ops: 10_000,
             vectors: 100_000,
             slow_queries: 5,
+            agent_turns: 50,
         }
     }
 
@@ -80,6 +87,7 @@ impl Sizes {
             append_conversations: 20,
             long_thread: 5_000,
             tail_loads: 100,
+            peer_tail_loads: 100,
             facts: 1_000,
             recall_subjects: 20,
             big_subject_facts: 500,
@@ -88,6 +96,7 @@ impl Sizes {
             working_ops: 400,
             vectors: 1_000,
             slow_queries: 10,
+            agent_turns: 20,
         }
     }
 }
@@ -538,7 +547,7 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
         threads.push((scope, thread.id));
     }
     let threads = Arc::new(threads);
-    let turns = sizes.working_ops / 20;
+    let turns = sizes.agent_turns;
     let texts: Arc<Vec<String>> = Arc::new(paragraphs.to_vec());
     let mut round = 0usize;
     let mut side = FnSide::new("ours", || {
@@ -684,7 +693,7 @@ pub async fn load_tail(
         let mut peer_side = peer.map(|peer| {
             let request = json!({
                 "op": "load", "userId": subject_name(&scope), "conversationId": peer_id,
-                "limit": 50, "loads": loads
+                "limit": 50, "loads": sizes.peer_tail_loads.min(loads)
             });
             FnSide::new(voltagent::NAME, move || {
                 let (peer, request) = (peer.clone(), request.clone());
@@ -698,7 +707,9 @@ pub async fn load_tail(
         let mut table = compare(
             format!("W2 load tail: last 50 of a {length}-message thread"),
             format!(
-                "{backend}; {loads} loads per round, {} rounds",
+                "{backend}; {loads} loads per round ({} for {}), {} rounds",
+                sizes.peer_tail_loads.min(loads),
+                voltagent::NAME,
                 sizes.rounds
             ),
             sizes.rounds,
