@@ -189,7 +189,8 @@ pub(crate) fn from_db(n: i64) -> u64 {
 
 /// Applies the pending migrations of `known` in one transaction under an advisory lock keyed by
 /// the schema, so several processes starting at once migrate exactly once; creates the
-/// `vector` extension when the server has it. Returns the versions applied.
+/// `vector` extension when the server has it (under a lock of the database's). Returns the
+/// versions applied.
 pub(crate) async fn migrate(
     client: &mut deadpool_postgres::Object,
     schema: &str,
@@ -219,10 +220,20 @@ pub(crate) async fn migrate(
         )
         .await?
         .is_some();
-    if available {
-        tx.batch_execute("CREATE EXTENSION IF NOT EXISTS vector")
-            .await
-            .db()?;
+    let installed = tx
+        .row("SELECT 1 FROM pg_extension WHERE extname = 'vector'", &[])
+        .await?
+        .is_some();
+    if available && !installed {
+        // The extension belongs to the database, not the schema: stores of two schemas opening
+        // a fresh database at once would both insert it (a unique violation) without a lock of
+        // the database's own. Read committed: after the wait, `IF NOT EXISTS` sees the winner's.
+        tx.batch_execute(
+            "SELECT pg_advisory_xact_lock(hashtext('agent-memory create extension vector'));
+             CREATE EXTENSION IF NOT EXISTS vector",
+        )
+        .await
+        .db()?;
     }
     let applied: Vec<AppliedMigration> = tx
         .rows(
