@@ -264,6 +264,7 @@ impl PostgresStoreBuilder {
             index: pgvector && config.vector_index,
             schema,
             config,
+            vector_statistics: vectors::VectorStatistics::default(),
         })
     }
 }
@@ -295,6 +296,7 @@ pub struct PostgresStore {
     /// The schema, quoted.
     schema: String,
     config: PostgresConfig,
+    vector_statistics: vectors::VectorStatistics,
 }
 
 impl fmt::Debug for PostgresStore {

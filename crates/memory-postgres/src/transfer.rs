@@ -17,7 +17,7 @@ use crate::db::{
 };
 use crate::documents::{checkpoint_from, working_from, CHECKPOINT_COLUMNS};
 use crate::facts::{fact_from, FACT_COLUMNS};
-use crate::vectors::{record_from, CollectionRow, VectorRow, BULK_ROWS};
+use crate::vectors::{record_from, CollectionRow, VectorRow};
 use crate::PostgresStore;
 
 fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
@@ -309,9 +309,7 @@ impl TransferStore for PostgresStore {
             .collect();
         self.write_vectors(&tx, &rows).await?;
         tx.commit().await.db()?;
-        if rows.len() >= BULK_ROWS {
-            self.refresh_statistics(&client, rows.len()).await;
-        }
+        self.refresh_statistics(&client, rows.len()).await;
         Ok(written)
     }
 }

@@ -1,5 +1,6 @@
 //! PostgreSQL-specific guarantees beyond the suite: two pools racing appends to one
-//! conversation, and a connection killed in the middle of an append.
+//! conversation, a connection killed in the middle of an append, and planner statistics kept
+//! current through a load of many batches.
 //!
 //! Needs `MEMORY_TEST_POSTGRES_URL` (set by `cargo xtask test`); without it each test says so
 //! and passes as a skip, unless `MEMORY_TEST_REQUIRE` names postgres.
@@ -10,7 +11,8 @@ use std::time::Duration;
 use memory_conformance::services::{locate, Service};
 use memory_conformance::{is_required, SetupError};
 use memory_core::{
-    AppendOptions, ConversationStore, LoadOptions, Message, MessageId, NewConversation, Scope,
+    AppendOptions, CollectionSpec, ConversationStore, LoadOptions, Message, MessageId, Namespace,
+    NewConversation, Scope, VectorId, VectorRecord, VectorStore,
 };
 use memory_postgres::PostgresStore;
 use tokio_postgres::NoTls;
@@ -227,5 +229,70 @@ async fn a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once(
         again.duplicates.len(),
         10,
         "a client retry is recognised as already applied"
+    );
+}
+
+/// The planner picks a collection's HNSW index only when its statistics know the collection
+/// is large. A load in batches that each grow the table by less than a tenth must still keep
+/// them current (the store counts rows across writes), whether or not autovacuum runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_load_of_many_batches_keeps_the_vector_statistics_current() {
+    let Some(url) = server("a_load_of_many_batches_keeps_the_vector_statistics_current") else {
+        return;
+    };
+    // A schema of its own: only this store writes its vectors table.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let schema = format!("agent_memory_tests_stats_{nanos:x}");
+    let store = PostgresStore::builder()
+        .url(&url)
+        .schema(&schema)
+        .max_connections(2)
+        .open()
+        .await
+        .expect("open");
+    let scope = scope();
+    let namespace = Namespace::new("pg-tests").unwrap();
+    store
+        .ensure_collection(&namespace, CollectionSpec::new("stats", 4, "test-model"))
+        .await
+        .unwrap();
+    let (batches, batch) = (40, 200);
+    for b in 0..batches {
+        let records = (0..batch)
+            .map(|i| {
+                let n = (b * batch + i) as f32;
+                VectorRecord::new(
+                    VectorId::new(format!("v{b}-{i}")).unwrap(),
+                    vec![1.0, n.sin(), n.cos(), n / 1000.0],
+                )
+            })
+            .collect();
+        store
+            .upsert_vectors(&scope, "stats", records)
+            .await
+            .unwrap();
+    }
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let known: f32 = client
+        .query_one(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)",
+            &[&format!("{schema}.vectors")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+    let written = (batches * batch) as f32;
+    // Rows since the last ANALYZE stay under a tenth of the table: known >= written / 1.1.
+    assert!(
+        known >= 0.9 * written,
+        "the planner believes the table holds {known} rows; {written} were written"
     );
 }
