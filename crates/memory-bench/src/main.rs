@@ -47,7 +47,8 @@ struct Args {
 /// Runs the `libsql` backend's binary with this run's arguments; returns its tables, with its
 /// peak RSS noted on the first.
 fn libsql(binary: &Path, common: &Common) -> Result<(Vec<Table>, Vec<String>), String> {
-    let out = common.out.join("libsql");
+    // Scratch beside the data, like the SQLite run's files: the merged report is the one kept.
+    let out = common.data.join("run-libsql-report");
     let mut command = std::process::Command::new(binary);
     command
         .arg("--workload")
