@@ -292,6 +292,23 @@ async fn main() -> Result<(), String> {
                 ))
             }
         }
+        // A full run takes over an hour: what the backends done so far measured survives a
+        // later failure, beside the data (the report in `out` is only ever a whole run's).
+        let partial = Common {
+            out: args.common.data.join("partial-report"),
+            ..args.common.clone()
+        };
+        partial.write(&Report {
+            skipped: skipped.clone(),
+            command: format!("{} (partial: up to {backend})", args.common.command),
+            machine: machine(),
+            peak_rss_bytes: peak_rss_bytes(),
+            tables: tables.clone(),
+        })?;
+        eprintln!(
+            "bench: {backend} done; the run so far is in {}",
+            partial.out.display()
+        );
     }
     for note in &skipped {
         eprintln!("bench: skipped {note}");
