@@ -213,18 +213,15 @@ pub(crate) async fn migrate(
     ))
     .await
     .db()?;
-    let available = tx
+    // A row when the server has pgvector, its installed_version null until it is created.
+    let missing = tx
         .row(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            "SELECT installed_version FROM pg_available_extensions WHERE name = 'vector'",
             &[],
         )
         .await?
-        .is_some();
-    let installed = tx
-        .row("SELECT 1 FROM pg_extension WHERE extname = 'vector'", &[])
-        .await?
-        .is_some();
-    if available && !installed {
+        .is_some_and(|row| row.get::<_, Option<String>>(0).is_none());
+    if missing {
         // The extension belongs to the database, not the schema: stores of two schemas opening
         // a fresh database at once would both insert it (a unique violation) without a lock of
         // the database's own. Read committed: after the wait, `IF NOT EXISTS` sees the winner's.

@@ -41,13 +41,18 @@ async fn store(url: &str) -> PostgresStore {
         .expect("open")
 }
 
-/// A subject no other run uses.
-fn scope() -> Scope {
+/// A name part no other run uses: the clock in nanoseconds, in hex.
+fn unique() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    Scope::new("pg-tests", format!("subject-{nanos:x}")).unwrap()
+    format!("{nanos:x}")
+}
+
+/// A subject no other run uses.
+fn scope() -> Scope {
+    Scope::new("pg-tests", format!("subject-{}", unique())).unwrap()
 }
 
 fn message(id: &str) -> Message {
@@ -241,11 +246,7 @@ async fn a_load_of_many_batches_keeps_the_vector_statistics_current() {
         return;
     };
     // A schema of its own: only this store writes its vectors table.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let schema = format!("agent_memory_tests_stats_{nanos:x}");
+    let schema = format!("agent_memory_tests_stats_{}", unique());
     let store = PostgresStore::builder()
         .url(&url)
         .schema(&schema)
