@@ -44,6 +44,17 @@ struct Args {
     libsql_bench: Option<PathBuf>,
 }
 
+/// The report of this run's tables, with the machine and the peak RSS so far.
+fn report(command: String, skipped: Vec<String>, tables: Vec<Table>) -> Report {
+    Report {
+        skipped,
+        command,
+        machine: machine(),
+        peak_rss_bytes: peak_rss_bytes(),
+        tables,
+    }
+}
+
 /// Runs the `libsql` backend's binary with this run's arguments; returns its tables, with its
 /// peak RSS noted on the first.
 fn libsql(binary: &Path, common: &Common) -> Result<(Vec<Table>, Vec<String>), String> {
@@ -298,13 +309,11 @@ async fn main() -> Result<(), String> {
             out: args.common.data.join("partial-report"),
             ..args.common.clone()
         };
-        partial.write(&Report {
-            skipped: skipped.clone(),
-            command: format!("{} (partial: up to {backend})", args.common.command),
-            machine: machine(),
-            peak_rss_bytes: peak_rss_bytes(),
-            tables: tables.clone(),
-        })?;
+        partial.write(&report(
+            format!("{} (partial: up to {backend})", args.common.command),
+            skipped.clone(),
+            tables.clone(),
+        ))?;
         eprintln!(
             "bench: {backend} done; the run so far is in {}",
             partial.out.display()
@@ -313,14 +322,9 @@ async fn main() -> Result<(), String> {
     for note in &skipped {
         eprintln!("bench: skipped {note}");
     }
-    let report = Report {
-        skipped,
-        command: args.common.command.clone(),
-        machine: machine(),
-        peak_rss_bytes: peak_rss_bytes(),
-        tables,
-    };
-    let markdown = args.common.write(&report)?;
+    let markdown = args
+        .common
+        .write(&report(args.common.command.clone(), skipped, tables))?;
     println!("{markdown}");
     Ok(())
 }
