@@ -6,10 +6,11 @@
 //!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`.
 //! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
 //!   `target/models`; `test` does it too.
-//! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` makes the benchmark data
-//!   (corpus and embeddings, cached in `target/bench-data`), then runs `memory-bench`: in release
-//!   into `BENCHMARKS.md` and `benchmarks.json` at the root, or with `--quick` (small sizes,
-//!   the dev profile the tests already built, a smoke test) into `target/bench-report`.
+//! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` builds the benchmark
+//!   binaries, makes the benchmark data (corpus and embeddings, cached in `target/bench-data`),
+//!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` at the root, or with
+//!   `--quick` (small sizes, a smoke test) into `target/bench-report`, built by the same
+//!   `cargo build --workspace --all-targets` as the tests so that it reuses their build.
 //! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`
 //!   + `bench --quick`.
 //!
@@ -40,9 +41,6 @@ const BACKENDS: &[(&str, &str, &str)] = &[
 /// libSQL bundles its own SQLite: a crate linking it must never also pull in these, or two
 /// copies of the `sqlite3_*` symbols meet in one binary (the linker may not even complain).
 const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
-
-/// Features of the `bench` and `bench-data` binaries: one set, so one build serves both.
-const BENCH_FEATURES: &str = "embed,backends";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -126,17 +124,15 @@ fn test() -> Result<(), String> {
     command.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
     command.env("MEMORY_CONFORMANCE_REPORT", &report);
     with_test_env(&mut command, &services);
-    let tests = run(command);
-    // The local embedder (candle) is a feature of its own: its tests run against the real model.
-    let mut local = cargo();
-    local.args(["test", "-p", "memory-embed", "--features", "local"]);
+    // memory-embed's `local` feature is on in the workspace build (the benchmark data needs
+    // it), so its tests against the real model run here.
     match models::minilm() {
         Ok(dir) => {
-            local.env("MEMORY_TEST_MINILM_DIR", dir);
+            command.env("MEMORY_TEST_MINILM_DIR", dir);
         }
         Err(reason) => eprintln!("xtask: no all-MiniLM-L6-v2 for the local embedder: {reason}"),
     }
-    let local = run(local);
+    let tests = run(command);
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
     let docs = run(doc);
@@ -149,7 +145,6 @@ fn test() -> Result<(), String> {
         }
     }
     tests?;
-    local?;
     docs?;
     if failed_suites.is_empty() {
         Ok(())
@@ -161,7 +156,7 @@ fn test() -> Result<(), String> {
     }
 }
 
-/// Makes the benchmark data, then runs the benchmarks (see the module docs).
+/// Builds the benchmark binaries, makes the data, then runs them (see the module docs).
 fn bench(args: &[String]) -> Result<(), String> {
     let mut quick = false;
     let mut pass_on: Vec<String> = Vec::new();
@@ -189,19 +184,28 @@ fn bench(args: &[String]) -> Result<(), String> {
     } else {
         workspace_root()
     };
-    let profile: &[&str] = if quick { &[] } else { &["--release"] };
-    let mut make_data = cargo();
-    make_data
-        .args([
-            "run",
+    // The quick run builds what the tests' `cargo test --workspace --all-targets` builds, with
+    // the same feature resolution, so it reuses that build and only links the binaries; a
+    // `-p` build would resolve features anew and recompile most of the graph.
+    let mut build = cargo();
+    if quick {
+        build.args(["build", "--quiet", "--workspace", "--all-targets"]);
+    } else {
+        build.args([
+            "build",
             "--quiet",
+            "--release",
             "-p",
-            "memory-bench",
-            "--features",
-            BENCH_FEATURES,
-        ])
-        .args(profile)
-        .args(["--bin", "bench-data", "--"])
+            "memory-bench-backends",
+            "-p",
+            "memory-bench-libsql",
+        ]);
+    }
+    run(build)?;
+    let binaries = target.join(if quick { "debug" } else { "release" });
+    let mut make_data = Command::new(binaries.join("bench-data"));
+    make_data
+        .current_dir(workspace_root())
         .arg("--data")
         .arg(&data)
         .arg("--model")
@@ -214,18 +218,9 @@ fn bench(args: &[String]) -> Result<(), String> {
         .chain(args.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
-    let mut bench = cargo();
+    let mut bench = Command::new(binaries.join("bench"));
     bench
-        .args([
-            "run",
-            "--quiet",
-            "-p",
-            "memory-bench",
-            "--features",
-            BENCH_FEATURES,
-        ])
-        .args(profile)
-        .args(["--bin", "bench", "--"])
+        .current_dir(workspace_root())
         .arg("--data")
         .arg(&data)
         .arg("--out")
@@ -236,15 +231,9 @@ fn bench(args: &[String]) -> Result<(), String> {
         bench.arg("--quick");
     }
     // libSQL's backend runs in a binary of its own (its SQLite must not meet sqlx's).
-    let mut build_libsql = cargo();
-    build_libsql
-        .args(["build", "--quiet", "-p", "memory-bench-libsql"])
-        .args(profile);
-    run(build_libsql)?;
-    let libsql_bench = target
-        .join(if quick { "debug" } else { "release" })
-        .join("bench-libsql");
-    bench.arg("--libsql-bench").arg(libsql_bench);
+    bench
+        .arg("--libsql-bench")
+        .arg(binaries.join("bench-libsql"));
     match voltagent(&target) {
         Ok(install) => {
             bench.arg("--voltagent").arg(install);
@@ -255,7 +244,7 @@ fn bench(args: &[String]) -> Result<(), String> {
     with_test_env(&mut bench, &services);
     let result = run(bench);
     eprintln!(
-        "xtask: bench{} took {:.0} s (data, peer install, build and run)",
+        "xtask: bench{} took {:.0} s (build, data, peer install and run)",
         if quick { " --quick" } else { "" },
         started.elapsed().as_secs_f64()
     );
@@ -348,18 +337,6 @@ fn ci() -> Result<(), String> {
         .args(["doc", "--no-deps", "-p", "memory-embed", "--all-features"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(embed_doc)?;
-    let mut bench_lint = cargo();
-    bench_lint.args([
-        "clippy",
-        "-p",
-        "memory-bench",
-        "--all-targets",
-        "--all-features",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    run(bench_lint)?;
     test()?;
     // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
     bench(&["--quick".to_owned()])

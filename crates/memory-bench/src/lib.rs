@@ -9,15 +9,13 @@
 //! as Markdown (`BENCHMARKS.md`) and JSON.
 //!
 //! No test asserts a time: tests check the arithmetic and the interleaving, never speed.
+//!
+//! This crate links no database driver: the backends' sides live in `memory-bench-backends`
+//! (SQLite, PostgreSQL, Redis, with the `bench` and `bench-data` binaries) and
+//! `memory-bench-libsql` (libSQL, whose own SQLite must not meet sqlx's in one binary).
 
 pub mod data;
-#[cfg(feature = "postgres")]
-pub mod postgres;
-#[cfg(feature = "redis")]
-pub mod redis;
 pub mod run;
-#[cfg(feature = "sqlite")]
-pub mod sqlite;
 pub mod vectors;
 pub mod voltagent;
 pub mod workloads;

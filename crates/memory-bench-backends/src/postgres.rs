@@ -10,7 +10,7 @@ use memory_core::lexical::tokenize;
 use memory_core::{ConversationId, MemoryBackend, Message, Scope, Timestamp};
 use tokio_postgres::NoTls;
 
-use crate::workloads::RawDriver;
+use memory_bench::workloads::RawDriver;
 
 /// The schema the benchmark owns (dropped and made again at every run); the quick run has
 /// its own, so a smoke run never touches a full run's tables.
@@ -284,7 +284,7 @@ impl RawDriver for RawPostgres {
                 )
             })
             .collect();
-        crate::workloads::rank(&query_tokens, rows, limit)
+        memory_bench::workloads::rank(&query_tokens, rows, limit)
     }
 
     async fn list_page(
@@ -374,14 +374,14 @@ pub async fn open(url: &str, schema: &'static str) -> (Arc<dyn MemoryBackend>, A
 /// clients. The raw tables are `raw_vectors_exact` and `raw_vectors_hnsw` of the benchmark
 /// schema, with the store's HNSW parameters.
 pub async fn vectors(
-    sizes: &crate::workloads::Sizes,
+    sizes: &memory_bench::workloads::Sizes,
     url: &str,
     schema: &'static str,
     ours: &Arc<dyn MemoryBackend>,
-    base: &Arc<crate::data::Matrix>,
-    queries: &Arc<crate::data::Matrix>,
-) -> Vec<crate::Table> {
-    use crate::vectors::{load_ours, search, Load, PeerSearch, Peers, Selection};
+    base: &Arc<memory_bench::data::Matrix>,
+    queries: &Arc<memory_bench::data::Matrix>,
+) -> Vec<memory_bench::Table> {
+    use memory_bench::vectors::{load_ours, search, Load, PeerSearch, Peers, Selection};
     let hnsw = memory_postgres::Hnsw::default();
     let exact_store: Arc<dyn MemoryBackend> = Arc::new(
         memory_postgres::PostgresStore::builder()
@@ -393,7 +393,7 @@ pub async fn vectors(
             .await
             .expect("open the exact PostgreSQL store"),
     );
-    let indexed_scope = crate::workloads::subject(50_000);
+    let indexed_scope = memory_bench::workloads::subject(50_000);
     let exact_scope = Scope::new("bench-exact", "user-50000").expect("valid scope");
     let ours_indexed_load = load_ours(ours, &indexed_scope, base).await;
     let ours_exact_load = load_ours(&exact_store, &exact_scope, base).await;
@@ -418,7 +418,7 @@ pub async fn vectors(
             "CREATE TABLE {{s}}.raw_vectors_exact (id bigint PRIMARY KEY, subject text NOT NULL,
                  bucket int NOT NULL, decile int NOT NULL, embedding vector({dims}) NOT NULL);
              CREATE TABLE {{s}}.raw_vectors_hnsw (LIKE {{s}}.raw_vectors_exact INCLUDING ALL);",
-            dims = crate::data::DIMS
+            dims = memory_bench::data::DIMS
         ),
         ))
         .await
@@ -551,8 +551,9 @@ pub async fn vectors(
         tables.push(table);
     }
     // Ours exact reads every row of the subject per query: a few queries per round.
-    let few = Arc::new(crate::data::Matrix {
-        data: queries.data[..sizes.slow_queries.min(queries.len()) * crate::data::DIMS].to_vec(),
+    let few = Arc::new(memory_bench::data::Matrix {
+        data: queries.data[..sizes.slow_queries.min(queries.len()) * memory_bench::data::DIMS]
+            .to_vec(),
     });
     for clients in [1, 8] {
         let peers = Peers {

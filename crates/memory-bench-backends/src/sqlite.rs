@@ -10,7 +10,7 @@ use memory_core::{ConversationId, Message, Scope, Timestamp};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
 
-use crate::workloads::RawDriver;
+use memory_bench::workloads::RawDriver;
 
 /// The statements memory-sqlite runs, by hand on sqlx, on the same file and tables, with the
 /// same pools (one writer connection, `readers` reader connections) and `BEGIN IMMEDIATE`
@@ -214,7 +214,7 @@ impl RawDriver for RawSqlite {
             .iter()
             .map(|r| (r.get::<String, _>("id"), r.get::<String, _>("text")))
             .collect();
-        crate::workloads::rank(&query_tokens, rows, limit)
+        memory_bench::workloads::rank(&query_tokens, rows, limit)
     }
 
     async fn list_page(
@@ -269,7 +269,7 @@ impl SqliteVec {
     /// all under `subject`; returns the store and how long the load took.
     pub fn load(
         path: &Path,
-        vectors: &crate::data::Matrix,
+        vectors: &memory_bench::data::Matrix,
         subject: &str,
         connections: usize,
     ) -> (Self, std::time::Duration) {
@@ -281,7 +281,7 @@ impl SqliteVec {
              CREATE VIRTUAL TABLE items USING vec0(
                  embedding float[{}] distance_metric=cosine, subject text partition key,
                  bucket integer, decile integer)",
-            crate::data::DIMS
+            memory_bench::data::DIMS
         ))
         .expect("create vec0 table");
         let started = std::time::Instant::now();
@@ -322,7 +322,7 @@ impl SqliteVec {
         query: &[f32],
         k: usize,
         subject: &str,
-        filter: Option<crate::vectors::Selection>,
+        filter: Option<memory_bench::vectors::Selection>,
     ) -> Vec<usize> {
         let start = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let n = self.conns.len();

@@ -13,7 +13,7 @@ use memory_core::{ConversationId, MemoryBackend, Message, NewConversation, Scope
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
-use crate::workloads::RawDriver;
+use memory_bench::workloads::RawDriver;
 
 /// The key prefix the benchmark owns (its keys are deleted at every run); the quick run has
 /// its own.
@@ -211,7 +211,7 @@ impl RawDriver for RawRedis {
             })
             .collect();
         let query_tokens: BTreeSet<String> = tokenize(text);
-        crate::workloads::rank(&query_tokens, rows, limit)
+        memory_bench::workloads::rank(&query_tokens, rows, limit)
     }
 
     async fn list_page(

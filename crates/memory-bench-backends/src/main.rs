@@ -10,7 +10,8 @@ use memory_bench::run::{common, machine, Common};
 use memory_bench::vectors::{Load, Selection};
 use memory_bench::voltagent::VoltAgent;
 use memory_bench::workloads::{self, Sizes};
-use memory_bench::{peak_rss_bytes, postgres, sqlite, vectors, Report, Table};
+use memory_bench::{peak_rss_bytes, vectors, Report, Table};
+use memory_bench_backends::{postgres, sqlite};
 use memory_core::MemoryBackend;
 
 /// Benchmarks of agent memory against the raw drivers and peers, on real text and embeddings.
@@ -277,8 +278,8 @@ async fn main() -> Result<(), String> {
                         .push("redis: no server (set MEMORY_TEST_REDIS_URL or --redis-url)".into());
                     continue;
                 };
-                let prefix = memory_bench::redis::prefix(args.common.quick);
-                let (ours, raw) = memory_bench::redis::open(url, prefix).await;
+                let prefix = memory_bench_backends::redis::prefix(args.common.quick);
+                let (ours, raw) = memory_bench_backends::redis::open(url, prefix).await;
                 tables.extend(common(&args.common, backend, &ours, &raw, None, &texts).await);
                 if args.common.wants("W5") {
                     eprintln!("bench: redis W5");
