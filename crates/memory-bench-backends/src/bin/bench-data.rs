@@ -1,7 +1,7 @@
 //! `bench-data`: makes the benchmark data — the Debian descriptions corpus and the
 //! all-MiniLM-L6-v2 embeddings of its sentences — unless it is already cached.
 //!
-//! `cargo xtask bench` runs it (feature `embed`) before the benchmarks.
+//! `cargo xtask bench` runs it before the benchmarks.
 
 use std::path::PathBuf;
 use std::time::Instant;
