@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::Parser;
 use memory_bench::data::{self, Matrix, DIMS};
 use memory_bench::run::{common, machine, Common};
-use memory_bench::vectors::{Load, Selection};
+use memory_bench::vectors::Load;
 use memory_bench::voltagent::VoltAgent;
 use memory_bench::workloads::{self, Sizes};
 use memory_bench::{peak_rss_bytes, vectors, Report, Table};
@@ -109,25 +109,7 @@ async fn sqlite_vectors(
     let (peer, peer_load) = sqlite::SqliteVec::load(&dir.join("sqlite-vec.db"), base, &subject, 8);
     let peer = Arc::new(peer);
     let mut tables = Vec::new();
-    let runs = [
-        Load {
-            clients: 1,
-            filter: None,
-        },
-        Load {
-            clients: 8,
-            filter: None,
-        },
-        Load {
-            clients: 1,
-            filter: Some(Selection::ONE_PERCENT),
-        },
-        Load {
-            clients: 1,
-            filter: Some(Selection::TEN_PERCENT),
-        },
-    ];
-    for load in runs {
+    for load in Load::W5_AND_W6 {
         let (peer, subject) = (peer.clone(), subject.clone());
         let run: vectors::PeerSearch = Arc::new(move |q, k, filter| {
             let (peer, subject) = (peer.clone(), subject.clone());

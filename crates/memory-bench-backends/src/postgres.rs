@@ -509,25 +509,7 @@ pub async fn vectors(
         )),
         voltagent: None,
     };
-    let runs = [
-        Load {
-            clients: 1,
-            filter: None,
-        },
-        Load {
-            clients: 8,
-            filter: None,
-        },
-        Load {
-            clients: 1,
-            filter: Some(Selection::ONE_PERCENT),
-        },
-        Load {
-            clients: 1,
-            filter: Some(Selection::TEN_PERCENT),
-        },
-    ];
-    for load in runs {
+    for load in Load::W5_AND_W6 {
         let mut table = search(
             sizes,
             "postgres, pgvector HNSW",

@@ -266,6 +266,29 @@ pub struct Load {
     pub filter: Option<Selection>,
 }
 
+impl Load {
+    /// W5 at 1 and 8 clients, then W6 at 1% and 10% selectivity with 1 client: the loads every
+    /// backend's vector comparison runs.
+    pub const W5_AND_W6: [Load; 4] = [
+        Load {
+            clients: 1,
+            filter: None,
+        },
+        Load {
+            clients: 8,
+            filter: None,
+        },
+        Load {
+            clients: 1,
+            filter: Some(Selection::ONE_PERCENT),
+        },
+        Load {
+            clients: 1,
+            filter: Some(Selection::TEN_PERCENT),
+        },
+    ];
+}
+
 /// The references W5 runs beside ours.
 #[derive(Default)]
 pub struct Peers<'a> {
