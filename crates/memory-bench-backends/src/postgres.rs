@@ -366,7 +366,10 @@ pub async fn open(url: &str, schema: &'static str) -> (Arc<dyn MemoryBackend>, A
         .create_timeout(Some(Duration::from_secs(10)))
         .build()
         .expect("the raw pool");
-    (Arc::new(store), Arc::new(RawPostgres { pool, schema }))
+    (
+        memory_core::Checked::wrap(Arc::new(store)),
+        Arc::new(RawPostgres { pool, schema }),
+    )
 }
 
 /// W5 on PostgreSQL: ours with its HNSW index against the same pgvector HNSW index by hand,
@@ -383,7 +386,7 @@ pub async fn vectors(
 ) -> Vec<memory_bench::Table> {
     use memory_bench::vectors::{load_ours, search, Load, PeerSearch, Peers, Selection};
     let hnsw = memory_postgres::Hnsw::default();
-    let exact_store: Arc<dyn MemoryBackend> = Arc::new(
+    let exact_store: Arc<dyn MemoryBackend> = memory_core::Checked::wrap(Arc::new(
         memory_postgres::PostgresStore::builder()
             .url(url)
             .schema(schema)
@@ -392,7 +395,7 @@ pub async fn vectors(
             .open()
             .await
             .expect("open the exact PostgreSQL store"),
-    );
+    ));
     let indexed_scope = memory_bench::workloads::subject(50_000);
     let exact_scope = Scope::new("bench-exact", "user-50000").expect("valid scope");
     let ours_indexed_load = load_ours(ours, &indexed_scope, base).await;

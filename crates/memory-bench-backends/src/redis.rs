@@ -304,5 +304,8 @@ pub async fn open(url: &str, prefix: &'static str) -> (Arc<dyn MemoryBackend>, A
         .open()
         .await
         .expect("open the Redis store");
-    (Arc::new(store), Arc::new(RawRedis { conn, prefix }))
+    (
+        memory_core::Checked::wrap(Arc::new(store)),
+        Arc::new(RawRedis { conn, prefix }),
+    )
 }

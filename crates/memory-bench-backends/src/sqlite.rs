@@ -385,5 +385,5 @@ pub async fn open(path: &Path) -> (Arc<dyn memory_core::MemoryBackend>, Arc<dyn 
         .await
         .expect("open the SQLite store");
     let raw = RawSqlite::open(path, readers).await;
-    (Arc::new(store), Arc::new(raw))
+    (memory_core::Checked::wrap(Arc::new(store)), Arc::new(raw))
 }

@@ -114,14 +114,14 @@ async fn libsql_vectors(
     let before = file_bytes(&probe).await;
     let load = vectors::load_ours(ours, &scope, base).await;
     let bytes_per_vector = (file_bytes(&probe).await - before) / base.len() as f64;
-    let exact: Arc<dyn MemoryBackend> = Arc::new(
+    let exact: Arc<dyn MemoryBackend> = memory_core::Checked::wrap(Arc::new(
         LibsqlStore::builder()
             .path(path)
             .index_min_rows(usize::MAX)
             .open()
             .await
             .expect("open the exact store"),
-    );
+    ));
     let table = probe
         .query(
             "SELECT pk FROM collections WHERE namespace = ?1 AND name = ?2",
@@ -214,7 +214,7 @@ async fn main() -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join("memory.db");
     let (store, raw) = open(&path).await;
-    let ours: Arc<dyn MemoryBackend> = store;
+    let ours: Arc<dyn MemoryBackend> = memory_core::Checked::wrap(store);
     let mut tables = common(&args.common, "libsql", &ours, &raw, None, &texts).await;
     if args.common.wants("W5") {
         eprintln!("bench: libsql W5");

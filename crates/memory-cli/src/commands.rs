@@ -68,7 +68,7 @@ pub enum FactsCommand {
 }
 
 pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
-    let backend = Scheme::of(url)?.backend_name();
+    let backend = Scheme::of(url)?.name();
     // Fail early, with the real reason, when the URL cannot be opened at all.
     open(url).await?;
     let target = url.to_owned();
@@ -131,51 +131,15 @@ pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
 }
 
 pub async fn migrate(url: &str) -> Result<()> {
-    match Scheme::of(url)? {
-        #[cfg(feature = "sqlite")]
-        Scheme::Sqlite => {
-            let store = memory_sqlite::SqliteStore::builder()
-                .url(url)
-                .open()
-                .await
-                .with_context(|| format!("cannot open {url}"))?;
-            ui::good(&format!(
-                "{url} is at schema version {}",
-                store.schema_version().await?
-            ));
-        }
-        #[cfg(feature = "postgres")]
-        Scheme::Postgres => {
-            let store = memory_postgres::PostgresStore::builder()
-                .url(url)
-                .open()
-                .await
-                .with_context(|| format!("cannot open {}", redacted(url)))?;
-            ui::good(&format!(
-                "{} is at schema version {} (pgvector HNSW: {})",
-                redacted(url),
-                store.schema_version().await?,
-                if store.uses_vector_index() {
-                    "yes"
-                } else {
-                    "no, exact scan"
-                }
-            ));
-        }
-        #[cfg(feature = "libsql")]
-        Scheme::Libsql => {
-            let store = crate::open::open_libsql(url, Arc::new(memory_core::SystemClock)).await?;
-            ui::good(&format!(
-                "{} is at schema version {}",
-                redacted(url),
-                store.schema_version().await?
-            ));
-        }
-        Scheme::Memory => ui::line("memory:// has no schema: nothing to migrate"),
-        _ => {
-            open(url).await?;
-            ui::good("migrated");
-        }
+    // Every store applies its pending migrations when it opens.
+    let store = open(url).await?;
+    match store.schema_version().await? {
+        Some(version) => ui::good(&format!("{} is at schema version {version}", redacted(url))),
+        None => ui::line(&format!(
+            "{} ({}) has no versioned schema: nothing to migrate",
+            redacted(url),
+            store.backend_name()
+        )),
     }
     Ok(())
 }
@@ -185,36 +149,26 @@ fn scope(namespace: &str, subject: &str) -> Result<Scope> {
 }
 
 pub async fn stats(url: &str, namespace: &str, subject: Option<&str>) -> Result<()> {
-    #[cfg(feature = "sqlite")]
-    if Scheme::of(url)? == Scheme::Sqlite {
-        let store = memory_sqlite::SqliteStore::builder()
-            .url(url)
-            .open()
-            .await?;
-        ui::heading(&format!(
-            "{url} (schema version {})",
-            store.schema_version().await?
-        ));
-        for (table, rows) in store.table_counts().await? {
-            ui::line(&format!("{table:<16} {rows:>10}"));
-        }
+    let store = open(url).await?;
+    let capabilities = store.capabilities();
+    ui::heading(&format!("{} ({})", redacted(url), store.backend_name()));
+    let version = store.schema_version().await?;
+    ui::line(&format!(
+        "schema version   {:>10}",
+        version.map_or_else(|| "none".to_owned(), |v| v.to_string())
+    ));
+    ui::line(&format!("vector search    {}", capabilities.vector_search));
+    ui::line(&format!("durability       {}", capabilities.durability));
+    let counts = store.table_counts().await?;
+    if counts.is_empty() {
+        ui::dim("(this backend has no cheap table counts)");
     }
-    #[cfg(feature = "libsql")]
-    if Scheme::of(url)? == Scheme::Libsql {
-        let store = crate::open::open_libsql(url, Arc::new(memory_core::SystemClock)).await?;
-        ui::heading(&format!(
-            "{} (schema version {})",
-            redacted(url),
-            store.schema_version().await?
-        ));
-        for (table, rows) in store.table_counts().await? {
-            ui::line(&format!("{table:<16} {rows:>10}"));
-        }
+    for (table, rows) in counts {
+        ui::line(&format!("{table:<16} {rows:>10}"));
     }
     let Some(subject) = subject else {
         return Ok(());
     };
-    let store = open(url).await?;
     let scope = scope(namespace, subject)?;
     ui::heading(&format!("subject {scope}"));
     let mut conversations = 0;

@@ -3,13 +3,6 @@
 //! `--url` picks the backend by scheme (`sqlite://`, `memory://`, …); the default is the SQLite
 //! file `./.agent-memory/memory.db` (in a libSQL build, `./.agent-memory/memory-libsql.db`). Run `agent-memory --help` for the commands.
 
-#[cfg(all(feature = "sqlite", feature = "libsql"))]
-compile_error!(
-    "features `sqlite` and `libsql` cannot be enabled together: sqlx's bundled SQLite and libSQL \
-     both define the sqlite3_* C symbols, so they cannot link into one binary. Build with \
-     `--no-default-features --features libsql` for a libSQL build."
-);
-
 mod commands;
 mod demo;
 mod open;

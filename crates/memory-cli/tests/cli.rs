@@ -97,7 +97,10 @@ fn a_backend_that_is_not_compiled_in_is_a_clear_error() {
     );
     assert!(!run.status.success());
     let err = String::from_utf8_lossy(&run.stderr);
-    assert!(err.contains("libsql backend is not in this build"), "{err}");
+    assert!(
+        err.contains("libsql backend, which this build leaves out"),
+        "{err}"
+    );
 }
 
 fn stderr(output: &Output) -> String {
@@ -211,8 +214,8 @@ fn postgres_url(test: &str) -> Option<String> {
 }
 
 /// Copies the demo's SQLite store to `target` and back, verifying both copies and the
-/// round trip.
-fn copy_round_trip(target: &str) {
+/// round trip; `stats` on the target shows `expected` (its backend's figures).
+fn copy_round_trip(target: &str, expected: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let source = "sqlite://./.agent-memory/memory.db";
     assert!(agent_memory(dir.path(), &["demo"]).status.success());
@@ -233,6 +236,26 @@ fn copy_round_trip(target: &str) {
         "{}",
         stdout(&there)
     );
+    let stats = agent_memory(
+        dir.path(),
+        &[
+            "--url",
+            target,
+            "--namespace",
+            "demo",
+            "stats",
+            "--subject",
+            "ada",
+        ],
+    );
+    assert!(stats.status.success(), "{}", stderr(&stats));
+    for shown in expected.iter().chain(&["durability", "subject demo/ada"]) {
+        assert!(
+            stdout(&stats).contains(shown),
+            "{shown}: {}",
+            stdout(&stats)
+        );
+    }
 
     let back = agent_memory(
         dir.path(),
@@ -261,6 +284,24 @@ fn nanos() -> u128 {
 }
 
 #[test]
+fn stats_of_an_unreachable_server_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 1: nothing listens there, so the connection is refused at once.
+    for url in [
+        "postgres://postgres@127.0.0.1:1/test",
+        "redis://127.0.0.1:1",
+    ] {
+        let run = agent_memory(dir.path(), &["--url", url, "stats"]);
+        assert!(!run.status.success(), "{url}: {}", stdout(&run));
+        assert!(
+            stderr(&run).contains("cannot open"),
+            "{url}: {}",
+            stderr(&run)
+        );
+    }
+}
+
+#[test]
 fn copy_sqlite_to_postgres_and_back_verifies_equal() {
     let Some(server) = postgres_url("copy_sqlite_to_postgres_and_back_verifies_equal") else {
         return;
@@ -268,7 +309,10 @@ fn copy_sqlite_to_postgres_and_back_verifies_equal() {
     // A schema of its own, dropped at the end, so runs never see each other's data.
     let schema = format!("cli_copy_{}", nanos());
     let separator = if server.contains('?') { '&' } else { '?' };
-    copy_round_trip(&format!("{server}{separator}schema={schema}"));
+    copy_round_trip(
+        &format!("{server}{separator}schema={schema}"),
+        &["(postgres)", "schema version", "messages", "vector search"],
+    );
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -300,7 +344,10 @@ fn copy_sqlite_to_redis_and_back_verifies_equal() {
     // A key prefix of its own, deleted at the end.
     let prefix = format!("cli-copy-{}", nanos());
     let separator = if server.contains('?') { '&' } else { '?' };
-    copy_round_trip(&format!("{server}{separator}prefix={prefix}"));
+    copy_round_trip(
+        &format!("{server}{separator}prefix={prefix}"),
+        &["(redis)", "vector search", "exact"],
+    );
 
     let client = redis::Client::open(server.as_str()).unwrap();
     let mut conn = client.get_connection().unwrap();

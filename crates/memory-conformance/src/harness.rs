@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use memory_core::{
-    Capabilities, Clock, ManualClock, MemoryBackend, MemoryError, Namespace, Scope, Timestamp,
-    VectorSearch,
+    Capabilities, Checked, Clock, ManualClock, MemoryBackend, MemoryError, Namespace, Scope,
+    Timestamp, VectorSearch,
 };
 
 /// A boxed future, as returned by factories and scenarios.
@@ -260,6 +260,9 @@ where
     if let Err(reason) = scenario.requires.check(&made.capabilities()) {
         return Ok((Outcome::Skipped, reason.to_owned()));
     }
+    // What users get from `open`: the backend behind the front layer, which checks input,
+    // retries and sanitizes once for every backend. The suite holds the pair to the contract.
+    let made = Checked::wrap(made);
     let ctx = Ctx::new(made, clock);
     let run = scenario.run;
     match tokio::spawn(async move { run(&ctx).await }).await {

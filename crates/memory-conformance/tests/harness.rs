@@ -17,14 +17,9 @@ fn unreachable(_: Arc<dyn Clock>) -> Made {
 
 fn declaring(vector_search: VectorSearch) -> impl FnOnce(Arc<dyn Clock>) -> Made {
     move |clock| {
-        let caps = Capabilities {
-            vector_search,
-            full_text: false,
-            native_ttl: false,
-            durability: Durability::Volatile,
-            max_batch: None,
-            cluster: false,
-        };
+        let caps = Capabilities::default()
+            .with_vector_search(vector_search)
+            .with_durability(Durability::Volatile);
         Box::pin(async move {
             Ok(
                 Arc::new(InMemoryBackend::with_clock(clock).with_capabilities(caps))

@@ -75,4 +75,25 @@ pub trait MemoryBackend:
     ///   subject data and stays.
     /// - The shared scope (no subject) is `InvalidInput`.
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt>;
+
+    /// For operators: the version of the storage schema the store has migrated to, or `None`
+    /// for storage without a versioned schema (the default).
+    ///
+    /// Stores apply their migrations when they open, so after a successful open this is the
+    /// newest version the build knows.
+    async fn schema_version(&self) -> Result<Option<u32>> {
+        Ok(None)
+    }
+
+    /// For operators: how many rows (or records) each kind of storage holds, by table or key
+    /// kind, in a stable order; empty when the storage cannot tell cheaply (the default).
+    async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
+        Ok(Vec::new())
+    }
+
+    /// Whether this object is the front layer ([`Checked`](crate::front::Checked)) already, so
+    /// that wrapping it again is skipped. Adapters keep the default.
+    fn is_checked(&self) -> bool {
+        false
+    }
 }

@@ -110,6 +110,16 @@ pub struct ConversationQuery {
 }
 
 impl ConversationQuery {
+    /// The page size (default 50); the front layer has checked the limit.
+    pub fn page_limit(&self) -> usize {
+        crate::page::page_limit(self.limit)
+    }
+
+    /// The position to continue after; the front layer has checked the cursor.
+    pub fn after(&self) -> Option<crate::page::Cursor> {
+        crate::page::page_after(self.cursor.as_deref())
+    }
+
     /// Whether a conversation passes the filters (not the cursor).
     pub fn matches(&self, conversation: &Conversation) -> bool {
         fn field(want: Option<&String>, have: Option<&String>) -> bool {
@@ -222,7 +232,7 @@ pub struct AppendPlan {
     pub receipt: AppendReceipt,
 }
 
-/// Decides an append the same way on every backend: validates the batch, separates duplicates
+/// Decides an append the same way on every backend: separates duplicates
 /// (same id, same content, already stored or earlier in the batch) from new messages, refuses
 /// a stored id with different content (`Conflict`) or repeated in the batch with different
 /// content (`InvalidInput`), then checks `expected_last_seq` unless the batch is all duplicates.
@@ -235,9 +245,6 @@ pub fn plan_append<'a>(
     options: &AppendOptions,
     stored: impl Fn(&MessageId) -> Option<(u64, &'a Message)>,
 ) -> Result<AppendPlan> {
-    if options.max_messages == Some(0) {
-        return Err(MemoryError::invalid("max_messages must be at least 1"));
-    }
     let mut receipt = AppendReceipt {
         last_seq,
         ..AppendReceipt::default()

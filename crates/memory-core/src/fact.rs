@@ -363,6 +363,16 @@ pub struct FactQuery {
 }
 
 impl FactQuery {
+    /// The page size (default 50); the front layer has checked the limit.
+    pub fn page_limit(&self) -> usize {
+        crate::page::page_limit(self.limit)
+    }
+
+    /// The position to continue after; the front layer has checked the cursor.
+    pub fn after(&self) -> Option<crate::page::Cursor> {
+        crate::page::page_after(self.cursor.as_deref())
+    }
+
     /// Whether a fact passes the filters (not the cursor).
     pub fn matches(&self, fact: &Fact) -> bool {
         (self.include_superseded || fact.is_current())

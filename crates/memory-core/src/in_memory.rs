@@ -26,12 +26,9 @@ use crate::fact::{
 };
 use crate::message::{Message, StoredMessage};
 use crate::page::{page_newest_first, Page};
-use crate::scope::{
-    validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope,
-    VectorId,
-};
+use crate::scope::{CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, VectorId};
 use crate::time::{Clock, SystemClock, Timestamp};
-use crate::transfer::{prepare_restore, sort_canonical, Record, TransferStore};
+use crate::transfer::{sort_canonical, Record, TransferStore};
 use crate::vector::{
     rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
@@ -178,14 +175,9 @@ impl InMemoryBackend {
         Self {
             state: RwLock::new(State::default()),
             clock,
-            capabilities: Capabilities {
-                vector_search: VectorSearch::Exact,
-                full_text: false,
-                native_ttl: false,
-                durability: Durability::Volatile,
-                max_batch: None,
-                cluster: false,
-            },
+            capabilities: Capabilities::default()
+                .with_vector_search(VectorSearch::Exact)
+                .with_durability(Durability::Volatile),
         }
     }
 
@@ -213,7 +205,6 @@ impl ConversationStore for InMemoryBackend {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        new.validate()?;
         let now = self.clock.now();
         let conversation = new.into_conversation(scope, now);
         let mut state = self.write();
@@ -251,12 +242,12 @@ impl ConversationStore for InMemoryBackend {
             .cloned()
             .collect();
         matching.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        page_newest_first(
+        Ok(page_newest_first(
             matching,
             |c| (c.created_at, c.id.as_str()),
-            query.cursor.as_deref(),
-            query.limit,
-        )
+            query.after().as_ref(),
+            query.page_limit(),
+        ))
     }
 
     async fn update_conversation(
@@ -356,11 +347,10 @@ impl ConversationStore for InMemoryBackend {
             });
         let mut window: Vec<StoredMessage> = selected.collect();
         window.reverse();
-        Ok(options.finish(window))
+        Ok(window)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        validate_identifier("cursor name", name)?;
         Ok(self.read().entry(scope, id)?.cursors.get(name).copied())
     }
 
@@ -371,7 +361,6 @@ impl ConversationStore for InMemoryBackend {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        validate_identifier("cursor name", name)?;
         let mut state = self.write();
         let value = state
             .entry_mut(scope, id)?
@@ -405,7 +394,6 @@ impl WorkingMemoryStore for InMemoryBackend {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        update.validate()?;
         let now = self.clock.now();
         let mut state = self.write();
         let slot = state.working_slot(scope, key)?;
@@ -429,10 +417,6 @@ impl FactStore for InMemoryBackend {
         new: NewFact,
         options: RememberOptions,
     ) -> Result<RememberOutcome> {
-        new.validate()?;
-        if options.max_facts == Some(0) {
-            return Err(MemoryError::invalid("max_facts must be at least 1"));
-        }
         let now = self.clock.now();
         let mut state = self.write();
         let facts = state.purge_expired_facts(scope, now);
@@ -487,7 +471,6 @@ impl FactStore for InMemoryBackend {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        query.validate()?;
         let now = self.clock.now();
         let mut state = self.write();
         let facts = state.purge_expired_facts(scope, now);
@@ -520,16 +503,15 @@ impl FactStore for InMemoryBackend {
             .cloned()
             .collect();
         matching.sort_by(|a, b| (b.created_at, &b.id).cmp(&(a.created_at, &a.id)));
-        page_newest_first(
+        Ok(page_newest_first(
             matching,
             |f| (f.created_at, f.id.as_str()),
-            query.cursor.as_deref(),
-            query.limit,
-        )
+            query.after().as_ref(),
+            query.page_limit(),
+        ))
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
-        validate_identifier("fact key", key)?;
         let now = self.clock.now();
         let state = self.read();
         let mut versions: Vec<Fact> = state
@@ -561,7 +543,6 @@ impl VectorStore for InMemoryBackend {
         namespace: &Namespace,
         spec: CollectionSpec,
     ) -> Result<CollectionSpec> {
-        spec.validate()?;
         let mut state = self.write();
         let key = (namespace.clone(), spec.name.clone());
         if let Some(existing) = state.collections.get(&key) {
@@ -636,9 +617,6 @@ impl VectorStore for InMemoryBackend {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        if let VectorSelector::Filter(filter) = &selector {
-            filter.validate()?;
-        }
         let mut state = self.write();
         let collection = state.collection_mut(scope.namespace(), collection)?;
         let Some(records) = collection.records.get_mut(scope) else {
@@ -664,7 +642,7 @@ impl VectorStore for InMemoryBackend {
     ) -> Result<Vec<VectorHit>> {
         let state = self.read();
         let collection = state.collection(scope.namespace(), collection)?;
-        query.validate(&collection.spec)?;
+        collection.spec.check_vector(&query.vector)?;
         let metric = collection.spec.metric;
         let mut hits: Vec<VectorHit> = collection
             .records
@@ -691,7 +669,6 @@ impl VectorStore for InMemoryBackend {
 #[async_trait]
 impl CheckpointStore for InMemoryBackend {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
-        new.validate()?;
         let now = self.clock.now();
         let mut state = self.write();
         let checkpoints = state.checkpoints.entry(scope.clone()).or_default();
@@ -765,7 +742,6 @@ impl CheckpointStore for InMemoryBackend {
 #[async_trait]
 impl CacheStore for InMemoryBackend {
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
-        validate_identifier("cache key", key)?;
         let now = self.clock.now();
         let state = self.read();
         Ok(state
@@ -782,7 +758,6 @@ impl CacheStore for InMemoryBackend {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        validate_identifier("cache key", key)?;
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
         // Expired entries are invisible to get/delete and replaced by the next set of their key;
         // no sweep here, so a set stays O(1).
@@ -793,7 +768,6 @@ impl CacheStore for InMemoryBackend {
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
-        validate_identifier("cache key", key)?;
         let now = self.clock.now();
         let removed = self
             .write()
@@ -814,7 +788,6 @@ impl MemoryBackend for InMemoryBackend {
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        scope.require_subject("forget_all")?;
         let mut state = self.write();
         let mut receipt = DeletionReceipt::default();
         for entry in state
@@ -1172,7 +1145,8 @@ impl TransferStore for InMemoryBackend {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let records = prepare_restore(records)?;
+        let mut records = records;
+        sort_canonical(&mut records);
         let mut state = self.write();
         // Every check first, then every write: under the one lock that is all or nothing.
         state.check_restore(&records)?;

@@ -14,6 +14,7 @@ pub mod error;
 pub mod exact;
 pub mod fact;
 pub mod filter;
+pub mod front;
 pub mod in_memory;
 pub mod lexical;
 pub mod message;
@@ -23,6 +24,7 @@ pub mod prompt_cache;
 pub mod sanitize;
 pub mod scope;
 pub mod similarity;
+pub mod store;
 pub mod time;
 pub mod transfer;
 pub mod url;
@@ -49,6 +51,7 @@ pub use fact::{
     RememberStatus, ScoredFact,
 };
 pub use filter::{FieldPath, Filter, FilterValue};
+pub use front::{Checked, RetryPolicy};
 pub use in_memory::InMemoryBackend;
 pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
 pub use page::Page;
@@ -57,6 +60,7 @@ pub use scope::{
     CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, Subject, VectorId,
 };
 pub use similarity::Metric;
+pub use store::Store;
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use transfer::{Record, RecordKind, TransferStore};
 pub use vector::{
@@ -65,8 +69,3 @@ pub use vector::{
 pub use working::{
     WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
-
-/// The repository README's example, compiled and run as a doctest so it cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-struct ReadmeDoctests;

@@ -57,34 +57,47 @@ impl Cursor {
     }
 }
 
-/// Checks and defaults a page size.
-pub fn page_size(limit: Option<usize>) -> Result<usize> {
+/// Checks a listing's paging arguments: a limit in `1..=1000` (or none) and a cursor made by
+/// [`Cursor::encode`] (or none). The front layer calls it; backends then read the arguments with
+/// [`page_limit`] and [`page_after`], which cannot fail.
+pub fn check_page(limit: Option<usize>, cursor: Option<&str>) -> Result<()> {
     match limit {
-        None => Ok(DEFAULT_PAGE_SIZE),
-        Some(0) => Err(MemoryError::invalid("page limit must be at least 1")),
-        Some(n) if n > MAX_PAGE_SIZE => Err(MemoryError::invalid(format!(
-            "page limit {n} exceeds {MAX_PAGE_SIZE}"
-        ))),
-        Some(n) => Ok(n),
+        Some(0) => return Err(MemoryError::invalid("page limit must be at least 1")),
+        Some(n) if n > MAX_PAGE_SIZE => {
+            return Err(MemoryError::invalid(format!(
+                "page limit {n} exceeds {MAX_PAGE_SIZE}"
+            )))
+        }
+        _ => {}
     }
+    cursor.map(Cursor::decode).transpose().map(drop)
 }
 
-/// Pages items already sorted newest first (`created_at` desc, id desc) after `cursor`.
+/// The page size of a checked limit: the default when none was given.
+pub fn page_limit(limit: Option<usize>) -> usize {
+    limit.unwrap_or(DEFAULT_PAGE_SIZE).clamp(1, MAX_PAGE_SIZE)
+}
+
+/// The position a checked cursor continues after; `None` for the first page.
+pub fn page_after(cursor: Option<&str>) -> Option<Cursor> {
+    cursor.and_then(|text| Cursor::decode(text).ok())
+}
+
+/// Pages items already sorted newest first (`created_at` desc, id desc): at most `limit` of
+/// them after `after`, and the cursor to the next page.
 ///
 /// Shared by backends that list in memory so every backend pages identically.
 pub fn page_newest_first<T>(
     items: impl IntoIterator<Item = T>,
     key: impl Fn(&T) -> (Timestamp, &str),
-    cursor: Option<&str>,
-    limit: Option<usize>,
-) -> Result<Page<T>> {
-    let limit = page_size(limit)?;
-    let cursor = cursor.map(Cursor::decode).transpose()?;
+    after: Option<&Cursor>,
+    limit: usize,
+) -> Page<T> {
     let mut items: Vec<T> = items
         .into_iter()
         .filter(|item| {
             let (created_at, id) = key(item);
-            cursor.as_ref().is_none_or(|c| c.precedes(created_at, id))
+            after.is_none_or(|c| c.precedes(created_at, id))
         })
         .take(limit + 1)
         .collect();
@@ -101,5 +114,5 @@ pub fn page_newest_first<T>(
     } else {
         None
     };
-    Ok(Page { items, next_cursor })
+    Page { items, next_cursor }
 }

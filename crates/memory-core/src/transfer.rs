@@ -324,16 +324,6 @@ pub fn sort_canonical(records: &mut [Record]) {
     records.sort_by(|a, b| a.order_key().cmp(&b.order_key()));
 }
 
-/// Validates a restore batch and returns it in restore order; every backend's
-/// [`TransferStore::restore`] starts here.
-pub fn prepare_restore(mut records: Vec<Record>) -> Result<Vec<Record>> {
-    for record in &records {
-        record.validate()?;
-    }
-    sort_canonical(&mut records);
-    Ok(records)
-}
-
 /// Export and restore of whole stores, for backups and moves between backends.
 ///
 /// A store lists what it holds by namespace and scope, exports each as [`Record`]s, and restores
@@ -667,8 +657,6 @@ mod tests {
             collection: "docs".into(),
             record: VectorRecord::new(crate::VectorId::new("v").unwrap(), vec![f32::NAN]),
         };
-        assert!(prepare_restore(vec![record])
-            .unwrap_err()
-            .is_invalid_input());
+        assert!(record.validate().unwrap_err().is_invalid_input());
     }
 }

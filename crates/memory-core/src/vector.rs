@@ -97,17 +97,22 @@ pub fn check_vector(vector: &[f32], dims: usize, metric: Metric) -> Result<()> {
             vector.len()
         )));
     }
-    if let Some(i) = vector.iter().position(|x| !x.is_finite()) {
-        return Err(MemoryError::invalid(format!(
-            "vector component {i} is not finite"
-        )));
-    }
+    check_finite(vector)?;
     if metric == Metric::Cosine && norm(vector) == 0.0 {
         return Err(MemoryError::invalid(
             "zero vector has no direction under cosine",
         ));
     }
     Ok(())
+}
+
+fn check_finite(vector: &[f32]) -> Result<()> {
+    match vector.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(MemoryError::invalid(format!(
+            "vector component {i} is not finite"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// A stored vector with its payload.
@@ -172,8 +177,10 @@ impl VectorQuery {
         self
     }
 
-    /// Checks `k`, the vector and the filter against a collection.
-    pub fn validate(&self, spec: &CollectionSpec) -> Result<()> {
+    /// Checks what needs no collection: `k`, `min_score`, finite components and the filter.
+    /// The dimension and metric are checked against the stored collection by the backend
+    /// ([`CollectionSpec::check_vector`]).
+    pub fn validate(&self) -> Result<()> {
         if self.k == 0 || self.k > MAX_TOP_K {
             return Err(MemoryError::invalid(format!(
                 "k must be in 1..={MAX_TOP_K}, got {}",
@@ -183,7 +190,7 @@ impl VectorQuery {
         if self.min_score.is_some_and(|s| !s.is_finite()) {
             return Err(MemoryError::invalid("min_score must be finite"));
         }
-        spec.check_vector(&self.vector)?;
+        check_finite(&self.vector)?;
         self.filter.as_ref().map_or(Ok(()), Filter::validate)
     }
 }

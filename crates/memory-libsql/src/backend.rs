@@ -17,19 +17,43 @@ impl MemoryBackend for LibsqlStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            vector_search: VectorSearch::Approximate(VectorIndexKind::DiskAnn),
-            full_text: false,
-            native_ttl: false,
-            // Durable against a process crash in both modes; see the crate docs for power loss.
-            durability: Durability::Durable,
-            max_batch: None,
-            cluster: false,
+        // Durable against a process crash in both modes; see the crate docs for power loss.
+        Capabilities::default()
+            .with_vector_search(VectorSearch::Approximate(VectorIndexKind::DiskAnn))
+            .with_durability(Durability::Durable)
+    }
+
+    async fn schema_version(&self) -> Result<Option<u32>> {
+        let tx = self.read().await?;
+        crate::db::schema_version(&tx).await.map(Some)
+    }
+
+    /// Rows per table; `vectors` sums every collection's table.
+    async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
+        let tx = self.read().await?;
+        let mut counts = Vec::new();
+        for table in [
+            "conversations",
+            "messages",
+            "facts",
+            "collections",
+            "working_memory",
+            "checkpoints",
+            "cache",
+        ] {
+            let rows = crate::scalar_count(&tx, &format!("SELECT count(*) FROM {table}")).await?;
+            counts.push((table.to_owned(), rows));
         }
+        let mut vectors = 0;
+        for table in crate::vectors::all_tables(&tx).await? {
+            vectors += crate::scalar_count(&tx, &format!("SELECT count(*) FROM {table}")).await?;
+        }
+        counts.insert(4, ("vectors".to_owned(), vectors));
+        tx.commit().await?;
+        Ok(counts)
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        scope.require_subject("forget_all")?;
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let tx = self.write().await?;
         let mut receipt = DeletionReceipt::default();

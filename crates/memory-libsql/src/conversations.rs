@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use libsql::{Connection, Value};
 use memory_core::page::page_newest_first;
-use memory_core::scope::validate_identifier;
 use memory_core::{
     plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
     ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
@@ -82,7 +81,6 @@ impl ConversationStore for LibsqlStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        new.validate()?;
         let now = self.clock.now();
         let conversation = new.into_conversation(scope, now);
         let tx = self.write().await?;
@@ -125,12 +123,8 @@ impl ConversationStore for LibsqlStore {
         scope: &Scope,
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
-        let limit = memory_core::page::page_size(query.limit)?;
-        let cursor = query
-            .cursor
-            .as_deref()
-            .map(memory_core::page::Cursor::decode)
-            .transpose()?;
+        let limit = query.page_limit();
+        let cursor = query.after();
         // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
         let after = if cursor.is_some() {
             "(created_at, id) < (?6, ?7)"
@@ -163,7 +157,12 @@ impl ConversationStore for LibsqlStore {
             .iter()
             .map(|row| conversation_from(scope, row))
             .collect::<Result<Vec<_>>>()?;
-        page_newest_first(items, |c| (c.created_at, c.id.as_str()), None, Some(limit))
+        Ok(page_newest_first(
+            items,
+            |c| (c.created_at, c.id.as_str()),
+            None,
+            limit,
+        ))
     }
 
     async fn update_conversation(
@@ -339,11 +338,10 @@ impl ConversationStore for LibsqlStore {
             })
             .collect::<Result<Vec<_>>>()?;
         window.reverse();
-        Ok(options.finish(window))
+        Ok(window)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        validate_identifier("cursor name", name)?;
         let tx = self.read().await?;
         let (pk, _) = conversation_pk(&tx, scope, id).await?;
         let value = row(
@@ -365,7 +363,6 @@ impl ConversationStore for LibsqlStore {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        validate_identifier("cursor name", name)?;
         let tx = self.write().await?;
         let (pk, _) = conversation_pk(&tx, scope, id).await?;
         let value = row(

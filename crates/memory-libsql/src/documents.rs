@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use libsql::{Connection, Value};
-use memory_core::scope::validate_identifier;
 use memory_core::{
     CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
     MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
@@ -133,7 +132,6 @@ impl WorkingMemoryStore for LibsqlStore {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        update.validate()?;
         let now = self.clock.now();
         let tx = self.write().await?;
         let slot = working_slot(&tx, scope, key).await?;
@@ -201,7 +199,6 @@ async fn fetch_checkpoint(
 #[async_trait]
 impl CheckpointStore for LibsqlStore {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
-        new.validate()?;
         let now = self.clock.now();
         let tx = self.write().await?;
         let inserted = execute(
@@ -300,7 +297,6 @@ impl CheckpointStore for LibsqlStore {
 #[async_trait]
 impl CacheStore for LibsqlStore {
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
-        validate_identifier("cache key", key)?;
         let tx = self.read().await?;
         row(
             &tx,
@@ -320,7 +316,6 @@ impl CacheStore for LibsqlStore {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        validate_identifier("cache key", key)?;
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
         let tx = self.write().await?;
         put_cache(&tx, namespace, key, &value, expires).await?;
@@ -328,7 +323,6 @@ impl CacheStore for LibsqlStore {
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
-        validate_identifier("cache key", key)?;
         let tx = self.write().await?;
         let removed = row(
             &tx,

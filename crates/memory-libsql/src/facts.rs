@@ -5,8 +5,7 @@ use libsql::{Connection, Value};
 use memory_core::exact::{decode_f32_le, encode_f32_le};
 use memory_core::fact::{fact_tokens, rank_facts};
 use memory_core::lexical::tokenize;
-use memory_core::page::{page_newest_first, page_size, Cursor};
-use memory_core::scope::validate_identifier;
+use memory_core::page::page_newest_first;
 use memory_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
@@ -89,10 +88,6 @@ impl FactStore for LibsqlStore {
         new: NewFact,
         options: RememberOptions,
     ) -> Result<RememberOutcome> {
-        new.validate()?;
-        if options.max_facts == Some(0) {
-            return Err(MemoryError::invalid("max_facts must be at least 1"));
-        }
         let now = self.clock.now();
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let tx = self.write().await?;
@@ -214,7 +209,6 @@ impl FactStore for LibsqlStore {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        query.validate()?;
         let now = millis(self.clock.now());
         let tx = self.read().await?;
         let found = if query.vector.is_some() {
@@ -281,8 +275,8 @@ impl FactStore for LibsqlStore {
     }
 
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
-        let limit = page_size(query.limit)?;
-        let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let limit = query.page_limit();
+        let cursor = query.after();
         let after = if cursor.is_some() {
             "(created_at, id) < (?7, ?8)"
         } else {
@@ -314,16 +308,15 @@ impl FactStore for LibsqlStore {
             ),
         )
         .await?;
-        page_newest_first(
+        Ok(page_newest_first(
             facts_from(scope, &found)?,
             |f| (f.created_at, f.id.as_str()),
             None,
-            Some(limit),
-        )
+            limit,
+        ))
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
-        validate_identifier("fact key", key)?;
         let tx = self.read().await?;
         let found = rows(
             &tx,

@@ -443,36 +443,6 @@ impl LibsqlStore {
         &self.config
     }
 
-    /// The schema version of the database.
-    pub async fn schema_version(&self) -> Result<u32> {
-        let tx = self.read().await?;
-        db::schema_version(&tx).await
-    }
-
-    /// Rows per table, for operators (`agent-memory stats`); `vectors` sums every collection.
-    pub async fn table_counts(&self) -> Result<Vec<(&'static str, u64)>> {
-        let tx = self.read().await?;
-        let mut counts = Vec::new();
-        for (table, sql) in [
-            ("conversations", "SELECT count(*) FROM conversations"),
-            ("messages", "SELECT count(*) FROM messages"),
-            ("facts", "SELECT count(*) FROM facts"),
-            ("collections", "SELECT count(*) FROM collections"),
-            ("working_memory", "SELECT count(*) FROM working_memory"),
-            ("checkpoints", "SELECT count(*) FROM checkpoints"),
-            ("cache", "SELECT count(*) FROM cache"),
-        ] {
-            counts.push((table, scalar_count(&tx, sql).await?));
-        }
-        let mut vectors = 0;
-        for table in vectors::all_tables(&tx).await? {
-            vectors += scalar_count(&tx, &format!("SELECT count(*) FROM {table}")).await?;
-        }
-        counts.insert(4, ("vectors", vectors));
-        tx.commit().await?;
-        Ok(counts)
-    }
-
     /// A write transaction holding the write lock from its first statement.
     async fn write(&self) -> Result<Tx<'_>> {
         let writer = Arc::clone(&self.writer).lock_owned().await;

@@ -4,7 +4,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use libsql::Connection;
-use memory_core::transfer::{prepare_restore, sort_canonical};
+use memory_core::transfer::sort_canonical;
 use memory_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,
@@ -283,7 +283,8 @@ impl TransferStore for LibsqlStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let records = prepare_restore(records)?;
+        let mut records = records;
+        sort_canonical(&mut records);
         let written = records.len() as u64;
         let tx = self.write().await?;
         let mut collections = CollectionCache::new();

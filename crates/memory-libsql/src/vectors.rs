@@ -450,7 +450,6 @@ impl VectorStore for LibsqlStore {
         namespace: &Namespace,
         spec: CollectionSpec,
     ) -> Result<CollectionSpec> {
-        spec.validate()?;
         let tx = self.write().await?;
         if let Some(existing) = find_collection(&tx, namespace, &spec.name).await? {
             existing.spec.check_same(&spec)?;
@@ -535,9 +534,6 @@ impl VectorStore for LibsqlStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        if let VectorSelector::Filter(filter) = &selector {
-            filter.validate()?;
-        }
         let tx = self.write().await?;
         let collection = self::collection(&tx, scope.namespace(), collection).await?;
         let table = collection.table();
@@ -580,7 +576,7 @@ impl VectorStore for LibsqlStore {
     ) -> Result<Vec<VectorHit>> {
         let tx = self.read().await?;
         let collection = self::collection(&tx, scope.namespace(), collection).await?;
-        query.validate(&collection.spec)?;
+        collection.spec.check_vector(&query.vector)?;
         let subject = subject_of(scope);
         let hits = match collection.index() {
             Some(index) => {

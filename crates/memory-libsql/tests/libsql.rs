@@ -26,14 +26,14 @@ async fn a_fresh_file_is_migrated_to_the_latest_version_and_reopens() {
     let path = dir.path().join("nested/folder/memory.db");
     let store = open(&path).await;
     let latest = MIGRATIONS.last().unwrap().version;
-    assert_eq!(store.schema_version().await.unwrap(), latest);
+    assert_eq!(store.schema_version().await.unwrap(), Some(latest));
     let thread = store
         .create_conversation(&scope(), NewConversation::default())
         .await
         .unwrap();
     drop(store);
     let again = open(&path).await;
-    assert_eq!(again.schema_version().await.unwrap(), latest);
+    assert_eq!(again.schema_version().await.unwrap(), Some(latest));
     again.get_conversation(&scope(), &thread.id).await.unwrap();
 }
 
@@ -305,7 +305,7 @@ async fn a_dropped_collection_leaves_no_table_behind() {
         .await
         .unwrap());
     let counts = store.table_counts().await.unwrap();
-    assert!(counts.contains(&("vectors", 0)), "{counts:?}");
+    assert!(counts.contains(&("vectors".to_owned(), 0)), "{counts:?}");
     let wider = CollectionSpec::new("docs", 5, "m").with_metric(Metric::Dot);
     store
         .ensure_collection(scope.namespace(), wider.clone())

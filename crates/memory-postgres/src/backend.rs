@@ -16,22 +16,53 @@ impl MemoryBackend for PostgresStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            vector_search: if self.index {
+        Capabilities::default()
+            .with_vector_search(if self.index {
                 VectorSearch::Approximate(VectorIndexKind::Hnsw)
             } else {
                 VectorSearch::Exact
-            },
-            full_text: false,
-            native_ttl: false,
-            durability: Durability::Durable,
-            max_batch: None,
-            cluster: false,
+            })
+            .with_durability(Durability::Durable)
+    }
+
+    async fn schema_version(&self) -> Result<Option<u32>> {
+        let client = self.client().await?;
+        let row = client
+            .row(
+                &self.sql("SELECT coalesce(max(version), 0) FROM {s}.agent_memory_migrations"),
+                &[],
+            )
+            .await?;
+        Ok(row.map(|r| u32::try_from(r.get::<_, i32>(0)).unwrap_or(0)))
+    }
+
+    async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
+        let client = self.client().await?;
+        let mut counts = Vec::new();
+        for table in [
+            "conversations",
+            "messages",
+            "cursors",
+            "facts",
+            "collections",
+            "vectors",
+            "working_memory",
+            "checkpoints",
+            "cache",
+        ] {
+            let row = client
+                .row(
+                    &self.sql(&format!("SELECT count(*) FROM {{s}}.{table}")),
+                    &[],
+                )
+                .await?;
+            let rows = row.map_or(0, |r| r.get::<_, i64>(0));
+            counts.push((table.to_owned(), u64::try_from(rows).unwrap_or(0)));
         }
+        Ok(counts)
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        scope.require_subject("forget_all")?;
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;

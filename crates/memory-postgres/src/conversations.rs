@@ -3,8 +3,7 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use memory_core::page::{page_newest_first, page_size, Cursor};
-use memory_core::scope::validate_identifier;
+use memory_core::page::page_newest_first;
 use memory_core::{
     plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
     ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
@@ -171,7 +170,6 @@ impl ConversationStore for PostgresStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        new.validate()?;
         let now = self.clock.now();
         let conversation = new.into_conversation(scope, now);
         let client = self.client().await?;
@@ -215,8 +213,8 @@ impl ConversationStore for PostgresStore {
         scope: &Scope,
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
-        let limit = page_size(query.limit)?;
-        let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let limit = query.page_limit();
+        let cursor = query.after();
         let client = self.client().await?;
         // Two statements rather than `($6 IS NULL OR (created_at, id) < ($6, $7))`: under the
         // cached generic plan that predicate is a filter, not an index bound, so every page
@@ -273,7 +271,12 @@ impl ConversationStore for PostgresStore {
             .iter()
             .map(|row| conversation_from(scope, row))
             .collect::<Result<Vec<_>>>()?;
-        page_newest_first(items, |c| (c.created_at, c.id.as_str()), None, Some(limit))
+        Ok(page_newest_first(
+            items,
+            |c| (c.created_at, c.id.as_str()),
+            None,
+            limit,
+        ))
     }
 
     async fn update_conversation(
@@ -350,9 +353,7 @@ impl ConversationStore for PostgresStore {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        // Idempotent by message id: a retry after a lost connection never applies twice.
-        self.retrying(|| self.append_once(scope, id, messages.clone(), options))
-            .await
+        self.append_once(scope, id, messages, options).await
     }
 
     async fn load(
@@ -426,11 +427,10 @@ impl ConversationStore for PostgresStore {
                 });
             }
         }
-        Ok(options.finish(window))
+        Ok(window)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        validate_identifier("cursor name", name)?;
         let client = self.client().await?;
         let rows = client
             .rows(
@@ -460,7 +460,6 @@ impl ConversationStore for PostgresStore {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        validate_identifier("cursor name", name)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;
         let (pk, _) = self.conversation_pk(&tx, scope, id, false).await?;

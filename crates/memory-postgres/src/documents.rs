@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use memory_core::scope::validate_identifier;
 use memory_core::{
     CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
     MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
@@ -128,7 +127,6 @@ impl WorkingMemoryStore for PostgresStore {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        update.validate()?;
         let now = self.clock.now();
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;
@@ -174,7 +172,6 @@ impl WorkingMemoryStore for PostgresStore {
 #[async_trait]
 impl CheckpointStore for PostgresStore {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
-        new.validate()?;
         let now = self.clock.now();
         let client = self.client().await?;
         let inserted = client
@@ -282,7 +279,6 @@ impl CheckpointStore for PostgresStore {
 #[async_trait]
 impl CacheStore for PostgresStore {
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
-        validate_identifier("cache key", key)?;
         let client = self.client().await?;
         Ok(client
             .row(
@@ -303,7 +299,6 @@ impl CacheStore for PostgresStore {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        validate_identifier("cache key", key)?;
         let expires = ttl.map(|ttl| millis(self.clock.now().saturating_add(ttl)));
         let client = self.client().await?;
         self.put_cache(&client, namespace, key, &value, expires)
@@ -311,7 +306,6 @@ impl CacheStore for PostgresStore {
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
-        validate_identifier("cache key", key)?;
         let client = self.client().await?;
         let removed = client
             .row(

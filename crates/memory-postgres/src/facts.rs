@@ -3,8 +3,7 @@
 use async_trait::async_trait;
 use memory_core::fact::{fact_tokens, rank_facts};
 use memory_core::lexical::tokenize;
-use memory_core::page::{page_newest_first, page_size, Cursor};
-use memory_core::scope::validate_identifier;
+use memory_core::page::page_newest_first;
 use memory_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
@@ -105,10 +104,6 @@ impl FactStore for PostgresStore {
         new: NewFact,
         options: RememberOptions,
     ) -> Result<RememberOutcome> {
-        new.validate()?;
-        if options.max_facts == Some(0) {
-            return Err(MemoryError::invalid("max_facts must be at least 1"));
-        }
         let now = self.clock.now();
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut client = self.client().await?;
@@ -216,7 +211,6 @@ impl FactStore for PostgresStore {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        query.validate()?;
         let now = millis(self.clock.now());
         let client = self.client().await?;
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
@@ -279,8 +273,8 @@ impl FactStore for PostgresStore {
     }
 
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
-        let limit = page_size(query.limit)?;
-        let cursor = query.cursor.as_deref().map(Cursor::decode).transpose()?;
+        let limit = query.page_limit();
+        let cursor = query.after();
         let client = self.client().await?;
         let (namespace, subject, now) = (
             scope.namespace().as_str(),
@@ -322,16 +316,15 @@ impl FactStore for PostgresStore {
                 &params,
             )
             .await?;
-        page_newest_first(
+        Ok(page_newest_first(
             facts_from(scope, &rows)?,
             |f| (f.created_at, f.id.as_str()),
             None,
-            Some(limit),
-        )
+            limit,
+        ))
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
-        validate_identifier("fact key", key)?;
         let client = self.client().await?;
         let rows = client
             .rows(

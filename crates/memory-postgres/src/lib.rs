@@ -31,7 +31,7 @@
 //!   not wait on), so concurrent writers to one
 //!   conversation serialise there and seqs stay contiguous; the batch is one transaction, and a
 //!   retry after a lost connection is safe because appends are idempotent by message id (the
-//!   store retries `Unavailable` appends itself, up to 3 attempts).
+//!   front layer, `memory_core::Checked`, retries `Unavailable` appends).
 //! - **Free text** that may hold NUL (titles, fact text, working memory, vector text) is UTF-8
 //!   `bytea`, because `text` and `jsonb` reject NUL; JSON documents are `text` (NUL is escaped
 //!   there). Vector metadata is also kept as `jsonb` for SQL filters.
@@ -368,18 +368,6 @@ impl PostgresStore {
         &self.pool
     }
 
-    /// The schema version of the database.
-    pub async fn schema_version(&self) -> Result<u32> {
-        let client = self.client().await?;
-        let row = client
-            .row(
-                &self.sql("SELECT coalesce(max(version), 0) FROM {s}.agent_memory_migrations"),
-                &[],
-            )
-            .await?;
-        Ok(row.map_or(0, |r| u32::try_from(r.get::<_, i32>(0)).unwrap_or(0)))
-    }
-
     /// `template` with `{s}` replaced by the quoted schema.
     fn sql(&self, template: &str) -> String {
         template.replace("{s}", &self.schema)
@@ -388,29 +376,6 @@ impl PostgresStore {
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.db()
     }
-
-    /// Runs `op` again (up to 3 attempts, short backoff) while it fails with `Unavailable`:
-    /// only for operations that are idempotent, such as appends.
-    async fn retrying<T, F, Fut>(&self, mut op: F) -> Result<T>
-    where
-        F: FnMut() -> Fut + Send,
-        Fut: std::future::Future<Output = Result<T>> + Send,
-    {
-        let mut attempt = 0u32;
-        loop {
-            match op().await {
-                Err(e) if e.is_retryable() && attempt < 2 => {
-                    attempt += 1;
-                    backoff(attempt).await;
-                }
-                other => return other,
-            }
-        }
-    }
-}
-
-async fn backoff(attempt: u32) {
-    tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt))).await;
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
-use memory_core::transfer::{prepare_restore, sort_canonical};
+use memory_core::transfer::sort_canonical;
 use memory_core::{
     ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,
@@ -262,7 +262,8 @@ impl TransferStore for PostgresStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let records = prepare_restore(records)?;
+        let mut records = records;
+        sort_canonical(&mut records);
         let written = records.len() as u64;
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;

@@ -464,7 +464,6 @@ impl VectorStore for PostgresStore {
         namespace: &Namespace,
         spec: CollectionSpec,
     ) -> Result<CollectionSpec> {
-        spec.validate()?;
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;
         if self
@@ -576,9 +575,6 @@ impl VectorStore for PostgresStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        if let VectorSelector::Filter(filter) = &selector {
-            filter.validate()?;
-        }
         let mut client = self.client().await?;
         let collection = self
             .collection(&client, scope.namespace(), collection)
@@ -627,7 +623,7 @@ impl VectorStore for PostgresStore {
         let collection = self
             .collection(&client, scope.namespace(), collection)
             .await?;
-        query.validate(&collection.spec)?;
+        collection.spec.check_vector(&query.vector)?;
         let mut limit = query.k;
         let (mut records, hits) = loop {
             let nearest = self.index.then_some((query.vector.as_slice(), limit));

@@ -132,7 +132,8 @@ async fn a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once(
     else {
         return;
     };
-    let store = std::sync::Arc::new(store(&url).await);
+    // Behind the front layer, as `agent_memory::open` gives it: that is what retries.
+    let store = memory_core::Store::new(store(&url).await);
     let scope = scope();
     let thread = store
         .create_conversation(&scope, NewConversation::default())
@@ -164,7 +165,7 @@ async fn a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once(
     let batch: Vec<Message> = (0..10).map(|i| message(&format!("m{i}"))).collect();
     let append = {
         let (scope, id, batch) = (scope.clone(), thread.id.clone(), batch.clone());
-        let store = std::sync::Arc::clone(&store);
+        let store = store.clone();
         tokio::spawn(async move {
             store
                 .append(&scope, &id, batch, AppendOptions::default())
@@ -200,7 +201,8 @@ async fn a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once(
         .execute("SELECT pg_terminate_backend($1)", &[&pid])
         .await
         .unwrap();
-    // The store retries on a fresh connection, which waits on the same lock until it is gone.
+    // The front layer retries on a fresh connection, which waits on the same lock until it is
+    // gone.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let visible: i64 = observer
         .query_one(

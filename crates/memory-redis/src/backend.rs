@@ -22,18 +22,12 @@ impl MemoryBackend for RedisStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            vector_search: VectorSearch::Exact,
-            full_text: false,
-            native_ttl: true,
-            durability: self.durability,
-            max_batch: None,
-            cluster: self.cluster,
-        }
+        Capabilities::default()
+            .with_vector_search(VectorSearch::Exact)
+            .with_durability(self.durability)
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        scope.require_subject("forget_all")?;
         let keys = self.keys.scope(scope);
         // Everything a subject owns is in its slot: one script erases it atomically; then the
         // subject's name leaves the namespace's registry (another slot).

@@ -5,7 +5,6 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use memory_core::scope::validate_identifier;
 use memory_core::{CacheStore, Namespace, Result};
 use redis::Script;
 
@@ -18,7 +17,6 @@ static DELETE: LazyLock<Script> =
 #[async_trait]
 impl CacheStore for RedisStore {
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
-        validate_identifier("cache key", key)?;
         let (value, expires_at): (Option<Vec<u8>>, Option<i64>) = redis::cmd("HMGET")
             .arg(self.keys.namespace(namespace).cache_entry(key))
             .arg(&["value", "expires_at"])
@@ -36,7 +34,6 @@ impl CacheStore for RedisStore {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        validate_identifier("cache key", key)?;
         self.register_namespace(namespace).await?;
         let keys = self.keys.namespace(namespace);
         let now = self.clock.now();
@@ -61,7 +58,6 @@ impl CacheStore for RedisStore {
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
-        validate_identifier("cache key", key)?;
         let keys = self.keys.namespace(namespace);
         let live: i64 = DELETE
             .key(keys.cache_entry(key))

@@ -5,7 +5,6 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use memory_core::page::page_newest_first;
-use memory_core::scope::validate_identifier;
 use memory_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, MessageId,
@@ -127,7 +126,6 @@ impl ConversationStore for RedisStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        new.validate()?;
         let conversation = new.into_conversation(scope, self.clock.now());
         self.register_scope(scope).await?;
         let keys = self.keys.scope(scope);
@@ -159,18 +157,18 @@ impl ConversationStore for RedisStore {
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
         let keys = self.keys.scope(scope);
-        let mut pager = IdPager::new(keys.conversations(), query.cursor.as_deref(), query.limit)?;
+        let mut pager = IdPager::new(keys.conversations(), query.after(), query.page_limit());
         let mut found = Vec::new();
         while let Some(ids) = pager.next(self, found.len()).await? {
             let read = self.read_conversations(&keys, ids).await?;
             found.extend(read.into_iter().filter(|c| query.matches(c)));
         }
-        page_newest_first(
+        Ok(page_newest_first(
             found,
             |c| (c.created_at, c.id.as_str()),
             None,
-            Some(pager.size),
-        )
+            pager.size,
+        ))
     }
 
     async fn update_conversation(
@@ -240,9 +238,6 @@ impl ConversationStore for RedisStore {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        if options.max_messages == Some(0) {
-            return Err(MemoryError::invalid("max_messages must be at least 1"));
-        }
         let keys = self.keys.scope(scope);
         let mut script = APPEND.key(keys.conversation(id));
         script
@@ -267,14 +262,7 @@ impl ConversationStore for RedisStore {
                 .arg(content_of(message))
                 .arg(to_json(message));
         }
-        // Appends are idempotent by message id, so a batch whose reply was lost with the
-        // connection is sent again: its messages come back as duplicates, never twice.
-        let reply: Vec<Value> = self
-            .retrying(|| {
-                let (script, mut conn) = (&script, self.conn());
-                async move { script.invoke_async(&mut conn).await.db() }
-            })
-            .await?;
+        let reply: Vec<Value> = script.invoke_async(&mut self.conn()).await.db()?;
         let status = reply.first().map(text).transpose()?.unwrap_or_default();
         let number = |i: usize| -> Result<u64> {
             let value = reply
@@ -389,11 +377,10 @@ impl ConversationStore for RedisStore {
             }
         }
         window.reverse();
-        Ok(options.finish(window))
+        Ok(window)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        validate_identifier("cursor name", name)?;
         let keys = self.keys.scope(scope);
         let (exists, value): (bool, Option<u64>) = redis::pipe()
             .exists(keys.conversation(id))
@@ -414,7 +401,6 @@ impl ConversationStore for RedisStore {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        validate_identifier("cursor name", name)?;
         let keys = self.keys.scope(scope);
         let value: i64 = ADVANCE_CURSOR
             .key(keys.conversation(id))

@@ -6,7 +6,6 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use memory_core::fact::{fact_tokens, rank_facts};
 use memory_core::page::page_newest_first;
-use memory_core::scope::validate_identifier;
 use memory_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
@@ -98,10 +97,6 @@ impl FactStore for RedisStore {
         new: NewFact,
         options: RememberOptions,
     ) -> Result<RememberOutcome> {
-        new.validate()?;
-        if options.max_facts == Some(0) {
-            return Err(MemoryError::invalid("max_facts must be at least 1"));
-        }
         let now = self.clock.now();
         let fact = new.into_fact(scope, now);
         self.register_scope(scope).await?;
@@ -162,7 +157,6 @@ impl FactStore for RedisStore {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        query.validate()?;
         let keys = self.keys.scope(scope);
         let ids: Vec<String> = if query.vector.is_some() {
             self.members("SMEMBERS", keys.current_facts()).await?
@@ -194,22 +188,21 @@ impl FactStore for RedisStore {
 
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
         let keys = self.keys.scope(scope);
-        let mut pager = IdPager::new(keys.facts(), query.cursor.as_deref(), query.limit)?;
+        let mut pager = IdPager::new(keys.facts(), query.after(), query.page_limit());
         let mut found = Vec::new();
         while let Some(ids) = pager.next(self, found.len()).await? {
             let read = self.read_facts(&keys, &ids).await?;
             found.extend(read.into_iter().filter(|f| query.matches(f)));
         }
-        page_newest_first(
+        Ok(page_newest_first(
             found,
             |f| (f.created_at, f.id.as_str()),
             None,
-            Some(pager.size),
-        )
+            pager.size,
+        ))
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
-        validate_identifier("fact key", key)?;
         let keys = self.keys.scope(scope);
         let ids = self.members("ZRANGE", keys.fact_versions(key)).await?;
         self.read_facts(&keys, &ids).await

@@ -78,8 +78,8 @@
 //! # Consistency
 //! Every write to one scope is atomic (one script, one slot). Across slots nothing is: a
 //! restore checks everything it could refuse before writing, then writes scope by scope, and
-//! running it again completes one cut short. Appends are retried on lost connections (they are
-//! idempotent by message id).
+//! running it again completes one cut short. The front layer (`memory_core::Checked`) retries appends
+//! on lost connections (they are idempotent by message id).
 //!
 //! # Time
 //! Timestamps and expiry follow the store's [`Clock`]; reads compare against it. Behind them,
@@ -497,28 +497,6 @@ impl RedisStore {
             .await
             .db()?;
         Ok(())
-    }
-}
-
-impl RedisStore {
-    /// Runs `op` again while it fails with `Unavailable` (up to 5 attempts, 100 ms more wait
-    /// each time, about 1.5 s in all: what a restarting server or a reconnect needs). Only for
-    /// idempotent operations, such as appends. The connection manager reconnects by itself.
-    pub(crate) async fn retrying<T, F, Fut>(&self, mut op: F) -> Result<T>
-    where
-        F: FnMut() -> Fut + Send,
-        Fut: std::future::Future<Output = Result<T>> + Send,
-    {
-        let mut attempt = 0u64;
-        loop {
-            match op().await {
-                Err(e) if e.is_retryable() && attempt < 4 => {
-                    attempt += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
-                }
-                other => return other,
-            }
-        }
     }
 }
 

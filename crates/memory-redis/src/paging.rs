@@ -1,7 +1,7 @@
 //! Newest-first listings read page by page from a zset scored by `created_at`, so a page costs
 //! what it returns (plus what the filters skip), not the whole index.
 
-use memory_core::page::{page_size, Cursor};
+use memory_core::page::Cursor;
 use memory_core::{Result, Timestamp};
 
 use crate::{RedisResultExt, RedisStore};
@@ -29,19 +29,17 @@ pub(crate) struct IdPager {
 }
 
 impl IdPager {
-    /// Checks the limit and the cursor (`InvalidInput` when malformed).
-    pub(crate) fn new(index: String, cursor: Option<&str>, limit: Option<usize>) -> Result<Self> {
-        let size = page_size(limit)?;
-        let after = cursor.map(Cursor::decode).transpose()?;
+    /// Pages of `size` after `after` (a listing's checked paging arguments).
+    pub(crate) fn new(index: String, after: Option<Cursor>, size: usize) -> Self {
         let max = after.as_ref().map(|c| c.created_at.as_millis());
-        Ok(Self {
+        Self {
             index,
             max,
             after,
             offset: 0,
             exhausted: false,
             size,
-        })
+        }
     }
 
     /// The next ids after the cursor, or `None` once the index is exhausted or `found` items

@@ -13,7 +13,7 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use memory_core::fact::fact_tokens;
-use memory_core::transfer::{prepare_restore, sort_canonical};
+use memory_core::transfer::sort_canonical;
 use memory_core::{
     ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, VectorRecord, VectorStore, WorkingMemoryKey,
@@ -401,7 +401,8 @@ impl TransferStore for RedisStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let records = prepare_restore(records)?;
+        let mut records = records;
+        sort_canonical(&mut records);
         self.check_restore(&records).await?;
         let written = records.len() as u64;
         // Messages and vectors are written in bulk per conversation and per collection, after

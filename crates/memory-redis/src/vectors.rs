@@ -223,7 +223,6 @@ impl VectorStore for RedisStore {
         namespace: &Namespace,
         spec: CollectionSpec,
     ) -> Result<CollectionSpec> {
-        spec.validate()?;
         let stored = self.insert_collection(namespace, &spec).await?;
         stored.spec.check_same(&spec)?;
         Ok(stored.spec)
@@ -309,9 +308,6 @@ impl VectorStore for RedisStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        if let VectorSelector::Filter(filter) = &selector {
-            filter.validate()?;
-        }
         let collection = self.collection(scope.namespace(), collection).await?;
         let keys = self.keys.scope(scope);
         let ids: Vec<String> = match selector {
@@ -343,7 +339,7 @@ impl VectorStore for RedisStore {
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
         let collection = self.collection(scope.namespace(), collection).await?;
-        query.validate(&collection.spec)?;
+        collection.spec.check_vector(&query.vector)?;
         let keys = self.keys.scope(scope);
         let all: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
             .arg(keys.vectors(&collection.incarnation))

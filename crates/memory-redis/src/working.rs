@@ -92,7 +92,6 @@ impl WorkingMemoryStore for RedisStore {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        update.validate()?;
         self.register_scope(scope).await?;
         let keys = self.keys.scope(scope);
         let now = self.clock.now();

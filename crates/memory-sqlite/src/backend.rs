@@ -16,19 +16,29 @@ impl MemoryBackend for SqliteStore {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            vector_search: VectorSearch::Exact,
-            full_text: false,
-            native_ttl: false,
-            // Durable against a process crash in both modes; see the crate docs for power loss.
-            durability: Durability::Durable,
-            max_batch: None,
-            cluster: false,
+        // Durable against a process crash in both modes; see the crate docs for power loss.
+        Capabilities::default()
+            .with_vector_search(VectorSearch::Exact)
+            .with_durability(Durability::Durable)
+    }
+
+    async fn schema_version(&self) -> Result<Option<u32>> {
+        crate::db::schema_version(&self.reader).await.map(Some)
+    }
+
+    async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
+        let mut counts = Vec::new();
+        for (table, sql) in crate::TABLE_COUNTS {
+            let rows: i64 = sqlx::query_scalar(*sql)
+                .fetch_one(&self.reader)
+                .await
+                .db()?;
+            counts.push(((*table).to_owned(), u64::try_from(rows).unwrap_or(0)));
         }
+        Ok(counts)
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        scope.require_subject("forget_all")?;
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut tx = self.write().await?;
         let mut receipt = DeletionReceipt::default();

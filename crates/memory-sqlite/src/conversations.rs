@@ -4,7 +4,6 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use memory_core::page::page_newest_first;
-use memory_core::scope::validate_identifier;
 use memory_core::{
     plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
     ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
@@ -90,7 +89,6 @@ impl ConversationStore for SqliteStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        new.validate()?;
         let now = self.clock.now();
         let conversation = new.into_conversation(scope, now);
         let mut tx = self.write().await?;
@@ -132,12 +130,8 @@ impl ConversationStore for SqliteStore {
         scope: &Scope,
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
-        let limit = memory_core::page::page_size(query.limit)?;
-        let cursor = query
-            .cursor
-            .as_deref()
-            .map(memory_core::page::Cursor::decode)
-            .transpose()?;
+        let limit = query.page_limit();
+        let cursor = query.after();
         // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
         let sql = if cursor.is_some() {
             concat!(
@@ -174,7 +168,12 @@ impl ConversationStore for SqliteStore {
             .iter()
             .map(|row| conversation_from(scope, row))
             .collect::<Result<Vec<_>>>()?;
-        page_newest_first(items, |c| (c.created_at, c.id.as_str()), None, Some(limit))
+        Ok(page_newest_first(
+            items,
+            |c| (c.created_at, c.id.as_str()),
+            None,
+            limit,
+        ))
     }
 
     async fn update_conversation(
@@ -356,11 +355,10 @@ impl ConversationStore for SqliteStore {
             })
             .collect::<Result<Vec<_>>>()?;
         window.reverse();
-        Ok(options.finish(window))
+        Ok(window)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        validate_identifier("cursor name", name)?;
         let mut tx = self.read().await?;
         let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
         let value: Option<i64> =
@@ -381,7 +379,6 @@ impl ConversationStore for SqliteStore {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        validate_identifier("cursor name", name)?;
         let mut tx = self.write().await?;
         let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
         let value: i64 = sqlx::query_scalar(

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use memory_core::scope::validate_identifier;
 use memory_core::{
     CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
     MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
@@ -129,7 +128,6 @@ impl WorkingMemoryStore for SqliteStore {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        update.validate()?;
         let now = self.clock.now();
         let mut tx = self.write().await?;
         let slot = working_slot(&mut tx, scope, key).await?;
@@ -207,7 +205,6 @@ async fn fetch_checkpoint(
 #[async_trait]
 impl CheckpointStore for SqliteStore {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
-        new.validate()?;
         let now = self.clock.now();
         let mut tx = self.write().await?;
         let inserted = sqlx::query(
@@ -307,7 +304,6 @@ impl CheckpointStore for SqliteStore {
 #[async_trait]
 impl CacheStore for SqliteStore {
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
-        validate_identifier("cache key", key)?;
         sqlx::query_scalar(
             "SELECT value FROM cache WHERE namespace = ?1 AND key = ?2
                AND (expires_at IS NULL OR expires_at > ?3)",
@@ -327,14 +323,12 @@ impl CacheStore for SqliteStore {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        validate_identifier("cache key", key)?;
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
         let mut conn = self.writer.acquire().await.db()?;
         put_cache(&mut conn, namespace, key, &value, expires).await
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
-        validate_identifier("cache key", key)?;
         let removed: Option<Option<i64>> = sqlx::query_scalar(
             "DELETE FROM cache WHERE namespace = ?1 AND key = ?2 RETURNING expires_at",
         )

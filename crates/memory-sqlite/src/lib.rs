@@ -62,6 +62,18 @@ pub use db::MIGRATIONS;
 
 use crate::db::DbResult;
 
+/// The tables `table_counts` reports, in its order, with the statement that counts each.
+const TABLE_COUNTS: &[(&str, &str)] = &[
+    ("conversations", "SELECT count(*) FROM conversations"),
+    ("messages", "SELECT count(*) FROM messages"),
+    ("facts", "SELECT count(*) FROM facts"),
+    ("collections", "SELECT count(*) FROM collections"),
+    ("vectors", "SELECT count(*) FROM vectors"),
+    ("working_memory", "SELECT count(*) FROM working_memory"),
+    ("checkpoints", "SELECT count(*) FROM checkpoints"),
+    ("cache", "SELECT count(*) FROM cache"),
+];
+
 /// The file used by [`SqliteStore::from_env`] when `AGENT_MEMORY_SQLITE_URL` is unset, and by
 /// the `agent-memory` CLI by default.
 pub const DEFAULT_PATH: &str = "./.agent-memory/memory.db";
@@ -334,30 +346,6 @@ impl SqliteStore {
     /// How the store was opened.
     pub fn config(&self) -> &SqliteConfig {
         &self.config
-    }
-
-    /// The schema version of the database.
-    pub async fn schema_version(&self) -> Result<u32> {
-        db::schema_version(&self.reader).await
-    }
-
-    /// Rows per table, for operators (`agent-memory stats`).
-    pub async fn table_counts(&self) -> Result<Vec<(&'static str, u64)>> {
-        let mut counts = Vec::new();
-        for (table, sql) in [
-            ("conversations", "SELECT count(*) FROM conversations"),
-            ("messages", "SELECT count(*) FROM messages"),
-            ("facts", "SELECT count(*) FROM facts"),
-            ("collections", "SELECT count(*) FROM collections"),
-            ("vectors", "SELECT count(*) FROM vectors"),
-            ("working_memory", "SELECT count(*) FROM working_memory"),
-            ("checkpoints", "SELECT count(*) FROM checkpoints"),
-            ("cache", "SELECT count(*) FROM cache"),
-        ] {
-            let rows: i64 = sqlx::query_scalar(sql).fetch_one(&self.reader).await.db()?;
-            counts.push((table, u64::try_from(rows).unwrap_or(0)));
-        }
-        Ok(counts)
     }
 
     /// Closes both pools, waiting for connections in use.

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use memory_core::exact::encode_f32_le;
-use memory_core::transfer::{prepare_restore, sort_canonical};
+use memory_core::transfer::sort_canonical;
 use memory_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemory, WorkingMemoryKey,
@@ -275,7 +275,8 @@ impl TransferStore for SqliteStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let records = prepare_restore(records)?;
+        let mut records = records;
+        sort_canonical(&mut records);
         let written = records.len() as u64;
         let mut tx = self.write().await?;
         let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();

@@ -246,7 +246,6 @@ impl VectorStore for SqliteStore {
         namespace: &Namespace,
         spec: CollectionSpec,
     ) -> Result<CollectionSpec> {
-        spec.validate()?;
         let mut tx = self.write().await?;
         if let Some(existing) = find_collection(&mut tx, namespace, &spec.name).await? {
             existing.spec.check_same(&spec)?;
@@ -340,9 +339,6 @@ impl VectorStore for SqliteStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        if let VectorSelector::Filter(filter) = &selector {
-            filter.validate()?;
-        }
         let mut tx = self.write().await?;
         let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
         let ids: Vec<String> = match selector {
@@ -391,7 +387,7 @@ impl VectorStore for SqliteStore {
     ) -> Result<Vec<VectorHit>> {
         let mut tx = self.read().await?;
         let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
-        query.validate(&collection.spec)?;
+        collection.spec.check_vector(&query.vector)?;
         let index = self.matrix(&mut tx, &collection, subject_of(scope)).await?;
         let best = index.search(&query);
         if best.is_empty() {

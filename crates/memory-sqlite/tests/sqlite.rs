@@ -24,14 +24,14 @@ async fn a_fresh_file_is_migrated_to_the_latest_version_and_reopens() {
     let path = dir.path().join("nested/folder/memory.db");
     let store = open(&path).await;
     let latest = MIGRATIONS.last().unwrap().version;
-    assert_eq!(store.schema_version().await.unwrap(), latest);
+    assert_eq!(store.schema_version().await.unwrap(), Some(latest));
     let thread = store
         .create_conversation(&scope(), NewConversation::default())
         .await
         .unwrap();
     store.close().await;
     let again = open(&path).await;
-    assert_eq!(again.schema_version().await.unwrap(), latest);
+    assert_eq!(again.schema_version().await.unwrap(), Some(latest));
     again.get_conversation(&scope(), &thread.id).await.unwrap();
 }
 

@@ -349,7 +349,8 @@ impl Memory {
     /// A builder over `backend`.
     pub fn builder(backend: Arc<dyn MemoryBackend>) -> MemoryBuilder {
         MemoryBuilder {
-            backend,
+            // Behind the front layer (a no-op for a `Store`): loads sanitized, input checked.
+            backend: crate::front::Checked::wrap(backend),
             config: MemoryConfig::default(),
             embedder: None,
             summarizer: None,

@@ -1,0 +1,92 @@
+//! Agent memory for Rust: conversation history, working memory, learned facts and vector recall
+//! on the database a team already runs, picked by URL.
+//!
+//! One dependency, one call: [`open`] (or [`from_env`], which reads `AGENT_MEMORY_URL`) returns a
+//! [`Store`] for `sqlite://`, `postgres://`, `redis://`, `redis+cluster://`, `file:`/`libsql://`
+//! or `memory://`, with its schema migrated. Every call goes through the front layer
+//! ([`Checked`]): input checks, one retry policy and sanitized loads, the same on every backend.
+//!
+//! ```
+//! use agent_memory::prelude::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # std::env::set_var("AGENT_MEMORY_URL", format!("sqlite://{}/memory.db", dir.path().display()));
+//! // sqlite://./memory.db here; postgres://… or redis://… in production: no code changes.
+//! let store = agent_memory::from_env().await?;
+//! let scope = Scope::new("support", "user-42")?;
+//!
+//! let thread = store.create_conversation(&scope, NewConversation::default()).await?;
+//! store.append(&scope, &thread.id, vec![Message::user("My project is Foo")], AppendOptions::default()).await?;
+//! let window = store.load(&scope, &thread.id, LoadOptions::last(10)).await?;
+//! assert_eq!(window.len(), 1);
+//! # Ok::<(), MemoryError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Features
+//! `sqlite` (default), `postgres`, `redis`, `redis-tls` (`rediss://`), `libsql`,
+//! `libsql-remote`, `embed-http` (`embedders::OpenAiEmbedder`) and `embed-local`
+//! (`embedders::LocalEmbedder`). `sqlite` and `libsql` exclude each other: both link a SQLite C
+//! library, so a libSQL build drops the default (`default-features = false, features =
+//! ["libsql"]`).
+//!
+//! Everything of `memory-core` is re-exported here (the contracts, the model, the engine), so a
+//! program depends on this crate alone; the backend crates are under [`backends`] for their own
+//! builders and options.
+
+#![deny(unsafe_code)]
+
+#[cfg(all(feature = "sqlite", feature = "libsql"))]
+compile_error!(
+    "features `sqlite` and `libsql` of agent-memory cannot be enabled together: sqlx's bundled \
+     SQLite and libSQL both define the sqlite3_* C symbols, so they cannot link into one binary. \
+     Use `default-features = false, features = [\"libsql\"]` for a libSQL build."
+);
+
+mod open;
+
+pub use memory_core::*;
+pub use open::{
+    from_env, open, redacted, OpenOptions, Scheme, DEFAULT_URL, LIBSQL_TOKEN_ENV, URL_ENV,
+};
+
+/// The backend crates, for their own builders, configuration and operator functions.
+pub mod backends {
+    #[cfg(feature = "libsql")]
+    pub use memory_libsql as libsql;
+    #[cfg(feature = "postgres")]
+    pub use memory_postgres as postgres;
+    #[cfg(feature = "redis")]
+    pub use memory_redis as redis;
+    #[cfg(feature = "sqlite")]
+    pub use memory_sqlite as sqlite;
+}
+
+/// Embedders beyond the offline [`HashingEmbedder`](crate::embed::HashingEmbedder): an
+/// OpenAI-compatible HTTP API (`embed-http`) and local sentence-transformers models
+/// (`embed-local`).
+#[cfg(any(feature = "embed-http", feature = "embed-local"))]
+pub mod embedders {
+    #[cfg(feature = "embed-local")]
+    pub use memory_embed::LocalEmbedder;
+    #[cfg(feature = "embed-http")]
+    pub use memory_embed::{OpenAiEmbedder, OpenAiEmbedderBuilder};
+}
+
+/// What a program needs, in one `use agent_memory::prelude::*;`.
+pub mod prelude {
+    pub use crate::{from_env, open, OpenOptions};
+    pub use memory_core::{
+        AppendOptions, CacheStore, CheckpointStore, CollectionSpec, ConversationId,
+        ConversationStore, FactStore, Filter, LoadOptions, MemoryBackend, MemoryError, Message,
+        NewConversation, NewFact, RecallQuery, RememberOptions, Scope, Store, TransferStore,
+        VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey, WorkingMemoryStore,
+        WorkingMemoryUpdate,
+    };
+}
+
+/// The repository README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

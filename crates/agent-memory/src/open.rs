@@ -1,0 +1,280 @@
+//! From a URL to a ready [`Store`], by scheme.
+
+use std::sync::Arc;
+
+use memory_core::{Clock, MemoryError, Result, RetryPolicy, Store, SystemClock};
+
+/// The environment variable [`from_env`] reads.
+pub const URL_ENV: &str = "AGENT_MEMORY_URL";
+
+/// The environment variable a remote libSQL URL takes its auth token from, unless
+/// [`OpenOptions::auth_token`] gives one.
+pub const LIBSQL_TOKEN_ENV: &str = "AGENT_MEMORY_LIBSQL_AUTH_TOKEN";
+
+/// The store [`from_env`] opens when [`URL_ENV`] is unset: a SQLite file in the current folder.
+#[cfg(not(feature = "libsql"))]
+pub const DEFAULT_URL: &str = "sqlite://./.agent-memory/memory.db";
+
+/// The store [`from_env`] opens when [`URL_ENV`] is unset, in a libSQL build: a libSQL file.
+#[cfg(feature = "libsql")]
+pub const DEFAULT_URL: &str = "file:./.agent-memory/memory-libsql.db";
+
+/// Which backend a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Scheme {
+    /// `memory://`: the in-memory reference backend (nothing survives the process).
+    Memory,
+    /// `sqlite://FILE`, `sqlite::memory:`.
+    Sqlite,
+    /// `postgres://`, `postgresql://` (`?schema=NAME` for a schema other than `public`).
+    Postgres,
+    /// `redis://`, `rediss://` (`?prefix=NAME` for a key prefix other than `agent-memory`).
+    Redis,
+    /// `redis+cluster://host:port,host:port`.
+    RedisCluster,
+    /// `file:PATH`, `libsql::memory:`, `libsql://`, `http(s)://`.
+    Libsql,
+}
+
+impl Scheme {
+    /// The scheme of `url`; an unknown one is `InvalidInput` naming the known ones.
+    pub fn of(url: &str) -> Result<Self> {
+        let scheme = url.split_once(':').map_or(url, |(s, _)| s);
+        Ok(match scheme {
+            "memory" => Self::Memory,
+            "sqlite" => Self::Sqlite,
+            "postgres" | "postgresql" => Self::Postgres,
+            "redis" | "rediss" => Self::Redis,
+            "redis+cluster" => Self::RedisCluster,
+            "libsql" | "file" | "http" | "https" => Self::Libsql,
+            other => {
+                return Err(MemoryError::invalid(format!(
+                    "unknown URL scheme {other:?} in {:?}; use memory://, sqlite://, \
+                     postgres://, redis://, rediss://, redis+cluster://, file: or libsql://",
+                    redacted(url)
+                )))
+            }
+        })
+    }
+
+    /// The backend's name (`"sqlite"`, `"redis-cluster"`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Memory => "memory",
+            Self::Sqlite => "sqlite",
+            Self::Postgres => "postgres",
+            Self::Redis => "redis",
+            Self::RedisCluster => "redis-cluster",
+            Self::Libsql => "libsql",
+        }
+    }
+
+    /// The Cargo feature of `agent-memory` that brings this backend in (`None`: always there).
+    pub fn feature(self) -> Option<&'static str> {
+        match self {
+            Self::Memory => None,
+            Self::Sqlite => Some("sqlite"),
+            Self::Postgres => Some("postgres"),
+            Self::Redis | Self::RedisCluster => Some("redis"),
+            Self::Libsql => Some("libsql"),
+        }
+    }
+
+    /// Whether this build has the backend.
+    pub fn is_compiled_in(self) -> bool {
+        match self {
+            Self::Memory => true,
+            Self::Sqlite => cfg!(feature = "sqlite"),
+            Self::Postgres => cfg!(feature = "postgres"),
+            Self::Redis | Self::RedisCluster => cfg!(feature = "redis"),
+            Self::Libsql => cfg!(feature = "libsql"),
+        }
+    }
+
+    /// Every scheme this build can open.
+    pub fn compiled_in() -> Vec<Self> {
+        [
+            Self::Memory,
+            Self::Sqlite,
+            Self::Postgres,
+            Self::Redis,
+            Self::RedisCluster,
+            Self::Libsql,
+        ]
+        .into_iter()
+        .filter(|s| s.is_compiled_in())
+        .collect()
+    }
+}
+
+/// `url` with any password replaced by `***`, for messages and logs.
+pub use memory_core::url::redacted;
+
+/// How to open a store: the URL, and what a URL cannot say.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_memory::{ManualClock, OpenOptions, RetryPolicy, Timestamp};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let clock = ManualClock::new(Timestamp::from_millis(1_700_000_000_000));
+/// let store = OpenOptions::new("sqlite::memory:")
+///     .clock(Arc::new(clock))              // "now" for expiry and timestamps
+///     .retry(RetryPolicy::never())         // fail at once instead of retrying
+///     .open()
+///     .await?;
+/// assert_eq!(store.backend_name(), "sqlite");
+/// # Ok::<(), agent_memory::MemoryError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct OpenOptions {
+    url: String,
+    clock: Arc<dyn Clock>,
+    retry: RetryPolicy,
+    auth_token: Option<String>,
+}
+
+impl std::fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("url", &redacted(&self.url))
+            .field("retry", &self.retry)
+            .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenOptions {
+    /// Options for `url`, on the system clock with the default [`RetryPolicy`].
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            clock: Arc::new(SystemClock),
+            retry: RetryPolicy::default(),
+            auth_token: None,
+        }
+    }
+
+    /// What decides "now" for timestamps and expiry (tests pass a `ManualClock`).
+    #[must_use]
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How retryable failures of idempotent operations are retried.
+    #[must_use]
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The auth token of a remote libSQL database (default: [`LIBSQL_TOKEN_ENV`]).
+    #[must_use]
+    pub fn auth_token(mut self, token: impl Into<String>) -> Self {
+        self.auth_token = Some(token.into());
+        self
+    }
+
+    /// The scheme of the URL.
+    pub fn scheme(&self) -> Result<Scheme> {
+        Scheme::of(&self.url)
+    }
+
+    /// Opens the store (connecting, and migrating its schema where it has one).
+    pub async fn open(self) -> Result<Store> {
+        let scheme = self.scheme()?;
+        if !scheme.is_compiled_in() {
+            return Err(MemoryError::invalid(format!(
+                "{} needs the {} backend, which this build leaves out: enable the `{}` feature \
+                 of agent-memory (this build has: {})",
+                redacted(&self.url),
+                scheme.name(),
+                scheme.feature().unwrap_or_default(),
+                Scheme::compiled_in()
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let backend = self.backend(scheme).await?;
+        Ok(Store::with_retry(backend, self.retry))
+    }
+
+    #[allow(clippy::unused_async)] // awaits only with a server backend compiled in
+    async fn backend(&self, scheme: Scheme) -> Result<Arc<dyn memory_core::MemoryBackend>> {
+        let (url, clock) = (self.url.as_str(), Arc::clone(&self.clock));
+        Ok(match scheme {
+            Scheme::Memory => Arc::new(memory_core::InMemoryBackend::with_clock(clock)),
+            #[cfg(feature = "sqlite")]
+            Scheme::Sqlite => Arc::new(
+                memory_sqlite::SqliteStore::builder()
+                    .url(url)
+                    .clock(clock)
+                    .open()
+                    .await?,
+            ),
+            #[cfg(feature = "postgres")]
+            Scheme::Postgres => Arc::new(
+                memory_postgres::PostgresStore::builder()
+                    .url(url)
+                    .clock(clock)
+                    .open()
+                    .await?,
+            ),
+            #[cfg(feature = "redis")]
+            Scheme::Redis | Scheme::RedisCluster => Arc::new(
+                memory_redis::RedisStore::builder()
+                    .url(url)
+                    .clock(clock)
+                    .open()
+                    .await?,
+            ),
+            #[cfg(feature = "libsql")]
+            Scheme::Libsql => {
+                let token = self
+                    .auth_token
+                    .clone()
+                    .or_else(|| std::env::var(LIBSQL_TOKEN_ENV).ok())
+                    .unwrap_or_default();
+                Arc::new(
+                    memory_libsql::LibsqlStore::builder()
+                        .url(url)
+                        .auth_token(token)
+                        .clock(clock)
+                        .open()
+                        .await?,
+                )
+            }
+            #[allow(unreachable_patterns)] // every scheme compiled in
+            _ => unreachable!("checked by is_compiled_in"),
+        })
+    }
+}
+
+/// Opens the store `url` names, on the system clock with the default retry policy.
+///
+/// | URL | backend | feature |
+/// |---|---|---|
+/// | `sqlite://FILE`, `sqlite::memory:` | SQLite (embedded) | `sqlite` (default) |
+/// | `postgres://user@host/db?schema=NAME` | PostgreSQL (+ pgvector) | `postgres` |
+/// | `redis://host:6379?prefix=NAME`, `rediss://…` | Redis | `redis`, `redis-tls` |
+/// | `redis+cluster://host:port,host:port` | Redis Cluster | `redis` |
+/// | `file:PATH`, `libsql::memory:`, `libsql://…` | libSQL | `libsql`, `libsql-remote` |
+/// | `memory://` | in-memory reference | always |
+///
+/// A scheme whose backend this build leaves out, or an unknown one, is `InvalidInput` saying
+/// which feature to enable; an unreachable server is `Unavailable`.
+pub async fn open(url: &str) -> Result<Store> {
+    OpenOptions::new(url).open().await
+}
+
+/// Opens the store named by `AGENT_MEMORY_URL`, or [`DEFAULT_URL`] when it is unset: one
+/// program, its backend picked per deployment.
+pub async fn from_env() -> Result<Store> {
+    let url = std::env::var(URL_ENV).unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    open(&url).await
+}
