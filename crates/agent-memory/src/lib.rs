@@ -14,11 +14,11 @@
 //! # std::env::set_var("AGENT_MEMORY_URL", format!("sqlite://{}/memory.db", dir.path().display()));
 //! // sqlite://./memory.db here; postgres://… or redis://… in production: no code changes.
 //! let store = agent_memory::from_env().await?;
-//! let scope = Scope::new("support", "user-42")?;
+//! let user = store.scope("support", "user-42")?;
 //!
-//! let thread = store.create_conversation(&scope, NewConversation::default()).await?;
-//! store.append(&scope, &thread.id, vec![Message::user("My project is Foo")], AppendOptions::default()).await?;
-//! let window = store.load(&scope, &thread.id, LoadOptions::last(10)).await?;
+//! let thread = user.new_conversation().await?;
+//! user.conversation(&thread.id).append([Message::user("My project is Foo")]).await?;
+//! let window = user.conversation(&thread.id).load().last(10).await?;
 //! assert_eq!(window.len(), 1);
 //! # Ok::<(), MemoryError>(())
 //! # }).unwrap();
@@ -80,9 +80,9 @@ pub mod prelude {
     pub use memory_core::{
         AppendOptions, CacheStore, CheckpointStore, CollectionSpec, ConversationId,
         ConversationStore, FactStore, Filter, LoadOptions, MemoryBackend, MemoryError, Message,
-        NewConversation, NewFact, RecallQuery, RememberOptions, Scope, Store, TransferStore,
-        VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey, WorkingMemoryStore,
-        WorkingMemoryUpdate,
+        NewConversation, NewFact, RecallQuery, RememberOptions, Role, Scope, Scoped, Store,
+        TransferStore, VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey,
+        WorkingMemoryStore, WorkingMemoryUpdate,
     };
 }
 

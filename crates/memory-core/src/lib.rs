@@ -15,6 +15,7 @@ pub mod exact;
 pub mod fact;
 pub mod filter;
 pub mod front;
+pub mod handle;
 pub mod in_memory;
 pub mod lexical;
 pub mod message;
@@ -52,6 +53,7 @@ pub use fact::{
 };
 pub use filter::{FieldPath, Filter, FilterValue};
 pub use front::{Checked, RetryPolicy};
+pub use handle::{ConversationHandle, Facts, Scoped, Vectors, WorkingMemoryHandle};
 pub use in_memory::InMemoryBackend;
 pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
 pub use page::Page;

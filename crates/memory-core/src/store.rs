@@ -7,9 +7,11 @@ use crate::front::{Checked, RetryPolicy};
 
 /// A backend behind the front layer ([`Checked`]): the handle a program keeps and clones.
 ///
-/// It dereferences to [`dyn MemoryBackend`](MemoryBackend), so every contract method is called
-/// on it directly; each call is checked, retried and sanitized once, the same way for every
-/// backend. `agent_memory::open` returns one; a third party's adapter becomes one with
+/// [`Store::scope`] gives a handle bound to one subject ([`Scoped`](crate::Scoped)), whose
+/// calls read well (`user.conversation(&id).load().last(10).await`). The store also
+/// dereferences to [`dyn MemoryBackend`](MemoryBackend), so every contract method is called on
+/// it directly. Either way each call is checked, retried and sanitized once, the same way for
+/// every backend. `agent_memory::open` returns one; a third party's adapter becomes one with
 /// [`Store::new`].
 ///
 /// ```
