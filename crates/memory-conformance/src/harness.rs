@@ -360,16 +360,3 @@ where
         .expect("tokio runtime")
         .block_on(run_scenario(backend, factory, name));
 }
-
-/// Checks that the names a suite emits are exactly the canonical scenario list.
-pub fn assert_complete(emitted: &[&str]) {
-    let canonical: std::collections::BTreeSet<&str> =
-        crate::SCENARIOS.iter().map(|s| s.name).collect();
-    let emitted_set: std::collections::BTreeSet<&str> = emitted.iter().copied().collect();
-    let missing: Vec<_> = canonical.difference(&emitted_set).collect();
-    let unknown: Vec<_> = emitted_set.difference(&canonical).collect();
-    assert!(
-        missing.is_empty() && unknown.is_empty() && emitted.len() == canonical.len(),
-        "suite out of date: missing {missing:?}, unknown {unknown:?}"
-    );
-}
