@@ -25,7 +25,7 @@
 //! ```
 //!
 //! # Features
-//! `sqlite` (default), `postgres`, `redis`, `redis-tls` (`rediss://`), `libsql`,
+//! `sqlite` and `engine` (default), `postgres`, `redis`, `redis-tls` (`rediss://`), `libsql`,
 //! `libsql-remote`, `embed-http` (`embedders::OpenAiEmbedder`) and `embed-local`
 //! (`embedders::LocalEmbedder`). `sqlite` and `libsql` exclude each other: both link a SQLite C
 //! library, so a libSQL build drops the default (`default-features = false, features =
@@ -50,6 +50,11 @@ pub use memory_core::*;
 pub use open::{
     from_env, open, redacted, OpenOptions, Scheme, DEFAULT_URL, LIBSQL_TOKEN_ENV, URL_ENV,
 };
+
+/// The engine: `Memory` (prepare and commit an agent turn over any store), its `config`, the
+/// provider `prompt_cache` and the working-memory tools.
+#[cfg(feature = "engine")]
+pub use memory_engine as engine;
 
 /// The backend crates, for their own builders, configuration and operator functions.
 pub mod backends {

@@ -523,7 +523,7 @@ pub async fn agent_turn(
     paragraphs: &[String],
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
-    let config = memory_core::config::MemoryConfig::from_yaml(
+    let config = memory_engine::config::MemoryConfig::from_yaml(
         "conversation: { enabled: true, window_size: 10 }
 semantic_recall: { enabled: true, limit: 3, threshold: 0.2, merge: prepend }
 facts: { enabled: true }
@@ -532,7 +532,7 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
     )
     .expect("a valid configuration");
     let memory = Arc::new(
-        memory_core::engine::Memory::builder(ours.clone())
+        memory_engine::Memory::builder(ours.clone())
             .config(config)
             .build()
             .expect("a valid engine"),

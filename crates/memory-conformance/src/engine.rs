@@ -9,16 +9,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use memory_core::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
 use memory_core::embed::{CacheStats, CachedEmbedder, Embedder, HashingEmbedder};
-use memory_core::engine::{
-    ApproxTokenCounter, EmbeddingReport, ExtractedFact, ExtractionReport, FactExtractor, Memory,
-    Summarizer, TokenCounter, MESSAGE_COLLECTION,
-};
-use memory_core::prompt_cache::{CacheableConfig, PromptCacheRegistry, ProviderCacheHandle};
 use memory_core::{
     CollectionSpec, ContinuationOptions, ConversationId, FactQuery, LoadOptions, Message, NewFact,
     RememberOptions, Result, Role, Scope, StoredMessage, VectorId, VectorRecord,
+};
+use memory_engine::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
+use memory_engine::prompt_cache::{CacheableConfig, PromptCacheRegistry, ProviderCacheHandle};
+use memory_engine::{
+    ApproxTokenCounter, EmbeddingReport, ExtractedFact, ExtractionReport, FactExtractor, Memory,
+    Summarizer, TokenCounter, MESSAGE_COLLECTION,
 };
 use serde_json::json;
 
@@ -860,7 +860,7 @@ pub async fn knowledge_hits_come_from_sources_above_threshold(ctx: &Ctx) {
         .contains("<knowledge>\n- refunds are paid"));
 
     config.knowledge.sources = vec!["no-such-handbook".into()];
-    memory_core::engine::Memory::builder(ctx.backend_arc())
+    memory_engine::Memory::builder(ctx.backend_arc())
         .config(config)
         .build()
         .must("build")

@@ -129,11 +129,13 @@ impl State {
 
 /// The reference backend: everything in process memory behind one lock.
 ///
+/// Like every backend it only stores: use it behind the front layer ([`Store`](crate::Store),
+/// or `agent_memory::open("memory://")`), which checks input and sanitizes loads.
+///
 /// ```
-/// use std::sync::Arc;
-/// use memory_core::{ConversationStore, InMemoryBackend, Message, NewConversation, LoadOptions, AppendOptions, Scope};
+/// use memory_core::{ConversationStore, InMemoryBackend, Message, NewConversation, LoadOptions, AppendOptions, Scope, Store};
 /// # tokio_test_block(async {
-/// let store = InMemoryBackend::new();
+/// let store = Store::new(InMemoryBackend::new());
 /// let scope = Scope::for_subject("user-42")?;
 /// let thread = store.create_conversation(&scope, NewConversation::default()).await?;
 /// store.append(&scope, &thread.id, vec![Message::user("hi")], AppendOptions::default()).await?;

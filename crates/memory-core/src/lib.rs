@@ -1,15 +1,14 @@
 #![doc = include_str!("../README.md")]
 #![deny(unsafe_code)]
 
+pub mod adapter;
 pub mod backend;
 pub mod cache;
 pub mod capabilities;
 pub mod checkpoint;
-pub mod config;
 pub mod continuation;
 pub mod conversation;
 pub mod embed;
-pub mod engine;
 pub mod error;
 pub mod exact;
 pub mod fact;
@@ -21,7 +20,6 @@ pub mod lexical;
 pub mod message;
 pub mod migration;
 pub mod page;
-pub mod prompt_cache;
 pub mod sanitize;
 pub mod scope;
 pub mod similarity;

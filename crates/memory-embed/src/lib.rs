@@ -1,5 +1,5 @@
 //! Embedders for agent memory, each an [`Embedder`](memory_core::embed::Embedder) the engine
-//! ([`memory_core::engine::Memory`]) and the vector stores take:
+//! (`memory_engine::Memory`) and the vector stores take:
 //!
 //! - [`OpenAiEmbedder`] (feature `http`, on by default): any server that speaks the OpenAI
 //!   embeddings API — OpenAI, Azure OpenAI, vLLM, Ollama, Hugging Face TEI, LiteLLM — with

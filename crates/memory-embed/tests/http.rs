@@ -4,11 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use memory_core::config::MemoryConfig;
 use memory_core::embed::{Embedder, HashingEmbedder};
-use memory_core::engine::Memory;
 use memory_core::{InMemoryBackend, MemoryError, Message, NewConversation, Scope};
 use memory_embed::OpenAiEmbedder;
+use memory_engine::config::MemoryConfig;
+use memory_engine::Memory;
 use serde_json::{json, Value};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};

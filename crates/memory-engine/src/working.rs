@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::Memory;
-use crate::error::{MemoryError, Result};
-use crate::scope::{ConversationId, Scope};
-use crate::working::{WorkingMemory, WorkingMemoryUpdate};
+use memory_core::error::{MemoryError, Result};
+use memory_core::scope::{ConversationId, Scope};
+use memory_core::working::{WorkingMemory, WorkingMemoryUpdate};
 
 /// A tool an agent framework can register: name, description and JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

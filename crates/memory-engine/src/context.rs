@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::config::WorkingMemoryScope;
-use crate::fact::ScoredFact;
-use crate::message::StoredMessage;
-use crate::vector::VectorHit;
-use crate::working::WorkingMemory;
+use memory_core::fact::ScoredFact;
+use memory_core::message::StoredMessage;
+use memory_core::vector::VectorHit;
+use memory_core::working::WorkingMemory;
 
 /// Counts tokens the way the caller's model does, or close enough for budgets.
 pub trait TokenCounter: Send + Sync {
@@ -218,9 +218,9 @@ pub fn user_memory_block(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fact::NewFact;
-    use crate::scope::Scope;
-    use crate::time::Timestamp;
+    use memory_core::fact::NewFact;
+    use memory_core::scope::Scope;
+    use memory_core::time::Timestamp;
 
     fn scored(text: &str, score: Option<f32>, relevance: f64) -> ScoredFact {
         let mut new = NewFact::new(text);

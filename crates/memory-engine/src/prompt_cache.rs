@@ -10,7 +10,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use memory_core::prompt_cache::{CacheableConfig, PromptCacheRegistry, ProviderCacheHandle};
+//! use memory_engine::prompt_cache::{CacheableConfig, PromptCacheRegistry, ProviderCacheHandle};
 //! use memory_core::{InMemoryBackend, Namespace};
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let config: CacheableConfig = serde_json::from_str(r#"{"instructions": true, "messages": 4, "ttl": "6h"}"#)?;
@@ -32,10 +32,10 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use crate::cache::CacheStore;
-use crate::error::{MemoryError, Result};
-use crate::message::Metadata;
-use crate::scope::{validate_identifier, Namespace};
+use memory_core::cache::CacheStore;
+use memory_core::error::{MemoryError, Result};
+use memory_core::message::Metadata;
+use memory_core::scope::{validate_identifier, Namespace};
 
 /// The default cache lifetime: one hour.
 pub const DEFAULT_TTL: Duration = Duration::from_hours(1);
@@ -85,7 +85,7 @@ impl CacheableConfig {
 ///
 /// ```
 /// use std::time::Duration;
-/// use memory_core::prompt_cache::parse_duration;
+/// use memory_engine::prompt_cache::parse_duration;
 /// assert_eq!(parse_duration("1h30m")?, Duration::from_secs(5400));
 /// assert!(parse_duration("2 weeks").is_err());
 /// # Ok::<(), memory_core::MemoryError>(())

@@ -7,9 +7,9 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use memory_core::config::MemoryConfig;
-//! use memory_core::engine::Memory;
 //! use memory_core::{InMemoryBackend, Message, Scope};
+//! use memory_engine::config::MemoryConfig;
+//! use memory_engine::Memory;
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> memory_core::Result<()> {
 //! let mut config = MemoryConfig::default();
@@ -29,7 +29,9 @@
 //! # Ok(()) }
 //! ```
 
+pub mod config;
 mod context;
+pub mod prompt_cache;
 mod working;
 
 use std::collections::HashSet;
@@ -47,20 +49,20 @@ pub use context::{
 };
 pub use working::{ToolDefinition, WORKING_MEMORY_TOOLS};
 
-use crate::backend::MemoryBackend;
 use crate::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
-use crate::continuation::{assert_valid_continuation, ContinuationOptions};
-use crate::conversation::{
+use memory_core::backend::MemoryBackend;
+use memory_core::continuation::{assert_valid_continuation, ContinuationOptions};
+use memory_core::conversation::{
     AppendOptions, AppendReceipt, Conversation, ConversationUpdate, LoadOptions, NewConversation,
 };
-use crate::embed::{Embedder, HashingEmbedder};
-use crate::error::{MemoryError, Result};
-use crate::fact::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
-use crate::filter::Filter;
-use crate::message::{Message, Part, Role, StoredMessage};
-use crate::scope::{ConversationId, Namespace, Scope, VectorId};
-use crate::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
-use crate::working::WorkingMemoryKey;
+use memory_core::embed::{Embedder, HashingEmbedder};
+use memory_core::error::{MemoryError, Result};
+use memory_core::fact::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
+use memory_core::filter::Filter;
+use memory_core::message::{Message, Part, Role, StoredMessage};
+use memory_core::scope::{ConversationId, Namespace, Scope, VectorId};
+use memory_core::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
+use memory_core::working::WorkingMemoryKey;
 
 /// The collection (in the caller's namespace) holding message embeddings for semantic recall.
 pub const MESSAGE_COLLECTION: &str = "agent-memory-messages";
@@ -350,7 +352,7 @@ impl Memory {
     pub fn builder(backend: Arc<dyn MemoryBackend>) -> MemoryBuilder {
         MemoryBuilder {
             // Behind the front layer (a no-op for a `Store`): loads sanitized, input checked.
-            backend: crate::front::Checked::wrap(backend),
+            backend: memory_core::front::Checked::wrap(backend),
             config: MemoryConfig::default(),
             embedder: None,
             summarizer: None,
@@ -598,7 +600,7 @@ impl Memory {
         agent_key: &str,
         history_limit: usize,
     ) -> Result<(Conversation, Vec<StoredMessage>)> {
-        crate::scope::validate_identifier("agent key", agent_key)?;
+        memory_core::scope::validate_identifier("agent key", agent_key)?;
         let id = ConversationId::new(format!("agent:{agent_key}"))?;
         let thread = match self.backend.get_conversation(scope, &id).await {
             Ok(thread) => thread,
@@ -868,7 +870,11 @@ impl Memory {
     }
 
     /// Knowledge hits of every source, above the threshold, best first, limited.
-    async fn knowledge(&self, scope: &Scope, vector: &[f32]) -> Result<Vec<crate::VectorHit>> {
+    async fn knowledge(
+        &self,
+        scope: &Scope,
+        vector: &[f32],
+    ) -> Result<Vec<memory_core::VectorHit>> {
         let config = &self.config.knowledge;
         let shared = Scope::from_parts(scope.namespace().clone(), None);
         let mut hits = Vec::new();

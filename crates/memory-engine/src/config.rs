@@ -6,7 +6,7 @@
 //! [`MemoryConfig::validate`] names the field at fault.
 //!
 //! ```
-//! use memory_core::config::{MemoryConfig, MergeStrategy};
+//! use memory_engine::config::{MemoryConfig, MergeStrategy};
 //! # #[cfg(feature = "yaml")] {
 //! let config = MemoryConfig::from_yaml(r"
 //! conversation: { enabled: true, window_size: 12, summarize: true }
@@ -26,8 +26,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::{MemoryError, Result};
-use crate::scope::Namespace;
+use memory_core::error::{MemoryError, Result};
+use memory_core::scope::Namespace;
 
 /// Every tier of an agent's memory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -272,7 +272,7 @@ impl MemoryConfig {
             ));
         }
         for source in &self.knowledge.sources {
-            crate::scope::validate_identifier("knowledge source", source)
+            memory_core::scope::validate_identifier("knowledge source", source)
                 .map_err(|e| invalid("knowledge.sources", e))?;
         }
         check_positive("facts.max_facts", self.facts.max_facts)?;
@@ -312,7 +312,7 @@ impl MemoryConfig {
             ));
         }
         for tag in &self.extract.tags {
-            crate::scope::validate_identifier("tag", tag)
+            memory_core::scope::validate_identifier("tag", tag)
                 .map_err(|e| invalid("extract.tags", e))?;
         }
         Ok(())

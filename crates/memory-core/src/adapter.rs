@@ -1,0 +1,30 @@
+//! For those writing a backend: the helpers an adapter calls, in one place.
+//!
+//! The front layer ([`Checked`](crate::Checked)) has already checked every argument an adapter
+//! receives (see its docs for what remains the adapter's own). What stays — storing, reading,
+//! atomicity, isolation by scope — is the adapter's, and the decisions every backend must take
+//! identically are written once here for it to call:
+//!
+//! | helper | what it decides |
+//! |---|---|
+//! | [`plan_append`] | an append under its lock or transaction: idempotency by message id, compare-and-append, seqs |
+//! | [`WorkingMemoryUpdate::apply`], [`CheckpointUpdate::apply_to`] | fenced writes against the stored revision or version |
+//! | [`rank_facts`], [`eviction_order`], [`fact_tokens`] | lexical/semantic/hybrid recall, `max_facts` eviction, what to index |
+//! | [`rank_hits`], [`ExactIndex`], [`Filter::matches`] | vector order and ties, exact top-k, what a filter means |
+//! | [`page_newest_first`], [`Cursor`] | keyset paging of newest-first listings |
+//! | [`NewConversation::into_conversation`], [`NewFact::into_fact`], [`NewCheckpoint::into_checkpoint`] | the records a create makes |
+//! | [`sort_canonical`] | the order of an export and of a restore |
+//! | [`migration`] | embedded SQL migrations: checksums, which to apply, newer or edited schemas refused |
+//! | [`url`] | `?param=` options in URLs, passwords hidden in messages |
+//! | [`encode_f32_le`], [`decode_f32_le`] | vectors as little-endian bytes |
+
+pub use crate::checkpoint::{CheckpointUpdate, NewCheckpoint};
+pub use crate::conversation::{plan_append, AppendPlan, NewConversation};
+pub use crate::exact::{decode_f32_le, encode_f32_le, ExactIndex};
+pub use crate::fact::{eviction_order, fact_tokens, rank_facts, NewFact};
+pub use crate::filter::Filter;
+pub use crate::page::{page_newest_first, Cursor};
+pub use crate::transfer::sort_canonical;
+pub use crate::vector::rank_hits;
+pub use crate::working::WorkingMemoryUpdate;
+pub use crate::{migration, url};
