@@ -256,6 +256,20 @@ fn copy_round_trip(target: &str, expected: &[&str]) {
             stdout(&stats)
         );
     }
+    // The copy holds what the source holds, and the target's table counts say so.
+    let source_stats = agent_memory(dir.path(), &["--url", source, "stats"]);
+    let count_of = |output: &str, table: &str| -> Option<String> {
+        output
+            .lines()
+            .map(str::trim)
+            .find(|line| line.split_whitespace().next() == Some(table))
+            .map(str::to_owned)
+    };
+    for table in ["conversations", "messages", "facts"] {
+        let there = count_of(&stdout(&stats), table);
+        assert!(there.is_some(), "no {table} count: {}", stdout(&stats));
+        assert_eq!(there, count_of(&stdout(&source_stats), table), "{table}");
+    }
 
     let back = agent_memory(
         dir.path(),
@@ -346,7 +360,7 @@ fn copy_sqlite_to_redis_and_back_verifies_equal() {
     let separator = if server.contains('?') { '&' } else { '?' };
     copy_round_trip(
         &format!("{server}{separator}prefix={prefix}"),
-        &["(redis)", "vector search", "exact"],
+        &["(redis)", "vector search", "exact", "messages"],
     );
 
     let client = redis::Client::open(server.as_str()).unwrap();

@@ -3,7 +3,9 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use memory_core::{Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, VectorSearch};
+use memory_core::{
+    Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, TransferStore, VectorSearch,
+};
 use redis::Script;
 
 use crate::{RedisResultExt, RedisStore, BACKEND};
@@ -25,6 +27,73 @@ impl MemoryBackend for RedisStore {
         Capabilities::default()
             .with_vector_search(VectorSearch::Exact)
             .with_durability(self.durability)
+    }
+
+    /// Records by kind, counted with `ZCARD`/`HLEN`/`SCARD`/`EXISTS` over the registries
+    /// (namespaces, their subjects, each scope's index keys); nothing is decoded. Commands per
+    /// scope, plus one per conversation and per collection a scope holds: an operator's command,
+    /// not a hot path.
+    async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
+        let mut counts = [0u64; 8];
+        let [conversations, messages, facts, collections, vectors, working_memory, checkpoints, cache] =
+            &mut counts;
+        for namespace in self.namespaces().await? {
+            let keys = self.keys.namespace(&namespace);
+            *collections += self.count("HLEN", &keys.collections()).await?;
+            *cache += self.count("ZCARD", &keys.cache_index()).await?;
+            for scope in self.scopes(&namespace).await? {
+                let keys = self.keys.scope(&scope);
+                let ids: Vec<String> = redis::cmd("ZRANGE")
+                    .arg(keys.conversations())
+                    .arg(0)
+                    .arg(-1)
+                    .query_async(&mut self.conn())
+                    .await
+                    .db()?;
+                *conversations += ids.len() as u64;
+                for id in ids {
+                    let id = memory_core::ConversationId::new(id)
+                        .map_err(|e| crate::corrupt("conversation id", e))?;
+                    *messages += self.count("ZCARD", &keys.messages(&id)).await?;
+                    *working_memory += self
+                        .count(
+                            "EXISTS",
+                            &keys.working(&memory_core::WorkingMemoryKey::Conversation(id)),
+                        )
+                        .await?;
+                }
+                *working_memory += self
+                    .count(
+                        "EXISTS",
+                        &keys.working(&memory_core::WorkingMemoryKey::User),
+                    )
+                    .await?;
+                *facts += self.count("ZCARD", &keys.facts()).await?;
+                *checkpoints += self.count("SCARD", &keys.checkpoint_ids()).await?;
+                let incarnations: Vec<String> = redis::cmd("SMEMBERS")
+                    .arg(keys.vector_incarnations())
+                    .query_async(&mut self.conn())
+                    .await
+                    .db()?;
+                for incarnation in incarnations {
+                    *vectors += self.count("HLEN", &keys.vectors(&incarnation)).await?;
+                }
+            }
+        }
+        Ok([
+            "conversations",
+            "messages",
+            "facts",
+            "collections",
+            "vectors",
+            "working_memory",
+            "checkpoints",
+            "cache",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .zip(counts)
+        .collect())
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
@@ -53,5 +122,16 @@ impl MemoryBackend for RedisStore {
             checkpoints,
             cursors,
         })
+    }
+}
+
+impl RedisStore {
+    /// One counting command (`ZCARD`, `HLEN`, `SCARD`, `EXISTS`) on one key.
+    async fn count(&self, command: &str, key: &str) -> Result<u64> {
+        redis::cmd(command)
+            .arg(key)
+            .query_async(&mut self.conn())
+            .await
+            .db()
     }
 }
