@@ -342,15 +342,21 @@ impl PostgresStore {
             statistics.threshold.store(threshold, Relaxed);
             return;
         }
-        statistics.unanalysed.fetch_sub(pending, Relaxed);
+        // Claim what is pending, so that of concurrent writers past the threshold one analyses
+        // and the counter never wraps (each subtracting its own view of it did: two views of
+        // the same rows took them away twice).
+        let claimed = statistics.unanalysed.swap(0, Relaxed);
+        if claimed == 0 {
+            return;
+        }
         if client
             .batch_execute(&self.sql("ANALYZE {s}.vectors"))
             .await
             .is_ok()
         {
-            // The table now holds about `known + pending` rows.
+            // The table now holds about `known + claimed` rows.
             #[allow(clippy::cast_precision_loss)]
-            let analysed = known.max(0.0) + pending as f32;
+            let analysed = known.max(0.0) + claimed as f32;
             statistics
                 .threshold
                 .store(statistics_threshold(analysed), Relaxed);

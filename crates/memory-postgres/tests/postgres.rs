@@ -247,15 +247,34 @@ async fn a_load_of_many_batches_keeps_the_vector_statistics_current() {
     let Some(url) = server("a_load_of_many_batches_keeps_the_vector_statistics_current") else {
         return;
     };
+    load_and_check_statistics(&url, 1).await;
+}
+
+/// Writers past the statistics threshold at once: each used to subtract its own view of the
+/// pending count, taking the same rows away twice until the counter wrapped (an overflow panic
+/// in debug builds, seen in the benchmarks' concurrent vector loads).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_loads_keep_the_vector_statistics_current() {
+    let Some(url) = server("concurrent_loads_keep_the_vector_statistics_current") else {
+        return;
+    };
+    load_and_check_statistics(&url, 8).await;
+}
+
+/// Loads 40 batches of 200 vectors from `writers` concurrent tasks into a fresh schema, then
+/// checks that the planner's row estimate kept up.
+async fn load_and_check_statistics(url: &str, writers: usize) {
     // A schema of its own: only this store writes its vectors table.
     let schema = format!("agent_memory_tests_stats_{}", unique());
-    let store = PostgresStore::builder()
-        .url(&url)
-        .schema(&schema)
-        .max_connections(2)
-        .open()
-        .await
-        .expect("open");
+    let store = std::sync::Arc::new(
+        PostgresStore::builder()
+            .url(url)
+            .schema(&schema)
+            .max_connections(8)
+            .open()
+            .await
+            .expect("open"),
+    );
     let scope = scope();
     let namespace = Namespace::new("pg-tests").unwrap();
     store
@@ -263,22 +282,32 @@ async fn a_load_of_many_batches_keeps_the_vector_statistics_current() {
         .await
         .unwrap();
     let (batches, batch) = (40, 200);
-    for b in 0..batches {
-        let records = (0..batch)
-            .map(|i| {
-                let n = (b * batch + i) as f32;
-                VectorRecord::new(
-                    VectorId::new(format!("v{b}-{i}")).unwrap(),
-                    vec![1.0, n.sin(), n.cos(), n / 1000.0],
-                )
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let (store, scope) = (store.clone(), scope.clone());
+            tokio::spawn(async move {
+                for b in (w..batches).step_by(writers) {
+                    let records = (0..batch)
+                        .map(|i| {
+                            let n = (b * batch + i) as f32;
+                            VectorRecord::new(
+                                VectorId::new(format!("v{b}-{i}")).unwrap(),
+                                vec![1.0, n.sin(), n.cos(), n / 1000.0],
+                            )
+                        })
+                        .collect();
+                    store
+                        .upsert_vectors(&scope, "stats", records)
+                        .await
+                        .unwrap();
+                }
             })
-            .collect();
-        store
-            .upsert_vectors(&scope, "stats", records)
-            .await
-            .unwrap();
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("no writer panicked");
     }
-    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
     tokio::spawn(connection);
     let known: f32 = client
         .query_one(
