@@ -27,7 +27,7 @@ use std::process::{Command, ExitCode};
 /// Backends whose conformance suite `xtask conformance` can run: name → (package, test target).
 const BACKENDS: &[(&str, &str, &str)] = &[
     ("memory", "memory-conformance", "memory"),
-    ("counting", "custom-adapter-example", "conformance"),
+    ("redb", "custom-adapter-example", "conformance"),
     ("sqlite", "memory-sqlite", "conformance"),
     ("postgres", "memory-postgres", "conformance"),
     ("postgres-exact", "memory-postgres", "conformance_exact"),

@@ -2,12 +2,16 @@
 
 use std::sync::Arc;
 
-use custom_adapter_example::CountingStore;
+use custom_adapter_example::RedbStore;
 use memory_conformance::SetupError;
 use memory_core::{Clock, MemoryBackend};
 
 async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
-    Ok(Arc::new(CountingStore::new(clock)))
+    // A fresh file per scenario. The directory goes at once; the open file lives on until the
+    // store is dropped (POSIX unlink semantics), so nothing is left behind.
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = RedbStore::open_with_clock(dir.path().join("memory.redb"), clock)?;
+    Ok(Arc::new(store))
 }
 
-memory_conformance::suite!("counting", factory);
+memory_conformance::suite!("redb", factory);
