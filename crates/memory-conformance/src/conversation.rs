@@ -247,6 +247,14 @@ pub async fn list_rejects_malformed_cursor_and_bad_limit(ctx: &Ctx) {
     b.list_conversations(ctx.scope(), bad)
         .await
         .must_be_invalid("malformed cursor");
+    // A cursor's id is an identifier: NUL in it is malformed, never a backend error.
+    let nul = ConversationQuery {
+        cursor: Some("1:\0".into()),
+        ..ConversationQuery::default()
+    };
+    b.list_conversations(ctx.scope(), nul)
+        .await
+        .must_be_invalid("cursor holding NUL");
     let zero = ConversationQuery {
         limit: Some(0),
         ..ConversationQuery::default()

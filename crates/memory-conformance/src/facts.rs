@@ -540,6 +540,14 @@ pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
     b.list_facts(ctx.scope(), bad)
         .await
         .must_be_invalid("bad cursor");
+    // A cursor's id is an identifier: NUL in it is malformed, never a backend error.
+    let nul = FactQuery {
+        cursor: Some("1:\0".into()),
+        ..FactQuery::default()
+    };
+    b.list_facts(ctx.scope(), nul)
+        .await
+        .must_be_invalid("cursor holding NUL");
 }
 
 /// Forget removes a fact and reports whether it existed.

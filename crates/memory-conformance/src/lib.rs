@@ -198,6 +198,7 @@ macro_rules! __with_scenarios {
                 checkpoint_state_round_trips: None,
                 cache_keys_round_trip: None,
                 one_mebibyte_text_round_trips: None,
+                json_deeper_than_the_limit_is_refused_and_the_limit_round_trips: None,
             }
             engine {
                 twenty_turn_conversation_keeps_window_summary_budget_and_facts: None,

@@ -371,3 +371,196 @@ pub async fn one_mebibyte_text_round_trips(ctx: &Ctx) {
         Some(big.into_bytes())
     );
 }
+
+/// `{"d": {"d": … "leaf"}}`: `levels` objects inside each other.
+fn nested(levels: usize) -> Value {
+    (0..levels).fold(json!("leaf"), |inner, _| json!({ "d": inner }))
+}
+
+/// Metadata whose deepest value makes it `levels` deep in all (the map is one level).
+fn nested_metadata(levels: usize) -> Metadata {
+    let mut metadata = Metadata::new();
+    metadata.insert("deep".into(), nested(levels - 1));
+    metadata
+}
+
+/// JSON as deep as `MAX_JSON_DEPTH` round-trips in every JSON-bearing field; one level deeper
+/// is `InvalidInput` at write, nothing is stored, and the scope stays readable and exportable.
+pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx: &Ctx) {
+    let b = ctx.backend();
+    let (at, over) = (memory_core::MAX_JSON_DEPTH, memory_core::MAX_JSON_DEPTH + 1);
+
+    // Conversation metadata, at creation and by update.
+    let kept = b
+        .create_conversation(
+            ctx.scope(),
+            NewConversation {
+                metadata: nested_metadata(at),
+                ..NewConversation::default()
+            },
+        )
+        .await
+        .must("metadata at the limit");
+    assert_eq!(
+        b.get_conversation(ctx.scope(), &kept.id)
+            .await
+            .must("read back")
+            .metadata,
+        nested_metadata(at)
+    );
+    b.create_conversation(
+        ctx.scope(),
+        NewConversation {
+            metadata: nested_metadata(over),
+            ..NewConversation::default()
+        },
+    )
+    .await
+    .must_be_invalid("conversation metadata over the limit");
+    b.update_conversation(
+        ctx.scope(),
+        &kept.id,
+        memory_core::ConversationUpdate {
+            title: None,
+            metadata: Some(nested_metadata(over)),
+        },
+    )
+    .await
+    .must_be_invalid("updated metadata over the limit");
+
+    // Message metadata, tool arguments and tool output.
+    let mut deep_message = message(
+        "deep",
+        Role::Assistant,
+        vec![Part::tool_call("call-1", "tool", nested(at))],
+    );
+    deep_message.metadata = nested_metadata(at);
+    let answer = message(
+        "answer",
+        Role::Tool,
+        vec![Part::tool_result("call-1", nested(at))],
+    );
+    b.append(
+        ctx.scope(),
+        &kept.id,
+        vec![deep_message.clone(), answer.clone()],
+        memory_core::AppendOptions::default(),
+    )
+    .await
+    .must("messages at the limit");
+    let loaded = load(ctx, &kept.id, LoadOptions::raw()).await;
+    assert_eq!(loaded[0].message, deep_message);
+    assert_eq!(loaded[1].message, answer);
+    let mut too_deep = vec![
+        message("m1", Role::User, vec![Part::text("fine")]),
+        message("m2", Role::User, vec![Part::text("metadata")]),
+    ];
+    too_deep[1].metadata = nested_metadata(over);
+    let over_arguments = message(
+        "m3",
+        Role::Assistant,
+        vec![Part::tool_call("call-2", "tool", nested(over))],
+    );
+    let over_output = message(
+        "m4",
+        Role::Tool,
+        vec![Part::tool_result("call-1", nested(over))],
+    );
+    for batch in [too_deep, vec![over_arguments], vec![over_output]] {
+        b.append(
+            ctx.scope(),
+            &kept.id,
+            batch,
+            memory_core::AppendOptions::default(),
+        )
+        .await
+        .must_be_invalid("a message over the limit");
+    }
+    assert_eq!(
+        load(ctx, &kept.id, LoadOptions::raw()).await.len(),
+        2,
+        "nothing of a refused batch is stored"
+    );
+
+    // Checkpoint state, at creation and by update.
+    let checkpoint = NewCheckpoint {
+        id: CheckpointId::new("deep").unwrap(),
+        workflow: "w".into(),
+        status: CheckpointStatus::Running,
+        state: nested(at),
+    };
+    b.put_checkpoint(ctx.scope(), checkpoint.clone())
+        .await
+        .must("state at the limit");
+    let refused = NewCheckpoint {
+        id: CheckpointId::new("deeper").unwrap(),
+        state: nested(over),
+        ..checkpoint.clone()
+    };
+    b.put_checkpoint(ctx.scope(), refused)
+        .await
+        .must_be_invalid("state over the limit");
+    b.update_checkpoint(
+        ctx.scope(),
+        &checkpoint.id,
+        memory_core::CheckpointUpdate {
+            expected_version: 1,
+            status: CheckpointStatus::Suspended,
+            state: nested(over),
+        },
+    )
+    .await
+    .must_be_invalid("updated state over the limit");
+    assert_eq!(
+        b.get_checkpoint(ctx.scope(), &checkpoint.id)
+            .await
+            .must("read back")
+            .state,
+        nested(at)
+    );
+
+    // Vector metadata.
+    if ctx.capabilities().has_vectors() {
+        let spec = CollectionSpec::new("deep", 8, "m");
+        b.ensure_collection(ctx.namespace(), spec.clone())
+            .await
+            .must("ensure");
+        let record = |id: &str, levels: usize| VectorRecord {
+            id: VectorId::new(id).unwrap(),
+            vector: unit_vector(8, 1),
+            text: None,
+            metadata: nested_metadata(levels),
+            conversation_id: None,
+        };
+        b.upsert_vectors(ctx.scope(), &spec.name, vec![record("at", at)])
+            .await
+            .must("vector metadata at the limit");
+        assert_eq!(
+            b.get_vector(ctx.scope(), &spec.name, &VectorId::new("at").unwrap())
+                .await
+                .must("read back")
+                .metadata,
+            nested_metadata(at)
+        );
+        b.upsert_vectors(ctx.scope(), &spec.name, vec![record("over", over)])
+            .await
+            .must_be_invalid("vector metadata over the limit");
+        let hits = b
+            .search(
+                ctx.scope(),
+                &spec.name,
+                VectorQuery::new(unit_vector(8, 1), 10),
+            )
+            .await
+            .must("search");
+        assert_eq!(hits.len(), 1);
+    }
+
+    // Everything that was accepted reads back, listed and exported.
+    b.list_conversations(ctx.scope(), ConversationQuery::default())
+        .await
+        .must("list");
+    let exported = b.export_scope(ctx.scope()).await.must("export");
+    let restored = b.restore(exported).await.must("restore what was exported");
+    assert!(restored > 0);
+}

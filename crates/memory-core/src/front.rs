@@ -33,7 +33,7 @@ use crate::error::{MemoryError, Result};
 use crate::fact::{
     Fact, FactQuery, FactStore, NewFact, RecallQuery, RememberOptions, RememberOutcome, ScoredFact,
 };
-use crate::message::{Message, StoredMessage};
+use crate::message::{check_json_depth, check_metadata_depth, Message, StoredMessage};
 use crate::page::{check_page, Page};
 use crate::scope::{
     validate_identifier, CheckpointId, ConversationId, FactId, Namespace, Scope, VectorId,
@@ -163,6 +163,7 @@ impl ConversationStore for Checked {
         new: NewConversation,
     ) -> Result<Conversation> {
         new.validate()?;
+        check_metadata_depth("conversation metadata", &new.metadata)?;
         self.inner.create_conversation(scope, new).await
     }
 
@@ -187,6 +188,9 @@ impl ConversationStore for Checked {
         id: &ConversationId,
         update: ConversationUpdate,
     ) -> Result<Conversation> {
+        if let Some(metadata) = &update.metadata {
+            check_metadata_depth("conversation metadata", metadata)?;
+        }
         self.inner.update_conversation(scope, id, update).await
     }
 
@@ -202,6 +206,7 @@ impl ConversationStore for Checked {
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
         check_max("max_messages", options.max_messages)?;
+        messages.iter().try_for_each(Message::check_json_depth)?;
         self.retried(|| self.inner.append(scope, id, messages.clone(), options))
             .await
     }
@@ -333,6 +338,9 @@ impl VectorStore for Checked {
         collection: &str,
         records: Vec<VectorRecord>,
     ) -> Result<usize> {
+        for record in &records {
+            check_metadata_depth("vector metadata", &record.metadata)?;
+        }
         self.retried(|| {
             self.inner
                 .upsert_vectors(scope, collection, records.clone())
@@ -378,6 +386,7 @@ impl VectorStore for Checked {
 impl CheckpointStore for Checked {
     async fn put_checkpoint(&self, scope: &Scope, checkpoint: NewCheckpoint) -> Result<Checkpoint> {
         checkpoint.validate()?;
+        check_json_depth("checkpoint state", &checkpoint.state)?;
         self.inner.put_checkpoint(scope, checkpoint).await
     }
 
@@ -391,6 +400,7 @@ impl CheckpointStore for Checked {
         id: &CheckpointId,
         update: CheckpointUpdate,
     ) -> Result<Checkpoint> {
+        check_json_depth("checkpoint state", &update.state)?;
         self.inner.update_checkpoint(scope, id, update).await
     }
 

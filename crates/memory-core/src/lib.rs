@@ -53,7 +53,7 @@ pub use filter::{FieldPath, Filter, FilterValue};
 pub use front::{Checked, RetryPolicy};
 pub use handle::{ConversationHandle, Facts, Scoped, Vectors, WorkingMemoryHandle};
 pub use in_memory::InMemoryBackend;
-pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
+pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage, MAX_JSON_DEPTH};
 pub use page::Page;
 pub use sanitize::{is_replay_safe, sanitize_conversation};
 pub use scope::{

@@ -3,8 +3,53 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::error::{MemoryError, Result};
 use crate::scope::MessageId;
 use crate::time::Timestamp;
+
+/// The deepest JSON a record may hold: objects and arrays nested at most this many levels
+/// (`{"a": {"b": 1}}` is 2). Every backend reads this back, with room for the records that wrap
+/// a value in storage (JSON readers stop at 128 levels); deeper values are refused at write
+/// with `InvalidInput`, so no stored record can make a read fail.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+/// Whether `value` nests deeper than `budget` levels. Recursion never goes past `budget`, so a
+/// value of any depth is checked without exhausting the stack.
+fn deeper_than(value: &Value, budget: usize) -> bool {
+    let children: Box<dyn Iterator<Item = &Value>> = match value {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Object(map) => Box::new(map.values()),
+        _ => return false,
+    };
+    budget == 0
+        || children
+            .into_iter()
+            .any(|child| deeper_than(child, budget - 1))
+}
+
+/// `InvalidInput` naming `what` when `value` nests deeper than [`MAX_JSON_DEPTH`].
+pub fn check_json_depth(what: &str, value: &Value) -> Result<()> {
+    if deeper_than(value, MAX_JSON_DEPTH) {
+        return Err(MemoryError::invalid(format!(
+            "{what} nests JSON deeper than {MAX_JSON_DEPTH} levels"
+        )));
+    }
+    Ok(())
+}
+
+/// [`check_json_depth`] for a metadata object (itself one level).
+pub fn check_metadata_depth(what: &str, metadata: &Metadata) -> Result<()> {
+    if MAX_JSON_DEPTH == 0
+        || metadata
+            .values()
+            .any(|v| deeper_than(v, MAX_JSON_DEPTH - 1))
+    {
+        return Err(MemoryError::invalid(format!(
+            "{what} nests JSON deeper than {MAX_JSON_DEPTH} levels"
+        )));
+    }
+    Ok(())
+}
 
 /// JSON object used for free-form metadata.
 pub type Metadata = Map<String, Value>;
@@ -218,6 +263,22 @@ impl Message {
             })
             .collect();
         texts.join("\n")
+    }
+
+    /// Checks the JSON it carries — metadata, tool arguments and outputs — against
+    /// [`MAX_JSON_DEPTH`].
+    pub fn check_json_depth(&self) -> Result<()> {
+        check_metadata_depth("message metadata", &self.metadata)?;
+        for part in &self.parts {
+            match part {
+                Part::ToolCall { arguments, .. } => {
+                    check_json_depth("tool call arguments", arguments)?;
+                }
+                Part::ToolResult { output, .. } => check_json_depth("tool result output", output)?,
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Whether two messages carry the same content: role, parts and metadata (JSON compared

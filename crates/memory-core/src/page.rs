@@ -42,7 +42,8 @@ impl Cursor {
         let bad = || MemoryError::invalid(format!("malformed cursor {text:?}"));
         let (millis, id) = text.split_once(':').ok_or_else(bad)?;
         let millis: i64 = millis.parse().map_err(|_| bad())?;
-        if id.is_empty() {
+        // The id of a listed record: an identifier (non-empty, no NUL, at most 256 bytes).
+        if crate::scope::validate_identifier("cursor", id).is_err() {
             return Err(bad());
         }
         Ok(Self {

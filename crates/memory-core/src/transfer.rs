@@ -292,6 +292,7 @@ impl Record {
                 collection, record, ..
             } => {
                 validate_identifier("collection name", collection)?;
+                crate::message::check_metadata_depth("vector metadata", &record.metadata)?;
                 if record.vector.iter().any(|x| !x.is_finite()) {
                     return Err(MemoryError::invalid(format!(
                         "vector {} holds NaN or infinity",
@@ -310,10 +311,16 @@ impl Record {
                 Ok(())
             }
             Self::Checkpoint { checkpoint, .. } => {
-                validate_identifier("workflow", &checkpoint.workflow)
+                validate_identifier("workflow", &checkpoint.workflow)?;
+                crate::message::check_json_depth("checkpoint state", &checkpoint.state)
             }
             Self::CacheEntry { key, .. } => validate_identifier("cache key", key),
-            Self::Conversation { .. } | Self::Message { .. } | Self::WorkingMemory { .. } => Ok(()),
+            Self::Conversation { conversation } => crate::message::check_metadata_depth(
+                "conversation metadata",
+                &conversation.metadata,
+            ),
+            Self::Message { message, .. } => message.message.check_json_depth(),
+            Self::WorkingMemory { .. } => Ok(()),
         }
     }
 }
