@@ -342,6 +342,87 @@ pub fn eviction_order(a: &Fact, b: &Fact) -> Ordering {
         .then_with(|| a.id.cmp(&b.id))
 }
 
+/// What a remember will do, decided before anything is written (see [`plan_remember`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RememberPlan {
+    /// What to return. Unless it is a duplicate, `outcome.fact` is to be stored and the facts
+    /// of `outcome.evicted` deleted.
+    pub outcome: RememberOutcome,
+    /// The fact it supersedes, as it is to be stored now (history: `valid_to`,
+    /// `superseded_by` and `updated_at` set).
+    pub superseded: Option<Fact>,
+}
+
+/// Decides a remember the same way on every backend that holds a scope's facts in hand: a
+/// duplicate of a current fact changes nothing; otherwise the new fact supersedes the current
+/// fact of its key, and `max_facts` evicts current facts in [`eviction_order`], never the new
+/// one.
+///
+/// `facts` are the scope's unexpired facts (current and history), read under the lock or
+/// transaction that will write the plan.
+pub fn plan_remember<'a>(
+    facts: impl IntoIterator<Item = &'a Fact>,
+    new: NewFact,
+    options: &RememberOptions,
+    scope: &Scope,
+    now: Timestamp,
+) -> RememberPlan {
+    let current: Vec<&Fact> = facts.into_iter().filter(|f| f.is_current()).collect();
+    if let Some(same) = current
+        .iter()
+        .find(|f| f.key == new.key && f.text == new.text)
+    {
+        return RememberPlan {
+            outcome: RememberOutcome {
+                fact: (*same).clone(),
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            },
+            superseded: None,
+        };
+    }
+    let fact = new.into_fact(scope, now);
+    let superseded = fact
+        .key
+        .as_ref()
+        .and_then(|key| current.iter().find(|f| f.key.as_ref() == Some(key)))
+        .map(|previous| Fact {
+            valid_to: Some(now),
+            superseded_by: Some(fact.id.clone()),
+            updated_at: now,
+            ..(*previous).clone()
+        });
+    let status = superseded
+        .as_ref()
+        .map_or(RememberStatus::Created, |previous| {
+            RememberStatus::Superseded {
+                previous: previous.id.clone(),
+            }
+        });
+    let mut evicted = Vec::new();
+    if let Some(max) = options.max_facts {
+        let mut candidates: Vec<&Fact> = current
+            .into_iter()
+            .filter(|f| superseded.as_ref().is_none_or(|s| s.id != f.id))
+            .collect();
+        candidates.sort_by(|a, b| eviction_order(a, b));
+        let excess = (candidates.len() + 1).saturating_sub(max);
+        evicted = candidates
+            .into_iter()
+            .take(excess)
+            .map(|f| f.id.clone())
+            .collect();
+    }
+    RememberPlan {
+        outcome: RememberOutcome {
+            fact,
+            status,
+            evicted,
+        },
+        superseded,
+    }
+}
+
 /// The distinct tokens of a fact's text (what backends index for lexical recall).
 pub fn fact_tokens(text: &str) -> BTreeSet<String> {
     lexical::tokenize(text)

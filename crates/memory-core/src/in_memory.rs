@@ -21,8 +21,8 @@ use crate::conversation::{
 };
 use crate::error::{MemoryError, Result};
 use crate::fact::{
-    eviction_order, rank_facts, Fact, FactQuery, FactStore, NewFact, RecallQuery, RememberOptions,
-    RememberOutcome, RememberStatus, ScoredFact,
+    plan_remember, rank_facts, Fact, FactQuery, FactStore, NewFact, RecallQuery, RememberOptions,
+    RememberOutcome, RememberPlan, RememberStatus, ScoredFact,
 };
 use crate::message::{Message, StoredMessage};
 use crate::page::{page_newest_first, Page};
@@ -422,54 +422,21 @@ impl FactStore for InMemoryBackend {
         let now = self.clock.now();
         let mut state = self.write();
         let facts = state.purge_expired_facts(scope, now);
-        if let Some(same) = facts
-            .values()
-            .find(|f| f.is_current() && f.key == new.key && f.text == new.text)
-        {
-            return Ok(RememberOutcome {
-                fact: same.clone(),
-                status: RememberStatus::Duplicate,
-                evicted: Vec::new(),
-            });
+        let RememberPlan {
+            outcome,
+            superseded,
+        } = plan_remember(facts.values(), new, &options, scope, now);
+        if outcome.status == RememberStatus::Duplicate {
+            return Ok(outcome);
         }
-        let fact = new.into_fact(scope, now);
-        let mut status = RememberStatus::Created;
-        if fact.key.is_some() {
-            if let Some(previous) = facts
-                .values_mut()
-                .find(|f| f.is_current() && f.key == fact.key)
-            {
-                previous.valid_to = Some(now);
-                previous.superseded_by = Some(fact.id.clone());
-                previous.updated_at = now;
-                status = RememberStatus::Superseded {
-                    previous: previous.id.clone(),
-                };
-            }
+        if let Some(previous) = superseded {
+            facts.insert(previous.id.clone(), previous);
         }
-        facts.insert(fact.id.clone(), fact.clone());
-        let mut evicted = Vec::new();
-        if let Some(max) = options.max_facts {
-            let mut candidates: Vec<&Fact> = facts
-                .values()
-                .filter(|f| f.is_current() && f.id != fact.id)
-                .collect();
-            candidates.sort_by(|a, b| eviction_order(a, b));
-            let excess = (candidates.len() + 1).saturating_sub(max);
-            evicted = candidates
-                .into_iter()
-                .take(excess)
-                .map(|f| f.id.clone())
-                .collect();
-            for id in &evicted {
-                facts.remove(id);
-            }
+        facts.insert(outcome.fact.id.clone(), outcome.fact.clone());
+        for id in &outcome.evicted {
+            facts.remove(id);
         }
-        Ok(RememberOutcome {
-            fact,
-            status,
-            evicted,
-        })
+        Ok(outcome)
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {

@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use memory_core::adapter::{
-    eviction_order, page_newest_first, plan_append, rank_facts, rank_hits, sort_canonical,
-    AppendPlan,
+    page_newest_first, plan_append, plan_remember, rank_facts, rank_hits, sort_canonical,
+    AppendPlan, RememberPlan,
 };
 use memory_core::{
     AppendOptions, AppendReceipt, CacheStore, Capabilities, Checkpoint, CheckpointId,
@@ -509,7 +509,7 @@ impl FactStore for RedbStore {
     ) -> Result<RememberOutcome> {
         let now = self.clock.now();
         self.writing(|table| {
-            let fact_key = |id: &FactId| key_of(scope, "f", &[id.as_str()]);
+            // Expired facts are never returned: purge the scope's before deciding anything.
             let mut facts = Vec::new();
             for (key, fact) in scan::<Fact>(table, &prefix(scope, "f", &[]))? {
                 if fact.is_expired(now) {
@@ -518,50 +518,22 @@ impl FactStore for RedbStore {
                     facts.push(fact);
                 }
             }
-            let current = |f: &&Fact| f.is_current();
-            if let Some(same) = facts
-                .iter()
-                .filter(current)
-                .find(|f| f.key == new.key && f.text == new.text)
-            {
-                return Ok(RememberOutcome {
-                    fact: same.clone(),
-                    status: RememberStatus::Duplicate,
-                    evicted: Vec::new(),
-                });
+            let RememberPlan {
+                outcome,
+                superseded,
+            } = plan_remember(&facts, new, &options, scope, now);
+            if outcome.status == RememberStatus::Duplicate {
+                return Ok(outcome);
             }
-            let fact = new.into_fact(scope, now);
-            let mut status = RememberStatus::Created;
-            if fact.key.is_some() {
-                if let Some(previous) = facts
-                    .iter_mut()
-                    .find(|f| f.is_current() && f.key == fact.key)
-                {
-                    previous.valid_to = Some(now);
-                    previous.superseded_by = Some(fact.id.clone());
-                    previous.updated_at = now;
-                    write(table, &fact_key(&previous.id), &*previous)?;
-                    status = RememberStatus::Superseded {
-                        previous: previous.id.clone(),
-                    };
-                }
+            let fact_key = |id: &FactId| key_of(scope, "f", &[id.as_str()]);
+            if let Some(previous) = &superseded {
+                write(table, &fact_key(&previous.id), previous)?;
             }
-            write(table, &fact_key(&fact.id), &fact)?;
-            let mut evicted = Vec::new();
-            if let Some(max) = options.max_facts {
-                let mut candidates: Vec<&Fact> = facts.iter().filter(current).collect();
-                candidates.sort_by(|a, b| eviction_order(a, b));
-                let excess = (candidates.len() + 1).saturating_sub(max);
-                for victim in candidates.into_iter().take(excess) {
-                    remove(table, &fact_key(&victim.id))?;
-                    evicted.push(victim.id.clone());
-                }
+            write(table, &fact_key(&outcome.fact.id), &outcome.fact)?;
+            for id in &outcome.evicted {
+                remove(table, &fact_key(id))?;
             }
-            Ok(RememberOutcome {
-                fact,
-                status,
-                evicted,
-            })
+            Ok(outcome)
         })
     }
 
