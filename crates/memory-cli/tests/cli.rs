@@ -265,7 +265,15 @@ fn copy_round_trip(target: &str, expected: &[&str]) {
             .find(|line| line.split_whitespace().next() == Some(table))
             .map(str::to_owned)
     };
-    for table in ["conversations", "messages", "facts"] {
+    for table in [
+        "conversations",
+        "messages",
+        "facts",
+        "collections",
+        "vectors",
+        "working_memory",
+        "checkpoints",
+    ] {
         let there = count_of(&stdout(&stats), table);
         assert!(there.is_some(), "no {table} count: {}", stdout(&stats));
         assert_eq!(there, count_of(&stdout(&source_stats), table), "{table}");

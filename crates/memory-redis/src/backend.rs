@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use memory_core::{
     Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, TransferStore, VectorSearch,
+    WorkingMemoryKey,
 };
 use redis::Script;
 
@@ -29,55 +30,48 @@ impl MemoryBackend for RedisStore {
             .with_durability(self.durability)
     }
 
-    /// Records by kind, counted with `ZCARD`/`HLEN`/`SCARD`/`EXISTS` over the registries
-    /// (namespaces, their subjects, each scope's index keys); nothing is decoded. Commands per
-    /// scope, plus one per conversation and per collection a scope holds: an operator's command,
-    /// not a hot path.
+    /// Records by kind, counted with `ZCARD`/`HLEN`/`SCARD`/`EXISTS` (nothing is decoded):
+    /// per registered namespace its live collections and cache index, then one pipeline per
+    /// scope (its keys share a slot). An operator's command, not a hot path.
     async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
         let mut counts = [0u64; 8];
         let [conversations, messages, facts, collections, vectors, working_memory, checkpoints, cache] =
             &mut counts;
-        for namespace in self.namespaces().await? {
-            let keys = self.keys.namespace(&namespace);
-            *collections += self.count("HLEN", &keys.collections()).await?;
-            *cache += self.count("ZCARD", &keys.cache_index()).await?;
+        for namespace in self.registered_namespaces().await? {
+            // Records of a dropped collection's incarnation are not counted: no read sees them.
+            let live = self.collections_by_incarnation(&namespace).await?;
+            *collections += live.len() as u64;
+            *cache += redis::cmd("ZCARD")
+                .arg(self.keys.namespace(&namespace).cache_index())
+                .query_async::<u64>(&mut self.conn())
+                .await
+                .db()?;
             for scope in self.scopes(&namespace).await? {
                 let keys = self.keys.scope(&scope);
-                let ids: Vec<String> = redis::cmd("ZRANGE")
-                    .arg(keys.conversations())
-                    .arg(0)
-                    .arg(-1)
-                    .query_async(&mut self.conn())
-                    .await
-                    .db()?;
+                let ids = self.conversation_ids(&keys).await?;
+                let mut pipe = redis::pipe();
+                pipe.exists(keys.working(&WorkingMemoryKey::User))
+                    .zcard(keys.facts())
+                    .scard(keys.checkpoint_ids());
+                for id in &ids {
+                    pipe.zcard(keys.messages(id))
+                        .exists(keys.working(&WorkingMemoryKey::Conversation(id.clone())));
+                }
+                for incarnation in live.keys() {
+                    pipe.hlen(keys.vectors(incarnation));
+                }
+                let replies: Vec<u64> = pipe.query_async(&mut self.conn()).await.db()?;
+                let (head, rest) = replies.split_at(3);
+                let (per_conversation, per_collection) = rest.split_at(2 * ids.len());
                 *conversations += ids.len() as u64;
-                for id in ids {
-                    let id = memory_core::ConversationId::new(id)
-                        .map_err(|e| crate::corrupt("conversation id", e))?;
-                    *messages += self.count("ZCARD", &keys.messages(&id)).await?;
-                    *working_memory += self
-                        .count(
-                            "EXISTS",
-                            &keys.working(&memory_core::WorkingMemoryKey::Conversation(id)),
-                        )
-                        .await?;
+                *working_memory += head[0];
+                *facts += head[1];
+                *checkpoints += head[2];
+                for pair in per_conversation.chunks(2) {
+                    *messages += pair[0];
+                    *working_memory += pair[1];
                 }
-                *working_memory += self
-                    .count(
-                        "EXISTS",
-                        &keys.working(&memory_core::WorkingMemoryKey::User),
-                    )
-                    .await?;
-                *facts += self.count("ZCARD", &keys.facts()).await?;
-                *checkpoints += self.count("SCARD", &keys.checkpoint_ids()).await?;
-                let incarnations: Vec<String> = redis::cmd("SMEMBERS")
-                    .arg(keys.vector_incarnations())
-                    .query_async(&mut self.conn())
-                    .await
-                    .db()?;
-                for incarnation in incarnations {
-                    *vectors += self.count("HLEN", &keys.vectors(&incarnation)).await?;
-                }
+                *vectors += per_collection.iter().sum::<u64>();
             }
         }
         Ok([
@@ -122,16 +116,5 @@ impl MemoryBackend for RedisStore {
             checkpoints,
             cursors,
         })
-    }
-}
-
-impl RedisStore {
-    /// One counting command (`ZCARD`, `HLEN`, `SCARD`, `EXISTS`) on one key.
-    async fn count(&self, command: &str, key: &str) -> Result<u64> {
-        redis::cmd(command)
-            .arg(key)
-            .query_async(&mut self.conn())
-            .await
-            .db()
     }
 }

@@ -90,12 +90,8 @@ impl RedisStore {
             .db()
     }
 
-    async fn export_conversations(
-        &self,
-        scope: &Scope,
-        keys: &ScopeKeys,
-        records: &mut Vec<Record>,
-    ) -> Result<()> {
+    /// The ids of a scope's conversations, oldest first.
+    pub(crate) async fn conversation_ids(&self, keys: &ScopeKeys) -> Result<Vec<ConversationId>> {
         let ids: Vec<String> = redis::cmd("ZRANGE")
             .arg(keys.conversations())
             .arg(0)
@@ -103,8 +99,31 @@ impl RedisStore {
             .query_async(&mut self.conn())
             .await
             .db()?;
-        for id in ids {
-            let id = ConversationId::new(id).map_err(|e| corrupt("conversation id", e))?;
+        ids.into_iter()
+            .map(|id| ConversationId::new(id).map_err(|e| corrupt("conversation id", e)))
+            .collect()
+    }
+
+    /// Every namespace ever registered, whether or not it still holds data.
+    pub(crate) async fn registered_namespaces(&self) -> Result<Vec<Namespace>> {
+        let names: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.keys.namespaces())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        names
+            .into_iter()
+            .map(|name| Namespace::new(name).map_err(|e| corrupt("namespace", e)))
+            .collect()
+    }
+
+    async fn export_conversations(
+        &self,
+        scope: &Scope,
+        keys: &ScopeKeys,
+        records: &mut Vec<Record>,
+    ) -> Result<()> {
+        for id in self.conversation_ids(keys).await? {
             // One deleted since the id was read is skipped.
             let Ok(conversation) = self.read_conversation(keys, &id).await else {
                 continue;
@@ -260,14 +279,8 @@ impl RedisStore {
 #[async_trait]
 impl TransferStore for RedisStore {
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
-        let names: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.keys.namespaces())
-            .query_async(&mut self.conn())
-            .await
-            .db()?;
         let mut held = Vec::new();
-        for name in names {
-            let namespace = Namespace::new(name).map_err(|e| corrupt("namespace", e))?;
+        for namespace in self.registered_namespaces().await? {
             let collections: u64 = redis::cmd("HLEN")
                 .arg(self.keys.namespace(&namespace).collections())
                 .query_async(&mut self.conn())
