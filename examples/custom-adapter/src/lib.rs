@@ -103,23 +103,49 @@ fn seq_part(seq: u64) -> String {
     format!("{seq:020}")
 }
 
-/// Every `(key, value)` whose key starts with `prefix` (empty, or ending in the separator), in
-/// key order.
-fn scan<T: DeserializeOwned>(
+/// Calls `each` with every key starting with `prefix` (empty, or ending in the separator) and
+/// its stored bytes, in key order.
+fn each_under(
     table: &impl ReadableTable<&'static str, &'static [u8]>,
     prefix: &str,
-) -> Result<Vec<(String, T)>> {
+    mut each: impl FnMut(&str, &[u8]) -> Result<()>,
+) -> Result<()> {
     // Keys under `…␀` sort below `…\u{1}`, whatever follows the separator.
     let end = match prefix.strip_suffix('\0') {
         Some(stem) => format!("{stem}\u{1}"),
         None => "\u{10ffff}\u{10ffff}".to_owned(), // the whole table: keys start with n or s
     };
-    let mut found = Vec::new();
     for entry in table.range(prefix..end.as_str()).map_err(db)? {
         let (key, value) = entry.map_err(db)?;
-        found.push((key.value().to_owned(), decode(value.value())?));
+        each(key.value(), value.value())?;
     }
+    Ok(())
+}
+
+/// Every `(key, value)` under `prefix`, decoded.
+fn scan<T: DeserializeOwned>(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    prefix: &str,
+) -> Result<Vec<(String, T)>> {
+    let mut found = Vec::new();
+    each_under(table, prefix, |key, value| {
+        found.push((key.to_owned(), decode(value)?));
+        Ok(())
+    })?;
     Ok(found)
+}
+
+/// Every key under `prefix` (values are not decoded).
+fn keys_under(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    prefix: &str,
+) -> Result<Vec<String>> {
+    let mut keys = Vec::new();
+    each_under(table, prefix, |key, _| {
+        keys.push(key.to_owned());
+        Ok(())
+    })?;
+    Ok(keys)
 }
 
 fn read<T: DeserializeOwned>(
@@ -146,10 +172,7 @@ fn remove(table: &mut Table<'_>, key: &str) -> Result<bool> {
 
 /// Removes every key under `prefix`; how many.
 fn remove_prefix(table: &mut Table<'_>, prefix: &str) -> Result<u64> {
-    let keys: Vec<String> = scan::<serde_json::Value>(table, prefix)?
-        .into_iter()
-        .map(|(key, _)| key)
-        .collect();
+    let keys = keys_under(table, prefix)?;
     for key in &keys {
         remove(table, key)?;
     }
@@ -830,7 +853,7 @@ fn owners(
     namespace: &Namespace,
 ) -> Result<BTreeSet<Scope>> {
     let mut scopes = BTreeSet::new();
-    for (key, _) in scan::<serde_json::Value>(table, &format!("s\0{namespace}\0"))? {
+    for key in keys_under(table, &format!("s\0{namespace}\0"))? {
         let subject = key.split('\0').nth(2).unwrap_or_default();
         let subject = (!subject.is_empty())
             .then(|| Subject::new(subject))
@@ -838,13 +861,6 @@ fn owners(
         scopes.insert(Scope::from_parts(namespace.clone(), subject));
     }
     Ok(scopes)
-}
-
-fn from_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T> {
-    serde_json::from_value(value).map_err(|e| MemoryError::Backend {
-        backend: NAME,
-        source: Box::new(e),
-    })
 }
 
 /// A scope's live records, as export lines (not yet in canonical order).
@@ -855,27 +871,27 @@ fn scope_records(
 ) -> Result<Vec<Record>> {
     let base = owner(scope);
     let mut records = Vec::new();
-    for (key, value) in scan::<serde_json::Value>(table, &base)? {
+    each_under(table, &base, |key, value| {
         let parts: Vec<&str> = key[base.len()..].split('\0').collect();
         let id = |i: usize| parts.get(i).copied().unwrap_or_default();
         let conversation = || ConversationId::new(id(1));
         let record = match id(0) {
             "c" => Record::Conversation {
-                conversation: from_value(value)?,
+                conversation: decode(value)?,
             },
             "m" => Record::Message {
                 scope: scope.clone(),
                 conversation_id: conversation()?,
                 message: StoredMessage {
                     seq: id(2).parse().unwrap_or_default(),
-                    message: from_value(value)?,
+                    message: decode(value)?,
                 },
             },
             "u" => Record::Cursor {
                 scope: scope.clone(),
                 conversation_id: conversation()?,
                 name: id(2).to_owned(),
-                value: from_value(value)?,
+                value: decode(value)?,
             },
             "w" => Record::WorkingMemory {
                 scope: scope.clone(),
@@ -884,29 +900,45 @@ fn scope_records(
                 } else {
                     WorkingMemoryKey::Conversation(conversation()?)
                 },
-                memory: from_value(value)?,
+                memory: decode(value)?,
             },
             "f" => {
-                let fact: Fact = from_value(value)?;
+                let fact: Fact = decode(value)?;
                 if fact.is_expired(now) {
-                    continue;
+                    return Ok(());
                 }
                 Record::Fact { fact }
             }
             "v" => Record::Vector {
                 scope: scope.clone(),
                 collection: id(1).to_owned(),
-                record: from_value(value)?,
+                record: decode(value)?,
             },
             "k" => Record::Checkpoint {
                 scope: scope.clone(),
-                checkpoint: from_value(value)?,
+                checkpoint: decode(value)?,
             },
-            _ => continue, // "i": the message-id index, rebuilt from messages on restore
+            _ => return Ok(()), // "i": the message-id index, rebuilt from messages on restore
         };
         records.push(record);
-    }
+        Ok(())
+    })?;
     Ok(records)
+}
+
+/// The scopes of a namespace that own a live record, sorted (the shared scope first).
+fn held_scopes(
+    table: &impl ReadableTable<&'static str, &'static [u8]>,
+    namespace: &Namespace,
+    now: Timestamp,
+) -> Result<Vec<Scope>> {
+    let mut held = Vec::new();
+    for scope in owners(table, namespace)? {
+        if !scope_records(table, &scope, now)?.is_empty() {
+            held.push(scope);
+        }
+    }
+    Ok(held)
 }
 
 #[async_trait]
@@ -915,24 +947,23 @@ impl TransferStore for RedbStore {
         let now = self.clock.now();
         self.reading(|table| {
             let mut candidates = BTreeSet::new();
-            for (key, _) in scan::<serde_json::Value>(table, "")? {
+            for key in keys_under(table, "")? {
                 if let Some(name) = key.split('\0').nth(1) {
                     candidates.insert(Namespace::new(name)?);
                 }
             }
             let mut held = Vec::new();
             for namespace in candidates {
-                let own = scan::<serde_json::Value>(table, &format!("n\0{namespace}\0"))?;
-                let live_cache = own.iter().any(|(key, value)| {
-                    key.split('\0').nth(2) != Some("cache")
-                        || serde_json::from_value::<CacheValue>(value.clone())
-                            .is_ok_and(|e| e.expires_at.is_none_or(|at| at > now))
-                });
-                let mut scopes = false;
-                for scope in owners(table, &namespace)? {
-                    scopes |= !scope_records(table, &scope, now)?.is_empty();
-                }
-                if live_cache || scopes {
+                // A collection, or a cache entry that has not expired.
+                let mut own = false;
+                each_under(table, &format!("n\0{namespace}\0"), |key, value| {
+                    own |= key.split('\0').nth(2) != Some("cache")
+                        || decode::<CacheValue>(value)?
+                            .expires_at
+                            .is_none_or(|at| at > now);
+                    Ok(())
+                })?;
+                if own || !held_scopes(table, &namespace, now)?.is_empty() {
                     held.push(namespace);
                 }
             }
@@ -942,15 +973,7 @@ impl TransferStore for RedbStore {
 
     async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
         let now = self.clock.now();
-        self.reading(|table| {
-            let mut held = Vec::new();
-            for scope in owners(table, namespace)? {
-                if !scope_records(table, &scope, now)?.is_empty() {
-                    held.push(scope);
-                }
-            }
-            Ok(held)
-        })
+        self.reading(|table| held_scopes(table, namespace, now))
     }
 
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
@@ -1098,7 +1121,7 @@ impl MemoryBackend for RedbStore {
             let mut receipt = DeletionReceipt::default();
             let mut index_entries = 0;
             let base = owner(scope);
-            for (key, _) in scan::<serde_json::Value>(table, &base)? {
+            for key in keys_under(table, &base)? {
                 let counter = match key[base.len()..].split('\0').next() {
                     Some("c") => &mut receipt.conversations,
                     Some("m") => &mut receipt.messages,
