@@ -185,22 +185,7 @@ impl OpenOptions {
 
     /// Opens the store (connecting, and migrating its schema where it has one).
     pub async fn open(self) -> Result<Store> {
-        let scheme = self.scheme()?;
-        if !scheme.is_compiled_in() {
-            return Err(MemoryError::invalid(format!(
-                "{} needs the {} backend, which this build leaves out: enable the `{}` feature \
-                 of agent-memory (this build has: {})",
-                redacted(&self.url),
-                scheme.name(),
-                scheme.feature().unwrap_or_default(),
-                Scheme::compiled_in()
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        let backend = self.backend(scheme).await?;
+        let backend = self.backend(self.scheme()?).await?;
         Ok(Store::with_retry(backend, self.retry))
     }
 
@@ -250,7 +235,20 @@ impl OpenOptions {
                 )
             }
             #[allow(unreachable_patterns)] // every scheme compiled in
-            _ => unreachable!("checked by is_compiled_in"),
+            _ => {
+                return Err(MemoryError::invalid(format!(
+                    "{} needs the {} backend, which this build leaves out: enable the `{}` \
+                     feature of agent-memory (this build has: {})",
+                    redacted(url),
+                    scheme.name(),
+                    scheme.feature().unwrap_or_default(),
+                    Scheme::compiled_in()
+                        .iter()
+                        .map(|s| s.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )))
+            }
         })
     }
 }
