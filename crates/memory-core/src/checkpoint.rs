@@ -92,9 +92,10 @@ impl NewCheckpoint {
         }
     }
 
-    /// Checks the workflow name.
+    /// Checks the workflow name and the state's depth.
     pub fn validate(&self) -> Result<()> {
-        validate_identifier("workflow", &self.workflow)
+        validate_identifier("workflow", &self.workflow)?;
+        crate::message::check_json_depth("checkpoint state", &self.state)
     }
 }
 

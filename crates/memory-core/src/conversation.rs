@@ -70,8 +70,10 @@ impl NewConversation {
         }
     }
 
-    /// Checks the identifier-like fields (agent, resource slug, record id).
+    /// Checks the identifier-like fields (agent, resource slug, record id) and the metadata's
+    /// depth.
     pub fn validate(&self) -> Result<()> {
+        crate::message::check_metadata_depth("conversation metadata", &self.metadata)?;
         for (what, value) in [
             ("agent", &self.agent),
             ("resource slug", &self.resource_slug),

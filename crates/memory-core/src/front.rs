@@ -163,7 +163,6 @@ impl ConversationStore for Checked {
         new: NewConversation,
     ) -> Result<Conversation> {
         new.validate()?;
-        check_metadata_depth("conversation metadata", &new.metadata)?;
         self.inner.create_conversation(scope, new).await
     }
 
@@ -386,7 +385,6 @@ impl VectorStore for Checked {
 impl CheckpointStore for Checked {
     async fn put_checkpoint(&self, scope: &Scope, checkpoint: NewCheckpoint) -> Result<Checkpoint> {
         checkpoint.validate()?;
-        check_json_depth("checkpoint state", &checkpoint.state)?;
         self.inner.put_checkpoint(scope, checkpoint).await
     }
 
