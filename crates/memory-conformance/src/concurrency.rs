@@ -1,13 +1,17 @@
 //! Scenarios of concurrent writers: nothing lost, nothing applied twice, one winner per fence.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
 
 use memory_core::{
     AppendOptions, FactStore, LoadOptions, NewFact, RecallQuery, RememberOptions, Role,
     WorkingMemoryKey, WorkingMemoryUpdate,
 };
 
-use crate::support::{assert_one_winner, conversation, load, race, text, ResultExt};
+use crate::support::{
+    assert_one_winner, conversation, conversation_with, load, race, text, texts, ResultExt,
+};
 use crate::Ctx;
 
 const WRITERS: usize = 8;
@@ -194,4 +198,100 @@ pub async fn concurrent_supersedes_leave_one_current_fact(ctx: &Ctx) {
         .await
         .must("recall");
     assert_eq!(recalled.len(), 1);
+}
+
+/// 8 writers supersede one key in the same millisecond, three keys over: history follows the
+/// supersede chain (each version's `superseded_by` is the next one) and ends with the current
+/// version — not the order of ids, which writers make before they are applied.
+pub async fn concurrent_supersedes_keep_history_in_supersede_order(ctx: &Ctx) {
+    for round in 0..3 {
+        let key = format!("city-{round}");
+        let results = race(ctx, WRITERS, |backend, scope, w| {
+            let fact = NewFact {
+                key: Some(key.clone()),
+                ..NewFact::new(format!("lives in city {round} {w}"))
+            };
+            async move {
+                backend
+                    .remember(&scope, fact, RememberOptions::default())
+                    .await
+            }
+        })
+        .await;
+        for result in results {
+            result.must("remember");
+        }
+        let history = ctx
+            .backend()
+            .history(ctx.scope(), &key)
+            .await
+            .must("history");
+        assert_eq!(history.len(), WRITERS, "every version kept");
+        for pair in history.windows(2) {
+            assert_eq!(
+                pair[0].superseded_by.as_ref(),
+                Some(&pair[1].id),
+                "history is the supersede chain, oldest first: {history:#?}"
+            );
+        }
+        assert!(
+            history[WRITERS - 1].is_current(),
+            "the current version is last"
+        );
+    }
+}
+
+/// `forget_all` while four writers append to the subject's two conversations: its receipt
+/// counts every message that was there, which is every acknowledged append (appends after the
+/// erasure find no conversation), and nothing survives.
+pub async fn forget_all_counts_messages_appended_concurrently(ctx: &Ctx) {
+    const SEEDED: usize = 5;
+    const MAX_APPENDS: usize = 250;
+    let conversations = [
+        conversation_with(ctx, texts("seed-a", SEEDED)).await.id,
+        conversation_with(ctx, texts("seed-b", SEEDED)).await.id,
+    ];
+    let acknowledged = Arc::new(AtomicUsize::new(0));
+    let (counter, targets) = (Arc::clone(&acknowledged), conversations.clone());
+    let writers = race(ctx, 4, move |backend, scope, w| {
+        let id = targets[w % 2].clone();
+        let acknowledged = Arc::clone(&counter);
+        async move {
+            for i in 0..MAX_APPENDS {
+                let message = text(&format!("w{w}-{i}"), Role::User, "appended");
+                match backend
+                    .append(&scope, &id, vec![message], AppendOptions::default())
+                    .await
+                {
+                    Ok(_) => acknowledged.fetch_add(1, SeqCst),
+                    Err(e) if e.is_not_found() => return Ok(()),
+                    Err(e) => return Err(e),
+                };
+            }
+            Ok(())
+        }
+    });
+    let eraser = async {
+        while acknowledged.load(SeqCst) < 40 {
+            tokio::task::yield_now().await;
+        }
+        ctx.backend().forget_all(ctx.scope()).await
+    };
+    let (writers, receipt) = futures::join!(writers, eraser);
+    let receipt = receipt.must("forget_all");
+    for result in writers {
+        result.must("append");
+    }
+    let total = 2 * SEEDED + acknowledged.load(SeqCst);
+    assert_eq!(
+        receipt.messages, total as u64,
+        "the receipt counts every acknowledged message"
+    );
+    assert_eq!(receipt.conversations, 2);
+    for id in &conversations {
+        ctx.backend()
+            .load(ctx.scope(), id, LoadOptions::raw())
+            .await
+            .must_be_not_found("erased conversation");
+    }
 }

@@ -262,6 +262,33 @@ pub async fn recall_is_case_insensitive_over_unicode(ctx: &Ctx) {
     assert_eq!(recall(ctx, RecallQuery::text("окно")).await.len(), 1);
 }
 
+/// Text is compared in Unicode normalisation form NFKC and lowercase: `café` typed with a
+/// combining accent (NFD) or precomposed (NFC), upper or lower case, a ligature or full-width
+/// letters all recall the same fact, with full relevance.
+pub async fn recall_matches_every_unicode_normal_form(ctx: &Ctx) {
+    remember(
+        ctx,
+        NewFact::new("Meet at the cafe\u{301} in Zu\u{308}rich"),
+    )
+    .await;
+    remember(ctx, NewFact::new("ﬁnal ｒｅｐｏｒｔ due")).await;
+    for (query, expected) in [
+        ("café", "Meet at the cafe\u{301} in Zu\u{308}rich"),
+        (
+            "CAFE\u{301} ZÜRICH",
+            "Meet at the cafe\u{301} in Zu\u{308}rich",
+        ),
+        ("Final REPORT", "ﬁnal ｒｅｐｏｒｔ due"),
+    ] {
+        let hits = recall(ctx, RecallQuery::text(query)).await;
+        assert_eq!(texts(&hits), [expected], "query {query:?}");
+        assert!(
+            (hits[0].relevance - 1.0).abs() < f64::EPSILON,
+            "every query token matched: {query:?}"
+        );
+    }
+}
+
 /// `limit` caps the result (default 10).
 pub async fn recall_respects_limit(ctx: &Ctx) {
     for i in 0..15 {
@@ -568,6 +595,48 @@ pub async fn forget_removes_a_fact(ctx: &Ctx) {
         .await
         .must_be_not_found("get forgotten");
     assert!(recall(ctx, RecallQuery::text("forgotten")).await.is_empty());
+}
+
+/// `forget` reports whether a fact that reads could see was removed: an expired fact
+/// (`expires_at <= now`, the same instant included) is removed but reported `false`, like an
+/// unknown id.
+pub async fn forget_of_an_expired_fact_reports_false(ctx: &Ctx) {
+    let now = ctx.clock_now();
+    let expiring = |text: &str, at| NewFact {
+        expires_at: Some(at),
+        ..NewFact::new(text)
+    };
+    let at_now = remember(ctx, expiring("expires right now", now)).await.fact;
+    let soon = now.saturating_add(Duration::from_mins(1));
+    let later = remember(ctx, expiring("expires in a minute", soon))
+        .await
+        .fact;
+    let still = remember(
+        ctx,
+        expiring(
+            "expires in two",
+            soon.saturating_add(Duration::from_mins(1)),
+        ),
+    )
+    .await
+    .fact;
+    let b = ctx.backend();
+    assert!(!b
+        .forget(ctx.scope(), &at_now.id)
+        .await
+        .must("forget at expiry"));
+    ctx.clock().advance(Duration::from_mins(1));
+    assert!(!b
+        .forget(ctx.scope(), &later.id)
+        .await
+        .must("forget expired"));
+    assert!(b.forget(ctx.scope(), &still.id).await.must("forget live"));
+    for id in [&at_now.id, &later.id, &still.id] {
+        b.get_fact(ctx.scope(), id)
+            .await
+            .must_be_not_found("forgotten");
+        assert!(!b.forget(ctx.scope(), id).await.must("forget again"));
+    }
 }
 
 /// Empty text, out-of-range scores, bad identifiers and bad embeddings are `InvalidInput`.

@@ -72,6 +72,8 @@ macro_rules! __with_scenarios {
                 concurrent_compare_and_append_has_one_winner: None,
                 concurrent_working_memory_compare_and_set_has_one_winner: None,
                 concurrent_supersedes_leave_one_current_fact: None,
+                concurrent_supersedes_keep_history_in_supersede_order: None,
+                forget_all_counts_messages_appended_concurrently: None,
             }
             working_memory {
                 get_unset_is_none: None,
@@ -94,6 +96,7 @@ macro_rules! __with_scenarios {
                 recall_orders_by_relevance_score_then_recency: None,
                 recall_ignores_short_tokens_and_splits_on_punctuation: None,
                 recall_is_case_insensitive_over_unicode: None,
+                recall_matches_every_unicode_normal_form: None,
                 recall_respects_limit: None,
                 recall_filters_by_tags_and_kind: None,
                 recall_min_score_excludes_low_and_unscored: None,
@@ -103,6 +106,7 @@ macro_rules! __with_scenarios {
                 get_missing_fact_is_not_found: None,
                 list_facts_pages_and_filters: None,
                 forget_removes_a_fact: None,
+                forget_of_an_expired_fact_reports_false: None,
                 remember_rejects_invalid_input: None,
                 semantic_recall_ranks_by_cosine: Vectors,
                 hybrid_recall_fuses_ranks: Vectors,
@@ -131,6 +135,10 @@ macro_rules! __with_scenarios {
                 search_includes_vectors_only_when_asked: Vectors,
                 delete_by_ids_reports_count: Vectors,
                 delete_by_filter_removes_matching: Vectors,
+                ties_across_k_break_by_id_on_every_metric: Vectors,
+                wide_collections_up_to_the_dimension_limit_are_searched: Vectors,
+                scores_stay_finite_and_in_range_at_float_edges: Vectors,
+                top_k_and_filter_depth_hold_at_their_limits: Vectors,
             }
             filters {
                 filter_eq_matches_same_typed_values: Vectors,
@@ -199,6 +207,7 @@ macro_rules! __with_scenarios {
                 cache_keys_round_trip: None,
                 one_mebibyte_text_round_trips: None,
                 json_deeper_than_the_limit_is_refused_and_the_limit_round_trips: None,
+                identifiers_at_the_length_limit_round_trip: None,
             }
             engine {
                 twenty_turn_conversation_keeps_window_summary_budget_and_facts: None,

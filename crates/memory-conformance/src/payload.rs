@@ -564,3 +564,63 @@ pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx
     let restored = b.restore(exported).await.must("restore what was exported");
     assert!(restored > 0);
 }
+
+/// An identifier of exactly [`MAX_ID_BYTES`](memory_core::limits::MAX_ID_BYTES) (256) bytes of
+/// multi-byte UTF-8 round-trips as a subject, conversation id, fact key and checkpoint id; one
+/// byte more is refused (by the typed constructors, or `InvalidInput` where a field is a plain
+/// string), and a page of exactly 1,000 is served while 1,001 is refused.
+pub async fn identifiers_at_the_length_limit_round_trip(ctx: &Ctx) {
+    use memory_core::limits::{MAX_ID_BYTES, MAX_PAGE_SIZE};
+    let b = ctx.backend();
+    let at = "é".repeat(MAX_ID_BYTES / 2);
+    let over = format!("{at}x");
+    assert_eq!(at.len(), MAX_ID_BYTES);
+    assert!(
+        ConversationId::new(over.clone()).is_err(),
+        "typed ids refuse 257 bytes"
+    );
+    assert!(Scope::new(ctx.namespace().as_str(), over.clone()).is_err());
+    assert!(CheckpointId::new(over.clone()).is_err());
+    let scope = Scope::new(ctx.namespace().as_str(), at.clone()).expect("subject at the limit");
+    let id = ConversationId::new(at.clone()).expect("id at the limit");
+    let new = NewConversation {
+        id: Some(id.clone()),
+        ..NewConversation::default()
+    };
+    b.create_conversation(&scope, new)
+        .await
+        .must("conversation at the limit");
+    assert_eq!(b.get_conversation(&scope, &id).await.must("get").id, id);
+    let keyed = |key: &str| NewFact {
+        key: Some(key.to_owned()),
+        ..NewFact::new("a fact under the longest key")
+    };
+    b.remember(&scope, keyed(&at), RememberOptions::default())
+        .await
+        .must("fact key at the limit");
+    assert_eq!(b.history(&scope, &at).await.must("history").len(), 1);
+    b.remember(&scope, keyed(&over), RememberOptions::default())
+        .await
+        .must_be_invalid("fact key over the limit");
+    let checkpoint = NewCheckpoint {
+        id: CheckpointId::new(at.clone()).expect("checkpoint id at the limit"),
+        workflow: at.clone(),
+        status: CheckpointStatus::Suspended,
+        state: json!({}),
+    };
+    b.put_checkpoint(&scope, checkpoint)
+        .await
+        .must("checkpoint at the limit");
+    let page = |limit| ConversationQuery {
+        limit: Some(limit),
+        ..ConversationQuery::default()
+    };
+    let listed = b
+        .list_conversations(&scope, page(MAX_PAGE_SIZE))
+        .await
+        .must("a page of 1,000");
+    assert_eq!(listed.items.len(), 1);
+    b.list_conversations(&scope, page(MAX_PAGE_SIZE + 1))
+        .await
+        .must_be_invalid("a page of 1,001");
+}

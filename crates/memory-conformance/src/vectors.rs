@@ -661,3 +661,209 @@ pub async fn delete_by_filter_removes_matching(ctx: &Ctx) {
         .iter()
         .all(|h| h.record.metadata["i"].as_u64().unwrap() < 6));
 }
+
+const METRICS: [Metric; 3] = [Metric::Cosine, Metric::Dot, Metric::Euclidean];
+
+/// 35 records score exactly alike (inserted shuffled) and k = 10: every backend returns the
+/// ten smallest ids, under every metric — an index that picks among equal rows is settled
+/// exactly.
+#[allow(clippy::float_cmp)] // scores are exact by contract, not approximately equal
+pub async fn ties_across_k_break_by_id_on_every_metric(ctx: &Ctx) {
+    let same = unit_vector(DIMS, 7);
+    for metric in METRICS {
+        let spec = CollectionSpec::new(format!("ties-{}", metric.as_str()), DIMS, "test-model")
+            .with_metric(metric);
+        let spec = ctx
+            .backend()
+            .ensure_collection(ctx.namespace(), spec)
+            .await
+            .must("ensure collection");
+        // 13 is coprime to 35: every id once, far from sorted.
+        let shuffled =
+            (0..35).map(|i| record(&format!("t{:02}", i * 13 % 35), same.clone(), json!({})));
+        let farther =
+            (0..5).map(|i| record(&format!("a{i}"), unit_vector(DIMS, 100 + i), json!({})));
+        ctx.backend()
+            .upsert_vectors(ctx.scope(), &spec.name, shuffled.chain(farther).collect())
+            .await
+            .must("upsert");
+        let hits = ctx
+            .backend()
+            .search(ctx.scope(), &spec.name, VectorQuery::new(same.clone(), 10))
+            .await
+            .must("search");
+        let expected: Vec<String> = (0..10).map(|i| format!("t{i:02}")).collect();
+        assert_eq!(hit_ids(&hits), expected, "{metric:?}");
+        let top = metric.score(&same, &same);
+        assert!(hits.iter().all(|h| h.score == top), "{metric:?}: {hits:?}");
+    }
+}
+
+/// Collections of 2,001, 3,072 (common embedding models) and 16,000 dimensions — the limit —
+/// are accepted and searched exactly like narrow ones on every backend; 16,001 is refused.
+#[allow(clippy::float_cmp)] // scores are exact by contract, not approximately equal
+pub async fn wide_collections_up_to_the_dimension_limit_are_searched(ctx: &Ctx) {
+    let b = ctx.backend();
+    for dims in [2001, 3072, memory_core::vector::MAX_DIMS] {
+        let spec = b
+            .ensure_collection(
+                ctx.namespace(),
+                CollectionSpec::new(format!("wide-{dims}"), dims, "m"),
+            )
+            .await
+            .must("ensure wide collection");
+        let records: Vec<VectorRecord> = (0..6)
+            .map(|i| record(&format!("w{i}"), unit_vector(dims, i), json!({"i": i})))
+            .collect();
+        b.upsert_vectors(ctx.scope(), &spec.name, records.clone())
+            .await
+            .must("upsert wide");
+        let query = records[2].vector.clone();
+        let hits = b
+            .search(ctx.scope(), &spec.name, VectorQuery::new(query.clone(), 3))
+            .await
+            .must("search wide");
+        let mut reference: Vec<(f32, &str)> = records
+            .iter()
+            .map(|r| (Metric::Cosine.score(&query, &r.vector), r.id.as_str()))
+            .collect();
+        reference.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        let expected: Vec<&str> = reference.iter().take(3).map(|(_, id)| *id).collect();
+        assert_eq!(hit_ids(&hits), expected, "{dims} dims");
+        assert_eq!(hits[0].score, 1.0, "{dims} dims: a vector against itself");
+    }
+    b.ensure_collection(
+        ctx.namespace(),
+        CollectionSpec::new("too-wide", memory_core::vector::MAX_DIMS + 1, "m"),
+    )
+    .await
+    .must_be_invalid("over the dimension limit");
+}
+
+/// Float edges: vectors up to the norm limit (√f32::MAX ≈ 1.8e19), tiny and subnormal
+/// components are accepted and searchable, every score is finite and in its metric's range,
+/// equal to the reference, and a record scores exactly 1.0 against itself under cosine and
+/// Euclidean (so `min_score = 1.0` finds it). A vector past the norm limit is refused.
+#[allow(clippy::float_cmp)] // scores are exact by contract, not approximately equal
+pub async fn scores_stay_finite_and_in_range_at_float_edges(ctx: &Ctx) {
+    let b = ctx.backend();
+    let vectors: [(&str, [f32; 4]); 6] = [
+        ("huge", [1.2e19, 1.2e19, 0.0, 0.0]),
+        ("huge-negative", [-1.2e19, -1.2e19, 0.0, 0.0]),
+        ("tiny", [1e-30, 0.0, 0.0, 0.0]),
+        ("subnormal", [1e-40, 1e-40, 0.0, 0.0]),
+        ("unit", [0.6, 0.8, 0.0, 0.0]),
+        ("mixed", [1.2e19, 0.0, 1e-30, -3.0]),
+    ];
+    for metric in METRICS {
+        let spec = b
+            .ensure_collection(
+                ctx.namespace(),
+                CollectionSpec::new(format!("edges-{}", metric.as_str()), 4, "m")
+                    .with_metric(metric),
+            )
+            .await
+            .must("ensure collection");
+        let past_limit = vec![3e38, 3e38, 0.0, 0.0];
+        b.upsert_vectors(
+            ctx.scope(),
+            &spec.name,
+            vec![record("past", past_limit.clone(), json!({}))],
+        )
+        .await
+        .must_be_invalid("a norm past the limit");
+        b.search(ctx.scope(), &spec.name, VectorQuery::new(past_limit, 1))
+            .await
+            .must_be_invalid("a query past the norm limit");
+        let records: Vec<VectorRecord> = vectors
+            .iter()
+            .map(|(id, v)| record(id, v.to_vec(), json!({})))
+            .collect();
+        b.upsert_vectors(ctx.scope(), &spec.name, records.clone())
+            .await
+            .must("upsert edges");
+        for query in &records {
+            let hits = b
+                .search(
+                    ctx.scope(),
+                    &spec.name,
+                    VectorQuery::new(query.vector.clone(), 6),
+                )
+                .await
+                .must("search edges");
+            assert_eq!(hits.len(), 6, "{metric:?} {}: every record found", query.id);
+            for hit in &hits {
+                let stored = &records
+                    .iter()
+                    .find(|r| r.id == hit.record.id)
+                    .expect("known")
+                    .vector;
+                let expected = metric.score(&query.vector, stored);
+                assert_eq!(
+                    hit.score, expected,
+                    "{metric:?} {} vs {}",
+                    query.id, hit.record.id
+                );
+                assert!(hit.score.is_finite(), "{metric:?}: finite score");
+                match metric {
+                    Metric::Cosine => assert!((-1.0..=1.0).contains(&hit.score)),
+                    Metric::Euclidean => assert!(hit.score > 0.0 && hit.score <= 1.0),
+                    Metric::Dot => {}
+                }
+            }
+            if metric != Metric::Dot {
+                let exact = VectorQuery {
+                    min_score: Some(1.0),
+                    ..VectorQuery::new(query.vector.clone(), 6)
+                };
+                let found = b
+                    .search(ctx.scope(), &spec.name, exact)
+                    .await
+                    .must("min_score 1");
+                assert!(
+                    found.iter().any(|h| h.record.id == query.id),
+                    "{metric:?} {} scores 1.0 against itself",
+                    query.id
+                );
+            }
+        }
+    }
+}
+
+/// `k` of exactly [`MAX_TOP_K`](memory_core::limits::MAX_TOP_K) (1,000) and a filter nested
+/// exactly [`MAX_FILTER_DEPTH`](memory_core::limits::MAX_FILTER_DEPTH) (32) deep are served;
+/// one more of either is `InvalidInput`.
+pub async fn top_k_and_filter_depth_hold_at_their_limits(ctx: &Ctx) {
+    use memory_core::limits::{MAX_FILTER_DEPTH, MAX_TOP_K};
+    let spec = collection(ctx, Metric::Cosine).await;
+    seeded(ctx, &spec, 3).await;
+    let b = ctx.backend();
+    let query = |k| VectorQuery::new(unit_vector(DIMS, 1), k);
+    let hits = b
+        .search(ctx.scope(), &spec.name, query(MAX_TOP_K))
+        .await
+        .must("k at the limit");
+    assert_eq!(hits.len(), 3);
+    b.search(ctx.scope(), &spec.name, query(MAX_TOP_K + 1))
+        .await
+        .must_be_invalid("k over the limit");
+    // `not` nests one level each.
+    let deepest = (0..MAX_FILTER_DEPTH).fold(Filter::eq("i", 1), |inner, _| Filter::not(inner));
+    // An even number of negations keeps the meaning: the record with i = 1 (32 is even).
+    let hits = b
+        .search(
+            ctx.scope(),
+            &spec.name,
+            query(3).with_filter(deepest.clone()),
+        )
+        .await
+        .must("filter at the depth limit");
+    assert_eq!(hit_ids(&hits), ["r1"]);
+    b.search(
+        ctx.scope(),
+        &spec.name,
+        query(3).with_filter(Filter::not(deepest)),
+    )
+    .await
+    .must_be_invalid("filter over the depth limit");
+}

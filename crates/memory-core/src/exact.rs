@@ -3,14 +3,14 @@
 
 use crate::message::Metadata;
 use crate::scope::VectorId;
-use crate::similarity::{dot, l2_squared, norm, Metric};
+use crate::similarity::{cosine_with_squared_norms, dot, Metric};
 use crate::vector::VectorQuery;
 
 /// One scope's vectors of one collection, row-major in a single `Vec<f32>`, with their ids,
-/// norms (for cosine) and metadata (for filters).
+/// squared norms (for cosine) and metadata (for filters).
 ///
-/// Scores are bit-identical to [`Metric::score`]: the cosine denominator multiplies the same two
-/// norms in the same order, only computed once per row instead of once per query.
+/// Scores are bit-identical to [`Metric::score`]: cosine uses the same squared norms, only
+/// computed once per row instead of once per query.
 ///
 /// ```
 /// use memory_core::exact::ExactIndex;
@@ -28,7 +28,7 @@ pub struct ExactIndex {
     metric: Metric,
     ids: Vec<VectorId>,
     data: Vec<f32>,
-    norms: Vec<f32>,
+    squared_norms: Vec<f32>,
     metadata: Vec<Metadata>,
 }
 
@@ -40,7 +40,7 @@ impl ExactIndex {
             metric,
             ids: Vec::new(),
             data: Vec::new(),
-            norms: Vec::new(),
+            squared_norms: Vec::new(),
             metadata: Vec::new(),
         }
     }
@@ -48,7 +48,7 @@ impl ExactIndex {
     /// Adds a row; `vector` must have `dims` components (checked when it was stored).
     pub fn push(&mut self, id: VectorId, vector: &[f32], metadata: Metadata) {
         debug_assert_eq!(vector.len(), self.dims);
-        self.norms.push(norm(vector));
+        self.squared_norms.push(dot(vector, vector));
         self.data.extend_from_slice(vector);
         self.ids.push(id);
         self.metadata.push(metadata);
@@ -60,7 +60,8 @@ impl ExactIndex {
         let start = self.data.len();
         self.data.extend(f32_le_iter(bytes));
         debug_assert_eq!(self.data.len() - start, self.dims);
-        self.norms.push(norm(&self.data[start..]));
+        let row = &self.data[start..];
+        self.squared_norms.push(dot(row, row));
         self.ids.push(id);
         self.metadata.push(metadata);
     }
@@ -83,7 +84,7 @@ impl ExactIndex {
     /// Bytes held (for cache accounting): the matrix, norms and ids; metadata estimated.
     pub fn approximate_bytes(&self) -> usize {
         self.data.len() * 4
-            + self.norms.len() * 4
+            + self.squared_norms.len() * 4
             + self
                 .ids
                 .iter()
@@ -97,7 +98,7 @@ impl ExactIndex {
     /// be validated against the collection.
     pub fn search(&self, query: &VectorQuery) -> Vec<(usize, f32)> {
         let q = &query.vector;
-        let q_norm = norm(q);
+        let q_squared = dot(q, q);
         let mut scored: Vec<(f32, usize)> = (0..self.len())
             .filter(|&row| {
                 query
@@ -109,15 +110,9 @@ impl ExactIndex {
                 let v = &self.data[row * self.dims..(row + 1) * self.dims];
                 let score = match self.metric {
                     Metric::Cosine => {
-                        let denominator = q_norm * self.norms[row];
-                        if denominator == 0.0 {
-                            0.0
-                        } else {
-                            dot(q, v) / denominator
-                        }
+                        cosine_with_squared_norms(q, v, q_squared, self.squared_norms[row])
                     }
-                    Metric::Dot => dot(q, v),
-                    Metric::Euclidean => 1.0 / (1.0 + l2_squared(q, v).sqrt()),
+                    metric => metric.score(q, v),
                 };
                 (score, row)
             })

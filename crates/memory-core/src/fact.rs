@@ -423,6 +423,75 @@ pub fn plan_remember<'a>(
     }
 }
 
+/// Puts the versions of one key in [`FactStore::history`] order: along the supersede chain,
+/// oldest first, the current version last.
+///
+/// A forgotten or expired version breaks the chain into runs; runs are ordered by their first
+/// version's `(created_at, id)`, except that the run ending in the current version is last.
+/// Clocks and ids alone cannot give this order: two supersedes in one millisecond from two
+/// writers carry ids in the order they were made, not the order they were applied.
+///
+/// ```
+/// use memory_core::fact::order_history;
+/// use memory_core::{NewFact, Scope, Timestamp};
+/// let scope = Scope::for_subject("u")?;
+/// let at = Timestamp::from_millis(7);
+/// let fact = |text: &str| NewFact::new(text).into_fact(&scope, at);
+/// let (tea, mut coffee) = (fact("tea"), fact("coffee"));
+/// // `tea` was applied last: it superseded `coffee`, though its id is smaller.
+/// coffee.superseded_by = Some(tea.id.clone());
+/// let ordered = order_history(vec![tea.clone(), coffee]);
+/// assert_eq!(ordered.last().map(|f| &f.id), Some(&tea.id));
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+pub fn order_history(mut versions: Vec<Fact>) -> Vec<Fact> {
+    versions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    let position: HashMap<&FactId, usize> = versions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (&f.id, i))
+        .collect();
+    let next: Vec<Option<usize>> = versions
+        .iter()
+        .map(|f| {
+            f.superseded_by
+                .as_ref()
+                .and_then(|id| position.get(id).copied())
+        })
+        .collect();
+    let mut has_previous = vec![false; versions.len()];
+    for &n in next.iter().flatten() {
+        has_previous[n] = true;
+    }
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    let mut placed = vec![false; versions.len()];
+    // Heads first, in (created_at, id) order; then whatever a cycle (never written by a
+    // store) left, so nothing is dropped.
+    let heads = (0..versions.len()).filter(|&i| !has_previous[i]);
+    for start in heads.chain(0..versions.len()) {
+        let mut run = Vec::new();
+        let mut at = Some(start);
+        while let Some(i) = at.filter(|&i| !placed[i]) {
+            placed[i] = true;
+            run.push(i);
+            at = next[i];
+        }
+        if !run.is_empty() {
+            runs.push(run);
+        }
+    }
+    // Stable: the run that ends current moves last, the others keep their order.
+    runs.sort_by_key(|run| {
+        run.last()
+            .is_some_and(|&i| versions[i].superseded_by.is_none())
+    });
+    let mut slots: Vec<Option<Fact>> = versions.into_iter().map(Some).collect();
+    runs.into_iter()
+        .flatten()
+        .filter_map(|i| slots[i].take())
+        .collect()
+}
+
 /// The distinct tokens of a fact's text (what backends index for lexical recall).
 pub fn fact_tokens(text: &str) -> BTreeSet<String> {
     lexical::tokenize(text)
@@ -516,13 +585,18 @@ pub trait FactStore: Send + Sync {
     /// All versions of a key, oldest first, the current one last.
     ///
     /// # Behavior
-    /// - Empty for an unknown key (or another scope's).
+    /// - Empty for an unknown key (or another scope's); expired versions are left out.
+    /// - The order follows the supersede chain (each version's `superseded_by` is the next
+    ///   one), not clocks or ids, so concurrent supersedes within one millisecond still end
+    ///   with the current version; [`order_history`] puts fetched versions in this order.
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>>;
 
     /// Deletes a fact.
     ///
     /// # Behavior
-    /// - Returns whether it existed in the scope; afterwards get is `NotFound` and recall misses it.
+    /// - Returns whether a fact that reads could see was removed: `false` for an unknown id and
+    ///   for an expired fact (`expires_at <= now`, already invisible), which is removed all the
+    ///   same. Afterwards get is `NotFound` and recall misses it.
     /// - Another scope's fact is untouched and reports `false`.
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool>;
 }

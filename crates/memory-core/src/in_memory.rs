@@ -21,8 +21,8 @@ use crate::conversation::{
 };
 use crate::error::{MemoryError, Result};
 use crate::fact::{
-    plan_remember, rank_facts, Fact, FactQuery, FactStore, NewFact, RecallQuery, RememberOptions,
-    RememberOutcome, RememberPlan, RememberStatus, ScoredFact,
+    order_history, plan_remember, rank_facts, Fact, FactQuery, FactStore, NewFact, RecallQuery,
+    RememberOptions, RememberOutcome, RememberPlan, RememberStatus, ScoredFact,
 };
 use crate::message::{Message, StoredMessage};
 use crate::page::{page_newest_first, Page};
@@ -483,7 +483,7 @@ impl FactStore for InMemoryBackend {
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
         let now = self.clock.now();
         let state = self.read();
-        let mut versions: Vec<Fact> = state
+        let versions: Vec<Fact> = state
             .facts
             .get(scope)
             .into_iter()
@@ -491,17 +491,17 @@ impl FactStore for InMemoryBackend {
             .filter(|f| f.key.as_deref() == Some(key) && !f.is_expired(now))
             .cloned()
             .collect();
-        versions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(versions)
+        Ok(order_history(versions))
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        let now = self.clock.now();
         Ok(self
             .write()
             .facts
             .get_mut(scope)
             .and_then(|f| f.remove(id))
-            .is_some())
+            .is_some_and(|f| !f.is_expired(now)))
     }
 }
 

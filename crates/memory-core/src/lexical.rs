@@ -1,13 +1,20 @@
 //! The one definition of lexical recall that every backend matches exactly.
 //!
+//! - The text is first brought to Unicode normalisation form NFKC, so composed and decomposed
+//!   accents (`café` as `e` + U+0301 or as `é`), full-width forms and ligatures (`ﬁ`) compare
+//!   equal.
 //! - Tokens are maximal runs of Unicode alphanumeric characters ([`char::is_alphanumeric`]),
-//!   lowercased ([`str::to_lowercase`]), kept when at least 3 characters long.
+//!   lowercased ([`str::to_lowercase`]: case folding by the full lowercase mapping, so `É` is
+//!   `é`; `ß` stays `ß` and does not match `ss`), then NFC again (lowercasing can decompose),
+//!   kept when at least 3 characters long.
 //! - A fact matches when it shares at least one token with the query.
 //! - Relevance = matched distinct query tokens / distinct query tokens.
 //! - Order: relevance descending, fact score descending (no score last), `created_at`
 //!   descending, id ascending.
 
 use std::collections::BTreeSet;
+
+use unicode_normalization::UnicodeNormalization;
 
 /// Shortest token kept, in characters.
 pub const MIN_TOKEN_CHARS: usize = 3;
@@ -20,9 +27,11 @@ pub const MIN_TOKEN_CHARS: usize = 3;
 /// assert_eq!(tokens, ["deploys", "east", "fly", "foo", "project"]);
 /// ```
 pub fn tokenize(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
+    let normalised: String = text.nfkc().collect();
+    normalised
+        .split(|c: char| !c.is_alphanumeric())
         .filter(|run| !run.is_empty())
-        .map(str::to_lowercase)
+        .map(|run| run.to_lowercase().nfc().collect::<String>())
         .filter(|token| token.chars().count() >= MIN_TOKEN_CHARS)
         .collect()
 }
@@ -47,6 +56,19 @@ mod tests {
         assert!(t.contains("ärger") && t.contains("über") && t.contains("straße"));
         assert!(t.contains("окно") && t.contains("東京都") && t.contains("abc"));
         assert!(!t.contains("an") && !t.contains("x1") && !t.contains("ab"));
+    }
+
+    #[test]
+    fn every_normal_form_and_case_is_one_token() {
+        let composed = tokenize("CAFÉ ﬁnance ｆｕｌｌ");
+        for text in [
+            "cafe\u{301} finance full",
+            "café FINANCE Ｆｕｌｌ",
+            "Cafe\u{301} ﬁnance full",
+        ] {
+            assert_eq!(tokenize(text), composed, "{text}");
+        }
+        assert!(composed.contains("café") && composed.contains("finance"));
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod front;
 pub mod handle;
 pub mod in_memory;
 pub mod lexical;
+pub mod limits;
 pub mod message;
 pub mod migration;
 pub mod page;

@@ -7,7 +7,7 @@ use crate::error::{MemoryError, Result};
 use crate::filter::Filter;
 use crate::message::Metadata;
 use crate::scope::{validate_identifier, ConversationId, Namespace, Scope, VectorId};
-use crate::similarity::{norm, Metric};
+use crate::similarity::{dot_f64, Metric, MAX_SQUARED_NORM};
 
 /// Largest dimension accepted.
 pub const MAX_DIMS: usize = 16_000;
@@ -83,13 +83,16 @@ impl CollectionSpec {
         Ok(())
     }
 
-    /// Checks a vector for this collection: dimension, finiteness, non-zero under cosine.
+    /// Checks a vector for this collection (see [`check_vector`]).
     pub fn check_vector(&self, vector: &[f32]) -> Result<()> {
         check_vector(vector, self.dims, self.metric)
     }
 }
 
-/// Checks a vector: `dims` long, every component finite, not zero under cosine.
+/// Checks a vector: `dims` long, every component finite, a Euclidean norm of at most
+/// √[`MAX_SQUARED_NORM`] (about 1.8e19, so every score between two vectors is finite), and
+/// under cosine not all zero (subnormal components are fine: scores are computed without
+/// underflow).
 pub fn check_vector(vector: &[f32], dims: usize, metric: Metric) -> Result<()> {
     if vector.len() != dims {
         return Err(MemoryError::invalid(format!(
@@ -98,7 +101,12 @@ pub fn check_vector(vector: &[f32], dims: usize, metric: Metric) -> Result<()> {
         )));
     }
     check_finite(vector)?;
-    if metric == Metric::Cosine && norm(vector) == 0.0 {
+    if dot_f64(vector, vector) > MAX_SQUARED_NORM {
+        return Err(MemoryError::invalid(
+            "vector norm exceeds 1.8e19 (its squared norm must fit in an f32)",
+        ));
+    }
+    if metric == Metric::Cosine && vector.iter().all(|x| *x == 0.0) {
         return Err(MemoryError::invalid(
             "zero vector has no direction under cosine",
         ));

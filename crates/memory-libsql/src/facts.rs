@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use libsql::{Connection, Value};
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::fact::{fact_tokens, order_history, rank_facts};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -322,7 +322,7 @@ impl FactStore for LibsqlStore {
             &tx,
             &format!(
                 "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
-                   AND (expires_at IS NULL OR expires_at > ?4) ORDER BY created_at, id"
+                   AND (expires_at IS NULL OR expires_at > ?4)"
             ),
             (
                 scope.namespace().as_str(),
@@ -332,18 +332,25 @@ impl FactStore for LibsqlStore {
             ),
         )
         .await?;
-        facts_from(scope, &found)
+        facts_from(scope, &found).map(order_history)
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         let tx = self.write().await?;
-        let removed = execute(
+        // An expired fact is removed too, but was already gone to readers: not reported.
+        let live = row(
             &tx,
-            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
-            (scope.namespace().as_str(), subject_of(scope), id.as_str()),
+            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+             RETURNING expires_at IS NULL OR expires_at > ?4",
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                id.as_str(),
+                millis(self.clock.now()),
+            ),
         )
         .await?;
         tx.commit().await?;
-        Ok(removed > 0)
+        live.map_or(Ok(false), |row| Ok(row.int(0)? == 1))
     }
 }

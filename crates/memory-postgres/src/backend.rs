@@ -67,26 +67,50 @@ impl MemoryBackend for PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await.db()?;
         let mut receipt = DeletionReceipt::default();
+        // Lock the scope's conversations first: an append holds its conversation's row lock
+        // until it commits, so this waits for appends in flight and holds off new ones, and
+        // the counts below see every message that is removed. Each statement then names these
+        // conversations only: one created while the erasure runs is after it, and is kept
+        // whole rather than removed uncounted by the cascade.
+        let conversations: Vec<i64> = tx
+            .rows(
+                &self.sql(
+                    "SELECT pk FROM {s}.conversations WHERE namespace = $1 AND subject = $2
+                     FOR UPDATE",
+                ),
+                &[&namespace, &subject],
+            )
+            .await?
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
         // Children first, so each count is what was removed (cascades would hide them).
         for (count, sql) in [
             (
                 &mut receipt.messages,
-                "DELETE FROM {s}.messages WHERE conversation IN
-                     (SELECT pk FROM {s}.conversations WHERE namespace = $1 AND subject = $2)",
+                "DELETE FROM {s}.messages WHERE conversation = ANY($1)",
             ),
             (
                 &mut receipt.cursors,
-                "DELETE FROM {s}.cursors WHERE conversation IN
-                     (SELECT pk FROM {s}.conversations WHERE namespace = $1 AND subject = $2)",
+                "DELETE FROM {s}.cursors WHERE conversation = ANY($1)",
             ),
-            (
-                &mut receipt.working_memory,
-                "DELETE FROM {s}.working_memory WHERE namespace = $1 AND subject = $2",
-            ),
-            (
-                &mut receipt.conversations,
-                "DELETE FROM {s}.conversations WHERE namespace = $1 AND subject = $2",
-            ),
+        ] {
+            *count = tx.exec(&self.sql(sql), &[&conversations]).await?;
+        }
+        // Working memory before conversations: a conversation's working memory cascades with it.
+        receipt.working_memory = tx
+            .exec(
+                &self.sql("DELETE FROM {s}.working_memory WHERE namespace = $1 AND subject = $2"),
+                &[&namespace, &subject],
+            )
+            .await?;
+        receipt.conversations = tx
+            .exec(
+                &self.sql("DELETE FROM {s}.conversations WHERE pk = ANY($1)"),
+                &[&conversations],
+            )
+            .await?;
+        for (count, sql) in [
             (
                 &mut receipt.facts,
                 "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2",

@@ -1,7 +1,7 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through a GIN token index.
 
 use async_trait::async_trait;
-use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::fact::{fact_tokens, order_history, rank_facts};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -331,7 +331,7 @@ impl FactStore for PostgresStore {
                 &self.sql(&format!(
                     "SELECT {FACT_COLUMNS} FROM {{s}}.facts
                      WHERE namespace = $1 AND subject = $2 AND key = $3
-                       AND (expires_at IS NULL OR expires_at > $4) ORDER BY created_at, id"
+                       AND (expires_at IS NULL OR expires_at > $4)"
                 )),
                 &[
                     &scope.namespace().as_str(),
@@ -341,22 +341,26 @@ impl FactStore for PostgresStore {
                 ],
             )
             .await?;
-        facts_from(scope, &rows)
+        facts_from(scope, &rows).map(order_history)
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         let client = self.client().await?;
-        let removed = client
-            .exec(
-                &self
-                    .sql("DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2 AND id = $3"),
+        // An expired fact is removed too, but was already gone to readers: not reported.
+        let live = client
+            .row(
+                &self.sql(
+                    "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2 AND id = $3
+                     RETURNING expires_at IS NULL OR expires_at > $4",
+                ),
                 &[
                     &scope.namespace().as_str(),
                     &subject_of(scope),
                     &id.as_str(),
+                    &millis(self.clock.now()),
                 ],
             )
             .await?;
-        Ok(removed > 0)
+        Ok(live.is_some_and(|row| row.get::<_, bool>(0)))
     }
 }

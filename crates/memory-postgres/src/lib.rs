@@ -41,9 +41,11 @@
 //! - **Vectors** are `real[]`. With pgvector each collection has a partial HNSW index over
 //!   `embedding::vector(dims)` (cosine, inner-product or L2 ops by metric), queried with
 //!   iterative scans so filters still return `min(k, matching)`; candidates are re-scored
-//!   exactly in Rust. Search is declared approximate. Without pgvector (or with
-//!   [`PostgresStoreBuilder::vector_index`] off) search is an exact scan in Rust over the rows
-//!   the SQL filter keeps, declared exact.
+//!   exactly in Rust, and a tie across the `k`-th place is settled by an exact scan so ties
+//!   break by id as everywhere. pgvector indexes at most 2,000 dimensions: wider collections
+//!   (up to the core's 16,000) get no index and are searched exactly. Search is declared
+//!   approximate. Without pgvector (or with [`PostgresStoreBuilder::vector_index`] off) search
+//!   is an exact scan in Rust over the rows the SQL filter keeps, declared exact.
 //! - **Filters** compile to parameterised SQL over `jsonb` with the core semantics; rows whose
 //!   metadata holds NUL (which `jsonb` cannot store) are checked in Rust.
 //! - **Bulk writes** (restore, and `upsert_vectors` of 64 records or more) go through binary

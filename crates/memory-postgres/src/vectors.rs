@@ -74,6 +74,9 @@ pub(crate) fn record_from(row: &Row) -> Result<VectorRecord> {
 /// filter rejects.
 const MAX_CANDIDATES: usize = 10_000;
 
+/// The widest `vector` pgvector's HNSW index takes.
+const HNSW_MAX_DIMS: usize = 2000;
+
 /// A batch of at least this many vectors is written through `COPY`.
 pub(crate) const BULK_ROWS: usize = 64;
 
@@ -262,7 +265,7 @@ impl PostgresStore {
             .await?;
         let Some(row) = row else { return Ok(None) };
         let pk: i64 = row.get(0);
-        if self.index {
+        if self.indexed(spec) {
             // Only trusted integers and fixed operator names are formatted into DDL.
             let (ops, _) = pgvector_ops(spec.metric);
             let hnsw = self.config.hnsw;
@@ -463,6 +466,67 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Whether searches of this collection go through its HNSW index: pgvector indexes
+    /// `vector` of at most [`HNSW_MAX_DIMS`] dimensions, so wider collections are searched
+    /// exactly (correct, and as fast as the exact mode).
+    pub(crate) fn indexed(&self, spec: &CollectionSpec) -> bool {
+        self.index && spec.dims <= HNSW_MAX_DIMS
+    }
+
+    /// The query's hits as `(row, score)` over the candidate records, scored and ordered
+    /// exactly in Rust; with `nearest`, the candidates are the HNSW index's nearest rows.
+    async fn ranked(
+        &self,
+        client: &mut deadpool_postgres::Object,
+        collection: &CollectionRow,
+        scope: &Scope,
+        query: &VectorQuery,
+        nearest: bool,
+    ) -> Result<(Vec<Option<VectorRecord>>, Vec<(usize, f32)>)> {
+        let mut limit = query.k;
+        loop {
+            let rows = self
+                .candidates(
+                    client,
+                    collection,
+                    scope,
+                    query.filter.as_ref(),
+                    nearest.then_some((query.vector.as_slice(), limit)),
+                    RECORD_COLUMNS,
+                )
+                .await?;
+            let records = rows
+                .iter()
+                .map(|row| record_from(row).map(Some))
+                .collect::<Result<Vec<_>>>()?;
+            let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
+            for record in records.iter().flatten() {
+                index.push(record.id.clone(), &record.vector, record.metadata.clone());
+            }
+            let hits = index.search(query);
+            // Rows whose metadata only Rust can filter (it holds NUL) pass the SQL filter and
+            // may fill the index's LIMIT, then fail here: ask for more rows until k pass or
+            // the index has no more.
+            let rejected_in_rust = query.filter.as_ref().is_some_and(|filter| {
+                records
+                    .iter()
+                    .flatten()
+                    .any(|r| !filter.matches(&r.metadata))
+            });
+            if !nearest
+                || !rejected_in_rust
+                || hits.len() >= query.k
+                || rows.len() < limit
+                || limit >= MAX_CANDIDATES
+            {
+                return Ok((records, hits));
+            }
+            limit = limit.saturating_mul(4).min(MAX_CANDIDATES);
+        }
+    }
+}
+
 #[async_trait]
 impl VectorStore for PostgresStore {
     async fn ensure_collection(
@@ -630,48 +694,25 @@ impl VectorStore for PostgresStore {
             .collection(&client, scope.namespace(), collection)
             .await?;
         collection.spec.check_vector(&query.vector)?;
-        let mut limit = query.k;
-        let (mut records, hits) = loop {
-            let nearest = self.index.then_some((query.vector.as_slice(), limit));
-            let rows = self
-                .candidates(
-                    &mut client,
-                    &collection,
-                    scope,
-                    query.filter.as_ref(),
-                    nearest,
-                    RECORD_COLUMNS,
-                )
-                .await?;
-            let records = rows
-                .iter()
-                .map(|row| record_from(row).map(Some))
-                .collect::<Result<Vec<_>>>()?;
-            // Exact scores and order (and the exact filter) in Rust, over the candidates.
-            let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
-            for record in records.iter().flatten() {
-                index.push(record.id.clone(), &record.vector, record.metadata.clone());
-            }
-            let hits = index.search(&query);
-            // Rows whose metadata only Rust can filter (it holds NUL) pass the SQL filter and
-            // may fill the index's LIMIT, then fail here: ask for more rows until k pass or
-            // the index has no more.
-            let rejected_in_rust = query.filter.as_ref().is_some_and(|filter| {
-                records
-                    .iter()
-                    .flatten()
-                    .any(|r| !filter.matches(&r.metadata))
-            });
-            if !self.index
-                || !rejected_in_rust
-                || hits.len() >= query.k
-                || rows.len() < limit
-                || limit >= MAX_CANDIDATES
-            {
-                break (records, hits);
-            }
-            limit = limit.saturating_mul(4).min(MAX_CANDIDATES);
+        let indexed = self.indexed(&collection.spec);
+        // One row past k: a tie across the k-th place shows there.
+        let probe = VectorQuery {
+            k: query.k + 1,
+            ..query.clone()
         };
+        let (mut records, mut hits) = self
+            .ranked(&mut client, &collection, scope, &probe, indexed)
+            .await?;
+        let tie_at_k =
+            hits.len() > query.k && hits[query.k].1.total_cmp(&hits[query.k - 1].1).is_eq();
+        if indexed && tie_at_k {
+            // The index chose among equal rows, not necessarily the smallest ids that every
+            // exact search returns: settle it over every row (rare with real embeddings).
+            (records, hits) = self
+                .ranked(&mut client, &collection, scope, &probe, false)
+                .await?;
+        }
+        hits.truncate(query.k);
         hits.into_iter()
             .map(|(row, score)| {
                 let mut record = records[row]

@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::fact::{fact_tokens, order_history, rank_facts};
 use memory_core::page::page_newest_first;
 use memory_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
@@ -205,7 +205,7 @@ impl FactStore for RedisStore {
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
         let keys = self.keys.scope(scope);
         let ids = self.members("ZRANGE", keys.fact_versions(key)).await?;
-        self.read_facts(&keys, &ids).await
+        self.read_facts(&keys, &ids).await.map(order_history)
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {

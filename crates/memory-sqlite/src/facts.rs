@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, rank_facts};
+use memory_core::fact::{fact_tokens, order_history, rank_facts};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -326,7 +326,7 @@ impl FactStore for SqliteStore {
             "SELECT ",
             fact_columns!(),
             " FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
-              AND (expires_at IS NULL OR expires_at > ?4) ORDER BY created_at, id"
+              AND (expires_at IS NULL OR expires_at > ?4)"
         ))
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
@@ -335,19 +335,22 @@ impl FactStore for SqliteStore {
         .fetch_all(&self.reader)
         .await
         .db()?;
-        facts_from(scope, &rows)
+        facts_from(scope, &rows).map(order_history)
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
-        let removed =
-            sqlx::query("DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3")
-                .bind(scope.namespace().as_str())
-                .bind(subject_of(scope))
-                .bind(id.as_str())
-                .execute(&self.writer)
-                .await
-                .db()?
-                .rows_affected();
-        Ok(removed > 0)
+        // An expired fact is removed too, but was already gone to readers: not reported.
+        let live: Option<bool> = sqlx::query_scalar(
+            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+             RETURNING expires_at IS NULL OR expires_at > ?4",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .bind(millis(self.clock.now()))
+        .fetch_optional(&self.writer)
+        .await
+        .db()?;
+        Ok(live == Some(true))
     }
 }

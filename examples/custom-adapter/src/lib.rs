@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use memory_core::adapter::{
-    page_newest_first, plan_append, plan_remember, rank_facts, rank_hits, sort_canonical,
-    AppendPlan, RememberPlan,
+    order_history, page_newest_first, plan_append, plan_remember, rank_facts, rank_hits,
+    sort_canonical, AppendPlan, RememberPlan,
 };
 use memory_core::{
     AppendOptions, AppendReceipt, CacheStore, Capabilities, Checkpoint, CheckpointId,
@@ -591,17 +591,23 @@ impl FactStore for RedbStore {
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
-        let mut versions: Vec<Fact> = self
+        let versions: Vec<Fact> = self
             .reading(|table| live_facts(table, scope, self.clock.now()))?
             .into_iter()
             .filter(|fact| fact.key.as_deref() == Some(key))
             .collect();
-        versions.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        Ok(versions)
+        Ok(order_history(versions))
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
-        self.writing(|table| remove(table, &key_of(scope, "f", &[id.as_str()])))
+        let now = self.clock.now();
+        self.writing(|table| {
+            // An expired fact is removed too, but was already gone to readers: not reported.
+            let key = key_of(scope, "f", &[id.as_str()]);
+            let fact = read::<Fact>(table, &key)?;
+            remove(table, &key)?;
+            Ok(fact.is_some_and(|f| !f.is_expired(now)))
+        })
     }
 }
 

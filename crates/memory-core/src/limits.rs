@@ -1,0 +1,28 @@
+//! The limits a user can rely on, in one place. Each is enforced the same way on every backend
+//! (the front layer and the types check them before a backend is called), and each has a
+//! conformance scenario in `memory-conformance` that every backend runs.
+//!
+//! | what | limit | past it | scenario |
+//! |---|---|---|---|
+//! | identifiers (ids, keys, subjects, namespaces, names) | 1..=[`MAX_ID_BYTES`] bytes (256) of UTF-8, no NUL | `InvalidInput` | `payload::identifiers_at_the_length_limit_round_trip` |
+//! | JSON nesting (metadata, tool arguments and results, working memory, checkpoint state, vector metadata) | [`MAX_JSON_DEPTH`] levels (100) | `InvalidInput` at write; what is accepted reads back exactly | `payload::json_deeper_than_the_limit_is_refused_and_the_limit_round_trips` |
+//! | free text (messages, facts, vector text) | any UTF-8, NUL included; tested at 1 MiB | — | `payload::one_mebibyte_text_round_trips` |
+//! | vector dimensions | 1..=[`MAX_DIMS`] (16,000) on every backend | `InvalidInput` at `ensure_collection` | `vectors::wide_collections_up_to_the_dimension_limit_are_searched` |
+//! | vector components | finite `f32`, subnormals included; Euclidean norm at most √[`MAX_SQUARED_NORM`] ≈ 1.8e19; not all zero under cosine | `InvalidInput` | `vectors::scores_stay_finite_and_in_range_at_float_edges`, `vectors::upsert_rejects_nan_and_infinity`, `vectors::zero_vector_is_rejected_only_under_cosine` |
+//! | scores | always finite: cosine in [-1, 1] (exactly 1 for a vector against itself), Euclidean in (0, 1], dot at most `f32::MAX` in size | — | `vectors::scores_stay_finite_and_in_range_at_float_edges` |
+//! | search `k` | 1..=[`MAX_TOP_K`] (1,000) | `InvalidInput` | `vectors::top_k_and_filter_depth_hold_at_their_limits` |
+//! | page size | 1..=[`MAX_PAGE_SIZE`] (1,000), default [`DEFAULT_PAGE_SIZE`] | `InvalidInput` | `payload::identifiers_at_the_length_limit_round_trip` |
+//! | filter nesting | [`MAX_FILTER_DEPTH`] levels of `and`/`or`/`not` (32) | `InvalidInput` | `vectors::top_k_and_filter_depth_hold_at_their_limits` |
+//! | lexical tokens | NFKC, lowercased, at least [`MIN_TOKEN_CHARS`] characters | shorter tokens are ignored | `facts::recall_matches_every_unicode_normal_form`, `facts::recall_ignores_short_tokens_and_splits_on_punctuation` |
+//!
+//! Per backend, beyond these: PostgreSQL with HNSW indexes collections of at most 2,000
+//! dimensions (pgvector's limit for `vector`) and searches wider ones exactly, with the same
+//! answers; every other backend searches every width the same way it searches narrow ones.
+
+pub use crate::filter::MAX_FILTER_DEPTH;
+pub use crate::lexical::MIN_TOKEN_CHARS;
+pub use crate::message::MAX_JSON_DEPTH;
+pub use crate::page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use crate::scope::MAX_ID_BYTES;
+pub use crate::similarity::MAX_SQUARED_NORM;
+pub use crate::vector::{MAX_DIMS, MAX_TOP_K};
