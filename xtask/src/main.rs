@@ -3,7 +3,9 @@
 //! - `cargo xtask test` provisions what the tests can use (given URLs, running local services,
 //!   `docker compose`, or local binaries on spare ports) and runs the whole workspace's tests.
 //! - `cargo xtask conformance --backend NAME` runs the conformance suite for one backend, prints
-//!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`.
+//!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`. With
+//!   `--differential CASES` it runs only the differential suite, for CASES generated sequences
+//!   (`MEMORY_DIFFERENTIAL_SEED` picks another seed).
 //! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
 //!   `target/models`; `test` does it too.
 //! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` builds the benchmark
@@ -64,7 +66,7 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
     format!(
-        "usage: cargo xtask test | conformance --backend <{}> | models | ci \
+        "usage: cargo xtask test | conformance --backend <{}> [--differential CASES] | models | ci \
          | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9]",
         names.join("|")
     )
@@ -378,16 +380,33 @@ fn libsql_links_alone() -> Result<(), String> {
 }
 
 fn conformance(args: &[String]) -> Result<(), String> {
-    let backend = match args {
-        [flag, name] if flag == "--backend" => name.as_str(),
-        [flag] if flag.starts_with("--backend=") => &flag["--backend=".len()..],
-        _ => return Err(usage()),
-    };
+    let mut backend = None;
+    let mut differential = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--backend" => backend = args.next().map(String::as_str),
+            "--differential" => differential = args.next().map(String::as_str),
+            flag if flag.starts_with("--backend=") => backend = Some(&flag["--backend=".len()..]),
+            _ => return Err(usage()),
+        }
+    }
+    let backend = backend.ok_or_else(usage)?;
+    if differential.is_some_and(|cases| cases.parse::<u32>().is_err()) {
+        return Err(usage());
+    }
     let services = services::provision();
-    conformance_with(backend, &services)
+    conformance_with(backend, differential, &services)
 }
 
-fn conformance_with(backend: &str, services: &services::Provisioned) -> Result<(), String> {
+/// The differential suite's one scenario: `--differential` runs it alone.
+const DIFFERENTIAL: &str = "differential::generated_sequences_answer_like_the_reference";
+
+fn conformance_with(
+    backend: &str,
+    differential: Option<&str>,
+    services: &services::Provisioned,
+) -> Result<(), String> {
     let (_, package, target) = BACKENDS
         .iter()
         .find(|(name, _, _)| *name == backend)
@@ -398,12 +417,25 @@ fn conformance_with(backend: &str, services: &services::Provisioned) -> Result<(
     command.args(["test", "--quiet", "-p", package, "--test", target]);
     command.env("MEMORY_CONFORMANCE_REPORT", &report);
     with_test_env(&mut command, services);
+    if let Some(cases) = differential {
+        command.env("MEMORY_DIFFERENTIAL_CASES", cases);
+        command.args(["--", DIFFERENTIAL]);
+    }
     let output = command
         .output()
         .map_err(|e| format!("cannot run cargo test: {e}"))?;
     let outcomes = read_report(&report)?;
     let _ = std::fs::remove_file(&report);
-    let [_, failed, _] = print_matrix(backend, package, target, &outcomes);
+    let [_, failed, _] = if differential.is_some() {
+        // The scenario's own count of what it generated and ran.
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|line| line.starts_with("differential: "))
+            .for_each(|line| println!("{backend}: {line}"));
+        print_differential(backend, &outcomes)
+    } else {
+        print_matrix(backend, package, target, &outcomes)
+    };
     if !output.status.success() {
         print!("{}", String::from_utf8_lossy(&output.stdout));
         eprint!("{}", String::from_utf8_lossy(&output.stderr));
@@ -412,6 +444,26 @@ fn conformance_with(backend: &str, services: &services::Provisioned) -> Result<(
         return Err(format!("{backend} conformance failed"));
     }
     Ok(())
+}
+
+/// The differential suite's line: passed, failed (with the shrunk sequence) or skipped.
+fn print_differential(backend: &str, reported: &[Reported]) -> [usize; 3] {
+    let Some(outcome) = reported
+        .iter()
+        .find(|r| r.backend == backend && r.scenario == DIFFERENTIAL)
+    else {
+        println!("{backend}: the differential suite did not report");
+        return [0, 1, 0];
+    };
+    println!(
+        "{backend}: {DIFFERENTIAL} {} {}",
+        outcome.outcome, outcome.reason
+    );
+    match outcome.outcome.as_str() {
+        "passed" => [1, 0, 0],
+        "skipped" => [0, 0, 1],
+        _ => [0, 1, 0],
+    }
 }
 
 /// One scenario's outcome as a suite reported it.

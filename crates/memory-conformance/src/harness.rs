@@ -189,7 +189,7 @@ pub fn is_required(backend: &str) -> bool {
 }
 
 /// Prints past libtest's output capture, so skips are visible in a normal `cargo test` run.
-fn announce(line: &str) {
+pub(crate) fn announce(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 

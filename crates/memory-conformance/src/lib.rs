@@ -5,6 +5,7 @@ pub mod cache;
 pub mod checkpoints;
 pub mod concurrency;
 pub mod conversation;
+pub mod differential;
 pub mod engine;
 pub mod facts;
 pub mod filters;
@@ -208,6 +209,9 @@ macro_rules! __with_scenarios {
                 one_mebibyte_text_round_trips: None,
                 json_deeper_than_the_limit_is_refused_and_the_limit_round_trips: None,
                 identifiers_at_the_length_limit_round_trip: None,
+            }
+            differential {
+                generated_sequences_answer_like_the_reference: None,
             }
             engine {
                 twenty_turn_conversation_keeps_window_summary_budget_and_facts: None,

@@ -1,0 +1,843 @@
+//! The differential, model-based suite: generated sequences of operations over every contract
+//! run on [`InMemoryBackend`] (the reference) and on the backend under test, and every answer
+//! must be equal.
+//!
+//! Payloads are chosen to find the defects a hand-written scenario misses: JSON at and past the
+//! depth limit and wide, NUL in free text, identifiers at their length limit, vectors at the norm
+//! limit, tiny and subnormal components and exact ties, text in every Unicode normal form, and
+//! clock moves across expiry instants. Answers are compared as JSON after two normalisations that
+//! are not behaviour: generated fact ids become `fact#N` (each backend makes its own), and a
+//! page's cursor becomes whether there is one (each page continues with the backend's own).
+//!
+//! Cases come from [`proptest`](mod@proptest) with a fixed seed, so a run is reproducible; a failure prints
+//! the shrunk sequence of operations that shows it. `MEMORY_DIFFERENTIAL_CASES` sets the number
+//! of cases (default [`DEFAULT_CASES`]) and `MEMORY_DIFFERENTIAL_SEED` the seed;
+//! `cargo xtask conformance --backend NAME --differential CASES` runs it longer.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use memory_core::{
+    AppendOptions, CheckpointId, CheckpointStatus, CheckpointUpdate, Clock, CollectionSpec,
+    ConversationId, ConversationQuery, FactId, FactQuery, Filter, InMemoryBackend, LoadOptions,
+    MemoryBackend, MemoryError, Message, MessageId, Metric, Namespace, NewCheckpoint,
+    NewConversation, NewFact, Part, RecallQuery, RememberOptions, Role, Scope, VectorId,
+    VectorQuery, VectorRecord, VectorSearch, VectorSelector, WorkingMemoryFormat, WorkingMemoryKey,
+    WorkingMemoryUpdate,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use serde_json::{json, Map, Value};
+
+use crate::Ctx;
+
+/// Generated cases per run when `MEMORY_DIFFERENTIAL_CASES` is unset (CI runs every backend).
+pub const DEFAULT_CASES: u32 = 24;
+
+/// The seed when `MEMORY_DIFFERENTIAL_SEED` is unset.
+pub const DEFAULT_SEED: u64 = 0x00a9_e47e_3e30_0001;
+
+/// Dimensions of the generated collections.
+const DIMS: usize = 4;
+
+/// One operation of a generated sequence. Small integers pick among a few conversations,
+/// keys, facts and records so that operations meet each other.
+#[derive(Debug, Clone)]
+enum Op {
+    Create {
+        conv: u8,
+        metadata: Value,
+    },
+    Append {
+        conv: u8,
+        messages: Vec<(u8, Role, String, Value)>,
+        expect: Option<u8>,
+        max: Option<u8>,
+    },
+    Load {
+        conv: u8,
+        last: Option<u8>,
+        before: Option<u8>,
+        after: Option<u8>,
+        users_only: bool,
+        sanitize: bool,
+    },
+    Update {
+        conv: u8,
+        title: String,
+        metadata: Value,
+    },
+    List {
+        limit: u8,
+        next: bool,
+    },
+    Delete {
+        conv: u8,
+    },
+    Remember {
+        text: String,
+        key: Option<u8>,
+        tags: Vec<u8>,
+        score: Option<f32>,
+        ttl: Option<u8>,
+        max_facts: Option<u8>,
+    },
+    Recall {
+        text: String,
+        limit: u8,
+        min_score: Option<f32>,
+    },
+    GetFact {
+        fact: u8,
+    },
+    Forget {
+        fact: u8,
+    },
+    History {
+        key: u8,
+    },
+    ListFacts {
+        superseded: bool,
+        limit: u8,
+        next: bool,
+    },
+    SetWorking {
+        conv: Option<u8>,
+        content: Value,
+        expect: Option<u8>,
+    },
+    GetWorking {
+        conv: Option<u8>,
+    },
+    PutCheckpoint {
+        id: u8,
+        state: Value,
+    },
+    UpdateCheckpoint {
+        id: u8,
+        version: u8,
+        state: Value,
+    },
+    GetCheckpoint {
+        id: u8,
+    },
+    Ensure {
+        coll: u8,
+        metric: Metric,
+    },
+    Upsert {
+        coll: u8,
+        records: Vec<(u8, [f32; DIMS], Value)>,
+    },
+    Search {
+        coll: u8,
+        vector: [f32; DIMS],
+        k: u8,
+        filter: Option<Filter>,
+        min_score: Option<f32>,
+    },
+    DeleteVectors {
+        coll: u8,
+        ids: Vec<u8>,
+    },
+    Advance {
+        seconds: u8,
+    },
+    ForgetAll,
+}
+
+fn words() -> impl Strategy<Value = String> {
+    // Every Unicode form of one word, ligatures and full-width letters, NUL, short tokens.
+    let vocabulary = prop::sample::select(vec![
+        "café",
+        "cafe\u{301}",
+        "CAFÉ",
+        "Zu\u{308}rich",
+        "zürich",
+        "ﬁnance",
+        "finance",
+        "ｆｕｌｌ",
+        "full",
+        "deploy",
+        "deploys",
+        "region",
+        "ok",
+        "a",
+        "nul\0byte",
+        "東京都",
+        "straße",
+        "ОКНО",
+    ]);
+    prop::collection::vec(vocabulary, 1..4).prop_map(|w| w.join(" "))
+}
+
+fn free_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        words(),
+        Just(String::new()),
+        Just("\0".to_owned()),
+        Just("é".repeat(128)),
+        Just("x".repeat(4096)),
+    ]
+}
+
+fn json_leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        prop::sample::select(vec![0i64, -1, 7, i64::MAX, i64::MIN]).prop_map(Value::from),
+        prop::sample::select(vec![0.5f64, -0.0, 1e300, 5e-324, 0.1]).prop_map(Value::from),
+        free_text().prop_map(Value::String),
+    ]
+}
+
+/// Metadata-like objects: small and nested, wide, or nested exactly to and past the limit.
+fn json_object() -> impl Strategy<Value = Value> {
+    let small = json_leaf().prop_recursive(3, 12, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-c\0é]{0,3}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    });
+    prop_oneof![
+        4 => prop::collection::btree_map("[a-d]{1,2}", small, 0..4)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        1 => Just(Value::Object((0..200).map(|i| (format!("k{i}"), json!(i))).collect())),
+        1 => prop::sample::select(vec![
+            memory_core::MAX_JSON_DEPTH - 1,
+            memory_core::MAX_JSON_DEPTH,
+            memory_core::MAX_JSON_DEPTH + 1,
+        ])
+        .prop_map(nested),
+    ]
+}
+
+/// An object `depth` levels deep counting itself: `{"d":{"d":…"leaf"}}`.
+fn nested(depth: usize) -> Value {
+    (1..depth).fold(json!({"d": "leaf"}), |inner, _| json!({ "d": inner }))
+}
+
+fn component() -> impl Strategy<Value = f32> {
+    prop::sample::select(vec![
+        0.0f32, 1.0, -1.0, 0.5, 0.1, 1e-30, 1e-40, 1.2e19, -1.2e19, 3e38,
+    ])
+}
+
+fn vector() -> impl Strategy<Value = [f32; DIMS]> {
+    prop::array::uniform4(component())
+}
+
+fn score() -> impl Strategy<Value = Option<f32>> {
+    prop::option::of(prop::sample::select(vec![0.0f32, 0.2, 0.5, 1.0, 1.5]))
+}
+
+fn filter() -> impl Strategy<Value = Filter> {
+    prop_oneof![
+        (0i64..3).prop_map(|v| Filter::eq("n", v)),
+        (0i64..3).prop_map(|v| Filter::ne("n", v)),
+        Just(Filter::exists("s")),
+        free_text().prop_map(|s| Filter::eq("s", s)),
+        (0i64..3).prop_map(|v| Filter::not(Filter::eq("n", v))),
+    ]
+}
+
+fn vector_metadata() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => (0i64..3, free_text()).prop_map(|(n, s)| json!({"n": n, "s": s})),
+        1 => json_object(),
+    ]
+}
+
+fn op(vectors: bool) -> BoxedStrategy<Op> {
+    let conv = 0u8..3;
+    let small = || prop::option::of(0u8..6);
+    let message = (
+        0u8..6,
+        prop::sample::select(vec![Role::User, Role::Assistant]),
+        free_text(),
+        json_object(),
+    );
+    let mut ops = vec![
+        (conv.clone(), json_object())
+            .prop_map(|(conv, metadata)| Op::Create { conv, metadata })
+            .boxed(),
+        (
+            conv.clone(),
+            prop::collection::vec(message, 0..4),
+            small(),
+            prop::option::of(1u8..5),
+        )
+            .prop_map(|(conv, messages, expect, max)| Op::Append {
+                conv,
+                messages,
+                expect,
+                max,
+            })
+            .boxed(),
+        (
+            conv.clone(),
+            small(),
+            small(),
+            small(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(conv, last, before, after, users_only, sanitize)| Op::Load {
+                    conv,
+                    last,
+                    before,
+                    after,
+                    users_only,
+                    sanitize,
+                },
+            )
+            .boxed(),
+        (conv.clone(), free_text(), json_object())
+            .prop_map(|(conv, title, metadata)| Op::Update {
+                conv,
+                title,
+                metadata,
+            })
+            .boxed(),
+        (1u8..4, any::<bool>())
+            .prop_map(|(limit, next)| Op::List { limit, next })
+            .boxed(),
+        conv.clone().prop_map(|conv| Op::Delete { conv }).boxed(),
+        (
+            words(),
+            prop::option::of(0u8..3),
+            prop::collection::vec(0u8..3, 0..3),
+            score(),
+            prop::option::of(0u8..4),
+            prop::option::of(1u8..5),
+        )
+            .prop_map(|(text, key, tags, score, ttl, max_facts)| Op::Remember {
+                text,
+                key,
+                tags,
+                score,
+                ttl,
+                max_facts,
+            })
+            .boxed(),
+        (words(), 1u8..5, score())
+            .prop_map(|(text, limit, min_score)| Op::Recall {
+                text,
+                limit,
+                min_score,
+            })
+            .boxed(),
+        any::<u8>().prop_map(|fact| Op::GetFact { fact }).boxed(),
+        any::<u8>().prop_map(|fact| Op::Forget { fact }).boxed(),
+        (0u8..3).prop_map(|key| Op::History { key }).boxed(),
+        (any::<bool>(), 1u8..4, any::<bool>())
+            .prop_map(|(superseded, limit, next)| Op::ListFacts {
+                superseded,
+                limit,
+                next,
+            })
+            .boxed(),
+        (prop::option::of(conv.clone()), json_object(), small())
+            .prop_map(|(conv, content, expect)| Op::SetWorking {
+                conv,
+                content,
+                expect,
+            })
+            .boxed(),
+        prop::option::of(conv.clone())
+            .prop_map(|conv| Op::GetWorking { conv })
+            .boxed(),
+        (0u8..2, json_object())
+            .prop_map(|(id, state)| Op::PutCheckpoint { id, state })
+            .boxed(),
+        (0u8..2, 0u8..4, json_object())
+            .prop_map(|(id, version, state)| Op::UpdateCheckpoint { id, version, state })
+            .boxed(),
+        (0u8..2).prop_map(|id| Op::GetCheckpoint { id }).boxed(),
+        (0u8..4).prop_map(|seconds| Op::Advance { seconds }).boxed(),
+        Just(Op::ForgetAll).boxed(),
+    ];
+    if vectors {
+        let metric = prop::sample::select(vec![Metric::Cosine, Metric::Dot, Metric::Euclidean]);
+        ops.extend([
+            (0u8..2, metric)
+                .prop_map(|(coll, metric)| Op::Ensure { coll, metric })
+                .boxed(),
+            (
+                0u8..2,
+                prop::collection::vec((0u8..6, vector(), vector_metadata()), 0..5),
+            )
+                .prop_map(|(coll, records)| Op::Upsert { coll, records })
+                .boxed(),
+            (
+                0u8..2,
+                vector(),
+                1u8..5,
+                prop::option::of(filter()),
+                score(),
+            )
+                .prop_map(|(coll, vector, k, filter, min_score)| Op::Search {
+                    coll,
+                    vector,
+                    k,
+                    filter,
+                    min_score,
+                })
+                .boxed(),
+            (0u8..2, prop::collection::vec(0u8..6, 0..3))
+                .prop_map(|(coll, ids)| Op::DeleteVectors { coll, ids })
+                .boxed(),
+        ]);
+    }
+    // The four vector operations weigh four times the others: about half of a sequence.
+    let weighted = ops
+        .into_iter()
+        .enumerate()
+        .map(|(i, op)| (if i >= NON_VECTOR_OPS { 4 } else { 1 }, op));
+    prop::strategy::Union::new_weighted(weighted.collect()).boxed()
+}
+
+/// How many of [`op`]'s strategies come before the vector ones.
+const NON_VECTOR_OPS: usize = 19;
+
+/// What one backend has made so far that later operations refer to.
+#[derive(Default)]
+struct Made {
+    /// Fact ids in the order this backend returned them (a `fact` operand picks by index).
+    facts: Vec<FactId>,
+    /// Each fact id's alias, `fact#N`, the same across backends when they agree.
+    aliases: HashMap<String, String>,
+    /// The next page's cursor of the last conversation and fact listings.
+    conversations_cursor: Option<String>,
+    facts_cursor: Option<String>,
+}
+
+impl Made {
+    fn learn(&mut self, id: &FactId) {
+        if !self.aliases.contains_key(id.as_str()) {
+            self.aliases
+                .insert(id.to_string(), format!("fact#{}", self.aliases.len()));
+            self.facts.push(id.clone());
+        }
+    }
+
+    /// Replaces every fact id in the answer by its alias.
+    fn normalise(&self, value: &mut Value) {
+        match value {
+            Value::String(s) => {
+                if let Some(alias) = self.aliases.get(s.as_str()) {
+                    alias.clone_into(s);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| self.normalise(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.normalise(v)),
+            _ => {}
+        }
+    }
+}
+
+fn conversation_id(conv: u8) -> ConversationId {
+    ConversationId::new(format!("c{conv}-{}", "é".repeat(100))).expect("id")
+}
+
+fn collection_name(coll: u8) -> String {
+    format!("diff-{coll}")
+}
+
+fn message_of((id, role, text, metadata): &(u8, Role, String, Value)) -> Message {
+    let mut message = Message::new(*role, vec![Part::text(text.clone())]);
+    message.id = MessageId::new(format!("m{id}")).expect("id");
+    if let Value::Object(map) = metadata {
+        message.metadata.clone_from(map);
+    }
+    message
+}
+
+fn object(value: &Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map.clone(),
+        other => Map::from_iter([("value".to_owned(), other.clone())]),
+    }
+}
+
+fn answer<T: serde::Serialize>(result: Result<T, MemoryError>) -> Value {
+    match result {
+        Ok(value) => json!({ "ok": serde_json::to_value(value).expect("answers serialise") }),
+        Err(e) if e.is_invalid_input() => json!({ "err": "invalid input" }),
+        Err(e) if e.is_not_found() => json!({ "err": "not found" }),
+        Err(e) if e.is_conflict() => json!({ "err": "conflict" }),
+        Err(e) if e.is_already_exists() => json!({ "err": "already exists" }),
+        Err(e) => json!({ "err": format!("unexpected: {e}") }),
+    }
+}
+
+/// Applies one operation; returns its answer as JSON before normalisation.
+#[allow(clippy::too_many_lines)] // one arm per operation reads best as one match
+async fn apply(
+    b: &dyn MemoryBackend,
+    scope: &Scope,
+    made: &mut Made,
+    clock: &dyn Clock,
+    op: &Op,
+) -> Value {
+    match op {
+        Op::Create { conv, metadata } => answer(
+            b.create_conversation(
+                scope,
+                NewConversation {
+                    id: Some(conversation_id(*conv)),
+                    metadata: object(metadata),
+                    ..NewConversation::default()
+                },
+            )
+            .await,
+        ),
+        Op::Append {
+            conv,
+            messages,
+            expect,
+            max,
+        } => answer(
+            b.append(
+                scope,
+                &conversation_id(*conv),
+                messages.iter().map(message_of).collect(),
+                AppendOptions {
+                    expected_last_seq: expect.map(u64::from),
+                    max_messages: max.map(u64::from),
+                },
+            )
+            .await,
+        ),
+        Op::Load {
+            conv,
+            last,
+            before,
+            after,
+            users_only,
+            sanitize,
+        } => answer(
+            b.load(
+                scope,
+                &conversation_id(*conv),
+                LoadOptions {
+                    last: last.map(usize::from),
+                    before_seq: before.map(u64::from),
+                    after_seq: after.map(u64::from),
+                    roles: users_only.then(|| vec![Role::User]),
+                    sanitize: *sanitize,
+                },
+            )
+            .await,
+        ),
+        Op::Update {
+            conv,
+            title,
+            metadata,
+        } => answer(
+            b.update_conversation(
+                scope,
+                &conversation_id(*conv),
+                memory_core::ConversationUpdate {
+                    title: Some(Some(title.clone())),
+                    metadata: Some(object(metadata)),
+                },
+            )
+            .await,
+        ),
+        Op::List { limit, next } => {
+            let cursor = if *next {
+                made.conversations_cursor.take()
+            } else {
+                None
+            };
+            let query = ConversationQuery {
+                limit: Some(usize::from(*limit)),
+                cursor,
+                ..ConversationQuery::default()
+            };
+            match b.list_conversations(scope, query).await {
+                Ok(page) => {
+                    made.conversations_cursor.clone_from(&page.next_cursor);
+                    json!({ "ok": page.items, "more": page.next_cursor.is_some() })
+                }
+                Err(e) => answer::<()>(Err(e)),
+            }
+        }
+        Op::Delete { conv } => answer(b.delete_conversation(scope, &conversation_id(*conv)).await),
+        Op::Remember {
+            text,
+            key,
+            tags,
+            score,
+            ttl,
+            max_facts,
+        } => {
+            let new = NewFact {
+                key: key.map(|k| format!("key-{k}")),
+                tags: tags.iter().map(|t| format!("tag{t}")).collect(),
+                score: *score,
+                expires_at: ttl.map(|s| {
+                    clock
+                        .now()
+                        .saturating_add(Duration::from_secs(u64::from(s)))
+                }),
+                ..NewFact::new(text.clone())
+            };
+            let options = RememberOptions {
+                max_facts: max_facts.map(usize::from),
+            };
+            let outcome = b.remember(scope, new, options).await;
+            if let Ok(outcome) = &outcome {
+                made.learn(&outcome.fact.id);
+            }
+            answer(outcome)
+        }
+        Op::Recall {
+            text,
+            limit,
+            min_score,
+        } => answer(
+            b.recall(
+                scope,
+                RecallQuery {
+                    limit: Some(usize::from(*limit)),
+                    min_score: *min_score,
+                    ..RecallQuery::text(text.clone())
+                },
+            )
+            .await,
+        ),
+        Op::GetFact { fact } | Op::Forget { fact } => {
+            let Some(id) = (!made.facts.is_empty())
+                .then(|| made.facts[usize::from(*fact) % made.facts.len()].clone())
+            else {
+                return json!("no fact yet");
+            };
+            if matches!(op, Op::GetFact { .. }) {
+                answer(b.get_fact(scope, &id).await)
+            } else {
+                answer(b.forget(scope, &id).await)
+            }
+        }
+        Op::History { key } => answer(b.history(scope, &format!("key-{key}")).await),
+        Op::ListFacts {
+            superseded,
+            limit,
+            next,
+        } => {
+            let cursor = if *next {
+                made.facts_cursor.take()
+            } else {
+                None
+            };
+            let query = FactQuery {
+                include_superseded: *superseded,
+                limit: Some(usize::from(*limit)),
+                cursor,
+                ..FactQuery::default()
+            };
+            match b.list_facts(scope, query).await {
+                Ok(page) => {
+                    made.facts_cursor.clone_from(&page.next_cursor);
+                    json!({ "ok": page.items, "more": page.next_cursor.is_some() })
+                }
+                Err(e) => answer::<()>(Err(e)),
+            }
+        }
+        Op::SetWorking {
+            conv,
+            content,
+            expect,
+        } => answer(
+            b.set_working_memory(
+                scope,
+                &working_key(*conv),
+                WorkingMemoryUpdate {
+                    content: content.to_string(),
+                    format: WorkingMemoryFormat::Json,
+                    expected_revision: expect.map(u64::from),
+                },
+            )
+            .await,
+        ),
+        Op::GetWorking { conv } => answer(b.get_working_memory(scope, &working_key(*conv)).await),
+        Op::PutCheckpoint { id, state } => answer(
+            b.put_checkpoint(
+                scope,
+                NewCheckpoint {
+                    id: checkpoint_id(*id),
+                    workflow: "flow".into(),
+                    status: CheckpointStatus::Suspended,
+                    state: state.clone(),
+                },
+            )
+            .await,
+        ),
+        Op::UpdateCheckpoint { id, version, state } => answer(
+            b.update_checkpoint(
+                scope,
+                &checkpoint_id(*id),
+                CheckpointUpdate {
+                    expected_version: u64::from(*version),
+                    status: CheckpointStatus::Suspended,
+                    state: state.clone(),
+                },
+            )
+            .await,
+        ),
+        Op::GetCheckpoint { id } => answer(b.get_checkpoint(scope, &checkpoint_id(*id)).await),
+        Op::Ensure { coll, metric } => answer(
+            b.ensure_collection(
+                scope.namespace(),
+                CollectionSpec::new(collection_name(*coll), DIMS, "m").with_metric(*metric),
+            )
+            .await,
+        ),
+        Op::Upsert { coll, records } => {
+            let records = records
+                .iter()
+                .map(|(id, vector, metadata)| VectorRecord {
+                    metadata: object(metadata),
+                    text: Some(format!("record {id}")),
+                    ..VectorRecord::new(vector_id(*id), vector.to_vec())
+                })
+                .collect();
+            answer(
+                b.upsert_vectors(scope, &collection_name(*coll), records)
+                    .await,
+            )
+        }
+        Op::Search {
+            coll,
+            vector,
+            k,
+            filter,
+            min_score,
+        } => {
+            let query = VectorQuery {
+                filter: filter.clone(),
+                min_score: *min_score,
+                include_vectors: true,
+                ..VectorQuery::new(vector.to_vec(), usize::from(*k))
+            };
+            answer(b.search(scope, &collection_name(*coll), query).await)
+        }
+        Op::DeleteVectors { coll, ids } => answer(
+            b.delete_vectors(
+                scope,
+                &collection_name(*coll),
+                VectorSelector::Ids(ids.iter().map(|i| vector_id(*i)).collect()),
+            )
+            .await,
+        ),
+        Op::Advance { .. } => json!("advanced"),
+        Op::ForgetAll => answer(b.forget_all(scope).await),
+    }
+}
+
+fn working_key(conv: Option<u8>) -> WorkingMemoryKey {
+    conv.map_or(WorkingMemoryKey::User, |c| {
+        WorkingMemoryKey::Conversation(conversation_id(c))
+    })
+}
+
+fn checkpoint_id(id: u8) -> CheckpointId {
+    CheckpointId::new(format!("cp{id}")).expect("id")
+}
+
+fn vector_id(id: u8) -> VectorId {
+    VectorId::new(format!("v{id}")).expect("id")
+}
+
+/// Runs one generated sequence on a fresh reference and a fresh scope of the backend under
+/// test; the first answer that differs fails the case.
+async fn run_case(ctx: &Ctx, case: u64, ops: &[Op]) -> Result<(), String> {
+    let namespace = Namespace::new(format!("{}-d{case}", ctx.namespace())).expect("namespace");
+    let scope = Scope::new(namespace.as_str(), "subject").expect("scope");
+    let clock: Arc<dyn Clock> = Arc::new(ctx.clock().clone());
+    let reference =
+        memory_core::Checked::wrap(Arc::new(InMemoryBackend::with_clock(Arc::clone(&clock))));
+    let tested = ctx.backend_arc();
+    let (mut expected_made, mut actual_made) = (Made::default(), Made::default());
+    let mut transcript = String::new();
+    for (step, op) in ops.iter().enumerate() {
+        if let Op::Advance { seconds } = op {
+            ctx.clock()
+                .advance(Duration::from_millis(u64::from(*seconds) * 500));
+        }
+        let mut expected = apply(
+            reference.as_ref(),
+            &scope,
+            &mut expected_made,
+            clock.as_ref(),
+            op,
+        )
+        .await;
+        let mut actual = apply(
+            tested.as_ref(),
+            &scope,
+            &mut actual_made,
+            clock.as_ref(),
+            op,
+        )
+        .await;
+        expected_made.normalise(&mut expected);
+        actual_made.normalise(&mut actual);
+        let _ = writeln!(transcript, "{step}: {op:?}");
+        if expected != actual {
+            return Err(format!(
+                "step {step} differs\n  operation: {op:?}\n  reference: {expected}\n  backend:   {actual}\nsequence:\n{transcript}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// Generated sequences of up to 40 operations over every contract (vectors when the backend
+/// has them) answer exactly as the in-memory reference does.
+pub async fn generated_sequences_answer_like_the_reference(ctx: &Ctx) {
+    let cases = env_number("MEMORY_DIFFERENTIAL_CASES")
+        .map_or(DEFAULT_CASES, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    let seed = env_number("MEMORY_DIFFERENTIAL_SEED").unwrap_or(DEFAULT_SEED);
+    let vectors = ctx.capabilities().vector_search != VectorSearch::None;
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            cases,
+            failure_persistence: None,
+            ..Config::default()
+        },
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let strategy = prop::collection::vec(op(vectors), 1..40);
+    let (counter, operations) = (AtomicU64::new(0), AtomicU64::new(0));
+    let handle = tokio::runtime::Handle::current();
+    let result = tokio::task::block_in_place(|| {
+        runner.run(&strategy, |ops| {
+            let case = counter.fetch_add(1, Relaxed);
+            operations.fetch_add(ops.len() as u64, Relaxed);
+            handle
+                .block_on(run_case(ctx, case, &ops))
+                .map_err(TestCaseError::fail)
+        })
+    });
+    crate::harness::announce(&format!(
+        "differential: {} sequences of {} operations in all (shrinking included), seed {seed:#x}",
+        counter.load(Relaxed),
+        operations.load(Relaxed),
+    ));
+    if let Err(failure) = result {
+        panic!("the backend differs from the reference (seed {seed:#x}, {cases} cases): {failure}");
+    }
+}
