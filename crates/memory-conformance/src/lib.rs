@@ -184,6 +184,7 @@ macro_rules! __with_scenarios {
             }
             lifecycle {
                 delete_conversation_cascades: None,
+                forget_all_counts_only_unexpired_facts: None,
                 forget_all_receipt_counts_every_row: None,
                 forget_all_leaves_nothing_behind: None,
                 forget_all_leaves_others_untouched: None,

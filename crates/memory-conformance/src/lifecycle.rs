@@ -1,5 +1,7 @@
 //! Deletion cascades and `forget_all`.
 
+use std::time::Duration;
+
 use memory_core::{
     AppendOptions, ConversationQuery, FactQuery, FactStore, LoadOptions, Metric, NewFact,
     RecallQuery, RememberOptions, VectorQuery, WorkingMemoryKey, WorkingMemoryUpdate,
@@ -73,6 +75,42 @@ pub async fn delete_conversation_cascades(ctx: &Ctx) {
     assert_eq!(
         b.get_working_memory(ctx.scope(), &key).await.must("wm"),
         None
+    );
+}
+
+/// `forget_all` removes expired facts but counts only those readers could see, as `forget`
+/// reports them: whether an expired row is still stored differs between backends.
+pub async fn forget_all_counts_only_unexpired_facts(ctx: &Ctx) {
+    let b = ctx.backend();
+    let now = ctx.clock_now();
+    let expiring = |text: &str, at| NewFact {
+        expires_at: Some(at),
+        ..NewFact::new(text)
+    };
+    for fact in [
+        expiring("expires right now", now),
+        expiring(
+            "expires in a minute",
+            now.saturating_add(Duration::from_mins(1)),
+        ),
+        expiring(
+            "expires in an hour",
+            now.saturating_add(Duration::from_hours(1)),
+        ),
+        NewFact::new("never expires"),
+    ] {
+        b.remember(ctx.scope(), fact, RememberOptions::default())
+            .await
+            .must("remember");
+    }
+    ctx.clock().advance(Duration::from_mins(1));
+    let receipt = b.forget_all(ctx.scope()).await.must("forget_all");
+    assert_eq!(receipt.facts, 2, "{receipt:?}");
+    ctx.clock().advance(Duration::from_hours(2));
+    assert_eq!(
+        b.forget_all(ctx.scope()).await.must("again").facts,
+        0,
+        "nothing is left to count"
     );
 }
 

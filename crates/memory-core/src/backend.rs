@@ -21,7 +21,9 @@ pub struct DeletionReceipt {
     pub conversations: u64,
     /// Messages.
     pub messages: u64,
-    /// Facts, superseded history included.
+    /// Facts, superseded history included. Expired facts are removed too but not counted:
+    /// like [`forget`](crate::FactStore::forget), the receipt reports what readers could see
+    /// (when a backend drops expired rows differs, so counting them would too).
     pub facts: u64,
     /// Vector records, in every collection.
     pub vectors: u64,

@@ -757,6 +757,7 @@ impl MemoryBackend for InMemoryBackend {
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        let now = self.clock.now();
         let mut state = self.write();
         let mut receipt = DeletionReceipt::default();
         for entry in state
@@ -772,7 +773,9 @@ impl MemoryBackend for InMemoryBackend {
         }
         receipt.working_memory +=
             u64::from(state.user_working_memory.remove(scope).flatten().is_some());
-        receipt.facts = state.facts.remove(scope).map_or(0, |f| f.len() as u64);
+        receipt.facts = state.facts.remove(scope).map_or(0, |facts| {
+            facts.values().filter(|f| !f.is_expired(now)).count() as u64
+        });
         for collection in state.collections.values_mut() {
             receipt.vectors += collection
                 .records

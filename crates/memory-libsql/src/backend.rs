@@ -6,7 +6,7 @@ use memory_core::{
     VectorSearch,
 };
 
-use crate::db::{execute, subject_of, BACKEND};
+use crate::db::{execute, millis, subject_of, BACKEND};
 use crate::vectors::delete_scope_vectors;
 use crate::LibsqlStore;
 
@@ -57,6 +57,13 @@ impl MemoryBackend for LibsqlStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let tx = self.write().await?;
         let mut receipt = DeletionReceipt::default();
+        // Expired facts go uncounted: the receipt counts what readers could see.
+        execute(
+            &tx,
+            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3",
+            (namespace, subject, millis(self.clock.now())),
+        )
+        .await?;
         // Children first, so each count is what was removed (cascades would hide them).
         for (count, sql) in [
             (

@@ -6,7 +6,7 @@ use memory_core::{
     VectorSearch,
 };
 
-use crate::db::{subject_of, Db, DbResult, BACKEND};
+use crate::db::{millis, subject_of, Db, DbResult, BACKEND};
 use crate::PostgresStore;
 
 #[async_trait]
@@ -110,6 +110,14 @@ impl MemoryBackend for PostgresStore {
                 &[&conversations],
             )
             .await?;
+        // Expired facts go uncounted: the receipt counts what readers could see.
+        tx.exec(
+            &self.sql(
+                "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2 AND expires_at <= $3",
+            ),
+            &[&namespace, &subject, &millis(self.clock.now())],
+        )
+        .await?;
         for (count, sql) in [
             (
                 &mut receipt.facts,

@@ -98,6 +98,7 @@ impl MemoryBackend for RedisStore {
             7] = FORGET_ALL
             .key(keys.conversations())
             .arg(keys.base())
+            .arg(self.clock.now().as_millis())
             .invoke_async(&mut self.conn())
             .await
             .db()?;

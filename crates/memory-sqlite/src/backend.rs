@@ -5,7 +5,7 @@ use memory_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, VectorSearch,
 };
 
-use crate::db::{subject_of, DbResult, BACKEND};
+use crate::db::{millis, subject_of, DbResult, BACKEND};
 use crate::vectors::bump_generations;
 use crate::SqliteStore;
 
@@ -42,6 +42,14 @@ impl MemoryBackend for SqliteStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut tx = self.write().await?;
         let mut receipt = DeletionReceipt::default();
+        // Expired facts go uncounted: the receipt counts what readers could see.
+        sqlx::query("DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3")
+            .bind(namespace)
+            .bind(subject)
+            .bind(millis(self.clock.now()))
+            .execute(&mut *tx)
+            .await
+            .db()?;
         // Children first, so each count is what was removed (cascades would hide them).
         for (count, sql) in [
             (

@@ -1123,12 +1123,17 @@ impl MemoryBackend for RedbStore {
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        let now = self.clock.now();
         self.writing(|table| {
             let mut receipt = DeletionReceipt::default();
             let mut index_entries = 0;
             let base = owner(scope);
             for key in keys_under(table, &base)? {
-                let counter = match key[base.len()..].split('\0').next() {
+                let kind = key[base.len()..].split('\0').next();
+                // An expired fact is removed too but not counted, as `forget` reports it.
+                let counted = kind != Some("f")
+                    || read::<Fact>(table, &key)?.is_some_and(|f| !f.is_expired(now));
+                let counter = match kind {
                     Some("c") => &mut receipt.conversations,
                     Some("m") => &mut receipt.messages,
                     Some("f") => &mut receipt.facts,
@@ -1138,7 +1143,7 @@ impl MemoryBackend for RedbStore {
                     Some("u") => &mut receipt.cursors,
                     _ => &mut index_entries,
                 };
-                *counter += 1;
+                *counter += u64::from(counted);
                 remove(table, &key)?;
             }
             Ok(receipt)

@@ -1,7 +1,8 @@
 -- Erases everything a subject owns and counts it by kind. KEYS: 1 the scope's `convs` zset.
--- ARGV: 1 base. Returns {conversations, messages, cursors, working memory, facts, vectors,
+-- ARGV: 1 base, 2 now (ms). Expired facts are removed uncounted, as `forget` reports them. Returns {conversations, messages, cursors, working memory, facts, vectors,
 -- checkpoints}.
 local base = ARGV[1]
+purge_expired(base, ARGV[2])
 local counts = {0, 0, 0, 0, 0, 0, 0}
 for _, id in ipairs(redis.call('ZRANGE', base .. 'convs', 0, -1)) do
   counts[1] = counts[1] + 1
