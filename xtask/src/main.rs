@@ -5,7 +5,7 @@
 //! - `cargo xtask conformance --backend NAME` runs the conformance suite for one backend, prints
 //!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`. With
 //!   `--differential CASES` it runs only the differential suite, for CASES generated sequences
-//!   (`MEMORY_DIFFERENTIAL_SEED` picks another seed).
+//!   per seed (`MEMORY_DIFFERENTIAL_SEED` runs one seed instead of the fixed list).
 //! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
 //!   `target/models`; `test` does it too.
 //! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` builds the benchmark

@@ -9,9 +9,10 @@
 //! are not behaviour: generated fact ids become `fact#N` (each backend makes its own), and a
 //! page's cursor becomes whether there is one (each page continues with the backend's own).
 //!
-//! Cases come from [`proptest`](mod@proptest) with a fixed seed, so a run is reproducible; a failure prints
-//! the shrunk sequence of operations that shows it. `MEMORY_DIFFERENTIAL_CASES` sets the number
-//! of cases (default [`DEFAULT_CASES`]) and `MEMORY_DIFFERENTIAL_SEED` the seed;
+//! Cases come from [`proptest`](mod@proptest) with fixed seeds ([`SEEDS`]), so a run is
+//! reproducible; a failure prints the shrunk sequence of operations that shows it.
+//! `MEMORY_DIFFERENTIAL_CASES` sets the cases per seed (default [`DEFAULT_CASES`]) and
+//! `MEMORY_DIFFERENTIAL_SEED` one seed instead of the list;
 //! `cargo xtask conformance --backend NAME --differential CASES` runs it longer.
 
 use std::collections::HashMap;
@@ -34,11 +35,12 @@ use serde_json::{json, Map, Value};
 
 use crate::Ctx;
 
-/// Generated cases per run when `MEMORY_DIFFERENTIAL_CASES` is unset (CI runs every backend).
-pub const DEFAULT_CASES: u32 = 24;
+/// Generated cases per seed when `MEMORY_DIFFERENTIAL_CASES` is unset (every backend's
+/// conformance run, CI included).
+pub const DEFAULT_CASES: u32 = 16;
 
-/// The seed when `MEMORY_DIFFERENTIAL_SEED` is unset.
-pub const DEFAULT_SEED: u64 = 0x00a9_e47e_3e30_0001;
+/// The seeds run one after the other when `MEMORY_DIFFERENTIAL_SEED` is unset.
+pub const SEEDS: &[u64] = &[0x00a9_e47e_3e30_0001, 0x2, 0x3];
 
 /// Dimensions of the generated collections.
 const DIMS: usize = 4;
@@ -884,45 +886,50 @@ fn env_number(name: &str) -> Option<u64> {
 pub async fn generated_sequences_answer_like_the_reference(ctx: &Ctx) {
     let cases = env_number("MEMORY_DIFFERENTIAL_CASES")
         .map_or(DEFAULT_CASES, |n| u32::try_from(n).unwrap_or(u32::MAX));
-    let seed = env_number("MEMORY_DIFFERENTIAL_SEED").unwrap_or(DEFAULT_SEED);
+    let seeds = env_number("MEMORY_DIFFERENTIAL_SEED").map_or_else(|| SEEDS.to_vec(), |s| vec![s]);
     let vectors = ctx.capabilities().vector_search != VectorSearch::None;
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(
-        Config {
-            cases,
-            failure_persistence: None,
-            // Shrinking a slow backend's failure can run for long: a shorter sequence after
-            // two minutes beats the shortest after an hour.
-            max_shrink_time: 120_000,
-            ..Config::default()
-        },
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    );
     let strategy = prop::collection::vec(op(vectors), 1..40);
     let (counter, operations, approximated) =
         (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
     let handle = tokio::runtime::Handle::current();
-    let result = tokio::task::block_in_place(|| {
-        runner.run(&strategy, |ops| {
-            let case = counter.fetch_add(1, Relaxed);
-            operations.fetch_add(ops.len() as u64, Relaxed);
-            handle
-                .block_on(run_case(ctx, case, &ops))
-                .map(|n| {
-                    approximated.fetch_add(n, Relaxed);
-                })
-                .map_err(TestCaseError::fail)
-        })
-    });
-    crate::harness::announce(&format!(
-        "differential: {} sequences of {} operations in all (shrinking included), seed {seed:#x}; \
-         {} approximate searches answered other records than the exact top k, within the allowance",
-        counter.load(Relaxed),
-        operations.load(Relaxed),
-        approximated.load(Relaxed),
-    ));
-    if let Err(failure) = result {
-        panic!("the backend differs from the reference (seed {seed:#x}, {cases} cases): {failure}");
+    for seed in seeds {
+        let mut seed_bytes = [0u8; 32];
+        seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases,
+                failure_persistence: None,
+                // Shrinking a slow backend's failure can run for long: a shorter sequence
+                // after two minutes beats the shortest after an hour.
+                max_shrink_time: 120_000,
+                ..Config::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+        );
+        let result = tokio::task::block_in_place(|| {
+            runner.run(&strategy, |ops| {
+                let case = counter.fetch_add(1, Relaxed);
+                operations.fetch_add(ops.len() as u64, Relaxed);
+                handle
+                    .block_on(run_case(ctx, case, &ops))
+                    .map(|n| {
+                        approximated.fetch_add(n, Relaxed);
+                    })
+                    .map_err(TestCaseError::fail)
+            })
+        });
+        crate::harness::announce(&format!(
+            "differential: seed {seed:#x}: {} sequences of {} operations so far (shrinking \
+             included); {} approximate searches answered other records than the exact top k, \
+             within the allowance",
+            counter.load(Relaxed),
+            operations.load(Relaxed),
+            approximated.load(Relaxed),
+        ));
+        if let Err(failure) = result {
+            panic!(
+                "the backend differs from the reference (seed {seed:#x}, {cases} cases): {failure}"
+            );
+        }
     }
 }
