@@ -25,7 +25,7 @@ use memory_core::{
     AppendOptions, CheckpointId, CheckpointStatus, CheckpointUpdate, Clock, CollectionSpec,
     ConversationId, ConversationQuery, FactId, FactQuery, Filter, InMemoryBackend, LoadOptions,
     MemoryBackend, MemoryError, Message, MessageId, Metric, Namespace, NewCheckpoint,
-    NewConversation, NewFact, Part, RecallQuery, RememberOptions, Role, Scope, VectorId,
+    NewConversation, NewFact, Page, Part, RecallQuery, RememberOptions, Role, Scope, VectorId,
     VectorQuery, VectorRecord, VectorSearch, VectorSelector, WorkingMemoryFormat, WorkingMemoryKey,
     WorkingMemoryUpdate,
 };
@@ -487,6 +487,21 @@ fn answer<T: serde::Serialize>(result: Result<T, MemoryError>) -> Value {
     }
 }
 
+/// A listing's answer: its items and whether there is more; the backend's own cursor is kept
+/// in `cursor` for a following `next` listing.
+fn page_answer<T: serde::Serialize>(
+    result: Result<Page<T>, MemoryError>,
+    cursor: &mut Option<String>,
+) -> Value {
+    match result {
+        Ok(page) => {
+            cursor.clone_from(&page.next_cursor);
+            json!({ "ok": page.items, "more": page.next_cursor.is_some() })
+        }
+        Err(e) => answer::<()>(Err(e)),
+    }
+}
+
 /// Applies one operation; returns its answer as JSON before normalisation.
 #[allow(clippy::too_many_lines)] // one arm per operation reads best as one match
 async fn apply(
@@ -572,13 +587,10 @@ async fn apply(
                 cursor,
                 ..ConversationQuery::default()
             };
-            match b.list_conversations(scope, query).await {
-                Ok(page) => {
-                    made.conversations_cursor.clone_from(&page.next_cursor);
-                    json!({ "ok": page.items, "more": page.next_cursor.is_some() })
-                }
-                Err(e) => answer::<()>(Err(e)),
-            }
+            page_answer(
+                b.list_conversations(scope, query).await,
+                &mut made.conversations_cursor,
+            )
         }
         Op::Delete { conv } => answer(b.delete_conversation(scope, &conversation_id(*conv)).await),
         Op::Remember {
@@ -653,13 +665,7 @@ async fn apply(
                 cursor,
                 ..FactQuery::default()
             };
-            match b.list_facts(scope, query).await {
-                Ok(page) => {
-                    made.facts_cursor.clone_from(&page.next_cursor);
-                    json!({ "ok": page.items, "more": page.next_cursor.is_some() })
-                }
-                Err(e) => answer::<()>(Err(e)),
-            }
+            page_answer(b.list_facts(scope, query).await, &mut made.facts_cursor)
         }
         Op::SetWorking {
             conv,
