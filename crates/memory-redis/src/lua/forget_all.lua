@@ -1,6 +1,6 @@
 -- Erases everything a subject owns and counts it by kind. KEYS: 1 the scope's `convs` zset.
--- ARGV: 1 base, 2 now (ms). Expired facts are removed uncounted, as `forget` reports them. Returns {conversations, messages, cursors, working memory, facts, vectors,
--- checkpoints}.
+-- ARGV: 1 base, 2 now (ms). Returns {conversations, messages, cursors, working memory, facts,
+-- vectors, checkpoints}. Expired facts are removed uncounted, as `forget` reports them.
 local base = ARGV[1]
 purge_expired(base, ARGV[2])
 local counts = {0, 0, 0, 0, 0, 0, 0}
