@@ -134,6 +134,12 @@ fn test() -> Result<(), String> {
         }
         Err(reason) => eprintln!("xtask: no all-MiniLM-L6-v2 for the local embedder: {reason}"),
     }
+    match models::mcp_python() {
+        Ok(python) => {
+            command.env("MEMORY_TEST_MCP_PYTHON", python);
+        }
+        Err(reason) => eprintln!("xtask: no Python MCP SDK for the MCP server's tests: {reason}"),
+    }
     let tests = run(command);
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);

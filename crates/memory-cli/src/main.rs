@@ -5,6 +5,7 @@
 
 mod commands;
 mod demo;
+mod mcp;
 mod open;
 mod transfer;
 mod ui;
@@ -107,6 +108,10 @@ enum Command {
         #[arg(long)]
         to: String,
     },
+    /// Serve the memory to AI agents as an MCP server: over stdio for one user
+    /// (`--subject`), or over streamable HTTP (`--http ADDR --keys FILE`) for many, each bearer
+    /// key bound to its own scope. `mcp key` makes keys.
+    Mcp(mcp::McpArgs),
     /// Erase everything a subject owns and print the receipt.
     Forget {
         /// The subject to erase.
@@ -162,6 +167,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             k,
             query,
         } => commands::search(url, ns, &subject, &collection, k, &query).await?,
+        Command::Mcp(args) => mcp::run(url, ns, args).await?,
         Command::Forget { subject, yes } => commands::forget(url, ns, &subject, yes).await?,
         Command::Export { output } => transfer::export(url, only, &output).await?,
         Command::Import { input } => transfer::import(url, &input).await?,
