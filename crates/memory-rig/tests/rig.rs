@@ -610,28 +610,20 @@ async fn the_embedding_model_is_our_embedder() {
 
 // ---------------------------------------------------------------------------------------------
 
+/// One test module per backend, each running every scenario (the scenarios travel as one token
+/// tree so the backend list and the scenario list can repeat independently).
 macro_rules! on_backends {
-    ($($scenario:ident),* $(,)?) => {
-        mod sqlite { $(
+    ($($backend:ident),*; $scenarios:tt) => {
+        $( on_backend!($backend $scenarios); )*
+    };
+}
+
+macro_rules! on_backend {
+    ($backend:ident [$($scenario:ident),* $(,)?]) => {
+        mod $backend { $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $scenario() {
-                if let Some(backend) = super::open("sqlite").await {
-                    super::$scenario(backend.store.clone()).await;
-                }
-            }
-        )* }
-        mod postgres { $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $scenario() {
-                if let Some(backend) = super::open("postgres").await {
-                    super::$scenario(backend.store.clone()).await;
-                }
-            }
-        )* }
-        mod redis { $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $scenario() {
-                if let Some(backend) = super::open("redis").await {
+                if let Some(backend) = super::open(stringify!($backend)).await {
                     super::$scenario(backend.store.clone()).await;
                 }
             }
@@ -639,7 +631,7 @@ macro_rules! on_backends {
     };
 }
 
-on_backends!(
+on_backends!(sqlite, postgres, redis; [
     history_round_trips_every_kind_of_rig_message,
     an_unknown_conversation_loads_empty,
     turns_accumulate_in_order,
@@ -655,4 +647,4 @@ on_backends!(
     inserting_again_replaces_and_never_duplicates,
     threshold_keeps_only_hits_at_least_as_close,
     another_subject_never_finds_the_documents,
-);
+]);
