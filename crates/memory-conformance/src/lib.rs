@@ -128,6 +128,7 @@ macro_rules! __with_scenarios {
                 exact_top_k_matches_reference_cosine: ExactVectors,
                 exact_top_k_matches_reference_dot: ExactVectors,
                 exact_top_k_matches_reference_euclidean: ExactVectors,
+                exact_search_finds_the_nearest_rows_of_any_magnitude: ExactVectors,
                 approximate_search_reaches_recall_at_10: ApproximateVectors,
                 vector_operations_are_unsupported_without_vector_search: NoVectors,
                 search_returns_min_of_k_and_matching: Vectors,

@@ -44,8 +44,12 @@
 //!   exactly in Rust, and a tie across the `k`-th place is settled by an exact scan so ties
 //!   break by id as everywhere. pgvector indexes at most 2,000 dimensions: wider collections
 //!   (up to the core's 16,000) get no index and are searched exactly. Search is declared
-//!   approximate. Without pgvector (or with [`PostgresStoreBuilder::vector_index`] off) search
-//!   is an exact scan in Rust over the rows the SQL filter keeps, declared exact.
+//!   approximate. With [`PostgresStoreBuilder::vector_index`] off search is exact: pgvector
+//!   ranks the rows in the server without an index (cosine and Euclidean) and only the nearest
+//!   rows come back, as many as it takes to hold every row that can reach the top `k` by the
+//!   core's scores (pgvector's `float` sums and ours differ by a bounded rounding error; rows
+//!   whose norms it cannot sum faithfully always come back). Dot-product collections, and
+//!   servers without pgvector, are scanned in Rust over the rows the SQL filter keeps.
 //! - **Filters** compile to parameterised SQL over `jsonb` with the core semantics; rows whose
 //!   metadata holds NUL (which `jsonb` cannot store) are checked in Rust.
 //! - **Bulk writes** (restore, and `upsert_vectors` of 64 records or more) go through binary
@@ -264,6 +268,7 @@ impl PostgresStoreBuilder {
             pool,
             clock: self.clock,
             index: pgvector && config.vector_index,
+            pgvector,
             schema,
             config,
             vector_statistics: vectors::VectorStatistics::default(),
@@ -295,6 +300,8 @@ pub struct PostgresStore {
     clock: Arc<dyn Clock>,
     /// Whether searches use the pgvector HNSW indexes.
     index: bool,
+    /// Whether the server has pgvector: exact searches rank in the server.
+    pgvector: bool,
     /// The schema, quoted.
     schema: String,
     config: PostgresConfig,

@@ -1,5 +1,5 @@
-//! Vector collections: `real[]` rows, a partial pgvector HNSW index per collection, and exact
-//! re-scoring in Rust.
+//! Vector collections: `real[]` rows, a partial pgvector HNSW index per collection, exact
+//! ranking by pgvector in the server, and exact re-scoring in Rust.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -406,14 +406,15 @@ impl PostgresStore {
     }
 
     /// The rows of a collection and subject that the filter's SQL form keeps (a superset when
-    /// some rows' metadata is matched in Rust); with `nearest`, the HNSW index's nearest `k`.
+    /// some rows' metadata is matched in Rust): all of them, or the first `limit` in the order
+    /// `read` names.
     async fn candidates(
         &self,
         client: &mut deadpool_postgres::Object,
         collection: &CollectionRow,
         scope: &Scope,
         filter: Option<&Filter>,
-        nearest: Option<(&[f32], usize)>,
+        read: Read<'_>,
         columns: &str,
     ) -> Result<Vec<Row>> {
         let subject = subject_of(scope);
@@ -428,31 +429,55 @@ impl PostgresStore {
         }
         // The collection pk is a literal (a trusted integer) so the planner can match the
         // collection's partial index.
-        let base = format!(
-            "SELECT {columns} FROM {{s}}.vectors
-             WHERE collection = {pk} AND subject = $1 AND {condition}",
+        let kept = format!(
+            "FROM {{s}}.vectors WHERE collection = {pk} AND subject = $1 AND {condition}",
             pk = collection.pk
         );
-        let Some((vector, k)) = nearest else {
-            return client.rows(&self.sql(&base), &params).await;
-        };
-        let k = i64::try_from(k).unwrap_or(i64::MAX);
+        let base = format!("SELECT {columns} {kept}");
+        let dims = collection.spec.dims;
         let (_, op) = pgvector_ops(collection.spec.metric);
-        let sql = format!(
-            "{base} ORDER BY embedding::vector({dims}) {op} ${v}::real[]::vector({dims}) LIMIT ${l}",
-            dims = collection.spec.dims,
-            v = params.len() + 1,
-            l = params.len() + 2,
-        );
+        let (v, l) = (params.len() + 1, params.len() + 2);
+        let (vector, limit, sql) = match read {
+            Read::All => return client.rows(&self.sql(&base), &params).await,
+            Read::Ranked(vector, limit) => {
+                // `OFFSET 0` keeps each level a subquery, so every row is cast to `vector` once
+                // and its distance computed once.
+                let uncertain = match collection.spec.metric {
+                    Metric::Cosine => format!(
+                        "NOT (vector_norm(v) BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})"
+                    ),
+                    Metric::Euclidean | Metric::Dot => "false".to_owned(),
+                };
+                let sql = format!(
+                    "SELECT * FROM (
+                         SELECT {columns}, v {op} ${v}::real[]::vector({dims}) AS distance,
+                                {uncertain} AS uncertain
+                         FROM (SELECT *, embedding::vector({dims}) AS v {kept} OFFSET 0) AS typed
+                         OFFSET 0) AS scored
+                     ORDER BY uncertain DESC, distance LIMIT ${l}"
+                );
+                (vector, limit, sql)
+            }
+            Read::Index(vector, limit) => {
+                let sql = format!(
+                    "{base} ORDER BY embedding::vector({dims}) {op} ${v}::real[]::vector({dims}) LIMIT ${l}"
+                );
+                (vector, limit, sql)
+            }
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         params.push(&vector);
-        params.push(&k);
+        params.push(&limit);
+        if let Read::Ranked(..) = read {
+            return client.rows(&self.sql(&sql), &params).await;
+        }
         let tx = client.transaction().await.db()?;
         // Iterative scans keep going until k rows pass the filter (pgvector 0.8).
         let ef = self
             .config
             .hnsw
             .ef_search
-            .max(u32::try_from(k).unwrap_or(1000))
+            .max(u32::try_from(limit).unwrap_or(1000))
             .min(1000);
         // Both settings in one round trip (simple query protocol).
         tx.batch_execute(&format!(
@@ -466,6 +491,47 @@ impl PostgresStore {
     }
 }
 
+/// Which of a collection's rows a search reads.
+#[derive(Debug, Clone, Copy)]
+enum Read<'q> {
+    /// Every row the SQL filter keeps, scored in Rust.
+    All,
+    /// The HNSW index's nearest `limit` rows to the vector.
+    Index(&'q [f32], usize),
+    /// The `limit` rows pgvector ranks nearest to the vector exactly (no index), with its
+    /// distance and whether that distance may be far from ours (those rows first).
+    Ranked(&'q [f32], usize),
+}
+
+/// A cosine row whose norm pgvector's `float` sums can compute far from ours (underflowing or
+/// near overflow) is read as uncertain: it always comes back, and it bounds nothing.
+const MIN_TRUSTED_NORM: f64 = 1e-15;
+const MAX_TRUSTED_NORM: f64 = 1e18;
+
+/// The highest score, by our definition, that a row pgvector places at `distance` or farther
+/// can have: pgvector sums in `float` as we do, so its distance and our score differ by at most
+/// the summation error of `dims` terms (bounded by `dims` units in the last place, times a
+/// safety factor). `None` when nothing can be bounded.
+fn score_bound(metric: Metric, dims: usize, distance: f64) -> Option<f64> {
+    if !distance.is_finite() {
+        return None;
+    }
+    #[allow(clippy::cast_precision_loss)]
+    let error = 8.0 * (dims as f64 + 2.0) * f64::from(f32::EPSILON);
+    match metric {
+        // pgvector's cosine distance is 1 - cosine; each side's cosine is within 3 sums'
+        // relative error of the true one (trusted norms only).
+        Metric::Cosine => Some(1.0 - distance + 2.0 * error + 1e-6),
+        // A sum of squares is within a relative error of the true one, whatever the signs.
+        Metric::Euclidean => {
+            let nearest = distance / (1.0 + error).sqrt() / (1.0 + error).sqrt();
+            Some((1.0 / (1.0 + nearest)) * (1.0 + 1e-6) + f64::from(f32::MIN_POSITIVE))
+        }
+        // An inner product's error scales with the unknown norm of the row.
+        Metric::Dot => None,
+    }
+}
+
 impl PostgresStore {
     /// Whether searches of this collection go through its HNSW index: pgvector indexes
     /// `vector` of at most [`HNSW_MAX_DIMS`] dimensions, so wider collections are searched
@@ -474,17 +540,36 @@ impl PostgresStore {
         self.index && spec.dims <= HNSW_MAX_DIMS
     }
 
+    /// Whether pgvector can rank this collection's rows for an exact search of `query`: it
+    /// ranks cosine and Euclidean collections (a dot product's error has no bound without the
+    /// rows' norms), for a query whose norm its sums compute faithfully.
+    fn ranks_exactly(&self, spec: &CollectionSpec, query: &[f32]) -> bool {
+        let norm = f64::from(memory_core::similarity::dot(query, query)).sqrt();
+        self.pgvector
+            && score_bound(spec.metric, spec.dims, 0.0).is_some()
+            && (MIN_TRUSTED_NORM..=MAX_TRUSTED_NORM).contains(&norm)
+    }
+
     /// The query's hits as `(row, score)` over the candidate records, scored and ordered
-    /// exactly in Rust; with `nearest`, the candidates are the HNSW index's nearest rows.
+    /// exactly in Rust. The candidates are every row the filter keeps; or, with `indexed`, the
+    /// HNSW index's nearest rows; or pgvector's exact nearest rows, as many as it takes to hold
+    /// every row that can reach the top `k` by our scores.
     async fn ranked(
         &self,
         client: &mut deadpool_postgres::Object,
         collection: &CollectionRow,
         scope: &Scope,
         query: &VectorQuery,
-        nearest: bool,
+        indexed: bool,
     ) -> Result<(Vec<Option<VectorRecord>>, Vec<(usize, f32)>)> {
-        let mut limit = query.k;
+        let vector = query.vector.as_slice();
+        let mut read = if indexed {
+            Read::Index(vector, query.k)
+        } else if self.ranks_exactly(&collection.spec, vector) {
+            Read::Ranked(vector, (query.k * 4).max(RANKED_FIRST_READ))
+        } else {
+            Read::All
+        };
         loop {
             let rows = self
                 .candidates(
@@ -492,7 +577,7 @@ impl PostgresStore {
                     collection,
                     scope,
                     query.filter.as_ref(),
-                    nearest.then_some((query.vector.as_slice(), limit)),
+                    read,
                     RECORD_COLUMNS,
                 )
                 .await?;
@@ -505,26 +590,66 @@ impl PostgresStore {
                 index.push(record.id.clone(), &record.vector, record.metadata.clone());
             }
             let hits = index.search(query);
-            // Rows whose metadata only Rust can filter (it holds NUL) pass the SQL filter and
-            // may fill the index's LIMIT, then fail here: ask for more rows until k pass or
-            // the index has no more.
-            let rejected_in_rust = query.filter.as_ref().is_some_and(|filter| {
-                records
-                    .iter()
-                    .flatten()
-                    .any(|r| !filter.matches(&r.metadata))
-            });
-            if !nearest
-                || !rejected_in_rust
-                || hits.len() >= query.k
-                || rows.len() < limit
-                || limit >= MAX_CANDIDATES
-            {
-                return Ok((records, hits));
-            }
-            limit = limit.saturating_mul(4).min(MAX_CANDIDATES);
+            read = match read {
+                Read::All => return Ok((records, hits)),
+                Read::Index(vector, limit) => {
+                    // Rows whose metadata only Rust can filter (it holds NUL) pass the SQL
+                    // filter and may fill the index's LIMIT, then fail here: ask for more rows
+                    // until k pass or the index has no more.
+                    let rejected_in_rust = query.filter.as_ref().is_some_and(|filter| {
+                        records
+                            .iter()
+                            .flatten()
+                            .any(|r| !filter.matches(&r.metadata))
+                    });
+                    if !rejected_in_rust
+                        || hits.len() >= query.k
+                        || rows.len() < limit
+                        || limit >= MAX_CANDIDATES
+                    {
+                        return Ok((records, hits));
+                    }
+                    Read::Index(vector, limit.saturating_mul(4).min(MAX_CANDIDATES))
+                }
+                Read::Ranked(vector, limit) => {
+                    if rows.len() < limit || holds_the_top(collection, query, &rows, &hits) {
+                        return Ok((records, hits));
+                    }
+                    if limit >= MAX_CANDIDATES {
+                        Read::All
+                    } else {
+                        Read::Ranked(vector, limit.saturating_mul(4).min(MAX_CANDIDATES))
+                    }
+                }
+            };
         }
     }
+}
+
+/// The rows a pgvector-ranked exact search reads first.
+const RANKED_FIRST_READ: usize = 64;
+
+/// Whether pgvector's `rows` (uncertain first, then nearest first) hold every row that can be in
+/// the query's top `k` by our scores: no row past the last one read can score as high as the
+/// k-th hit (or as the query's `min_score`).
+fn holds_the_top(
+    collection: &CollectionRow,
+    query: &VectorQuery,
+    rows: &[Row],
+    hits: &[(usize, f32)],
+) -> bool {
+    let Some(last) = rows.last() else {
+        return true;
+    };
+    if last.get::<_, bool>("uncertain") {
+        return false;
+    }
+    let distance: f64 = last.get("distance");
+    let Some(bound) = score_bound(collection.spec.metric, collection.spec.dims, distance) else {
+        return false;
+    };
+    let beyond = |score: f32| f64::from(score) > bound;
+    query.min_score.is_some_and(beyond) || (hits.len() >= query.k && beyond(hits[query.k - 1].1))
 }
 
 #[async_trait]
@@ -658,7 +783,7 @@ impl VectorStore for PostgresStore {
                         &collection,
                         scope,
                         Some(&filter),
-                        None,
+                        Read::All,
                         "id, metadata",
                     )
                     .await?;
