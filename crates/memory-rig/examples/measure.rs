@@ -13,7 +13,7 @@
 use std::error::Error;
 use std::time::{Duration, Instant};
 
-use memory_core::{ConversationId, Scoped};
+use memory_core::{ConversationId, MessageId, Scoped};
 use memory_rig::{to_stored, ConversationHistory};
 use rig_core::completion::Message;
 use rig_core::id::ConversationId as RigConversationId;
@@ -72,11 +72,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let (rig, ours) = interleaved(
         || async { history.append(&rig_id, turn.clone()).await.unwrap() },
         || async {
-            scoped
-                .conversation(&id)
-                .append(stored.clone())
-                .await
-                .unwrap();
+            // Fresh ids, as rig's side gets: the same ids again would be an idempotent replay.
+            let turn = stored
+                .iter()
+                .map(|m| m.clone().with_id(MessageId::generate()));
+            scoped.conversation(&id).append(turn).await.unwrap();
         },
     )
     .await;
