@@ -3,7 +3,8 @@
 //! statements written by hand with tokio-postgres (interleaved rounds, medians); restore of
 //! 50,000 messages (binary `COPY` through a staging table) against a hand-written binary `COPY`
 //! straight into the messages table; and HNSW recall@10 against an exact scan on 20,000
-//! clustered 384-dim vectors with top-10 latencies.
+//! clustered 384-dim vectors with top-10 latencies; and exact top-10 on 100,000 × 384 vectors
+//! without an index against raw pgvector exact SQL.
 //!
 //! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
 //!  cargo run --release -p memory-postgres --example measure-postgres`
@@ -322,5 +323,77 @@ async fn main() {
         .drop_collection(scope.namespace(), &name)
         .await
         .unwrap();
+    exact_against_raw(&exact, run).await;
     tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+/// Exact top-10 on 100,000 × 384 vectors in a collection without an index: ours (pgvector
+/// ranks in the server, the nearest rows come back and are re-scored) against the plainest raw
+/// pgvector exact query on the same rows, interleaved.
+async fn exact_against_raw(exact: &PostgresStore, run: u32) {
+    let (n, dims, queries) = (100_000, 384, 20);
+    let data = memory_conformance::support::clustered_vectors(n + queries, dims, 11);
+    let scope = Scope::new("measure", format!("exact-{run}")).unwrap();
+    let name = format!("exact-{run}");
+    exact
+        .ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new(&name, dims, "clustered"),
+        )
+        .await
+        .unwrap();
+    for (c, chunk) in data[..n].chunks(1000).enumerate() {
+        let records = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone())
+            })
+            .collect();
+        exact.upsert_vectors(&scope, &name, records).await.unwrap();
+    }
+    let client = exact.pool().get().await.unwrap();
+    let pk: i64 = client
+        .query_one(
+            &format!("SELECT pk FROM {SCHEMA}.collections WHERE namespace = $1 AND name = $2"),
+            &[&scope.namespace().as_str(), &name],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    client
+        .batch_execute(&format!("ANALYZE {SCHEMA}.vectors"))
+        .await
+        .unwrap();
+    let raw_sql = format!(
+        "SELECT id, embedding FROM {SCHEMA}.vectors WHERE collection = {pk} AND subject = $1
+         ORDER BY embedding::vector({dims}) <=> $2::real[]::vector({dims}) LIMIT 10"
+    );
+    let subject = scope.subject().unwrap().as_str().to_owned();
+    let (mut ours, mut raw, mut same) = (Vec::new(), Vec::new(), 0);
+    for q in &data[n..] {
+        let t = Instant::now();
+        let hits = exact
+            .search(&scope, &name, VectorQuery::new(q.clone(), 10))
+            .await
+            .unwrap();
+        ours.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let rows = client.query(&raw_sql, &[&subject, q]).await.unwrap();
+        raw.push(t.elapsed().as_secs_f64());
+        let raw_ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        let our_ids: Vec<&str> = hits.iter().map(|h| h.record.id.as_str()).collect();
+        same += usize::from(raw_ids == our_ids);
+    }
+    let (ours, raw) = (median(ours), median(raw));
+    println!(
+        "exact top-10 over {n} x {dims}, no index: ours {:.2} ms, raw pgvector exact SQL {:.2} ms, ours/raw {:.2} (same ids on {same}/{queries} queries)",
+        ours * 1e3,
+        raw * 1e3,
+        ours / raw
+    );
+    exact
+        .drop_collection(scope.namespace(), &name)
+        .await
+        .unwrap();
 }

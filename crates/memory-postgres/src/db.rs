@@ -12,11 +12,18 @@ pub(crate) const BACKEND: &str = "postgres";
 
 /// The schema, oldest first. Never edit an entry once released: add a new one. `{schema}` in
 /// the SQL is replaced by the configured schema, quoted.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../migrations/0001_initial.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "vector norms",
+        sql: include_str!("../migrations/0002_vector_norms.sql"),
+    },
+];
 
 /// Parameters of a statement.
 pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];

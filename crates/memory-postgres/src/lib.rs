@@ -38,7 +38,7 @@
 //! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
 //!   (`text[]`, `&&`) and ranks them with [`memory_core::fact::rank_facts`]: exactly the core
 //!   definition.
-//! - **Vectors** are `real[]`. With pgvector each collection has a partial HNSW index over
+//! - **Vectors** are `real[]`, each with its norm (computed in `f64` by the writer). With pgvector each collection has a partial HNSW index over
 //!   `embedding::vector(dims)` (cosine, inner-product or L2 ops by metric), queried with
 //!   iterative scans so filters still return `min(k, matching)`; candidates are re-scored
 //!   exactly in Rust, and a tie across the `k`-th place is settled by an exact scan so ties

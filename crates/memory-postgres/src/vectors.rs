@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use async_trait::async_trait;
 use futures::future::try_join_all;
 use memory_core::exact::ExactIndex;
+use memory_core::similarity::dot_f64;
 use memory_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
     VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -125,6 +126,8 @@ struct EncodedVector<'a> {
     /// are matched in Rust.
     filter: Option<String>,
     conversation_id: Option<&'a str>,
+    /// The vector's Euclidean norm, in `f64` (see `MIN_TRUSTED_NORM`).
+    norm: f64,
 }
 
 impl<'a> EncodedVector<'a> {
@@ -140,10 +143,11 @@ impl<'a> EncodedVector<'a> {
             filter: (!metadata.contains("\\u0000")).then(|| metadata.clone()),
             metadata,
             conversation_id: record.conversation_id.as_ref().map(ConversationId::as_str),
+            norm: dot_f64(&record.vector, &record.vector).sqrt(),
         }
     }
 
-    fn params(&self) -> [&(dyn ToSql + Sync); 8] {
+    fn params(&self) -> [&(dyn ToSql + Sync); 9] {
         [
             &self.collection,
             &self.subject,
@@ -153,12 +157,13 @@ impl<'a> EncodedVector<'a> {
             &self.metadata,
             &self.filter,
             &self.conversation_id,
+            &self.norm,
         ]
     }
 }
 
 /// The staging table of bulk vector writes.
-const VECTOR_STAGING: [StagedColumn; 8] = [
+const VECTOR_STAGING: [StagedColumn; 9] = [
     StagedColumn {
         name: "collection",
         sql: "bigint",
@@ -199,15 +204,21 @@ const VECTOR_STAGING: [StagedColumn; 8] = [
         sql: "text COLLATE \"C\"",
         ty: Type::TEXT,
     },
+    StagedColumn {
+        name: "norm",
+        sql: "double precision",
+        ty: Type::FLOAT8,
+    },
 ];
 
 /// The statement that writes a vector record (upsert and restore).
 const UPSERT_VECTOR: &str = "INSERT INTO {s}.vectors
-         (collection, subject, id, embedding, text, metadata, filter, conversation_id)
-     VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8)
+         (collection, subject, id, embedding, text, metadata, filter, conversation_id, norm)
+     VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9)
      ON CONFLICT (collection, subject, id) DO UPDATE SET
          embedding = excluded.embedding, text = excluded.text, metadata = excluded.metadata,
-         filter = excluded.filter, conversation_id = excluded.conversation_id";
+         filter = excluded.filter, conversation_id = excluded.conversation_id,
+         norm = excluded.norm";
 
 impl PostgresStore {
     pub(crate) async fn find_collection(
@@ -389,14 +400,15 @@ impl PostgresStore {
         tx.execute(
             &self.sql(
                 "INSERT INTO {s}.vectors
-                     (collection, subject, id, embedding, text, metadata, filter, conversation_id)
+                     (collection, subject, id, embedding, text, metadata, filter, conversation_id,
+                      norm)
                  SELECT collection, subject, id, embedding, text, metadata, filter::jsonb,
-                        conversation_id
+                        conversation_id, norm
                  FROM agent_memory_vectors_in
                  ON CONFLICT (collection, subject, id) DO UPDATE SET
                      embedding = excluded.embedding, text = excluded.text,
                      metadata = excluded.metadata, filter = excluded.filter,
-                     conversation_id = excluded.conversation_id",
+                     conversation_id = excluded.conversation_id, norm = excluded.norm",
             ),
             &[],
         )
@@ -440,21 +452,18 @@ impl PostgresStore {
         let (vector, limit, sql) = match read {
             Read::All => return client.rows(&self.sql(&base), &params).await,
             Read::Ranked(vector, limit) => {
-                // `OFFSET 0` keeps each level a subquery, so every row is cast to `vector` once
-                // and its distance computed once.
+                // Output names in ORDER BY: each row's distance is computed once.
                 let uncertain = match collection.spec.metric {
-                    Metric::Cosine => format!(
-                        "NOT (vector_norm(v) BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})"
-                    ),
+                    Metric::Cosine => {
+                        format!("NOT (norm BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})")
+                    }
                     Metric::Euclidean | Metric::Dot => "false".to_owned(),
                 };
                 let sql = format!(
-                    "SELECT * FROM (
-                         SELECT {columns}, v {op} ${v}::real[]::vector({dims}) AS distance,
-                                {uncertain} AS uncertain
-                         FROM (SELECT *, embedding::vector({dims}) AS v {kept} OFFSET 0) AS typed
-                         OFFSET 0) AS scored
-                     ORDER BY uncertain DESC, distance LIMIT ${l}"
+                    "SELECT {columns},
+                            embedding::vector({dims}) {op} ${v}::real[]::vector({dims}) AS distance,
+                            {uncertain} AS uncertain
+                     {kept} ORDER BY uncertain DESC, distance LIMIT ${l}"
                 );
                 (vector, limit, sql)
             }
@@ -504,7 +513,8 @@ enum Read<'q> {
 }
 
 /// A cosine row whose norm pgvector's `float` sums can compute far from ours (underflowing or
-/// near overflow) is read as uncertain: it always comes back, and it bounds nothing.
+/// near overflow) is read as uncertain: it always comes back, and it bounds nothing. Each row's
+/// norm is stored by its writer (in `f64`), so telling them costs no arithmetic per query.
 const MIN_TRUSTED_NORM: f64 = 1e-15;
 const MAX_TRUSTED_NORM: f64 = 1e18;
 
