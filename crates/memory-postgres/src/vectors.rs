@@ -452,13 +452,11 @@ impl PostgresStore {
         let (vector, limit, sql) = match read {
             Read::All => return client.rows(&self.sql(&base), &params).await,
             Read::Ranked(vector, limit) => {
-                // Output names in ORDER BY: each row's distance is computed once.
-                let uncertain = match collection.spec.metric {
-                    Metric::Cosine => {
-                        format!("NOT (norm BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})")
-                    }
-                    Metric::Euclidean | Metric::Dot => "false".to_owned(),
-                };
+                // Output names in ORDER BY: each row's distance is computed once. The first key
+                // also keeps the planner off a collection's HNSW index (this read must be
+                // exact, also when it settles an indexed search's tie).
+                let uncertain =
+                    format!("NOT (norm BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})");
                 let sql = format!(
                     "SELECT {columns},
                             embedding::vector({dims}) {op} ${v}::real[]::vector({dims}) AS distance,
@@ -512,9 +510,10 @@ enum Read<'q> {
     Ranked(&'q [f32], usize),
 }
 
-/// A cosine row whose norm pgvector's `float` sums can compute far from ours (underflowing or
-/// near overflow) is read as uncertain: it always comes back, and it bounds nothing. Each row's
-/// norm is stored by its writer (in `f64`), so telling them costs no arithmetic per query.
+/// A row whose norm pgvector's `float` sums can compute far from ours (underflowing or near
+/// overflow; it matters to cosine, and costs other metrics only a few more rows read) is read as
+/// uncertain: it always comes back, and it bounds nothing. Each row's norm is stored by its
+/// writer (in `f64`), so telling them costs no arithmetic per query.
 const MIN_TRUSTED_NORM: f64 = 1e-15;
 const MAX_TRUSTED_NORM: f64 = 1e18;
 
