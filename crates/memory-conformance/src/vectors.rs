@@ -735,9 +735,10 @@ pub async fn delete_by_filter_removes_matching(ctx: &Ctx) {
 
 const METRICS: [Metric; 3] = [Metric::Cosine, Metric::Dot, Metric::Euclidean];
 
-/// 35 records score exactly alike (inserted shuffled) and k = 10: every backend returns the
-/// ten smallest ids, under every metric — an index that picks among equal rows is settled
-/// exactly.
+/// 60 records score exactly alike (inserted shuffled) among 200 farther ones, and k = 10: every
+/// backend returns the ten smallest ids, under every metric — an index that picks among equal
+/// rows is settled exactly, also when there are more of them than an index's search list holds
+/// and more rows than a backend scans without its index.
 #[allow(clippy::float_cmp)] // scores are exact by contract, not approximately equal
 pub async fn ties_across_k_break_by_id_on_every_metric(ctx: &Ctx) {
     let same = unit_vector(DIMS, 7);
@@ -749,11 +750,11 @@ pub async fn ties_across_k_break_by_id_on_every_metric(ctx: &Ctx) {
             .ensure_collection(ctx.namespace(), spec)
             .await
             .must("ensure collection");
-        // 13 is coprime to 35: every id once, far from sorted.
+        // 13 is coprime to 60: every id once, far from sorted.
         let shuffled =
-            (0..35).map(|i| record(&format!("t{:02}", i * 13 % 35), same.clone(), json!({})));
+            (0..60).map(|i| record(&format!("t{:02}", i * 13 % 60), same.clone(), json!({})));
         let farther =
-            (0..5).map(|i| record(&format!("a{i}"), unit_vector(DIMS, 100 + i), json!({})));
+            (0..200).map(|i| record(&format!("a{i:03}"), unit_vector(DIMS, 100 + i), json!({})));
         ctx.backend()
             .upsert_vectors(ctx.scope(), &spec.name, shuffled.chain(farther).collect())
             .await

@@ -134,6 +134,13 @@ impl ExactIndex {
     }
 }
 
+/// Whether hits ranked best first (at least `k + 1` of them asked for) tie across the `k`-th
+/// place. An approximate index chose among the equal rows, not necessarily the smallest ids
+/// that the exact order keeps: the answer must then be settled by an exact ranking.
+pub fn tie_across_k<T>(hits: &[(T, f32)], k: usize) -> bool {
+    k > 0 && hits.len() > k && hits[k].1.total_cmp(&hits[k - 1].1).is_eq()
+}
+
 /// Encodes a vector as little-endian `f32`s (4 bytes each): the storage format of every backend
 /// that keeps vectors as blobs.
 pub fn encode_f32_le(vector: &[f32]) -> Vec<u8> {
@@ -158,6 +165,19 @@ mod tests {
 
     fn id(s: &str) -> VectorId {
         VectorId::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_tie_across_k_is_one_between_the_kth_and_the_next() {
+        let hits = [(0, 0.9), (1, 0.5), (2, 0.5), (3, 0.1)];
+        assert!(tie_across_k(&hits, 2), "0.5 at places 2 and 3");
+        assert!(!tie_across_k(&hits, 1), "0.9 then 0.5");
+        assert!(
+            !tie_across_k(&hits, 3),
+            "a tie inside the top k needs no settling"
+        );
+        assert!(!tie_across_k(&hits, 4), "nothing past k");
+        assert!(!tie_across_k(&hits, 0));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use async_trait::async_trait;
 use libsql::{Connection, Value};
-use memory_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
+use memory_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex};
 use memory_core::{
     CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorHit,
     VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -373,7 +373,8 @@ impl LibsqlStore {
     /// Through the DiskANN index — unless the scope holds fewer than `index_min_rows` rows, when
     /// scanning them is faster than any index query. Candidates in the scope and matching the filter are re-ranked
     /// exactly; asks again for 4× as many while fewer than `k` survive and the index had more,
-    /// and falls back to the exact scan past [`MAX_INDEX_CANDIDATES`].
+    /// and falls back to the exact scan past [`MAX_INDEX_CANDIDATES`], or when the candidates tie
+    /// across the `k`-th place (so ties break by id as everywhere).
     async fn search_index(
         conn: &Connection,
         collection: &CollectionRow,
@@ -435,7 +436,17 @@ impl LibsqlStore {
             // `k` eligible candidates: farther ones cannot enter the top k (up to the index's
             // approximation), and a `min_score` cut only removes the farthest.
             if eligible >= query.k {
-                let ranked = rank_exactly(collection, &candidates, query)?;
+                // One row past k: a tie across the k-th place shows there, and the index chose
+                // among the equal rows, not necessarily the smallest ids: settle it exactly.
+                let one_past_k = VectorQuery {
+                    k: query.k + 1,
+                    ..query.clone()
+                };
+                let mut ranked = rank_exactly(collection, &candidates, &one_past_k)?;
+                if tie_across_k(&ranked, query.k) {
+                    return Self::search_exactly(conn, collection, subject, query).await;
+                }
+                ranked.truncate(query.k);
                 return hits(conn, collection, ranked, query.include_vectors).await;
             }
             budget = budget.saturating_mul(4);

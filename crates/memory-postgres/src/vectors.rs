@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use async_trait::async_trait;
 use futures::future::try_join_all;
-use memory_core::exact::ExactIndex;
+use memory_core::exact::{tie_across_k, ExactIndex};
 use memory_core::similarity::dot_f64;
 use memory_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
@@ -837,9 +837,7 @@ impl VectorStore for PostgresStore {
         let (mut records, mut hits) = self
             .ranked(&mut client, &collection, scope, &probe, indexed)
             .await?;
-        let tie_at_k =
-            hits.len() > query.k && hits[query.k].1.total_cmp(&hits[query.k - 1].1).is_eq();
-        if indexed && tie_at_k {
+        if indexed && tie_across_k(&hits, query.k) {
             // The index chose among equal rows, not necessarily the smallest ids that every
             // exact search returns: settle it over every row (rare with real embeddings).
             (records, hits) = self
