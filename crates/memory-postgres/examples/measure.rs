@@ -270,27 +270,8 @@ async fn main() {
     let data = memory_conformance::support::clustered_vectors(n + queries, dims, 7);
     let scope = Scope::new("measure", format!("vectors-{run}")).unwrap();
     let name = format!("recall-{run}");
-    indexed
-        .ensure_collection(
-            scope.namespace(),
-            CollectionSpec::new(&name, dims, "clustered"),
-        )
-        .await
-        .unwrap();
     let started = Instant::now();
-    for (c, chunk) in data[..n].chunks(1000).enumerate() {
-        let records = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone())
-            })
-            .collect();
-        indexed
-            .upsert_vectors(&scope, &name, records)
-            .await
-            .unwrap();
-    }
+    load_collection(&indexed, &scope, &name, &data[..n]).await;
     println!(
         "ingest {n} x {dims} with the HNSW index, batches of 1000: {:.0} vectors/s",
         n as f64 / started.elapsed().as_secs_f64()
@@ -327,6 +308,28 @@ async fn main() {
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
+/// Creates collection `name` of the vectors' width and loads them as `v0`, `v1`, … in upserts of
+/// 1,000.
+async fn load_collection(store: &PostgresStore, scope: &Scope, name: &str, vectors: &[Vec<f32>]) {
+    store
+        .ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new(name, vectors[0].len(), "clustered"),
+        )
+        .await
+        .unwrap();
+    for (c, chunk) in vectors.chunks(1000).enumerate() {
+        let records = chunk
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone())
+            })
+            .collect();
+        store.upsert_vectors(scope, name, records).await.unwrap();
+    }
+}
+
 /// Exact top-10 on 100,000 × 384 vectors in a collection without an index: ours (pgvector
 /// ranks in the server, the nearest rows come back and are re-scored) against the plainest raw
 /// pgvector exact query on the same rows, interleaved.
@@ -335,23 +338,7 @@ async fn exact_against_raw(exact: &PostgresStore, run: u32) {
     let data = memory_conformance::support::clustered_vectors(n + queries, dims, 11);
     let scope = Scope::new("measure", format!("exact-{run}")).unwrap();
     let name = format!("exact-{run}");
-    exact
-        .ensure_collection(
-            scope.namespace(),
-            CollectionSpec::new(&name, dims, "clustered"),
-        )
-        .await
-        .unwrap();
-    for (c, chunk) in data[..n].chunks(1000).enumerate() {
-        let records = chunk
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                VectorRecord::new(format!("v{}", c * 1000 + i).try_into().unwrap(), v.clone())
-            })
-            .collect();
-        exact.upsert_vectors(&scope, &name, records).await.unwrap();
-    }
+    load_collection(exact, &scope, &name, &data[..n]).await;
     let client = exact.pool().get().await.unwrap();
     let pk: i64 = client
         .query_one(

@@ -38,9 +38,10 @@
 //! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
 //!   (`text[]`, `&&`) and ranks them with [`memory_core::fact::rank_facts`]: exactly the core
 //!   definition.
-//! - **Vectors** are `real[]`, each with its norm (computed in `f64` by the writer). With pgvector each collection has a partial HNSW index over
-//!   `embedding::vector(dims)` (cosine, inner-product or L2 ops by metric), queried with
-//!   iterative scans so filters still return `min(k, matching)`; candidates are re-scored
+//! - **Vectors** are `real[]`, each with its norm (computed in `f64` by the writer). With
+//!   pgvector each collection has a partial HNSW index over `embedding::vector(dims)`
+//!   (cosine, inner-product or L2 ops by metric), queried with iterative scans so filters
+//!   still return `min(k, matching)`; candidates are re-scored
 //!   exactly in Rust, and a tie across the `k`-th place is settled by an exact scan so ties
 //!   break by id as everywhere. pgvector indexes at most 2,000 dimensions: wider collections
 //!   (up to the core's 16,000) get no index and are searched exactly. Search is declared

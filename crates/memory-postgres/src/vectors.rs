@@ -143,7 +143,7 @@ impl<'a> EncodedVector<'a> {
             filter: (!metadata.contains("\\u0000")).then(|| metadata.clone()),
             metadata,
             conversation_id: record.conversation_id.as_ref().map(ConversationId::as_str),
-            norm: dot_f64(&record.vector, &record.vector).sqrt(),
+            norm: norm(&record.vector),
         }
     }
 
@@ -517,6 +517,12 @@ enum Read<'q> {
 const MIN_TRUSTED_NORM: f64 = 1e-15;
 const MAX_TRUSTED_NORM: f64 = 1e18;
 
+/// A vector's Euclidean norm in `f64` (faithful for any checked vector), as stored with each
+/// row and compared with the trusted range.
+fn norm(vector: &[f32]) -> f64 {
+    dot_f64(vector, vector).sqrt()
+}
+
 /// The highest score, by our definition, that a row pgvector places at `distance` or farther
 /// can have: pgvector sums in `float` as we do, so its distance and our score differ by at most
 /// the summation error of `dims` terms (bounded by `dims` units in the last place, times a
@@ -531,9 +537,10 @@ fn score_bound(metric: Metric, dims: usize, distance: f64) -> Option<f64> {
         // pgvector's cosine distance is 1 - cosine; each side's cosine is within 3 sums'
         // relative error of the true one (trusted norms only).
         Metric::Cosine => Some(1.0 - distance + 2.0 * error + 1e-6),
-        // A sum of squares is within a relative error of the true one, whatever the signs.
+        // A sum of squares is within a relative error of the true one, whatever the signs, so
+        // each side's distance is within √(1 + error) of it.
         Metric::Euclidean => {
-            let nearest = distance / (1.0 + error).sqrt() / (1.0 + error).sqrt();
+            let nearest = distance / (1.0 + error);
             Some((1.0 / (1.0 + nearest)) * (1.0 + 1e-6) + f64::from(f32::MIN_POSITIVE))
         }
         // An inner product's error scales with the unknown norm of the row.
@@ -553,10 +560,9 @@ impl PostgresStore {
     /// ranks cosine and Euclidean collections (a dot product's error has no bound without the
     /// rows' norms), for a query whose norm its sums compute faithfully.
     fn ranks_exactly(&self, spec: &CollectionSpec, query: &[f32]) -> bool {
-        let norm = f64::from(memory_core::similarity::dot(query, query)).sqrt();
         self.pgvector
             && score_bound(spec.metric, spec.dims, 0.0).is_some()
-            && (MIN_TRUSTED_NORM..=MAX_TRUSTED_NORM).contains(&norm)
+            && (MIN_TRUSTED_NORM..=MAX_TRUSTED_NORM).contains(&norm(query))
     }
 
     /// The query's hits as `(row, score)` over the candidate records, scored and ordered
