@@ -137,3 +137,86 @@ pub async fn invalid_keys_are_rejected(ctx: &Ctx) {
         .await
         .must_be_invalid("long key");
 }
+
+/// `cache_get_many` answers each key as `cache_get` would, in order (a key asked twice is
+/// answered twice); `cache_set_many` writes each entry as `cache_set` would, the later value of
+/// a repeated key winning; both take at most `MAX_CACHE_BATCH` keys, and a bad key writes nothing.
+pub async fn batches_read_and_write_like_single_calls(ctx: &Ctx) {
+    let b = ctx.backend();
+    let ns = ctx.namespace();
+    let other = ctx.foreign_namespace_scope();
+    let every_byte: Vec<u8> = (0..=255u8).collect();
+    let entries = vec![
+        ("a".to_owned(), b"first".to_vec()),
+        ("b".to_owned(), Vec::new()),
+        ("c".to_owned(), every_byte.clone()),
+        ("a".to_owned(), b"second".to_vec()),
+    ];
+    b.cache_set_many(ns, entries, Some(Duration::from_secs(30)))
+        .await
+        .must("set many");
+    b.cache_set(ns, "d", b"kept".to_vec(), None)
+        .await
+        .must("set d");
+    b.cache_set(other.namespace(), "b", b"theirs".to_vec(), None)
+        .await
+        .must("set in another namespace");
+    let keys: Vec<String> = ["a", "b", "missing", "c", "a", "d"]
+        .map(str::to_owned)
+        .to_vec();
+    let got = b.cache_get_many(ns, &keys).await.must("get many");
+    assert_eq!(
+        got,
+        [
+            Some(b"second".to_vec()),
+            Some(Vec::new()),
+            None,
+            Some(every_byte),
+            Some(b"second".to_vec()),
+            Some(b"kept".to_vec()),
+        ]
+    );
+    for (key, one) in keys.iter().zip(&got) {
+        assert_eq!(&b.cache_get(ns, key).await.must("get"), one, "{key}");
+    }
+    assert!(b.cache_get_many(ns, &[]).await.must("no keys").is_empty());
+
+    ctx.clock().advance(Duration::from_secs(30));
+    let expired = b.cache_get_many(ns, &keys).await.must("after the TTL");
+    assert_eq!(
+        expired,
+        [None, None, None, None, None, Some(b"kept".to_vec())]
+    );
+
+    let bad = vec![
+        ("x".to_owned(), b"v".to_vec()),
+        (String::new(), b"v".to_vec()),
+    ];
+    b.cache_set_many(ns, bad, None)
+        .await
+        .must_be_invalid("an empty key");
+    assert_eq!(
+        b.cache_get(ns, "x").await.must("get x"),
+        None,
+        "nothing written"
+    );
+    b.cache_get_many(ns, &["k".to_owned(), "a\0b".to_owned()])
+        .await
+        .must_be_invalid("a NUL key");
+    let limit = memory_core::MAX_CACHE_BATCH;
+    let many: Vec<String> = (0..=limit).map(|i| format!("k{i}")).collect();
+    assert_eq!(
+        b.cache_get_many(ns, &many[..limit])
+            .await
+            .must("at the limit")
+            .len(),
+        limit
+    );
+    b.cache_get_many(ns, &many)
+        .await
+        .must_be_invalid("one key past the limit");
+    let too_many = many.into_iter().map(|k| (k, Vec::new())).collect();
+    b.cache_set_many(ns, too_many, None)
+        .await
+        .must_be_invalid("one entry past the limit");
+}

@@ -802,6 +802,74 @@ pub async fn load_missing_is_not_found(ctx: &Ctx) {
         .must_be_not_found("load");
 }
 
+/// `load_seqs` reads scattered messages in seq order, each once, exactly as stored (a dangling
+/// tool call is kept: scattered messages are not a transcript); seqs with no message are
+/// skipped, and at most `MAX_LOAD_SEQS` are read at once.
+pub async fn load_seqs_reads_scattered_messages_as_stored(ctx: &Ctx) {
+    let mut history = texts("m", 10);
+    history[4] = message(
+        "call",
+        Role::Assistant,
+        vec![
+            Part::text("checking"),
+            Part::tool_call("c1", "weather", json!({})),
+        ],
+    );
+    let c = conversation_with(ctx, history).await;
+    // Two more with a limit of 10 prune seqs 1 and 2.
+    let prune = AppendOptions {
+        max_messages: Some(10),
+        ..AppendOptions::default()
+    };
+    ctx.backend()
+        .append(ctx.scope(), &c.id, texts("n", 2), prune)
+        .await
+        .must("append");
+    let stored = load(ctx, &c.id, LoadOptions::raw()).await;
+    let at = |seqs: &[u64]| -> Vec<memory_core::StoredMessage> {
+        stored
+            .iter()
+            .filter(|m| seqs.contains(&m.seq))
+            .cloned()
+            .collect()
+    };
+    let b = ctx.backend();
+    let found = b
+        .load_seqs(ctx.scope(), &c.id, &[11, 3, 5, 3, 12, 99, 1, 0, u64::MAX])
+        .await
+        .must("load_seqs");
+    assert_eq!(seqs(&found), [3, 5, 11, 12]);
+    assert_eq!(found, at(&[3, 5, 11, 12]));
+    assert_eq!(found[1].message.parts.len(), 2, "the dangling call is kept");
+    assert!(b
+        .load_seqs(ctx.scope(), &c.id, &[])
+        .await
+        .must("no seqs")
+        .is_empty());
+    let limit = memory_core::MAX_LOAD_SEQS as u64;
+    let every: Vec<u64> = (1..=limit).collect();
+    let all = b
+        .load_seqs(ctx.scope(), &c.id, &every)
+        .await
+        .must("MAX_LOAD_SEQS seqs");
+    assert_eq!(all, stored, "every stored message, as `load` reads them");
+    let too_many: Vec<u64> = (1..=limit + 1).collect();
+    b.load_seqs(ctx.scope(), &c.id, &too_many)
+        .await
+        .must_be_invalid("one seq past the limit");
+}
+
+/// `load_seqs` of a missing conversation is `NotFound`, even for no seqs (another scope's is
+/// in `isolation::conversation_of_other_subject_is_not_found`).
+pub async fn load_seqs_of_a_missing_conversation_is_not_found(ctx: &Ctx) {
+    for seqs in [&[][..], &[1, 2][..]] {
+        ctx.backend()
+            .load_seqs(ctx.scope(), &cid("none"), seqs)
+            .await
+            .must_be_not_found("missing conversation");
+    }
+}
+
 /// Cursors start unset, move forward only, and need the conversation.
 pub async fn cursor_advances_monotonically(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;

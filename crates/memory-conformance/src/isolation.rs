@@ -42,6 +42,11 @@ pub async fn conversation_of_other_subject_is_not_found(ctx: &Ctx) {
         b.load(&intruder, &c.id, LoadOptions::default())
             .await
             .must_be_not_found("load");
+        for seqs in [&[][..], &[1, 2][..]] {
+            b.load_seqs(&intruder, &c.id, seqs)
+                .await
+                .must_be_not_found("load_seqs");
+        }
         b.cursor(&intruder, &c.id, "x")
             .await
             .must_be_not_found("cursor");

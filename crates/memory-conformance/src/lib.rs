@@ -65,6 +65,8 @@ macro_rules! __with_scenarios {
                 load_sanitizes_after_crash_between_call_and_result: None,
                 load_window_drops_orphan_tool_results: None,
                 load_missing_is_not_found: None,
+                load_seqs_reads_scattered_messages_as_stored: None,
+                load_seqs_of_a_missing_conversation_is_not_found: None,
                 cursor_advances_monotonically: None,
             }
             concurrency {
@@ -171,6 +173,7 @@ macro_rules! __with_scenarios {
                 delete_reports_whether_it_existed: None,
                 namespaces_do_not_share_entries: None,
                 invalid_keys_are_rejected: None,
+                batches_read_and_write_like_single_calls: None,
             }
             isolation {
                 conversation_of_other_subject_is_not_found: None,

@@ -7,6 +7,9 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::scope::Namespace;
 
+/// The most keys one [`CacheStore::cache_get_many`] or [`CacheStore::cache_set_many`] takes.
+pub const MAX_CACHE_BATCH: usize = 1_000;
+
 /// Bytes by `(namespace, key)` with optional time-to-live.
 #[async_trait]
 pub trait CacheStore: Send + Sync {
@@ -28,6 +31,49 @@ pub trait CacheStore: Send + Sync {
         value: Vec<u8>,
         ttl: Option<Duration>,
     ) -> Result<()>;
+
+    /// Reads several values in one call (the embedding cache looks up a batch of texts).
+    ///
+    /// # Behavior
+    /// - One answer per key, in the order of `keys`, each what [`cache_get`](Self::cache_get)
+    ///   would answer; a key asked twice is answered twice.
+    /// - At most [`MAX_CACHE_BATCH`] keys (`InvalidInput`); each follows identifier rules.
+    ///
+    /// The default reads each key with `cache_get`, concurrently (on a pipelining connection,
+    /// such as Redis's multiplexed one, that is one round trip); a backend that can answer in
+    /// one request overrides it.
+    async fn cache_get_many(
+        &self,
+        namespace: &Namespace,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        futures::future::try_join_all(keys.iter().map(|key| self.cache_get(namespace, key))).await
+    }
+
+    /// Writes several values in one call, all with the same TTL.
+    ///
+    /// # Behavior
+    /// - Each entry is written as [`cache_set`](Self::cache_set) writes it; of a key given
+    ///   twice, the later value is kept.
+    /// - At most [`MAX_CACHE_BATCH`] entries (`InvalidInput`); each key follows identifier
+    ///   rules, and a bad key writes nothing.
+    /// - Not atomic as a whole: after a failure some entries may be written (a cache may lose
+    ///   entries, never hold wrong ones).
+    ///
+    /// The default writes each entry with `cache_set`, concurrently; a backend that can write
+    /// them in one request overrides it.
+    async fn cache_set_many(
+        &self,
+        namespace: &Namespace,
+        entries: Vec<(String, Vec<u8>)>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        let writes = entries
+            .into_iter()
+            .map(|(key, value)| async move { self.cache_set(namespace, &key, value, ttl).await });
+        futures::future::try_join_all(writes).await?;
+        Ok(())
+    }
 
     /// Removes a value.
     ///

@@ -160,6 +160,9 @@ pub struct AppendReceipt {
     pub pruned: u64,
 }
 
+/// The most seqs one [`ConversationStore::load_seqs`] reads.
+pub const MAX_LOAD_SEQS: usize = 1_000;
+
 /// Window and filters of [`ConversationStore::load`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadOptions {
@@ -396,6 +399,46 @@ pub trait ConversationStore: Send + Sync {
         id: &ConversationId,
         options: LoadOptions,
     ) -> Result<Vec<StoredMessage>>;
+
+    /// Loads the messages at `seqs` in one call (what semantic recall found, scattered over
+    /// the thread).
+    ///
+    /// # Behavior
+    /// - The stored messages whose seq is in `seqs`, in seq order, each once (the front layer
+    ///   passes `seqs` sorted and without repeats), exactly as stored: scattered messages are
+    ///   not a transcript, so they are never sanitized.
+    /// - A seq with no message (never written, or pruned) is skipped.
+    /// - Cost is O(N) in the seqs asked for, whatever the thread's length.
+    /// - At most [`MAX_LOAD_SEQS`] seqs (`InvalidInput` past it).
+    /// - A missing conversation, or another scope's, is `NotFound`, even for an empty list.
+    ///
+    /// The default loads each seq with [`load`](Self::load), concurrently; a backend that can
+    /// read them in one request overrides it.
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        if seqs.is_empty() {
+            self.get_conversation(scope, id).await?;
+            return Ok(Vec::new());
+        }
+        let reads = seqs.iter().map(|&seq| {
+            self.load(
+                scope,
+                id,
+                LoadOptions {
+                    after_seq: seq.checked_sub(1),
+                    before_seq: seq.checked_add(1),
+                    sanitize: false,
+                    ..LoadOptions::default()
+                },
+            )
+        });
+        let windows = futures::future::try_join_all(reads).await?;
+        Ok(windows.into_iter().flatten().collect())
+    }
 
     /// Reads a named per-conversation cursor (e.g. the fact extraction watermark).
     ///

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use crate::cache::CacheStore;
+use crate::cache::{CacheStore, MAX_CACHE_BATCH};
 use crate::error::{MemoryError, Result};
 use crate::lexical::tokenize;
 use crate::scope::Namespace;
@@ -154,7 +154,8 @@ pub struct CacheStats {
     pub hits: u64,
     /// Texts sent to the inner embedder.
     pub misses: u64,
-    /// Cache reads or writes that failed (the call itself went on).
+    /// Batch reads or writes of the cache that failed (the call itself went on): one per
+    /// failed `cache_get_many` or `cache_set_many`, whatever its size.
     pub errors: u64,
 }
 
@@ -203,6 +204,15 @@ impl CachedEmbedder {
             })
     }
 
+    /// The cached bytes of every key, one batch read per [`MAX_CACHE_BATCH`] keys.
+    async fn read_batches(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut found = Vec::with_capacity(keys.len());
+        for batch in keys.chunks(MAX_CACHE_BATCH) {
+            found.extend(self.store.cache_get_many(&self.namespace, batch).await?);
+        }
+        Ok(found)
+    }
+
     fn decode(&self, bytes: &[u8]) -> Option<Vec<f32>> {
         (bytes.len() == self.inner.dims() * 4).then(|| {
             bytes
@@ -236,20 +246,16 @@ impl Embedder for CachedEmbedder {
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let keys: Vec<String> = texts.iter().map(|t| self.key(t)).collect();
-        let reads = futures::future::join_all(
-            keys.iter()
-                .map(|k| self.store.cache_get(&self.namespace, k)),
-        )
-        .await;
-        let mut vectors: Vec<Option<Vec<f32>>> = reads
-            .into_iter()
-            .map(|read| {
-                if read.is_err() {
-                    self.errors.fetch_add(1, Ordering::Relaxed);
-                }
-                read.ok().flatten().and_then(|bytes| self.decode(&bytes))
-            })
-            .collect();
+        // A failed read is a miss of the whole batch: the cache may lose entries, never a turn.
+        let mut vectors: Vec<Option<Vec<f32>>> = if let Ok(reads) = self.read_batches(&keys).await {
+            reads
+                .into_iter()
+                .map(|read| read.and_then(|bytes| self.decode(&bytes)))
+                .collect()
+        } else {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            vec![None; keys.len()]
+        };
         let missing: Vec<usize> = (0..texts.len()).filter(|&i| vectors[i].is_none()).collect();
         self.hits
             .fetch_add((texts.len() - missing.len()) as u64, Ordering::Relaxed);
@@ -264,13 +270,20 @@ impl Embedder for CachedEmbedder {
                     format!("{} vectors for {} texts", fresh.len(), batch.len()),
                 ));
             }
-            let writes = missing.iter().zip(&fresh).map(|(&i, vector)| {
-                let bytes = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
-                self.store
-                    .cache_set(&self.namespace, &keys[i], bytes, self.ttl)
-            });
-            for write in futures::future::join_all(writes).await {
-                if write.is_err() {
+            let entries: Vec<(String, Vec<u8>)> = missing
+                .iter()
+                .zip(&fresh)
+                .map(|(&i, vector)| {
+                    let bytes = vector.iter().flat_map(|x| x.to_le_bytes()).collect();
+                    (keys[i].clone(), bytes)
+                })
+                .collect();
+            for batch in entries.chunks(MAX_CACHE_BATCH) {
+                let written = self
+                    .store
+                    .cache_set_many(&self.namespace, batch.to_vec(), self.ttl)
+                    .await;
+                if written.is_err() {
                     self.errors.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -335,7 +348,7 @@ mod tests {
             CacheStats {
                 hits: 0,
                 misses: 2,
-                errors: 4
+                errors: 2
             }
         );
     }

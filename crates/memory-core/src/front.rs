@@ -6,6 +6,10 @@
 //! operations under one [`RetryPolicy`]. After a `load` it sanitizes the window. A backend so
 //! holds storage code only: it may assume every argument it receives is valid.
 //!
+//! Every call through the layer is a `tracing` span at debug level, named after the method
+//! and carrying the backend's name (target `memory_core::front`), so a subscriber shows what a
+//! turn asked of the store, how long each call took, and which ran at once.
+//!
 //! `agent_memory::open`, the engine and the conformance suite wrap every store they are given
 //! (wrapping twice is a no-op, see [`Checked::wrap`]), so the checks cannot be forgotten.
 //!
@@ -22,12 +26,12 @@ use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 
 use crate::backend::{DeletionReceipt, MemoryBackend};
-use crate::cache::CacheStore;
+use crate::cache::{CacheStore, MAX_CACHE_BATCH};
 use crate::capabilities::Capabilities;
 use crate::checkpoint::{Checkpoint, CheckpointStore, CheckpointUpdate, NewCheckpoint};
 use crate::conversation::{
     AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
-    ConversationUpdate, LoadOptions, NewConversation,
+    ConversationUpdate, LoadOptions, NewConversation, MAX_LOAD_SEQS,
 };
 use crate::error::{MemoryError, Result};
 use crate::fact::{
@@ -148,6 +152,15 @@ impl Checked {
     }
 }
 
+fn check_cache_batch(len: usize) -> Result<()> {
+    if len > MAX_CACHE_BATCH {
+        return Err(MemoryError::invalid(format!(
+            "a cache batch holds at most {MAX_CACHE_BATCH} keys, got {len}"
+        )));
+    }
+    Ok(())
+}
+
 fn check_max(what: &str, value: Option<impl Into<u64> + Copy>) -> Result<()> {
     if value.is_some_and(|v| v.into() == 0) {
         return Err(MemoryError::invalid(format!("{what} must be at least 1")));
@@ -157,6 +170,7 @@ fn check_max(what: &str, value: Option<impl Into<u64> + Copy>) -> Result<()> {
 
 #[async_trait]
 impl ConversationStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn create_conversation(
         &self,
         scope: &Scope,
@@ -166,11 +180,13 @@ impl ConversationStore for Checked {
         self.inner.create_conversation(scope, new).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
         self.retried(|| self.inner.get_conversation(scope, id))
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn list_conversations(
         &self,
         scope: &Scope,
@@ -181,6 +197,7 @@ impl ConversationStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn update_conversation(
         &self,
         scope: &Scope,
@@ -193,10 +210,12 @@ impl ConversationStore for Checked {
         self.inner.update_conversation(scope, id, update).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
         self.inner.delete_conversation(scope, id).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn append(
         &self,
         scope: &Scope,
@@ -210,6 +229,7 @@ impl ConversationStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn load(
         &self,
         scope: &Scope,
@@ -227,11 +247,33 @@ impl ConversationStore for Checked {
         Ok(options.finish(window))
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        if seqs.len() > MAX_LOAD_SEQS {
+            return Err(MemoryError::invalid(format!(
+                "load_seqs reads at most {MAX_LOAD_SEQS} seqs, got {}",
+                seqs.len()
+            )));
+        }
+        let mut seqs = seqs.to_vec();
+        seqs.sort_unstable();
+        seqs.dedup();
+        self.retried(|| self.inner.load_seqs(scope, id, &seqs))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         validate_identifier("cursor name", name)?;
         self.retried(|| self.inner.cursor(scope, id, name)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn advance_cursor(
         &self,
         scope: &Scope,
@@ -247,6 +289,7 @@ impl ConversationStore for Checked {
 
 #[async_trait]
 impl WorkingMemoryStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn get_working_memory(
         &self,
         scope: &Scope,
@@ -256,6 +299,7 @@ impl WorkingMemoryStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn set_working_memory(
         &self,
         scope: &Scope,
@@ -266,6 +310,7 @@ impl WorkingMemoryStore for Checked {
         self.inner.set_working_memory(scope, key, update).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
         self.inner.clear_working_memory(scope, key).await
     }
@@ -273,6 +318,7 @@ impl WorkingMemoryStore for Checked {
 
 #[async_trait]
 impl FactStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn remember(
         &self,
         scope: &Scope,
@@ -284,27 +330,32 @@ impl FactStore for Checked {
         self.inner.remember(scope, fact, options).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         query.validate()?;
         self.retried(|| self.inner.recall(scope, query.clone()))
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
         self.retried(|| self.inner.get_fact(scope, id)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
         check_page(query.limit, query.cursor.as_deref())?;
         self.retried(|| self.inner.list_facts(scope, query.clone()))
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
         validate_identifier("fact key", key)?;
         self.retried(|| self.inner.history(scope, key)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         self.inner.forget(scope, id).await
     }
@@ -312,6 +363,7 @@ impl FactStore for Checked {
 
 #[async_trait]
 impl VectorStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn ensure_collection(
         &self,
         namespace: &Namespace,
@@ -322,15 +374,18 @@ impl VectorStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
         self.retried(|| self.inner.list_collections(namespace))
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
         self.inner.drop_collection(namespace, name).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn upsert_vectors(
         &self,
         scope: &Scope,
@@ -347,6 +402,7 @@ impl VectorStore for Checked {
         .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn get_vector(
         &self,
         scope: &Scope,
@@ -357,6 +413,7 @@ impl VectorStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn delete_vectors(
         &self,
         scope: &Scope,
@@ -369,6 +426,7 @@ impl VectorStore for Checked {
         self.inner.delete_vectors(scope, collection, selector).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn search(
         &self,
         scope: &Scope,
@@ -383,15 +441,18 @@ impl VectorStore for Checked {
 
 #[async_trait]
 impl CheckpointStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn put_checkpoint(&self, scope: &Scope, checkpoint: NewCheckpoint) -> Result<Checkpoint> {
         checkpoint.validate()?;
         self.inner.put_checkpoint(scope, checkpoint).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn get_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {
         self.retried(|| self.inner.get_checkpoint(scope, id)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn update_checkpoint(
         &self,
         scope: &Scope,
@@ -402,6 +463,7 @@ impl CheckpointStore for Checked {
         self.inner.update_checkpoint(scope, id, update).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn list_suspended(
         &self,
         scope: &Scope,
@@ -411,6 +473,7 @@ impl CheckpointStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
         self.inner.delete_checkpoint(scope, id).await
     }
@@ -418,11 +481,13 @@ impl CheckpointStore for Checked {
 
 #[async_trait]
 impl CacheStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
         validate_identifier("cache key", key)?;
         self.retried(|| self.inner.cache_get(namespace, key)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn cache_set(
         &self,
         namespace: &Namespace,
@@ -435,6 +500,42 @@ impl CacheStore for Checked {
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn cache_get_many(
+        &self,
+        namespace: &Namespace,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        check_cache_batch(keys.len())?;
+        keys.iter()
+            .try_for_each(|key| validate_identifier("cache key", key))?;
+        self.retried(|| self.inner.cache_get_many(namespace, keys))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn cache_set_many(
+        &self,
+        namespace: &Namespace,
+        entries: Vec<(String, Vec<u8>)>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        check_cache_batch(entries.len())?;
+        // The later value of a repeated key wins, so a backend writes each key once.
+        let mut seen = std::collections::HashSet::new();
+        let mut unique: Vec<(String, Vec<u8>)> = Vec::with_capacity(entries.len());
+        for (key, value) in entries.into_iter().rev() {
+            validate_identifier("cache key", &key)?;
+            if seen.insert(key.clone()) {
+                unique.push((key, value));
+            }
+        }
+        unique.reverse();
+        self.retried(|| self.inner.cache_set_many(namespace, unique.clone(), ttl))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
         validate_identifier("cache key", key)?;
         self.inner.cache_delete(namespace, key).await
@@ -443,23 +544,28 @@ impl CacheStore for Checked {
 
 #[async_trait]
 impl TransferStore for Checked {
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
         self.retried(|| self.inner.namespaces()).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
         self.retried(|| self.inner.scopes(namespace)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
         self.retried(|| self.inner.export_namespace(namespace))
             .await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
         self.retried(|| self.inner.export_scope(scope)).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
         records.iter().try_for_each(Record::validate)?;
         self.retried(|| self.inner.restore(records.clone())).await
@@ -480,15 +586,18 @@ impl MemoryBackend for Checked {
         true
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         scope.require_subject("forget_all")?;
         self.inner.forget_all(scope).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn schema_version(&self) -> Result<Option<u32>> {
         self.retried(|| self.inner.schema_version()).await
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
         self.retried(|| self.inner.table_counts()).await
     }

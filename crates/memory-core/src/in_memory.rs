@@ -352,6 +352,25 @@ impl ConversationStore for InMemoryBackend {
         Ok(window)
     }
 
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        let state = self.read();
+        let entry = state.entry(scope, id)?;
+        Ok(seqs
+            .iter()
+            .filter_map(|seq| {
+                entry.messages.get(seq).map(|m| StoredMessage {
+                    seq: *seq,
+                    message: m.clone(),
+                })
+            })
+            .collect())
+    }
+
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         Ok(self.read().entry(scope, id)?.cursors.get(name).copied())
     }

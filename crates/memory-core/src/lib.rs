@@ -32,7 +32,7 @@ pub mod vector;
 pub mod working;
 
 pub use backend::{DeletionReceipt, MemoryBackend};
-pub use cache::CacheStore;
+pub use cache::{CacheStore, MAX_CACHE_BATCH};
 pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
 pub use checkpoint::{
     Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
@@ -43,7 +43,7 @@ pub use continuation::{
 };
 pub use conversation::{
     plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationQuery,
-    ConversationStore, ConversationUpdate, LoadOptions, NewConversation,
+    ConversationStore, ConversationUpdate, LoadOptions, NewConversation, MAX_LOAD_SEQS,
 };
 pub use error::{BoxError, MemoryError, Result};
 pub use fact::{

@@ -341,6 +341,41 @@ impl ConversationStore for LibsqlStore {
         Ok(window)
     }
 
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        let tx = self.read().await?;
+        let (pk, _) = conversation_pk(&tx, scope, id).await?;
+        // A seq past i64::MAX was never stored.
+        let wanted = to_json(
+            &seqs
+                .iter()
+                .filter_map(|&s| i64::try_from(s).ok())
+                .collect::<Vec<_>>(),
+        );
+        let found = rows(
+            &tx,
+            "SELECT seq, body FROM messages
+             WHERE conversation = ?1 AND seq IN (SELECT value FROM json_each(?2))
+             ORDER BY seq",
+            (pk, wanted),
+        )
+        .await?;
+        tx.commit().await?;
+        found
+            .iter()
+            .map(|row| {
+                Ok(StoredMessage {
+                    seq: seq_from_db(row.int(0)?),
+                    message: message_from(&row.string(1)?)?,
+                })
+            })
+            .collect()
+    }
+
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         let tx = self.read().await?;
         let (pk, _) = conversation_pk(&tx, scope, id).await?;

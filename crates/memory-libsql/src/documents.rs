@@ -1,5 +1,6 @@
 //! The small keyed documents: working memory, checkpoints and the byte cache.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -319,6 +320,43 @@ impl CacheStore for LibsqlStore {
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
         let tx = self.write().await?;
         put_cache(&tx, namespace, key, &value, expires).await?;
+        tx.commit().await
+    }
+
+    async fn cache_get_many(
+        &self,
+        namespace: &Namespace,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let tx = self.read().await?;
+        let found = rows(
+            &tx,
+            "SELECT key, value FROM cache
+             WHERE namespace = ?1 AND key IN (SELECT value FROM json_each(?2))
+               AND (expires_at IS NULL OR expires_at > ?3)",
+            (namespace.as_str(), to_json(&keys), millis(self.clock.now())),
+        )
+        .await?;
+        tx.commit().await?;
+        let found = found
+            .iter()
+            .map(|row| Ok((row.string(0)?, row.blob(1)?)))
+            .collect::<Result<HashMap<String, Vec<u8>>>>()?;
+        Ok(keys.iter().map(|key| found.get(key).cloned()).collect())
+    }
+
+    async fn cache_set_many(
+        &self,
+        namespace: &Namespace,
+        entries: Vec<(String, Vec<u8>)>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
+        // One transaction: one commit for the batch.
+        let tx = self.write().await?;
+        for (key, value) in &entries {
+            put_cache(&tx, namespace, key, value, expires).await?;
+        }
         tx.commit().await
     }
 

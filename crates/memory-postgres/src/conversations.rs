@@ -430,6 +430,51 @@ impl ConversationStore for PostgresStore {
         Ok(window)
     }
 
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        let client = self.client().await?;
+        // A seq past i64::MAX was never stored.
+        let wanted: Vec<i64> = seqs.iter().filter_map(|&s| i64::try_from(s).ok()).collect();
+        // One statement, as `load`: the conversation (NULL seq when none matches) and the
+        // messages at the seqs, by the (conversation, seq) key.
+        let rows = client
+            .rows(
+                &self.sql(
+                    "SELECT m.seq, m.body FROM {s}.conversations c
+                     LEFT JOIN LATERAL (
+                         SELECT seq, body FROM {s}.messages
+                         WHERE conversation = c.pk AND seq = ANY($4)
+                     ) m ON true
+                     WHERE c.namespace = $1 AND c.subject = $2 AND c.id = $3
+                     ORDER BY m.seq",
+                ),
+                &[
+                    &scope.namespace().as_str(),
+                    &subject_of(scope),
+                    &id.as_str(),
+                    &wanted,
+                ],
+            )
+            .await?;
+        if rows.is_empty() {
+            return Err(MemoryError::not_found("conversation", id.as_str()));
+        }
+        let mut found = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(seq) = row.get::<_, Option<i64>>(0) {
+                found.push(StoredMessage {
+                    seq: from_db(seq),
+                    message: message_from(row.get(1))?,
+                });
+            }
+        }
+        Ok(found)
+    }
+
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         let client = self.client().await?;
         let rows = client

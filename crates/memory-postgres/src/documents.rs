@@ -1,5 +1,6 @@
 //! The small keyed documents: working memory, checkpoints and the byte cache.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -303,6 +304,50 @@ impl CacheStore for PostgresStore {
         let client = self.client().await?;
         self.put_cache(&client, namespace, key, &value, expires)
             .await
+    }
+
+    async fn cache_get_many(
+        &self,
+        namespace: &Namespace,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let client = self.client().await?;
+        let rows = client
+            .rows(
+                &self.sql(
+                    "SELECT key, value FROM {s}.cache WHERE namespace = $1 AND key = ANY($2)
+                       AND (expires_at IS NULL OR expires_at > $3)",
+                ),
+                &[&namespace.as_str(), &keys, &millis(self.clock.now())],
+            )
+            .await?;
+        let found: HashMap<String, Vec<u8>> =
+            rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+        Ok(keys.iter().map(|key| found.get(key).cloned()).collect())
+    }
+
+    async fn cache_set_many(
+        &self,
+        namespace: &Namespace,
+        entries: Vec<(String, Vec<u8>)>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        let expires = ttl.map(|ttl| millis(self.clock.now().saturating_add(ttl)));
+        let (keys, values): (Vec<String>, Vec<Vec<u8>>) = entries.into_iter().unzip();
+        // One statement (the front layer passes each key once, as ON CONFLICT needs).
+        let client = self.client().await?;
+        client
+            .exec(
+                &self.sql(
+                    "INSERT INTO {s}.cache (namespace, key, value, expires_at)
+                     SELECT $1::text, k, v, $4::bigint FROM unnest($2::text[], $3::bytea[]) AS u(k, v)
+                     ON CONFLICT (namespace, key) DO UPDATE SET
+                         value = excluded.value, expires_at = excluded.expires_at",
+                ),
+                &[&namespace.as_str(), &keys, &values, &expires],
+            )
+            .await?;
+        Ok(())
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {

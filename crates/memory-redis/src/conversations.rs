@@ -24,6 +24,8 @@ static DELETE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/delete_conversation.lua")));
 static APPEND: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/append.lua")));
 static LOAD: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/load.lua")));
+static LOAD_SEQS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/load_seqs.lua")));
 static ADVANCE_CURSOR: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/advance_cursor.lua")));
 
@@ -378,6 +380,37 @@ impl ConversationStore for RedisStore {
         }
         window.reverse();
         Ok(window)
+    }
+
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        let keys = self.keys.scope(scope);
+        let reply: Vec<Value> = LOAD_SEQS
+            .key(keys.conversation(id))
+            .key(keys.messages(id))
+            .arg(seqs)
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        if reply.is_empty() {
+            return Err(MemoryError::not_found("conversation", id.as_str()));
+        }
+        reply[1..]
+            .chunks(2)
+            .map(|pair| {
+                let [member, seq] = pair else {
+                    return Err(corrupt("load_seqs reply", "odd length"));
+                };
+                let member: Vec<u8> =
+                    redis::from_redis_value_ref(member).map_err(|e| corrupt("message", e))?;
+                let seq: u64 = redis::from_redis_value_ref(seq).map_err(|e| corrupt("seq", e))?;
+                message_from_member(&member, seq)
+            })
+            .collect()
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {

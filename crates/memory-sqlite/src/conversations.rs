@@ -358,6 +358,42 @@ impl ConversationStore for SqliteStore {
         Ok(window)
     }
 
+    async fn load_seqs(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        seqs: &[u64],
+    ) -> Result<Vec<StoredMessage>> {
+        let mut tx = self.read().await?;
+        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
+        // A seq past i64::MAX was never stored.
+        let wanted = to_json(
+            &seqs
+                .iter()
+                .filter_map(|&s| i64::try_from(s).ok())
+                .collect::<Vec<_>>(),
+        );
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT seq, body FROM messages
+             WHERE conversation = ?1 AND seq IN (SELECT value FROM json_each(?2))
+             ORDER BY seq",
+        )
+        .bind(pk)
+        .bind(wanted)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        tx.commit().await.db()?;
+        rows.into_iter()
+            .map(|(seq, body)| {
+                Ok(StoredMessage {
+                    seq: seq_from_db(seq),
+                    message: message_from(&body)?,
+                })
+            })
+            .collect()
+    }
+
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         let mut tx = self.read().await?;
         let (pk, _) = conversation_pk(&mut tx, scope, id).await?;

@@ -1,5 +1,6 @@
 //! The small keyed documents: working memory, checkpoints and the byte cache.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -326,6 +327,41 @@ impl CacheStore for SqliteStore {
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
         let mut conn = self.writer.acquire().await.db()?;
         put_cache(&mut conn, namespace, key, &value, expires).await
+    }
+
+    async fn cache_get_many(
+        &self,
+        namespace: &Namespace,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
+            "SELECT key, value FROM cache
+             WHERE namespace = ?1 AND key IN (SELECT value FROM json_each(?2))
+               AND (expires_at IS NULL OR expires_at > ?3)",
+        )
+        .bind(namespace.as_str())
+        .bind(to_json(&keys))
+        .bind(millis(self.clock.now()))
+        .fetch_all(&self.reader)
+        .await
+        .db()?;
+        let found: HashMap<String, Vec<u8>> = rows.into_iter().collect();
+        Ok(keys.iter().map(|key| found.get(key).cloned()).collect())
+    }
+
+    async fn cache_set_many(
+        &self,
+        namespace: &Namespace,
+        entries: Vec<(String, Vec<u8>)>,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
+        // One transaction: one commit for the batch.
+        let mut tx = self.write().await?;
+        for (key, value) in &entries {
+            put_cache(&mut tx, namespace, key, value, expires).await?;
+        }
+        tx.commit().await.db()
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
