@@ -34,13 +34,13 @@ mod context;
 pub mod prompt_cache;
 mod working;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 pub use context::{
@@ -400,6 +400,7 @@ impl Memory {
     ///   `inject.limit` of them, fenced and trimmed to `inject.token_budget`.
     /// - `working_memory`: the document of the conversation or user, with its template/schema.
     /// - A missing conversation, or another scope's, is `NotFound`.
+    #[tracing::instrument(level = "debug", skip_all, fields(conversation = conversation.as_str()))]
     pub async fn prepare(
         &self,
         scope: &Scope,
@@ -407,79 +408,105 @@ impl Memory {
         user_input: &str,
     ) -> Result<Context> {
         let config = &self.config;
-        let mut context = Context::default();
-        // The conversation must exist in this scope whatever tiers are on.
-        let thread = self.backend.get_conversation(scope, conversation).await?;
-
-        let window = if config.conversation.enabled {
-            self.backend
-                .load(
-                    scope,
-                    conversation,
-                    LoadOptions::last(config.conversation.window_size),
-                )
-                .await?
-        } else {
-            Vec::new()
-        };
-        // Everything before this seq is outside the window.
-        let window_start = if config.conversation.enabled {
-            window.first().map_or(thread.last_seq + 1, |m| m.seq)
-        } else {
-            thread.last_seq + 1
-        };
-        if config.conversation.enabled && config.conversation.summarize && window_start > 1 {
-            context.summary = Some(self.summary(scope, &thread, window_start - 1).await?);
-        }
-
+        let has_input = !user_input.trim().is_empty();
         let wants_query = self.vectors
-            && !user_input.trim().is_empty()
+            && has_input
             && (config.semantic_recall.enabled || config.knowledge.enabled || config.facts.enabled);
-        let query_vector = if wants_query {
-            Some(self.embed_one(user_input).await?)
-        } else {
-            None
+
+        // First round, at once: every read that needs only the request. The conversation must
+        // exist in this scope whatever tiers are on.
+        let (thread, window, query_vector, working_memory) = futures::try_join!(
+            self.backend.get_conversation(scope, conversation),
+            async {
+                if config.conversation.enabled {
+                    let last = LoadOptions::last(config.conversation.window_size);
+                    self.backend.load(scope, conversation, last).await
+                } else {
+                    Ok(Vec::new())
+                }
+            },
+            async {
+                if wants_query {
+                    self.embed_one(user_input).await.map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
+            async {
+                if config.working_memory.enabled {
+                    let key = self.working_memory_key(conversation);
+                    self.backend.get_working_memory(scope, &key).await.map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
+        )?;
+        // Everything before this seq is outside the window.
+        let window_start = window.first().map_or(thread.last_seq + 1, |m| m.seq);
+
+        // Second round, at once: what needs the window or the query's embedding.
+        let (summary, recalled, knowledge, facts) = futures::try_join!(
+            async {
+                if config.conversation.enabled && config.conversation.summarize && window_start > 1
+                {
+                    self.summary(scope, &thread, window_start - 1)
+                        .await
+                        .map(Some)
+                } else {
+                    Ok(None)
+                }
+            },
+            async {
+                match (config.semantic_recall.enabled, &query_vector) {
+                    (true, Some(vector)) => {
+                        self.recall_messages(scope, conversation, vector, window_start)
+                            .await
+                    }
+                    _ => Ok(Vec::new()),
+                }
+            },
+            async {
+                match (config.knowledge.enabled, &query_vector) {
+                    (true, Some(vector)) => self.knowledge(scope, vector).await,
+                    _ => Ok(Vec::new()),
+                }
+            },
+            async {
+                if !(config.facts.enabled && has_input) {
+                    return Ok(None);
+                }
+                let query = RecallQuery {
+                    text: Some(user_input.to_owned()),
+                    vector: query_vector.clone(),
+                    limit: Some(config.inject.limit),
+                    ..RecallQuery::default()
+                };
+                let recalled = self.backend.recall(&self.facts_scope(scope), query).await?;
+                Ok(Some(user_memory_block(
+                    recalled,
+                    config.inject.token_budget,
+                    self.tokens.as_ref(),
+                )))
+            },
+        )?;
+
+        let mut context = Context {
+            messages: merge(window, &recalled, config.semantic_recall.merge),
+            summary,
+            recalled,
+            knowledge,
+            ..Context::default()
         };
-
-        if let (true, Some(vector)) = (config.semantic_recall.enabled, &query_vector) {
-            context.recalled = self
-                .recall_messages(scope, conversation, vector, window_start)
-                .await?;
-        }
-        context.messages = merge(window, &context.recalled, config.semantic_recall.merge);
-
-        if let (true, Some(vector)) = (config.knowledge.enabled, &query_vector) {
-            context.knowledge = self.knowledge(scope, vector).await?;
-        }
-
-        if config.facts.enabled && !user_input.trim().is_empty() {
-            let recalled = self
-                .backend
-                .recall(
-                    &self.facts_scope(scope),
-                    RecallQuery {
-                        text: Some(user_input.to_owned()),
-                        vector: query_vector.clone(),
-                        limit: Some(config.inject.limit),
-                        ..RecallQuery::default()
-                    },
-                )
-                .await?;
-            let (facts, block) =
-                user_memory_block(recalled, config.inject.token_budget, self.tokens.as_ref());
+        if let Some((facts, block)) = facts {
             context.facts = facts;
             context.user_memory = block;
         }
-
-        if config.working_memory.enabled {
-            let key = self.working_memory_key(conversation);
-            context.working_memory = Some(WorkingMemoryBlock {
-                scope: config.working_memory.scope,
-                document: self.backend.get_working_memory(scope, &key).await?,
-                template: config.working_memory.template.clone(),
-                json_schema: config.working_memory.json_schema.clone(),
-            });
-        }
+        context.working_memory = working_memory.map(|document| WorkingMemoryBlock {
+            scope: config.working_memory.scope,
+            document,
+            template: config.working_memory.template.clone(),
+            json_schema: config.working_memory.json_schema.clone(),
+        });
         Ok(context)
     }
 
@@ -498,6 +525,7 @@ impl Memory {
     /// - Once the append succeeded the commit succeeds: an embedding or extraction failure goes
     ///   to `on_error`, is reported in the receipt, and those messages are taken up again by the
     ///   next commit.
+    #[tracing::instrument(level = "debug", skip_all, fields(conversation = conversation.as_str()))]
     pub async fn commit(
         &self,
         scope: &Scope,
@@ -525,26 +553,31 @@ impl Memory {
             }
             error.to_string()
         };
-        let embedding = if self.config.semantic_recall.enabled {
-            match self.embed_new_messages(scope, conversation).await {
-                Ok(None) => EmbeddingReport::Skipped,
-                Ok(Some(messages)) => EmbeddingReport::Embedded { messages },
-                Err(error) => EmbeddingReport::Failed {
-                    error: failed(error),
-                },
-            }
-        } else {
-            EmbeddingReport::Skipped
-        };
-        let extraction = if self.config.extract.enabled {
-            self.extract(scope, conversation)
-                .await
-                .unwrap_or_else(|error| ExtractionReport::Failed {
-                    error: failed(error),
-                })
-        } else {
-            ExtractionReport::Skipped
-        };
+        // Embedding and extraction follow their own cursors, so they run at once.
+        let (embedding, extraction) = futures::join!(
+            async {
+                if !self.config.semantic_recall.enabled {
+                    return EmbeddingReport::Skipped;
+                }
+                match self.embed_new_messages(scope, conversation).await {
+                    Ok(None) => EmbeddingReport::Skipped,
+                    Ok(Some(messages)) => EmbeddingReport::Embedded { messages },
+                    Err(error) => EmbeddingReport::Failed {
+                        error: failed(error),
+                    },
+                }
+            },
+            async {
+                if !self.config.extract.enabled {
+                    return ExtractionReport::Skipped;
+                }
+                self.extract(scope, conversation)
+                    .await
+                    .unwrap_or_else(|error| ExtractionReport::Failed {
+                        error: failed(error),
+                    })
+            },
+        );
         Ok(CommitReceipt {
             append,
             embedding,
@@ -836,37 +869,31 @@ impl Memory {
             Err(MemoryError::NotFound { .. }) => return Ok(Vec::new()),
             Err(error) => return Err(error),
         };
-        let mut recalled = Vec::with_capacity(hits.len());
-        for hit in hits {
-            let Some(seq) = hit.record.metadata.get("seq").and_then(Value::as_u64) else {
-                continue;
-            };
-            let loaded = self
-                .backend
-                .load(
-                    scope,
-                    conversation,
-                    LoadOptions {
-                        after_seq: Some(seq - 1),
-                        before_seq: Some(seq + 1),
-                        sanitize: false,
-                        ..LoadOptions::default()
-                    },
-                )
-                .await?;
-            // A message pruned since it was embedded is simply not recalled.
-            if let Some(mut stored) = loaded.into_iter().next() {
+        let seq_of = |hit: &memory_core::VectorHit| hit.record.metadata.get("seq")?.as_u64();
+        let seqs: Vec<u64> = hits.iter().filter_map(seq_of).collect();
+        let mut by_seq: HashMap<u64, StoredMessage> = self
+            .backend
+            .load_seqs(scope, conversation, &seqs)
+            .await?
+            .into_iter()
+            .map(|stored| (stored.seq, stored))
+            .collect();
+        // Best first, as the search ranked them; a message pruned since it was embedded is
+        // simply not recalled.
+        Ok(hits
+            .iter()
+            .filter_map(|hit| {
+                let mut stored = by_seq.remove(&seq_of(hit)?)?;
                 stored
                     .message
                     .parts
                     .retain(|p| matches!(p, Part::Text { .. }));
-                recalled.push(RecalledMessage {
+                Some(RecalledMessage {
                     message: stored,
                     score: hit.score,
-                });
-            }
-        }
-        Ok(recalled)
+                })
+            })
+            .collect())
     }
 
     /// Knowledge hits of every source, above the threshold, best first, limited.

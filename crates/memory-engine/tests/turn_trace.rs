@@ -1,0 +1,246 @@
+//! What one turn asks of the store, read from the front layer's `tracing` spans: which calls,
+//! and how many are in flight at once.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use memory_core::embed::{Embedder, HashingEmbedder};
+use memory_core::{
+    ConversationId, InMemoryBackend, MemoryError, Message, Result, Scope, StoredMessage,
+};
+use memory_engine::config::MemoryConfig;
+use memory_engine::{CommitReceipt, ExtractedFact, FactExtractor, Memory, Summarizer};
+use tracing::span;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+/// The target of the front layer's spans: one per call reaching a backend.
+const FRONT: &str = "memory_core::front";
+
+#[derive(Debug, Default)]
+struct Calls {
+    names: Vec<&'static str>,
+}
+
+impl Calls {
+    fn count(&self, name: &str) -> usize {
+        self.names.iter().filter(|n| **n == name).count()
+    }
+}
+
+/// Records the name of every front-layer span as it opens.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Calls>>);
+
+impl Recorder {
+    fn take(&self) -> Calls {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn seen(&self, name: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .count(name)
+            > 0
+    }
+
+    /// Yields until a call named `name` has been made; an error if it never is, which is what
+    /// happens when the caller waits for this future before making that call.
+    async fn wait_for(&self, name: &str) -> Result<()> {
+        for _ in 0..1_000 {
+            if self.seen(name) {
+                return Ok(());
+            }
+            tokio::task::yield_now().await;
+        }
+        Err(MemoryError::invalid(format!(
+            "`{name}` was not called while this step ran"
+        )))
+    }
+}
+
+const QUERY: &str = "which hotel near the station";
+const SAID: &str = "my flight to Lisbon leaves on Friday";
+
+/// Embeds a batch holding `trigger` only once a call named `after` has been made.
+struct WaitingEmbedder {
+    recorder: Recorder,
+    trigger: &'static str,
+    after: &'static str,
+    inner: HashingEmbedder,
+}
+
+#[async_trait]
+impl Embedder for WaitingEmbedder {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        if texts.iter().any(|t| t == self.trigger) {
+            self.recorder.wait_for(self.after).await?;
+        }
+        Ok(texts.iter().map(|t| self.inner.embed_one(t)).collect())
+    }
+}
+
+/// Proposes one fact from whatever it is given.
+struct OneFact;
+
+#[async_trait]
+impl FactExtractor for OneFact {
+    async fn extract(
+        &self,
+        _: &Scope,
+        _: &ConversationId,
+        messages: &[StoredMessage],
+    ) -> Result<Vec<ExtractedFact>> {
+        Ok(vec![ExtractedFact::new(
+            format!("the user sent {} messages", messages.len()),
+            0.9,
+        )])
+    }
+}
+
+/// Summarises only once the facts have been recalled: the second round's reads run at once.
+struct WaitingSummarizer(Recorder);
+
+#[async_trait]
+impl Summarizer for WaitingSummarizer {
+    async fn summarize(&self, _: Option<&str>, messages: &[StoredMessage]) -> Result<String> {
+        self.0.wait_for("recall").await?;
+        Ok(format!("{} earlier messages", messages.len()))
+    }
+}
+
+impl<S> Layer<S> for Recorder
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, _: &span::Id, _: Context<'_, S>) {
+        if attrs.metadata().target() == FRONT {
+            let mut calls = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            calls.names.push(attrs.metadata().name());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_turn_reads_at_once_and_loads_recalled_messages_in_one_call() {
+    let recorder = Recorder::default();
+    let _trace =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let config = MemoryConfig::from_yaml(
+        "conversation: { enabled: true, window_size: 2, summarize: true }
+semantic_recall: { enabled: true, limit: 3, threshold: 0.0 }
+facts: { enabled: true }
+working_memory: { enabled: true, scope: user }",
+    )
+    .expect("config");
+    let memory = Memory::builder(Arc::new(InMemoryBackend::new()))
+        .config(config)
+        // The query is embedded only once working memory was asked for: the first round's
+        // reads are made at once, or prepare fails.
+        .embedder(Arc::new(WaitingEmbedder {
+            recorder: recorder.clone(),
+            trigger: QUERY,
+            after: "get_working_memory",
+            inner: HashingEmbedder::new(384),
+        }))
+        .summarizer(Arc::new(WaitingSummarizer(recorder.clone())))
+        .build()
+        .expect("engine");
+    let scope = Scope::for_subject("user-1").expect("scope");
+    let (thread, _) = memory
+        .auto_conversation(&scope, "trace", 0)
+        .await
+        .expect("conversation");
+    let said = [
+        "the hotel near the central station has a rooftop pool",
+        "quarterly tax filing is due in April",
+        "the hotel near the station serves breakfast at seven",
+        "tomorrow it will rain in the mountains",
+        "what about dinner",
+        "pasta then",
+    ];
+    let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
+    memory
+        .commit(&scope, &thread.id, messages)
+        .await
+        .expect("commit");
+    recorder.take();
+
+    let context = memory
+        .prepare(&scope, &thread.id, QUERY)
+        .await
+        .expect("prepare: each round's reads are made at once");
+    let calls = recorder.take();
+    assert_eq!(context.recalled.len(), 3, "{context:?}");
+    assert_eq!(context.summary.as_deref(), Some("4 earlier messages"));
+    // First the conversation, the window and working memory; then the summary (reading what
+    // left the window and storing the summary), the message search and the facts; then the
+    // three recalled messages in one call. Nothing else, nothing twice.
+    for (name, times) in [
+        ("get_conversation", 1),
+        ("load", 2),
+        ("get_working_memory", 1),
+        ("update_conversation", 1),
+        ("search", 1),
+        ("recall", 1),
+        ("load_seqs", 1),
+    ] {
+        assert_eq!(calls.count(name), times, "{name} in {:?}", calls.names);
+    }
+    assert_eq!(calls.names.len(), 8, "{:?}", calls.names);
+}
+
+#[tokio::test]
+async fn a_commit_embeds_and_extracts_at_once() {
+    let recorder = Recorder::default();
+    let _trace =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let config = MemoryConfig::from_yaml(
+        "semantic_recall: { enabled: true }
+facts: { enabled: true }
+extract: { enabled: true }",
+    )
+    .expect("config");
+    let memory = Memory::builder(Arc::new(InMemoryBackend::new()))
+        .config(config)
+        // The messages are embedded only once the extracted fact was stored: embedding and
+        // extraction run at once, or the embedding fails.
+        .embedder(Arc::new(WaitingEmbedder {
+            recorder: recorder.clone(),
+            trigger: SAID,
+            after: "remember",
+            inner: HashingEmbedder::new(384),
+        }))
+        .extractor(Arc::new(OneFact))
+        .build()
+        .expect("engine");
+    let scope = Scope::for_subject("user-1").expect("scope");
+    let (thread, _) = memory
+        .auto_conversation(&scope, "trace", 0)
+        .await
+        .expect("conversation");
+    let receipt: CommitReceipt = memory
+        .commit(&scope, &thread.id, vec![Message::user(SAID)])
+        .await
+        .expect("commit");
+    assert_eq!(
+        receipt.embedding,
+        memory_engine::EmbeddingReport::Embedded { messages: 1 },
+        "{:?}",
+        recorder.take()
+    );
+    assert!(
+        matches!(&receipt.extraction, memory_engine::ExtractionReport::Ran { stored, .. } if stored.len() == 1),
+        "{receipt:?}"
+    );
+}
