@@ -153,7 +153,7 @@ pub async fn common(
     }
     if args.wants("W10") {
         eprintln!("bench: {backend} W10");
-        tables.extend(workloads::agent_turn(sizes, backend, ours, &texts.paragraphs).await);
+        tables.extend(workloads::agent_turn(sizes, backend, ours, raw, &texts.paragraphs).await);
     }
     if args.wants("W7") {
         eprintln!("bench: {backend} W7");

@@ -516,10 +516,13 @@ pub async fn forget_all(
 /// W10: an agent turn — `prepare` then `commit` of the user's message and the reply — by 32
 /// concurrent sessions (one subject and conversation each), with the window, semantic recall
 /// (the offline hashing embedder, so no model time is counted), facts and working memory on.
+/// Then one session alone: `prepare` against the minimal reads of its context made by hand on
+/// the raw driver, at once.
 pub async fn agent_turn(
     sizes: &Sizes,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
+    raw: &Arc<dyn RawDriver>,
     paragraphs: &[String],
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
@@ -578,19 +581,66 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
             }
         })
     });
-    vec![
-        compare(
-            "W10 agent turn: prepare + commit, 32 concurrent sessions",
-            format!(
-                "{backend}; window 10, semantic recall (hashing embedder), facts, working memory; {turns} turns per session per round, {} rounds; the p99 column is the per-turn p99",
-                sizes.rounds
-            ),
-            sizes.rounds,
-            0,
-            &mut [&mut side],
-        )
-        .await,
-    ]
+    let concurrent = compare(
+        "W10 agent turn: prepare + commit, 32 concurrent sessions",
+        format!(
+            "{backend}; window 10, semantic recall (hashing embedder), facts, working memory; {turns} turns per session per round, {} rounds; the p99 column is the per-turn p99",
+            sizes.rounds
+        ),
+        sizes.rounds,
+        0,
+        &mut [&mut side],
+    )
+    .await;
+
+    // One session alone, its thread now holding the turns above: the latency a turn's
+    // `prepare` adds, against the reads its context needs made by hand at once — the window,
+    // the user's working memory and the lexical fact ranking. Semantic recall's vector search
+    // and the load of the recalled messages have no raw counterpart here, so the reference is
+    // a lower bound on what a turn must cost.
+    let (scope, id) = threads[0].clone();
+    let prepares = turns * 4;
+    let mut ours_side = FnSide::new("ours prepare", || {
+        let (memory, texts, scope, id) = (memory.clone(), texts.clone(), scope.clone(), id.clone());
+        run_clients(1, (0..prepares).collect(), move |n: usize| {
+            let (memory, texts, scope, id) =
+                (memory.clone(), texts.clone(), scope.clone(), id.clone());
+            async move {
+                let context = memory
+                    .prepare(&scope, &id, nth(&texts, 2 * n))
+                    .await
+                    .expect("prepare");
+                std::hint::black_box(context);
+            }
+        })
+    });
+    let mut raw_side = FnSide::new(format!("{} minimal reads", raw.name()), || {
+        let (raw, texts, scope, id) = (raw.clone(), texts.clone(), scope.clone(), id.clone());
+        run_clients(1, (0..prepares).collect(), move |n: usize| {
+            let (raw, texts, scope, id) = (raw.clone(), texts.clone(), scope.clone(), id.clone());
+            async move {
+                let reads = futures::join!(
+                    raw.load_last(&scope, &id, 10),
+                    raw.get_working(&scope),
+                    raw.recall(&scope, nth(&texts, 2 * n), 8),
+                );
+                std::hint::black_box(reads);
+            }
+        })
+    });
+    let alone = compare(
+        "W10 one session: prepare alone, against its minimal reads",
+        format!(
+            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; the raw side reads the window, working memory and facts at once (no vector search: a lower bound)",
+            2 * turns * sizes.rounds,
+            sizes.rounds
+        ),
+        sizes.rounds,
+        1,
+        &mut [&mut ours_side, &mut raw_side],
+    )
+    .await;
+    vec![concurrent, alone]
 }
 
 /// Fills a conversation with `n` messages in batches of 100; returns its id.
