@@ -1,6 +1,8 @@
 //! Exact top-k search over vectors laid out in one contiguous matrix, shared by every backend
 //! that scans in Rust (SQLite, Redis) so they rank exactly like the reference.
 
+use std::sync::Arc;
+
 use crate::message::Metadata;
 use crate::scope::VectorId;
 use crate::similarity::{cosine_with_squared_norms, dot, Metric};
@@ -134,6 +136,92 @@ impl ExactIndex {
     }
 }
 
+/// Matrices by key (a collection and a scope), each with the version of the stored data it was
+/// read at, within a memory budget: a backend that scans in Rust reads a scope's matrix once per
+/// version instead of once per query.
+///
+/// A backend keeps a version that every write of the records changes (SQLite a generation
+/// bumped in the writing transaction, Redis a fresh token set by the writing script) and reads
+/// it with the query; [`get`](Self::get) answers only for the same version, so a write by any
+/// client is seen by the next search.
+///
+/// ```
+/// use std::sync::Arc;
+/// use memory_core::exact::{ExactIndex, MatrixCache};
+/// use memory_core::Metric;
+/// let cache = MatrixCache::new(1 << 20);
+/// cache.insert("notes/user-1", 7, Arc::new(ExactIndex::new(2, Metric::Cosine)));
+/// assert!(cache.get(&"notes/user-1", &7).is_some());
+/// assert!(cache.get(&"notes/user-1", &8).is_none(), "written since");
+/// ```
+#[derive(Debug)]
+pub struct MatrixCache<K, V> {
+    budget: usize,
+    state: std::sync::Mutex<CacheState<K, V>>,
+}
+
+#[derive(Debug)]
+struct CacheState<K, V> {
+    entries: std::collections::HashMap<K, (V, Arc<ExactIndex>)>,
+    bytes: usize,
+}
+
+impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
+    /// A cache holding at most `budget` bytes of matrices (0 caches nothing).
+    pub fn new(budget: usize) -> Self {
+        Self {
+            budget,
+            state: std::sync::Mutex::new(CacheState {
+                entries: std::collections::HashMap::new(),
+                bytes: 0,
+            }),
+        }
+    }
+
+    /// The matrix of `key` if it was read at `version`.
+    pub fn get(&self, key: &K, version: &V) -> Option<Arc<ExactIndex>> {
+        let state = self.state();
+        let (cached, index) = state.entries.get(key)?;
+        (cached == version).then(|| Arc::clone(index))
+    }
+
+    /// The matrix `key` holds and the version it was read at, whatever the current one: for
+    /// a backend that checks the version and reads the data in one request.
+    pub fn latest(&self, key: &K) -> Option<(V, Arc<ExactIndex>)>
+    where
+        V: Clone,
+    {
+        let state = self.state();
+        let (version, index) = state.entries.get(key)?;
+        Some((version.clone(), Arc::clone(index)))
+    }
+
+    /// Keeps `index` as `key`'s matrix at `version`, unless it alone exceeds the budget.
+    pub fn insert(&self, key: K, version: V, index: Arc<ExactIndex>) {
+        let bytes = index.approximate_bytes();
+        if bytes > self.budget {
+            return;
+        }
+        let mut state = self.state();
+        if let Some((_, old)) = state.entries.remove(&key) {
+            state.bytes -= old.approximate_bytes();
+        }
+        if state.bytes + bytes > self.budget {
+            // The simplest bounded policy: start over rather than track recency.
+            state.entries.clear();
+            state.bytes = 0;
+        }
+        state.entries.insert(key, (version, index));
+        state.bytes += bytes;
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CacheState<K, V>> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// Whether hits ranked best first (at least `k + 1` of them asked for) tie across the `k`-th
 /// place. An approximate index chose among the equal rows, not necessarily the smallest ids
 /// that the exact order keeps: the answer must then be settled by an exact ranking.
@@ -214,6 +302,41 @@ mod tests {
         assert_eq!(ids, ["a", "b"]);
         let query = VectorQuery::new(vec![1.0, 0.0], 1).with_filter(Filter::eq("keep", true));
         assert_eq!(index.id(index.search(&query)[0].0).as_str(), "a");
+    }
+
+    #[test]
+    fn the_cache_answers_only_for_the_version_read_and_stays_in_budget() {
+        let matrix = |rows: usize| {
+            let mut index = ExactIndex::new(4, Metric::Dot);
+            for i in 0..rows {
+                index.push(id(&format!("r{i}")), &[1.0, 2.0, 3.0, 4.0], Metadata::new());
+            }
+            Arc::new(index)
+        };
+        let one = matrix(10).approximate_bytes();
+        let cache = MatrixCache::new(2 * one);
+        cache.insert("a", 1, matrix(10));
+        cache.insert("b", 1, matrix(10));
+        assert!(cache.get(&"a", &1).is_some() && cache.get(&"b", &1).is_some());
+        assert!(cache.get(&"a", &2).is_none(), "another version");
+        cache.insert("a", 2, matrix(10));
+        assert!(
+            cache.get(&"a", &2).is_some(),
+            "replaced in place, still in budget"
+        );
+        assert!(cache.get(&"b", &1).is_some());
+        cache.insert("c", 1, matrix(10));
+        assert!(cache.get(&"c", &1).is_some());
+        assert!(
+            cache.get(&"a", &2).is_none() && cache.get(&"b", &1).is_none(),
+            "over budget: started over"
+        );
+        cache.insert("d", 1, matrix(30));
+        assert!(
+            cache.get(&"d", &1).is_none(),
+            "larger than the budget alone"
+        );
+        assert!(MatrixCache::new(0).get(&"a", &1).is_none());
     }
 
     #[test]

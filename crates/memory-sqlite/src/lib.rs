@@ -51,7 +51,7 @@ mod vectors;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use memory_core::{Clock, MemoryError, Result, SystemClock};
@@ -265,8 +265,8 @@ impl SqliteStoreBuilder {
             writer,
             reader,
             clock: self.clock,
+            vector_cache: vectors::MatrixCache::new(config.vector_cache_bytes),
             config,
-            vector_cache: Mutex::new(vectors::MatrixCache::default()),
         })
     }
 }
@@ -305,7 +305,7 @@ pub struct SqliteStore {
     reader: SqlitePool,
     clock: Arc<dyn Clock>,
     config: SqliteConfig,
-    vector_cache: Mutex<vectors::MatrixCache>,
+    vector_cache: vectors::MatrixCache,
 }
 
 impl fmt::Debug for SqliteStore {

@@ -1,7 +1,7 @@
 //! Vector collections: f32 blobs in SQLite, exact top-k in Rust over a cached matrix.
 
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use memory_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
@@ -15,12 +15,8 @@ use sqlx::Row;
 use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult};
 use crate::SqliteStore;
 
-/// Matrices by `(collection pk, subject)`, each with the collection generation it was read at.
-#[derive(Default)]
-pub(crate) struct MatrixCache {
-    entries: HashMap<(i64, String), (i64, Arc<ExactIndex>)>,
-    bytes: usize,
-}
+/// Matrices by `(collection pk, subject)`, each at the collection generation it was read at.
+pub(crate) type MatrixCache = memory_core::exact::MatrixCache<(i64, String), i64>;
 
 /// A collection row: its pk, spec and generation.
 pub(crate) struct CollectionRow {
@@ -188,10 +184,8 @@ impl SqliteStore {
         subject: &str,
     ) -> Result<Arc<ExactIndex>> {
         let key = (collection.pk, subject.to_owned());
-        if let Some((generation, index)) = self.cache().entries.get(&key) {
-            if *generation == collection.generation {
-                return Ok(Arc::clone(index));
-            }
+        if let Some(index) = self.vector_cache.get(&key, &collection.generation) {
+            return Ok(index);
         }
         let rows: Vec<(String, Vec<u8>, String)> = sqlx::query_as(
             "SELECT id, vector, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
@@ -213,29 +207,9 @@ impl SqliteStore {
             );
         }
         let index = Arc::new(index);
-        let bytes = index.approximate_bytes();
-        if bytes <= self.config.vector_cache_bytes {
-            let mut cache = self.cache();
-            if cache.bytes + bytes > self.config.vector_cache_bytes {
-                // Simplest bounded policy: start over rather than track recency.
-                cache.entries.clear();
-                cache.bytes = 0;
-            }
-            if let Some((_, old)) = cache
-                .entries
-                .insert(key, (collection.generation, Arc::clone(&index)))
-            {
-                cache.bytes -= old.approximate_bytes();
-            }
-            cache.bytes += bytes;
-        }
-        Ok(index)
-    }
-
-    fn cache(&self) -> std::sync::MutexGuard<'_, MatrixCache> {
         self.vector_cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, collection.generation, Arc::clone(&index));
+        Ok(index)
     }
 }
 
