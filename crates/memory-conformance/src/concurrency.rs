@@ -295,3 +295,97 @@ pub async fn forget_all_counts_messages_appended_concurrently(ctx: &Ctx) {
             .must_be_not_found("erased conversation");
     }
 }
+
+/// 4 writers rewrite their records with rising versions while a reader searches: every hit is
+/// a record as stored at one moment, scored on the vector it returns (a store that scores one
+/// version and returns another, e.g. from a matrix read before a write, fails), and the last
+/// search after the writers finish sees every record at its last version.
+pub async fn concurrent_upserts_never_give_a_hit_of_another_version(ctx: &Ctx) {
+    use memory_core::{CollectionSpec, Metric, VectorId, VectorQuery, VectorRecord};
+    const RECORDS_PER_WRITER: usize = 5;
+    const VERSIONS: usize = 40;
+    const DIMS: usize = 8;
+    let spec = CollectionSpec::new("racing", DIMS, "test-model").with_metric(Metric::Dot);
+    ctx.backend()
+        .ensure_collection(ctx.namespace(), spec)
+        .await
+        .must("collection");
+    // Version v of a record: first component v + 1 (its score against e_0), the version in
+    // its metadata too.
+    let version = |w: usize, r: usize, v: usize| {
+        let mut vector = vec![0.25; DIMS];
+        vector[0] = (v + 1) as f32;
+        let mut record =
+            VectorRecord::new(VectorId::new(format!("w{w}-r{r}")).expect("id"), vector);
+        record.metadata.insert("version".into(), (v as u64).into());
+        record
+    };
+    let query = {
+        let mut q = vec![0.0; DIMS];
+        q[0] = 1.0;
+        q
+    };
+    let check = |hits: &[memory_core::VectorHit]| {
+        for hit in hits {
+            let v = &hit.record.vector;
+            let expected = Metric::Dot.score(&query, v);
+            assert!(
+                (hit.score - expected).abs() <= 1e-3 * expected.abs().max(1.0),
+                "{} scored {} but returned a vector scoring {expected}",
+                hit.record.id,
+                hit.score
+            );
+            let stored = hit
+                .record
+                .metadata
+                .get("version")
+                .and_then(serde_json::Value::as_f64);
+            assert_eq!(
+                stored,
+                Some(f64::from(v[0]) - 1.0),
+                "{}: metadata and vector of one version",
+                hit.record.id
+            );
+        }
+    };
+    let results = race(ctx, 5, |backend, scope, w| {
+        let query = query.clone();
+        async move {
+            let mut searched = Vec::new();
+            if w == 0 {
+                for _ in 0..VERSIONS {
+                    let mut q = VectorQuery::new(query.clone(), 10);
+                    q.include_vectors = true;
+                    searched.push(backend.search(&scope, "racing", q).await?);
+                    tokio::task::yield_now().await;
+                }
+            } else {
+                for v in 0..VERSIONS {
+                    let records = (0..RECORDS_PER_WRITER).map(|r| version(w, r, v)).collect();
+                    backend.upsert_vectors(&scope, "racing", records).await?;
+                }
+            }
+            Ok(searched)
+        }
+    })
+    .await;
+    for result in results {
+        for hits in result.must("race") {
+            check(&hits);
+        }
+    }
+    let mut q = VectorQuery::new(query.clone(), 20);
+    q.include_vectors = true;
+    let last = ctx
+        .backend()
+        .search(ctx.scope(), "racing", q)
+        .await
+        .must("search after the writers");
+    check(&last);
+    assert_eq!(last.len(), 4 * RECORDS_PER_WRITER);
+    assert!(
+        last.iter()
+            .all(|hit| hit.record.vector[0] as usize == VERSIONS),
+        "every record at its last version: {last:?}"
+    );
+}

@@ -77,6 +77,7 @@ macro_rules! __with_scenarios {
                 concurrent_supersedes_leave_one_current_fact: None,
                 concurrent_supersedes_keep_history_in_supersede_order: None,
                 forget_all_counts_messages_appended_concurrently: None,
+                concurrent_upserts_never_give_a_hit_of_another_version: Vectors,
             }
             working_memory {
                 get_unset_is_none: None,
