@@ -227,6 +227,7 @@ impl ConversationStore for RedisStore {
         let existed: i64 = script
             .arg(id.as_str())
             .arg(keys.base())
+            .arg(crate::vectors::version_token())
             .invoke_async(&mut self.conn())
             .await
             .db()?;

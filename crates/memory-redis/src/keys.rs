@@ -126,6 +126,10 @@ impl ScopeKeys {
     pub(crate) fn vectors(&self, incarnation: &str) -> String {
         self.key("v:", incarnation)
     }
+    /// The version token of `v:N`: a fresh value set by every write of those records.
+    pub(crate) fn vector_token(&self, incarnation: &str) -> String {
+        self.key("vt:", incarnation)
+    }
     pub(crate) fn vector_incarnations(&self) -> String {
         self.key("vc", "")
     }

@@ -50,6 +50,7 @@
 //! | `fh:KEY` | zset | every version of a key by `created_at` (history) |
 //! | `ft:TOKEN` | set | current fact ids by lexical token |
 //! | `v:N` | hash | vector records of collection incarnation N: id → `conversation NUL JSON NUL f32 LE` |
+//! | `vt:N` | string | the version token of `v:N`, set fresh by every write of it |
 //! | `vc` | set | the incarnations this scope holds records of |
 //! | `k:ID` | hash | a checkpoint: `workflow`, `status`, `state`, `version`, timestamps |
 //! | `ks` | zset | suspended checkpoint ids by `updated_at` |
@@ -71,7 +72,11 @@
 //!
 //! # Vectors
 //! Redis 7 has no vector search, so search is exact in Rust over a scope's records of the
-//! collection, fetched with one `HGETALL`; the capability says `Exact`. A collection's records
+//! collection; the capability says `Exact`. Every write of the records sets a fresh version
+//! token beside them (`vt:N`) in its script, so a search reads them (one script: token and
+//! records) only when the token differs from the matrix this process holds, and otherwise
+//! ranks the held matrix and reads just the hits, checking the token again
+//! ([`RedisStoreBuilder::vector_cache_bytes`] bounds what is held). A collection's records
 //! live in each scope's slot under an *incarnation* drawn when it is made, so dropping it
 //! (removing the spec) hides them at once, everywhere; they are then deleted scope by scope.
 //!
@@ -172,6 +177,7 @@ pub struct RedisStoreBuilder {
     prefix: String,
     clock: Arc<dyn Clock>,
     response_timeout: std::time::Duration,
+    vector_cache_bytes: usize,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -274,6 +280,15 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// Memory the vector-matrix cache may hold before it is emptied (default 256 MiB; 0 turns
+    /// caching off). A search reads a scope's records of a collection once per version of them
+    /// and ranks the held matrix after that; a write by any client is seen by the next search.
+    #[must_use]
+    pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
+        self.vector_cache_bytes = bytes;
+        self
+    }
+
     /// The clock that decides "now" for timestamps and expiry (default: the system clock).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -339,6 +354,7 @@ impl RedisStoreBuilder {
             durability,
             target: shown,
             registered: Mutex::default(),
+            vector_cache: vectors::MatrixCache::new(self.vector_cache_bytes),
         })
     }
 }
@@ -404,6 +420,8 @@ pub struct RedisStore {
     target: String,
     /// Namespaces this process has registered (see `register_namespace`).
     registered: Mutex<HashSet<String>>,
+    /// Vector matrices by scope and collection, at their records' version token.
+    vector_cache: vectors::MatrixCache,
 }
 
 impl fmt::Debug for RedisStore {
@@ -425,6 +443,7 @@ impl RedisStore {
             prefix: "agent-memory".to_owned(),
             response_timeout: std::time::Duration::from_secs(30),
             clock: Arc::new(SystemClock),
+            vector_cache_bytes: 256 << 20,
         }
     }
 

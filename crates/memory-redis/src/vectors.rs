@@ -6,12 +6,20 @@
 //! are gone for every read) and then deletes the records scope by scope; a collection made
 //! again under the same name gets a new incarnation and starts empty.
 //!
+//! A search reads a scope's records once per version: every write of them (the upsert, delete
+//! and conversation-delete scripts) sets a fresh token beside them (`vt:N`) in the same script,
+//! and the search script returns only that token when it matches the matrix this process holds
+//! (see [`MatrixCache`]), else the records and their token at once. The hits' records are then
+//! read with the token checked again, so every hit is as stored when it was scored; a write in
+//! between makes the search start over. Records written before tokens existed have none and
+//! are read whole on every search, until their next write.
+//!
 //! The seam for a server-side index (Redis 8 vector sets, or the query engine) is
 //! [`RedisStore::search`]'s candidate read: detect the module at open and ask it for the
 //! nearest ids instead of reading every record. Nothing here can test one, so none is used.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
 use memory_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
@@ -31,6 +39,22 @@ static DROP: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/drop_collection.lua")));
 static UPSERT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/upsert_vectors.lua")));
+static DELETE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/delete_vectors.lua")));
+static READ: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/read_vectors.lua")));
+static READ_HITS: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/read_hits.lua")));
+
+/// Matrices by `(scope key base, collection incarnation)`, each at the version token of the
+/// records it was read from.
+pub(crate) type MatrixCache = memory_core::exact::MatrixCache<(String, String), String>;
+
+/// A fresh version token for a write of vector records: unique, so a matrix read before any
+/// other write (by this process or another, even after the records were erased and written
+/// again) never matches it.
+pub(crate) fn version_token() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
 
 /// A collection as stored: its incarnation and spec.
 pub(crate) struct StoredCollection {
@@ -178,7 +202,11 @@ impl RedisStore {
         }
         let keys = self.keys.scope(scope);
         let mut script = UPSERT.key(keys.vectors(incarnation));
-        script.key(keys.vector_incarnations()).arg(incarnation);
+        script
+            .key(keys.vector_incarnations())
+            .key(keys.vector_token(incarnation))
+            .arg(incarnation)
+            .arg(version_token());
         for record in records {
             script.arg(record.id.as_str()).arg(encode_record(record));
         }
@@ -256,6 +284,7 @@ impl VectorStore for RedisStore {
             let () = redis::pipe()
                 .cmd("DEL")
                 .arg(format!("{base}v:{incarnation}"))
+                .arg(format!("{base}vt:{incarnation}"))
                 .ignore()
                 .cmd("SREM")
                 .arg(format!("{base}vc"))
@@ -323,10 +352,12 @@ impl VectorStore for RedisStore {
         if ids.is_empty() {
             return Ok(0);
         }
-        let removed: usize = redis::cmd("HDEL")
-            .arg(keys.vectors(&collection.incarnation))
+        let removed: usize = DELETE
+            .key(keys.vectors(&collection.incarnation))
+            .key(keys.vector_token(&collection.incarnation))
+            .arg(version_token())
             .arg(&ids)
-            .query_async(&mut self.conn())
+            .invoke_async(&mut self.conn())
             .await
             .db()?;
         Ok(removed)
@@ -341,37 +372,130 @@ impl VectorStore for RedisStore {
         let collection = self.collection(scope.namespace(), collection).await?;
         collection.spec.check_vector(&query.vector)?;
         let keys = self.keys.scope(scope);
-        let all: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
-            .arg(keys.vectors(&collection.incarnation))
-            .query_async(&mut self.conn())
-            .await
-            .db()?;
-        // Only the vectors (and the metadata, when a filter needs it) go into the index; the
-        // records of the hits are decoded whole afterwards.
+        let cache_key = (keys.base().to_owned(), collection.incarnation.clone());
+        loop {
+            let cached = self.vector_cache.latest(&cache_key);
+            let held = cached.as_ref().map_or("", |(token, _)| token.as_str());
+            let reply: Vec<Vec<u8>> = READ
+                .key(keys.vectors(&collection.incarnation))
+                .key(keys.vector_token(&collection.incarnation))
+                .arg(held)
+                .invoke_async(&mut self.conn())
+                .await
+                .db()?;
+            let (token, records) = reply
+                .split_first()
+                .ok_or_else(|| corrupt("vector read", "empty reply"))?;
+            let token = String::from_utf8(token.clone()).map_err(|e| corrupt("token", e))?;
+            if let Some((_, index)) = cached.filter(|(held, _)| *held == token) {
+                match self
+                    .hits_at(&keys, &collection.incarnation, &token, &index, &query)
+                    .await?
+                {
+                    Some(hits) => return Ok(hits),
+                    // Written since the token was read: start over.
+                    None => continue,
+                }
+            }
+            return self.search_read(&collection, cache_key, token, records, &query);
+        }
+    }
+}
+
+impl RedisStore {
+    /// Ranks records just read (`id, record, …`, as of `token`) and keeps their matrix when
+    /// they have a token; the hits come from the same read.
+    fn search_read(
+        &self,
+        collection: &StoredCollection,
+        cache_key: (String, String),
+        token: String,
+        records: &[Vec<u8>],
+        query: &VectorQuery,
+    ) -> Result<Vec<VectorHit>> {
+        if !records.len().is_multiple_of(2) {
+            return Err(corrupt("vector read", "odd length"));
+        }
+        let cache = !token.is_empty();
+        // Only the vectors (and the metadata, when a filter or a later one needs it) go into
+        // the index; the records of the hits are decoded whole afterwards.
         let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
-        for (id, value) in &all {
-            let (_, body, vector) = record_parts(value)?;
+        let mut values = Vec::with_capacity(records.len() / 2);
+        for pair in records.chunks_exact(2) {
+            let id = std::str::from_utf8(&pair[0]).map_err(|e| corrupt("vector id", e))?;
+            let (_, body, vector) = record_parts(&pair[1])?;
             if vector.len() != collection.spec.dims * 4 {
                 return Err(corrupt("vector", format!("{} bytes in {id}", vector.len())));
             }
-            let metadata = match &query.filter {
-                Some(_) => body_from(body)?.metadata,
-                None => Metadata::default(),
+            let metadata = if cache || query.filter.is_some() {
+                body_from(body)?.metadata
+            } else {
+                Metadata::default()
             };
-            let id = VectorId::new(id.as_str()).map_err(|e| corrupt("vector id", e))?;
+            let id = VectorId::new(id).map_err(|e| corrupt("vector id", e))?;
             index.push_le_bytes(id, vector, metadata);
+            values.push(&pair[1]);
         }
-        index
-            .search(&query)
+        let hits = index
+            .search(query)
             .into_iter()
-            .map(|(row, score)| {
-                let (id, value) = &all[row];
-                let mut record = decode_record(id, value)?;
-                if !query.include_vectors {
-                    record.vector = Vec::new();
-                }
-                Ok(VectorHit { record, score })
-            })
-            .collect()
+            .map(|(row, score)| hit(index.id(row).as_str(), values[row], score, query))
+            .collect::<Result<Vec<_>>>()?;
+        if cache {
+            self.vector_cache.insert(cache_key, token, Arc::new(index));
+        }
+        Ok(hits)
     }
+
+    /// Ranks a held matrix and reads the hits' records, if the records are still at `token`.
+    async fn hits_at(
+        &self,
+        keys: &ScopeKeys,
+        incarnation: &str,
+        token: &str,
+        index: &ExactIndex,
+        query: &VectorQuery,
+    ) -> Result<Option<Vec<VectorHit>>> {
+        let best = index.search(query);
+        if best.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let ids: Vec<&str> = best
+            .iter()
+            .map(|(row, _)| index.id(*row).as_str())
+            .collect();
+        let reply: Vec<Option<Vec<u8>>> = READ_HITS
+            .key(keys.vectors(incarnation))
+            .key(keys.vector_token(incarnation))
+            .arg(&ids)
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        let Some((current, values)) = reply.split_first() else {
+            return Err(corrupt("vector read", "empty reply"));
+        };
+        if current.as_deref() != Some(token.as_bytes()) {
+            return Ok(None);
+        }
+        best.iter()
+            .zip(values)
+            .map(|((row, score), value)| {
+                let id = index.id(*row).as_str();
+                let value = value
+                    .as_deref()
+                    .ok_or_else(|| corrupt("vector", format!("{id} is missing at its token")))?;
+                hit(id, value, *score, query)
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+}
+
+/// A hit from its stored record.
+fn hit(id: &str, value: &[u8], score: f32, query: &VectorQuery) -> Result<VectorHit> {
+    let mut record = decode_record(id, value)?;
+    if !query.include_vectors {
+        record.vector = Vec::new();
+    }
+    Ok(VectorHit { record, score })
 }

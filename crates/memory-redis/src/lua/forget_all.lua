@@ -19,7 +19,7 @@ for _, id in ipairs(redis.call('ZRANGE', base .. 'fs', 0, -1)) do
 end
 for _, incarnation in ipairs(redis.call('SMEMBERS', base .. 'vc')) do
   counts[6] = counts[6] + redis.call('HLEN', base .. 'v:' .. incarnation)
-  redis.call('DEL', base .. 'v:' .. incarnation)
+  redis.call('DEL', base .. 'v:' .. incarnation, base .. 'vt:' .. incarnation)
 end
 redis.call('DEL', base .. 'vc')
 for _, id in ipairs(redis.call('SMEMBERS', base .. 'ka')) do
