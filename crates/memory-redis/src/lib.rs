@@ -73,9 +73,9 @@
 //! # Vectors
 //! Redis 7 has no vector search, so search is exact in Rust over a scope's records of the
 //! collection; the capability says `Exact`. Every write of the records sets a fresh version
-//! token beside them (`vt:N`) in its script, so a search reads them (one script: token and
-//! records) only when the token differs from the matrix this process holds, and otherwise
-//! ranks the held matrix and reads just the hits, checking the token again
+//! token beside them (`vt:N`) in its script, so a search ranks the matrix this process holds
+//! and reads just the hits with the token (one `MULTI`/`EXEC`), and reads every record again
+//! (with the token, in one `MULTI`/`EXEC`) only when the token has changed
 //! ([`RedisStoreBuilder::vector_cache_bytes`] bounds what is held). A collection's records
 //! live in each scope's slot under an *incarnation* drawn when it is made, so dropping it
 //! (removing the spec) hides them at once, everywhere; they are then deleted scope by scope.
