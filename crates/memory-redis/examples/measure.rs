@@ -36,6 +36,16 @@ fn base(scope: &Scope) -> String {
     )
 }
 
+/// A store on this run's key prefix.
+async fn open(url: &str) -> RedisStore {
+    RedisStore::builder()
+        .url(url)
+        .prefix(&prefix())
+        .open()
+        .await
+        .unwrap()
+}
+
 async fn ours(store: &RedisStore, scope: &Scope, batch: usize, batches: usize) -> f64 {
     let thread = store
         .create_conversation(scope, NewConversation::default())
@@ -92,12 +102,7 @@ async fn raw(
 async fn main() {
     let url =
         std::env::var("MEASURE_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let store = RedisStore::builder()
-        .url(&url)
-        .prefix(&prefix())
-        .open()
-        .await
-        .unwrap();
+    let store = open(&url).await;
     // The hand-written commands go over the store's own connection: same socket, same
     // multiplexing, only the layer above differs.
     let mut conn = store.connection();
@@ -254,12 +259,7 @@ async fn main() {
         }
     }
     // A write by another client: the next search reads the records again.
-    let writer = RedisStore::builder()
-        .url(&url)
-        .prefix(&prefix())
-        .open()
-        .await
-        .unwrap();
+    let writer = open(&url).await;
     let mut rewrites = Vec::new();
     for i in 0..5 {
         let mut near = matrix[..dims].to_vec();
