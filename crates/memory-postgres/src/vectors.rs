@@ -422,7 +422,7 @@ impl PostgresStore {
     /// `read` names.
     async fn candidates(
         &self,
-        client: &mut deadpool_postgres::Object,
+        client: &deadpool_postgres::Object,
         collection: &CollectionRow,
         scope: &Scope,
         filter: Option<&Filter>,
@@ -478,7 +478,7 @@ impl PostgresStore {
         if let Read::Ranked(..) = read {
             return client.rows(&self.sql(&sql), &params).await;
         }
-        let tx = client.transaction().await.db()?;
+        let search = client.prepare_cached(&self.sql(&sql)).await.db()?;
         // Iterative scans keep going until k rows pass the filter (pgvector 0.8).
         let ef = self
             .config
@@ -486,14 +486,22 @@ impl PostgresStore {
             .ef_search
             .max(u32::try_from(limit).unwrap_or(1000))
             .min(1000);
-        // Both settings in one round trip (simple query protocol).
-        tx.batch_execute(&format!(
-            "SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.iterative_scan = relaxed_order"
-        ))
-        .await
-        .db()?;
-        let rows = tx.rows(&self.sql(&sql), &params).await?;
-        tx.commit().await.db()?;
+        // The settings hold for one transaction: BEGIN with them, the search and COMMIT go out
+        // in one round trip instead of four. tokio-postgres sends a request when its future is
+        // first polled, and `join!` polls them in order on this one connection, so the server
+        // runs them in order. A failed setting aborts the transaction: the search then fails
+        // rather than running without it, and COMMIT ends the transaction either way.
+        let begin = format!(
+            "BEGIN; SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.iterative_scan = relaxed_order"
+        );
+        let (begun, rows, committed) = futures::join!(
+            client.batch_execute(&begin),
+            client.query(&search, &params),
+            client.batch_execute("COMMIT"),
+        );
+        begun.db()?;
+        let rows = rows.db()?;
+        committed.db()?;
         Ok(rows)
     }
 }
@@ -571,7 +579,7 @@ impl PostgresStore {
     /// every row that can reach the top `k` by our scores.
     async fn ranked(
         &self,
-        client: &mut deadpool_postgres::Object,
+        client: &deadpool_postgres::Object,
         collection: &CollectionRow,
         scope: &Scope,
         query: &VectorQuery,
@@ -785,7 +793,7 @@ impl VectorStore for PostgresStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        let mut client = self.client().await?;
+        let client = self.client().await?;
         let collection = self
             .collection(&client, scope.namespace(), collection)
             .await?;
@@ -794,7 +802,7 @@ impl VectorStore for PostgresStore {
             VectorSelector::Filter(filter) => {
                 let rows = self
                     .candidates(
-                        &mut client,
+                        &client,
                         &collection,
                         scope,
                         Some(&filter),
@@ -829,7 +837,7 @@ impl VectorStore for PostgresStore {
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
         // One connection for the collection lookup and the search.
-        let mut client = self.client().await?;
+        let client = self.client().await?;
         let collection = self
             .collection(&client, scope.namespace(), collection)
             .await?;
@@ -841,13 +849,13 @@ impl VectorStore for PostgresStore {
             ..query.clone()
         };
         let (mut records, mut hits) = self
-            .ranked(&mut client, &collection, scope, &probe, indexed)
+            .ranked(&client, &collection, scope, &probe, indexed)
             .await?;
         if indexed && tie_across_k(&hits, query.k) {
             // The index chose among equal rows, not necessarily the smallest ids that every
             // exact search returns: settle it over every row (rare with real embeddings).
             (records, hits) = self
-                .ranked(&mut client, &collection, scope, &probe, false)
+                .ranked(&client, &collection, scope, &probe, false)
                 .await?;
         }
         hits.truncate(query.k);
