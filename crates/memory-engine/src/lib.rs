@@ -312,6 +312,16 @@ impl MemoryBuilder {
     }
 }
 
+/// What a turn's query found in the first round of `prepare`.
+struct Found {
+    /// The query's embedding and the conversation's messages nearest to it, when semantic
+    /// recall is on.
+    messages: Option<(Vec<f32>, Vec<memory_core::VectorHit>)>,
+    knowledge: Vec<memory_core::VectorHit>,
+    /// The recalled facts and their fenced block, when facts are on and there is input.
+    facts: Option<(Vec<memory_core::fact::ScoredFact>, Option<String>)>,
+}
+
 /// The tiers of memory over one backend; cheap to share (`Arc<Memory>`) across tasks.
 pub struct Memory {
     backend: Arc<dyn MemoryBackend>,
@@ -413,9 +423,10 @@ impl Memory {
             && has_input
             && (config.semantic_recall.enabled || config.knowledge.enabled || config.facts.enabled);
 
-        // First round, at once: every read that needs only the request. The conversation must
-        // exist in this scope whatever tiers are on.
-        let (thread, window, query_vector, working_memory) = futures::try_join!(
+        // First round, at once: every read that needs only the request — the query's
+        // searches included, which wait for its embedding but not for the window. The
+        // conversation must exist in this scope whatever tiers are on.
+        let (thread, window, working_memory, found) = futures::try_join!(
             self.backend.get_conversation(scope, conversation),
             async {
                 if config.conversation.enabled {
@@ -426,13 +437,6 @@ impl Memory {
                 }
             },
             async {
-                if wants_query {
-                    self.embed_one(user_input).await.map(Some)
-                } else {
-                    Ok(None)
-                }
-            },
-            async {
                 if config.working_memory.enabled {
                     let key = self.working_memory_key(conversation);
                     self.backend.get_working_memory(scope, &key).await.map(Some)
@@ -440,12 +444,13 @@ impl Memory {
                     Ok(None)
                 }
             },
+            self.find(scope, conversation, user_input, wants_query),
         )?;
         // Everything before this seq is outside the window.
         let window_start = window.first().map_or(thread.last_seq + 1, |m| m.seq);
 
-        // Second round, at once: what needs the window or the query's embedding.
-        let (summary, recalled, knowledge, facts) = futures::try_join!(
+        // Second round, at once: what needs the window.
+        let (summary, recalled) = futures::try_join!(
             async {
                 if config.conversation.enabled && config.conversation.summarize && window_start > 1
                 {
@@ -457,38 +462,18 @@ impl Memory {
                 }
             },
             async {
-                match (config.semantic_recall.enabled, &query_vector) {
-                    (true, Some(vector)) => {
-                        self.recall_messages(scope, conversation, vector, window_start)
+                match found.messages {
+                    Some((vector, hits)) => {
+                        self.recall_messages(scope, conversation, &vector, hits, window_start)
                             .await
                     }
-                    _ => Ok(Vec::new()),
+                    None => Ok(Vec::new()),
                 }
-            },
-            async {
-                match (config.knowledge.enabled, &query_vector) {
-                    (true, Some(vector)) => self.knowledge(scope, vector).await,
-                    _ => Ok(Vec::new()),
-                }
-            },
-            async {
-                if !(config.facts.enabled && has_input) {
-                    return Ok(None);
-                }
-                let query = RecallQuery {
-                    text: Some(user_input.to_owned()),
-                    vector: query_vector.clone(),
-                    limit: Some(config.inject.limit),
-                    ..RecallQuery::default()
-                };
-                let recalled = self.backend.recall(&self.facts_scope(scope), query).await?;
-                Ok(Some(user_memory_block(
-                    recalled,
-                    config.inject.token_budget,
-                    self.tokens.as_ref(),
-                )))
             },
         )?;
+        let Found {
+            knowledge, facts, ..
+        } = found;
 
         let mut context = Context {
             messages: merge(window, &recalled, config.semantic_recall.merge),
@@ -846,30 +831,131 @@ impl Memory {
         Ok(Some(with_text.len()))
     }
 
-    /// Older messages (before `window_start`) of this conversation similar to the query.
+    /// What the query finds, searched as soon as it is embedded: the conversation's messages
+    /// nearest to it (before any window is known), knowledge and the subject's facts.
+    async fn find(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        user_input: &str,
+        wants_query: bool,
+    ) -> Result<Found> {
+        let config = &self.config;
+        let vector = if wants_query {
+            Some(self.embed_one(user_input).await?)
+        } else {
+            None
+        };
+        let (messages, knowledge, facts) = futures::try_join!(
+            async {
+                match (config.semantic_recall.enabled, &vector) {
+                    (true, Some(vector)) => {
+                        // The window can hide at most its size of the nearest messages: past
+                        // the limit by that many, the limit's best before the window are here
+                        // whatever the window turns out to be.
+                        let window = if config.conversation.enabled {
+                            config.conversation.window_size
+                        } else {
+                            0
+                        };
+                        let k = config.semantic_recall.limit + window;
+                        let hits = self
+                            .search_messages(scope, conversation, vector, None, k)
+                            .await?;
+                        Ok(Some((vector.clone(), hits)))
+                    }
+                    _ => Ok(None),
+                }
+            },
+            async {
+                match (config.knowledge.enabled, &vector) {
+                    (true, Some(vector)) => self.knowledge(scope, vector).await,
+                    _ => Ok(Vec::new()),
+                }
+            },
+            async {
+                if !config.facts.enabled || user_input.trim().is_empty() {
+                    return Ok(None);
+                }
+                let query = RecallQuery {
+                    text: Some(user_input.to_owned()),
+                    vector: vector.clone(),
+                    limit: Some(config.inject.limit),
+                    ..RecallQuery::default()
+                };
+                let recalled = self.backend.recall(&self.facts_scope(scope), query).await?;
+                Ok(Some(user_memory_block(
+                    recalled,
+                    config.inject.token_budget,
+                    self.tokens.as_ref(),
+                )))
+            },
+        )?;
+        Ok(Found {
+            messages,
+            knowledge,
+            facts,
+        })
+    }
+
+    /// The `k` messages of the conversation nearest to `vector` (above the recall threshold),
+    /// only those before seq `before` when given.
+    async fn search_messages(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        vector: &[f32],
+        before: Option<u64>,
+        k: usize,
+    ) -> Result<Vec<memory_core::VectorHit>> {
+        let in_conversation = Filter::eq("conversation_id", conversation.as_str());
+        let filter = match before {
+            Some(seq) => Filter::and([in_conversation, Filter::range("seq").lt(seq as f64)]),
+            None => in_conversation,
+        };
+        let mut query = VectorQuery::new(vector.to_vec(), k).with_filter(filter);
+        query.min_score = Some(self.config.semantic_recall.threshold);
+        match self.backend.search(scope, MESSAGE_COLLECTION, query).await {
+            Ok(hits) => Ok(hits),
+            // Nothing was ever embedded in this namespace.
+            Err(MemoryError::NotFound { .. }) => Ok(Vec::new()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Older messages (before `window_start`) of this conversation similar to the query, from
+    /// the first round's `hits` (the nearest `limit + window_size` of the whole conversation).
     async fn recall_messages(
         &self,
         scope: &Scope,
         conversation: &ConversationId,
         vector: &[f32],
+        hits: Vec<memory_core::VectorHit>,
         window_start: u64,
     ) -> Result<Vec<RecalledMessage>> {
         if window_start <= 1 {
             return Ok(Vec::new());
         }
-        let config = &self.config.semantic_recall;
-        let mut query = VectorQuery::new(vector.to_vec(), config.limit).with_filter(Filter::and([
-            Filter::eq("conversation_id", conversation.as_str()),
-            Filter::range("seq").lt(window_start as f64),
-        ]));
-        query.min_score = Some(config.threshold);
-        let hits = match self.backend.search(scope, MESSAGE_COLLECTION, query).await {
-            Ok(hits) => hits,
-            // Nothing was ever embedded in this namespace.
-            Err(MemoryError::NotFound { .. }) => return Ok(Vec::new()),
-            Err(error) => return Err(error),
-        };
+        let limit = self.config.semantic_recall.limit;
         let seq_of = |hit: &memory_core::VectorHit| hit.record.metadata.get("seq")?.as_u64();
+        let searched = hits.len();
+        let mut hits: Vec<memory_core::VectorHit> = hits
+            .into_iter()
+            .filter(|hit| seq_of(hit).is_some_and(|seq| seq < window_start))
+            .collect();
+        let window = if self.config.conversation.enabled {
+            self.config.conversation.window_size
+        } else {
+            0
+        };
+        if hits.len() < limit && searched == limit + window {
+            // More of the nearest were at or past the window start than the window holds:
+            // messages appended since it was read. Search before the window itself.
+            hits = self
+                .search_messages(scope, conversation, vector, Some(window_start), limit)
+                .await?;
+        }
+        hits.truncate(limit);
         let seqs: Vec<u64> = hits.iter().filter_map(seq_of).collect();
         let mut by_seq: HashMap<u64, StoredMessage> = self
             .backend

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use memory_core::embed::{Embedder, HashingEmbedder};
 use memory_core::{
-    ConversationId, InMemoryBackend, MemoryError, Message, Result, Scope, StoredMessage,
+    ConversationId, InMemoryBackend, MemoryError, Message, Result, Scope, StoredMessage, VectorId,
+    VectorRecord, VectorStore as _,
 };
 use memory_engine::config::MemoryConfig;
 use memory_engine::{CommitReceipt, ExtractedFact, FactExtractor, Memory, Summarizer};
@@ -108,13 +109,14 @@ impl FactExtractor for OneFact {
     }
 }
 
-/// Summarises only once the facts have been recalled: the second round's reads run at once.
+/// Summarises only once the recalled messages were asked for: the second round's reads run at
+/// once.
 struct WaitingSummarizer(Recorder);
 
 #[async_trait]
 impl Summarizer for WaitingSummarizer {
     async fn summarize(&self, _: Option<&str>, messages: &[StoredMessage]) -> Result<String> {
-        self.0.wait_for("recall").await?;
+        self.0.wait_for("load_seqs").await?;
         Ok(format!("{} earlier messages", messages.len()))
     }
 }
@@ -183,9 +185,9 @@ working_memory: { enabled: true, scope: user }",
     let calls = recorder.take();
     assert_eq!(context.recalled.len(), 3, "{context:?}");
     assert_eq!(context.summary.as_deref(), Some("4 earlier messages"));
-    // First the conversation, the window and working memory; then the summary (reading what
-    // left the window and storing the summary), the message search and the facts; then the
-    // three recalled messages in one call. Nothing else, nothing twice.
+    // First the conversation, the window, working memory, and the query's searches (messages
+    // and facts); then the summary (reading what left the window and storing it) and the three
+    // recalled messages in one call. Nothing else, nothing twice.
     for (name, times) in [
         ("get_conversation", 1),
         ("load", 2),
@@ -198,6 +200,19 @@ working_memory: { enabled: true, scope: user }",
         assert_eq!(calls.count(name), times, "{name} in {:?}", calls.names);
     }
     assert_eq!(calls.names.len(), 8, "{:?}", calls.names);
+    // The searches need the query's embedding, not the window: they are made before the
+    // second round's first call (the summary's read of what left the window).
+    let position = |name: &str| calls.names.iter().position(|n| *n == name);
+    let second_round = calls
+        .names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n == "load")
+        .nth(1)
+        .map(|(i, _)| i);
+    for name in ["search", "recall"] {
+        assert!(position(name) < second_round, "{name} in {:?}", calls.names);
+    }
 }
 
 #[tokio::test]
@@ -243,4 +258,110 @@ extract: { enabled: true }",
         matches!(&receipt.extraction, memory_engine::ExtractionReport::Ran { stored, .. } if stored.len() == 1),
         "{receipt:?}"
     );
+}
+
+/// Embeds like the hashing embedder; the first time it embeds the query, it first stores
+/// `late` vectors nearest to it in the conversation, at seqs past anything the window read can
+/// have seen: messages appended by another writer while the turn was prepared.
+struct LateWriter {
+    store: Arc<InMemoryBackend>,
+    target: Mutex<Option<(Scope, ConversationId, usize)>>,
+    inner: HashingEmbedder,
+}
+
+#[async_trait]
+impl Embedder for LateWriter {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let vectors: Vec<Vec<f32>> = texts.iter().map(|t| self.inner.embed_one(t)).collect();
+        let target = self
+            .target
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take_if(|_| texts.iter().any(|t| t == QUERY));
+        if let Some((scope, conversation, late)) = target {
+            let records = (0..late)
+                .map(|i| {
+                    let seq = 100 + i;
+                    let id = VectorId::new(format!("late-{i}")).expect("an id");
+                    let mut record = VectorRecord::new(id, vectors[0].clone());
+                    record.conversation_id = Some(conversation.clone());
+                    record.metadata = serde_json::json!({
+                        "conversation_id": conversation.as_str(),
+                        "seq": seq,
+                    })
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default();
+                    record
+                })
+                .collect();
+            self.store
+                .upsert_vectors(&scope, memory_engine::MESSAGE_COLLECTION, records)
+                .await?;
+        }
+        Ok(vectors)
+    }
+}
+
+#[tokio::test]
+async fn recall_searches_before_the_window_when_later_messages_filled_the_first_search() {
+    let recorder = Recorder::default();
+    let _trace =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let config = MemoryConfig::from_yaml(
+        "conversation: { enabled: true, window_size: 2 }
+semantic_recall: { enabled: true, limit: 2, threshold: 0.0 }",
+    )
+    .expect("config");
+    let store = Arc::new(InMemoryBackend::new());
+    let embedder = Arc::new(LateWriter {
+        store: store.clone(),
+        target: Mutex::new(None),
+        inner: HashingEmbedder::new(384),
+    });
+    let memory = Memory::builder(store)
+        .config(config)
+        .embedder(embedder.clone())
+        .build()
+        .expect("engine");
+    let scope = Scope::for_subject("user-1").expect("scope");
+    let (thread, _) = memory
+        .auto_conversation(&scope, "trace", 0)
+        .await
+        .expect("conversation");
+    let said = [
+        "the hotel near the central station has a rooftop pool",
+        "quarterly tax filing is due in April",
+        "the hotel near the station serves breakfast at seven",
+        "tomorrow it will rain in the mountains",
+        "what about dinner",
+        "pasta then",
+    ];
+    let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
+    memory
+        .commit(&scope, &thread.id, messages)
+        .await
+        .expect("commit");
+    // As many late vectors as the first search asks for (limit + window): it finds only them.
+    *embedder
+        .target
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = Some((scope.clone(), thread.id.clone(), 4));
+    recorder.take();
+
+    let context = memory
+        .prepare(&scope, &thread.id, QUERY)
+        .await
+        .expect("prepare");
+    let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+    assert_eq!(recalled, [1, 3], "{context:?}");
+    assert_eq!(recorder.take().count("search"), 2);
 }
