@@ -10,7 +10,7 @@ use memory_core::lexical::tokenize;
 use memory_core::{ConversationId, MemoryBackend, Message, Scope, Timestamp};
 use tokio_postgres::NoTls;
 
-use memory_bench::workloads::RawDriver;
+use memory_bench::workloads::{MessageRecall, RawDriver};
 
 /// The schema the benchmark owns (dropped and made again at every run); the quick run has
 /// its own, so a smoke run never touches a full run's tables.
@@ -28,6 +28,9 @@ pub fn schema(quick: bool) -> &'static str {
 pub struct RawPostgres {
     pool: Pool,
     schema: &'static str,
+    /// The message collection's pk, looked up once: the HNSW index is partial on it, and the
+    /// planner matches a partial index only against a literal.
+    message_collection: tokio::sync::OnceCell<i64>,
 }
 
 fn subject_of(scope: &Scope) -> &str {
@@ -172,6 +175,89 @@ impl RawDriver for RawPostgres {
             .rev()
             .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("a message"))
             .collect()
+    }
+
+    async fn recall_messages(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        recall: &MessageRecall<'_>,
+    ) -> Option<Vec<Message>> {
+        let client = self.client().await;
+        let collection = *self
+            .message_collection
+            .get_or_init(|| async {
+                let statement = client
+                    .prepare_cached(&sql(
+                        self.schema,
+                        "SELECT pk FROM {s}.collections WHERE namespace = $1 AND name = $2",
+                    ))
+                    .await
+                    .expect("prepare");
+                client
+                    .query_one(
+                        &statement,
+                        &[&scope.namespace().as_str(), &recall.collection],
+                    )
+                    .await
+                    .expect("the message collection")
+                    .get(0)
+            })
+            .await;
+        // The store's tables: the conversation's message vectors before the window (their seq
+        // is in the filter document) through the collection's HNSW index, then those messages.
+        // Only trusted integers are formatted in.
+        let statement = client
+            .prepare_cached(&sql(
+                self.schema,
+                &format!(
+                    "SELECT m.body FROM {{s}}.conversations c
+                     CROSS JOIN LATERAL (
+                         SELECT (v.filter ->> 'seq')::bigint AS seq,
+                                v.embedding::vector({dims}) <=> $5::real[]::vector({dims})
+                                    AS distance
+                         FROM {{s}}.vectors v
+                         WHERE v.collection = {collection} AND v.subject = c.subject
+                           AND v.conversation_id = c.id
+                           AND (v.filter ->> 'seq')::bigint <= c.last_seq - $4
+                         ORDER BY v.embedding::vector({dims}) <=> $5::real[]::vector({dims})
+                         LIMIT $7
+                     ) hit
+                     JOIN {{s}}.messages m ON m.conversation = c.pk AND m.seq = hit.seq
+                     WHERE c.namespace = $1 AND c.subject = $2 AND c.id = $3
+                       AND hit.distance <= $6
+                     ORDER BY hit.distance",
+                    dims = recall.vector.len()
+                ),
+            ))
+            .await
+            .expect("prepare");
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+            &scope.namespace().as_str(),
+            &subject_of(scope),
+            &id.as_str(),
+            &(recall.window as i64),
+            &recall.vector,
+            &(1.0 - f64::from(recall.min_score)),
+            &(recall.limit as i64),
+        ];
+        // The index's settings, the search and COMMIT in one round trip, as the store sends
+        // them (requests polled together are pipelined on the connection).
+        let (begun, rows, committed) = futures::join!(
+            client.batch_execute(
+                "BEGIN; SET LOCAL hnsw.ef_search = 100; SET LOCAL hnsw.iterative_scan = relaxed_order"
+            ),
+            client.query(&statement, &params),
+            client.batch_execute("COMMIT"),
+        );
+        begun.expect("begin");
+        committed.expect("commit");
+        Some(
+            rows.expect("recall messages")
+                .iter()
+                .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("a message"))
+                .collect(),
+        )
     }
 
     async fn get_working(&self, scope: &Scope) -> Option<String> {
@@ -368,7 +454,11 @@ pub async fn open(url: &str, schema: &'static str) -> (Arc<dyn MemoryBackend>, A
         .expect("the raw pool");
     (
         memory_core::Checked::wrap(Arc::new(store)),
-        Arc::new(RawPostgres { pool, schema }),
+        Arc::new(RawPostgres {
+            pool,
+            schema,
+            message_collection: tokio::sync::OnceCell::new(),
+        }),
     )
 }
 
