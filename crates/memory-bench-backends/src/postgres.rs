@@ -243,10 +243,13 @@ impl RawDriver for RawPostgres {
         ];
         // The index's settings, the search and COMMIT in one round trip, as the store sends
         // them (requests polled together are pipelined on the connection).
+        // The store's ef_search: its default, which at W10's k is what it searches with.
+        let begin = format!(
+            "BEGIN; SET LOCAL hnsw.ef_search = {}; SET LOCAL hnsw.iterative_scan = relaxed_order",
+            memory_postgres::Hnsw::default().ef_search
+        );
         let (begun, rows, committed) = futures::join!(
-            client.batch_execute(
-                "BEGIN; SET LOCAL hnsw.ef_search = 100; SET LOCAL hnsw.iterative_scan = relaxed_order"
-            ),
+            client.batch_execute(&begin),
             client.query(&statement, &params),
             client.batch_execute("COMMIT"),
         );

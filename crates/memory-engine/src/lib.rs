@@ -850,15 +850,7 @@ impl Memory {
             async {
                 match (config.semantic_recall.enabled, &vector) {
                     (true, Some(vector)) => {
-                        // The window can hide at most its size of the nearest messages: past
-                        // the limit by that many, the limit's best before the window are here
-                        // whatever the window turns out to be.
-                        let window = if config.conversation.enabled {
-                            config.conversation.window_size
-                        } else {
-                            0
-                        };
-                        let k = config.semantic_recall.limit + window;
+                        let k = self.first_message_search_k();
                         let hits = self
                             .search_messages(scope, conversation, vector, None, k)
                             .await?;
@@ -896,6 +888,19 @@ impl Memory {
             knowledge,
             facts,
         })
+    }
+
+    /// How many hits the first round's message search asks for: the window can hide at most
+    /// its size of the nearest messages, so past the limit by that many, the limit's best
+    /// before the window are among them whatever the window turns out to be.
+    fn first_message_search_k(&self) -> usize {
+        let config = &self.config;
+        let window = if config.conversation.enabled {
+            config.conversation.window_size
+        } else {
+            0
+        };
+        config.semantic_recall.limit + window
     }
 
     /// The `k` messages of the conversation nearest to `vector` (above the recall threshold),
@@ -943,12 +948,7 @@ impl Memory {
             .into_iter()
             .filter(|hit| seq_of(hit).is_some_and(|seq| seq < window_start))
             .collect();
-        let window = if self.config.conversation.enabled {
-            self.config.conversation.window_size
-        } else {
-            0
-        };
-        if hits.len() < limit && searched == limit + window {
+        if hits.len() < limit && searched == self.first_message_search_k() {
             // More of the nearest were at or past the window start than the window holds:
             // messages appended since it was read. Search before the window itself.
             hits = self

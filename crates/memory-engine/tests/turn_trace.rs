@@ -133,6 +133,30 @@ where
     }
 }
 
+/// A conversation of user-1 holding six messages, two of them about a hotel near the station
+/// (seqs 1 and 3); returns its scope and id.
+async fn six_messages_said(memory: &Memory) -> (Scope, ConversationId) {
+    let scope = Scope::for_subject("user-1").expect("scope");
+    let (thread, _) = memory
+        .auto_conversation(&scope, "trace", 0)
+        .await
+        .expect("conversation");
+    let said = [
+        "the hotel near the central station has a rooftop pool",
+        "quarterly tax filing is due in April",
+        "the hotel near the station serves breakfast at seven",
+        "tomorrow it will rain in the mountains",
+        "what about dinner",
+        "pasta then",
+    ];
+    let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
+    memory
+        .commit(&scope, &thread.id, messages)
+        .await
+        .expect("commit");
+    (scope, thread.id)
+}
+
 #[tokio::test]
 async fn a_turn_reads_at_once_and_loads_recalled_messages_in_one_call() {
     let recorder = Recorder::default();
@@ -158,28 +182,11 @@ working_memory: { enabled: true, scope: user }",
         .summarizer(Arc::new(WaitingSummarizer(recorder.clone())))
         .build()
         .expect("engine");
-    let scope = Scope::for_subject("user-1").expect("scope");
-    let (thread, _) = memory
-        .auto_conversation(&scope, "trace", 0)
-        .await
-        .expect("conversation");
-    let said = [
-        "the hotel near the central station has a rooftop pool",
-        "quarterly tax filing is due in April",
-        "the hotel near the station serves breakfast at seven",
-        "tomorrow it will rain in the mountains",
-        "what about dinner",
-        "pasta then",
-    ];
-    let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
-    memory
-        .commit(&scope, &thread.id, messages)
-        .await
-        .expect("commit");
+    let (scope, thread) = six_messages_said(&memory).await;
     recorder.take();
 
     let context = memory
-        .prepare(&scope, &thread.id, QUERY)
+        .prepare(&scope, &thread, QUERY)
         .await
         .expect("prepare: each round's reads are made at once");
     let calls = recorder.take();
@@ -332,33 +339,16 @@ semantic_recall: { enabled: true, limit: 2, threshold: 0.0 }",
         .embedder(embedder.clone())
         .build()
         .expect("engine");
-    let scope = Scope::for_subject("user-1").expect("scope");
-    let (thread, _) = memory
-        .auto_conversation(&scope, "trace", 0)
-        .await
-        .expect("conversation");
-    let said = [
-        "the hotel near the central station has a rooftop pool",
-        "quarterly tax filing is due in April",
-        "the hotel near the station serves breakfast at seven",
-        "tomorrow it will rain in the mountains",
-        "what about dinner",
-        "pasta then",
-    ];
-    let messages: Vec<Message> = said.iter().map(|s| Message::user(*s)).collect();
-    memory
-        .commit(&scope, &thread.id, messages)
-        .await
-        .expect("commit");
+    let (scope, thread) = six_messages_said(&memory).await;
     // As many late vectors as the first search asks for (limit + window): it finds only them.
     *embedder
         .target
         .lock()
-        .unwrap_or_else(PoisonError::into_inner) = Some((scope.clone(), thread.id.clone(), 4));
+        .unwrap_or_else(PoisonError::into_inner) = Some((scope.clone(), thread.clone(), 4));
     recorder.take();
 
     let context = memory
-        .prepare(&scope, &thread.id, QUERY)
+        .prepare(&scope, &thread, QUERY)
         .await
         .expect("prepare");
     let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
