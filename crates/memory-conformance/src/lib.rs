@@ -140,6 +140,7 @@ macro_rules! __with_scenarios {
                 search_includes_vectors_only_when_asked: Vectors,
                 delete_by_ids_reports_count: Vectors,
                 delete_by_filter_removes_matching: Vectors,
+                searches_after_own_writes_rank_what_is_stored: Vectors,
                 ties_across_k_break_by_id_on_every_metric: Vectors,
                 wide_collections_up_to_the_dimension_limit_are_searched: Vectors,
                 scores_stay_finite_and_in_range_at_float_edges: Vectors,

@@ -101,11 +101,22 @@ pub async fn ensure_collection_with_other_dims_metric_or_model_is_rejected(ctx: 
         .must_be_invalid("zero dims");
 }
 
-/// Collections are listed by name and dropped with their records.
+/// Collections are listed by name and dropped with their records; a search after the drop is
+/// `NotFound`, and a collection made again under the name (with another metric) is searched as
+/// the new one, also by a handle that searched the old one.
 pub async fn drop_collection_removes_it_and_its_records(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let other = collection(ctx, Metric::Dot).await;
     seeded(ctx, &spec, 3).await;
+    let search = |name: String, query: Vec<f32>| async move {
+        ctx.backend()
+            .search(ctx.scope(), &name, VectorQuery::new(query, 5))
+            .await
+    };
+    let before = search(spec.name.clone(), unit_vector(DIMS, 0))
+        .await
+        .must("search before the drop");
+    assert_eq!(before.len(), 3);
     let names: Vec<_> = ctx
         .backend()
         .list_collections(ctx.namespace())
@@ -133,17 +144,33 @@ pub async fn drop_collection_removes_it_and_its_records(ctx: &Ctx) {
         .get_vector(ctx.scope(), &spec.name, &vid("r0"))
         .await
         .must_be_not_found("record of dropped");
-    let recreated = collection(ctx, Metric::Cosine).await;
-    let hits = ctx
+    search(spec.name.clone(), unit_vector(DIMS, 0))
+        .await
+        .must_be_not_found("search of dropped");
+    let recreated = ctx
         .backend()
-        .search(
-            ctx.scope(),
-            &recreated.name,
-            VectorQuery::new(unit_vector(DIMS, 0), 5),
+        .ensure_collection(
+            ctx.namespace(),
+            CollectionSpec::new(spec.name.clone(), DIMS, "test-model")
+                .with_metric(Metric::Euclidean),
         )
+        .await
+        .must("made again");
+    let hits = search(recreated.name.clone(), unit_vector(DIMS, 0))
         .await
         .must("search");
     assert!(hits.is_empty(), "a recreated collection starts empty");
+    let fresh = record("fresh", unit_vector(DIMS, 7), json!({}));
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &recreated.name, vec![fresh.clone()])
+        .await
+        .must("upsert");
+    let query = unit_vector(DIMS, 0);
+    let hits = search(recreated.name.clone(), query.clone())
+        .await
+        .must("search");
+    assert_eq!(hit_ids(&hits), ["fresh"]);
+    assert_ranked_like_reference(Metric::Euclidean, &query, &[fresh], &hits);
 }
 
 /// Upserting into, reading from or searching a missing collection is `NotFound`.
@@ -731,6 +758,110 @@ pub async fn delete_by_filter_removes_matching(ctx: &Ctx) {
     assert!(hits
         .iter()
         .all(|h| h.record.metadata["i"].as_u64().unwrap() < 6));
+}
+
+/// Searches between one handle's own writes rank the records as stored after each write: 40
+/// records are searched (a backend may now hold their matrix), then a batch replaces some
+/// (vector and metadata), adds others and repeats an id, then deletes by ids and by filter
+/// follow, each followed by searches, filtered and not, checked against the reference ranking
+/// of what must be stored. A backend that applies its own writes to a held matrix must apply
+/// them exactly.
+pub async fn searches_after_own_writes_rank_what_is_stored(ctx: &Ctx) {
+    let spec = collection(ctx, Metric::Cosine).await;
+    let mut stored = seeded(ctx, &spec, 40).await;
+    searches_rank(ctx, &spec.name, &stored).await;
+
+    let mut batch: Vec<VectorRecord> = (0..40)
+        .step_by(3)
+        .map(|i| {
+            record(
+                &format!("r{i}"),
+                unit_vector(DIMS, 500 + i),
+                json!({"i": i, "odd": true}),
+            )
+        })
+        .collect();
+    batch.extend((40..46).map(|i| {
+        record(
+            &format!("r{i}"),
+            unit_vector(DIMS, 500 + i),
+            json!({"i": i}),
+        )
+    }));
+    batch.push(record(
+        "r44",
+        unit_vector(DIMS, 999),
+        json!({"i": 44, "odd": true}),
+    ));
+    ctx.backend()
+        .upsert_vectors(ctx.scope(), &spec.name, batch.clone())
+        .await
+        .must("upsert");
+    for written in batch {
+        match stored.iter_mut().find(|r| r.id == written.id) {
+            Some(old) => *old = written,
+            None => stored.push(written),
+        }
+    }
+    searches_rank(ctx, &spec.name, &stored).await;
+
+    let gone = [vid("r0"), vid("r7"), vid("r44"), vid("r45")];
+    let deleted = ctx
+        .backend()
+        .delete_vectors(ctx.scope(), &spec.name, VectorSelector::Ids(gone.to_vec()))
+        .await
+        .must("delete by ids");
+    assert_eq!(deleted, gone.len());
+    stored.retain(|r| !gone.contains(&r.id));
+    searches_rank(ctx, &spec.name, &stored).await;
+
+    let low = Filter::range("i").lt(10);
+    let deleted = ctx
+        .backend()
+        .delete_vectors(ctx.scope(), &spec.name, VectorSelector::Filter(low.clone()))
+        .await
+        .must("delete by filter");
+    assert_eq!(
+        deleted,
+        stored.iter().filter(|r| low.matches(&r.metadata)).count()
+    );
+    stored.retain(|r| !low.matches(&r.metadata));
+    searches_rank(ctx, &spec.name, &stored).await;
+}
+
+/// Searches of `collection`, filtered (`odd`) and not, rank `stored` as the reference does.
+async fn searches_rank(ctx: &Ctx, collection: &str, stored: &[VectorRecord]) {
+    for q in 0..3 {
+        let query = unit_vector(DIMS, 20_000 + q);
+        let hits = ctx
+            .backend()
+            .search(ctx.scope(), collection, VectorQuery::new(query.clone(), 50))
+            .await
+            .must("search");
+        assert_eq!(hits.len(), stored.len().min(50));
+        assert_ranked_like_reference(Metric::Cosine, &query, stored, &hits);
+        let odd = Filter::eq("odd", true);
+        let hits = ctx
+            .backend()
+            .search(
+                ctx.scope(),
+                collection,
+                VectorQuery::new(query.clone(), 50).with_filter(odd.clone()),
+            )
+            .await
+            .must("filtered search");
+        let matching: Vec<VectorRecord> = stored
+            .iter()
+            .filter(|r| odd.matches(&r.metadata))
+            .cloned()
+            .collect();
+        assert_eq!(
+            hits.len(),
+            matching.len(),
+            "the filter reads the new metadata"
+        );
+        assert_ranked_like_reference(Metric::Cosine, &query, &matching, &hits);
+    }
 }
 
 const METRICS: [Metric; 3] = [Metric::Cosine, Metric::Dot, Metric::Euclidean];

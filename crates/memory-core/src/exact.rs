@@ -1,12 +1,13 @@
 //! Exact top-k search over vectors laid out in one contiguous matrix, shared by every backend
 //! that scans in Rust (SQLite, Redis) so they rank exactly like the reference.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::message::Metadata;
 use crate::scope::VectorId;
 use crate::similarity::{cosine_with_squared_norms, dot, Metric};
-use crate::vector::VectorQuery;
+use crate::vector::{VectorQuery, VectorRecord};
 
 /// One scope's vectors of one collection, row-major in a single `Vec<f32>`, with their ids,
 /// squared norms (for cosine) and metadata (for filters).
@@ -66,6 +67,56 @@ impl ExactIndex {
         self.squared_norms.push(dot(row, row));
         self.ids.push(id);
         self.metadata.push(metadata);
+    }
+
+    /// The index after an upsert of `records` (checked against the collection): rows with
+    /// their ids are replaced, the others added; a repeated id ends as its last record, as in
+    /// the store.
+    pub fn upsert(&mut self, records: &[VectorRecord]) {
+        let mut pending: HashMap<&str, &VectorRecord> =
+            records.iter().map(|r| (r.id.as_str(), r)).collect();
+        for row in 0..self.len() {
+            if let Some(record) = pending.remove(self.ids[row].as_str()) {
+                let dims = self.dims;
+                let slot = &mut self.data[row * dims..(row + 1) * dims];
+                slot.copy_from_slice(&record.vector);
+                self.squared_norms[row] = dot(&record.vector, &record.vector);
+                self.metadata[row].clone_from(&record.metadata);
+            }
+        }
+        // Added in the batch's order (the last of a repeated id), for a deterministic layout.
+        for record in records {
+            if let Some(last) = pending.remove(record.id.as_str()) {
+                self.push(last.id.clone(), &last.vector, last.metadata.clone());
+            }
+        }
+    }
+
+    /// The index after a delete of `ids`: their rows are removed (the row order changes).
+    pub fn remove(&mut self, ids: &[VectorId]) {
+        let ids: HashSet<&str> = ids.iter().map(VectorId::as_str).collect();
+        let mut row = 0;
+        while row < self.len() {
+            if ids.contains(self.ids[row].as_str()) {
+                self.swap_remove(row);
+            } else {
+                row += 1;
+            }
+        }
+    }
+
+    /// Removes row `row` by moving the last row into its place.
+    fn swap_remove(&mut self, row: usize) {
+        let dims = self.dims;
+        let last = self.len() - 1;
+        if row != last {
+            self.data
+                .copy_within(last * dims..(last + 1) * dims, row * dims);
+        }
+        self.data.truncate(last * dims);
+        self.squared_norms.swap_remove(row);
+        self.ids.swap_remove(row);
+        self.metadata.swap_remove(row);
     }
 
     /// Number of rows.
@@ -194,6 +245,52 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
         let state = self.state();
         let (version, index) = state.entries.get(key)?;
         Some((version.clone(), Arc::clone(index)))
+    }
+
+    /// Keeps `key`'s matrix current through a write that took the stored data from version
+    /// `from` to `to` and changed `key`'s rows by `change` (the same change the store made,
+    /// e.g. [`ExactIndex::upsert`]): if the matrix held is at `from`, it was the data just
+    /// before the write, so after `change` it is the data at `to`. Otherwise nothing changes and
+    /// the next search reads the data again. The writer's own next search, the common case of
+    /// an agent's turn, then needs no read of the whole scope.
+    ///
+    /// The versions must change with every write (each one atomic), as [`get`](Self::get)
+    /// requires anyway.
+    pub fn advance(&self, key: &K, from: &V, to: V, change: impl FnOnce(&mut ExactIndex)) {
+        let mut state = self.state();
+        let state = &mut *state;
+        let Some((version, index)) = state.entries.get_mut(key) else {
+            return;
+        };
+        if version != from {
+            return;
+        }
+        let before = index.approximate_bytes();
+        // In place unless a search holds this matrix right now; then on a copy.
+        change(Arc::make_mut(index));
+        *version = to;
+        state.bytes = state.bytes - before + index.approximate_bytes();
+        if state.bytes > self.budget {
+            // Grown past the budget: read again when next searched.
+            if let Some((_, index)) = state.entries.remove(key) {
+                state.bytes -= index.approximate_bytes();
+            }
+        }
+    }
+
+    /// Moves every matrix at version `from` whose key `unchanged` accepts to version `to`: for
+    /// a store whose one version covers several keys (SQLite's generation per collection), the
+    /// keys a write at `from` did not touch hold the data at `to` as they are.
+    pub fn carry(&self, from: &V, to: &V, unchanged: impl Fn(&K) -> bool)
+    where
+        V: Clone,
+    {
+        let mut state = self.state();
+        for (key, (version, _)) in &mut state.entries {
+            if version == from && unchanged(key) {
+                *version = to.clone();
+            }
+        }
     }
 
     /// Keeps `index` as `key`'s matrix at `version`, unless it alone exceeds the budget.
@@ -337,6 +434,92 @@ mod tests {
             "larger than the budget alone"
         );
         assert!(MatrixCache::new(0).get(&"a", &1).is_none());
+    }
+
+    fn record(name: &str, x: f32, y: f32) -> VectorRecord {
+        VectorRecord::new(id(name), vec![x, y])
+    }
+
+    fn built(records: &[VectorRecord]) -> ExactIndex {
+        let mut index = ExactIndex::new(2, Metric::Cosine);
+        for r in records {
+            index.push(r.id.clone(), &r.vector, r.metadata.clone());
+        }
+        index
+    }
+
+    /// Every row, ranked, as `(id, score bits)`: equal for equal data whatever the row order.
+    fn ranked(index: &ExactIndex) -> Vec<(String, u32)> {
+        index
+            .search(&VectorQuery::new(vec![0.3, 0.7], 100))
+            .into_iter()
+            .map(|(row, score)| (index.id(row).to_string(), score.to_bits()))
+            .collect()
+    }
+
+    #[test]
+    fn upsert_and_remove_leave_the_index_a_fresh_read_would_build() {
+        let stored = [
+            record("a", 1.0, 0.0),
+            record("b", 0.0, 1.0),
+            record("c", 0.5, 0.5),
+            record("d", -1.0, 0.2),
+        ];
+        let mut index = built(&stored);
+        let mut tagged = record("b", 0.9, 0.1);
+        tagged.metadata.insert("tag".into(), "x".into());
+        index.upsert(&[tagged.clone(), record("e", 0.2, 0.2), record("e", 0.1, 0.8)]);
+        let after_upsert = [
+            stored[0].clone(),
+            tagged,
+            stored[2].clone(),
+            stored[3].clone(),
+            record("e", 0.1, 0.8),
+        ];
+        assert_eq!(ranked(&index), ranked(&built(&after_upsert)));
+        let filter = VectorQuery::new(vec![1.0, 0.0], 5).with_filter(Filter::eq("tag", "x"));
+        assert_eq!(
+            index.search(&filter).len(),
+            1,
+            "the metadata was replaced too"
+        );
+        index.remove(&[id("a"), id("e"), id("zz")]);
+        assert_eq!(
+            ranked(&index),
+            ranked(&built(&[
+                after_upsert[1].clone(),
+                after_upsert[2].clone(),
+                after_upsert[3].clone()
+            ]))
+        );
+        index.remove(&[id("b"), id("c"), id("d")]);
+        assert!(index.is_empty());
+    }
+
+    #[test]
+    fn a_write_advances_only_a_matrix_at_the_version_it_started_from() {
+        let cache = MatrixCache::new(1 << 20);
+        cache.insert("s1", 1, Arc::new(built(&[record("a", 1.0, 0.0)])));
+        cache.insert("s2", 1, Arc::new(built(&[record("b", 0.0, 1.0)])));
+        let held = cache.get(&"s1", &1).unwrap();
+        cache.advance(&"s1", &1, 2, |m| m.upsert(&[record("c", 0.5, 0.5)]));
+        assert_eq!(cache.get(&"s1", &2).unwrap().len(), 2);
+        assert_eq!(held.len(), 1, "a search holding the old matrix keeps it");
+        cache.advance(&"s1", &1, 3, |m| m.upsert(&[record("d", 0.5, 0.5)]));
+        assert!(
+            cache.get(&"s1", &3).is_none() && cache.get(&"s1", &2).is_some(),
+            "the matrix was not at the write's starting version: left as it was"
+        );
+        assert!(cache.get(&"s2", &2).is_none());
+        cache.carry(&1, &2, |key| *key == "s2");
+        assert!(cache.get(&"s2", &2).is_some(), "untouched by the write");
+        let small = MatrixCache::new(built(&[record("a", 1.0, 0.0)]).approximate_bytes());
+        small.insert("s", 1, Arc::new(built(&[record("a", 1.0, 0.0)])));
+        small.advance(&"s", &1, 2, |m| m.upsert(&[record("b", 0.0, 1.0)]));
+        assert!(
+            small.get(&"s", &2).is_none() && small.get(&"s", &1).is_none(),
+            "grown past the budget: dropped"
+        );
     }
 
     #[test]
