@@ -211,6 +211,27 @@ impl SqliteStore {
             .insert(key, collection.generation, Arc::clone(&index));
         Ok(index)
     }
+
+    /// After a committed write that took `collection` from the generation it was read at (in
+    /// the write's transaction) to the next and changed only `subject`'s rows by `change`:
+    /// the subject's held matrix takes the change, and the collection's other subjects' held
+    /// matrices, untouched, move to the new generation as they are. So neither this writer's
+    /// next search nor another subject's reads the rows again.
+    fn written(
+        &self,
+        collection: &CollectionRow,
+        subject: &str,
+        change: impl FnOnce(&mut ExactIndex),
+    ) {
+        let (from, to) = (collection.generation, collection.generation + 1);
+        self.vector_cache
+            .advance(&(collection.pk, subject.to_owned()), &from, to, change);
+        // Not the written subject: a matrix of it read before the write, and kept after the
+        // advance above, is not the data at `to`.
+        self.vector_cache.carry(&from, &to, |(pk, other)| {
+            *pk == collection.pk && other != subject
+        });
+    }
 }
 
 #[async_trait]
@@ -281,6 +302,11 @@ impl VectorStore for SqliteStore {
             bump_generation(&mut tx, collection.pk).await?;
         }
         tx.commit().await.db()?;
+        if !records.is_empty() {
+            self.written(&collection, subject_of(scope), |matrix| {
+                matrix.upsert(&records);
+            });
+        }
         Ok(records.len())
     }
 
@@ -315,8 +341,8 @@ impl VectorStore for SqliteStore {
     ) -> Result<usize> {
         let mut tx = self.write().await?;
         let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
-        let ids: Vec<String> = match selector {
-            VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
+        let ids: Vec<VectorId> = match selector {
+            VectorSelector::Ids(ids) => ids,
             VectorSelector::Filter(filter) => {
                 let rows: Vec<(String, String)> = sqlx::query_as(
                     "SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
@@ -329,7 +355,7 @@ impl VectorStore for SqliteStore {
                 let mut matching = Vec::new();
                 for (id, metadata) in rows {
                     if filter.matches(&metadata_from(&metadata)?) {
-                        matching.push(id);
+                        matching.push(VectorId::new(id).map_err(|e| corrupt("vector id", e))?);
                     }
                 }
                 matching
@@ -350,6 +376,9 @@ impl VectorStore for SqliteStore {
             bump_generation(&mut tx, collection.pk).await?;
         }
         tx.commit().await.db()?;
+        if removed > 0 {
+            self.written(&collection, subject_of(scope), |matrix| matrix.remove(&ids));
+        }
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
