@@ -355,6 +355,7 @@ impl RedisStoreBuilder {
             target: shown,
             registered: Mutex::default(),
             vector_cache: vectors::MatrixCache::new(self.vector_cache_bytes),
+            seen_collections: Mutex::default(),
         })
     }
 }
@@ -422,6 +423,8 @@ pub struct RedisStore {
     registered: Mutex<HashSet<String>>,
     /// Vector matrices by scope and collection, at their records' version token.
     vector_cache: vectors::MatrixCache,
+    /// Collections as this process's searches last read them, checked on every use.
+    seen_collections: Mutex<vectors::SeenCollections>,
 }
 
 impl fmt::Debug for RedisStore {

@@ -12,7 +12,9 @@
 //! and the token in one transaction: if the token is still the matrix's, every hit is as
 //! stored when it was scored (a token is never set twice, so an equal one means no write);
 //! otherwise, or with no matrix held, it reads the records and their token in one transaction
-//! and keeps the new matrix. Records written before tokens existed have none and are read
+//! and keeps the new matrix. The write scripts return the token they replaced: when it is the
+//! held matrix's, this process applies its own write to the matrix, so a search after its own
+//! write (an agent's next turn) reads no records. Records written before tokens existed have none and are read
 //! whole on every search, until their next write.
 //!
 //! The seam for a server-side index (Redis 8 vector sets, or the query engine) is
@@ -52,6 +54,21 @@ pub(crate) type MatrixCache = memory_core::exact::MatrixCache<(String, String), 
 /// again) never matches it.
 pub(crate) fn version_token() -> String {
     uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// Collections by (collections hash key, name) as a search last read them, with their stored
+/// value: a search holding a matrix reads the value again in the round trip that checks the
+/// records' token, and answers only if both are unchanged (a collection dropped and made again
+/// has a new incarnation, so another value).
+pub(crate) type SeenCollections = HashMap<(String, String), Arc<SeenCollection>>;
+
+/// At most this many collections are remembered; past it, the map starts over.
+const SEEN_COLLECTIONS: usize = 4096;
+
+/// A collection as read, with the stored value it was parsed from.
+pub(crate) struct SeenCollection {
+    value: Vec<u8>,
+    stored: StoredCollection,
 }
 
 /// A collection as stored: its incarnation and spec.
@@ -141,13 +158,49 @@ impl RedisStore {
         namespace: &Namespace,
         name: &str,
     ) -> Result<Option<StoredCollection>> {
-        let value: Option<Vec<u8>> = redis::cmd("HGET")
+        let value = self.collection_value(namespace, name).await?;
+        value.as_deref().map(collection_from).transpose()
+    }
+
+    /// The stored value of a collection (`incarnation NUL spec JSON`).
+    async fn collection_value(&self, namespace: &Namespace, name: &str) -> Result<Option<Vec<u8>>> {
+        redis::cmd("HGET")
             .arg(self.keys.namespace(namespace).collections())
             .arg(name)
             .query_async(&mut self.conn())
             .await
-            .db()?;
-        value.as_deref().map(collection_from).transpose()
+            .db()
+    }
+
+    /// Reads a collection for a search and remembers it for the next ones.
+    async fn seen_collection(
+        &self,
+        namespace: &Namespace,
+        name: &str,
+    ) -> Result<Arc<SeenCollection>> {
+        let value = self
+            .collection_value(namespace, name)
+            .await?
+            .ok_or_else(|| MemoryError::not_found("collection", name))?;
+        let seen = Arc::new(SeenCollection {
+            stored: collection_from(&value)?,
+            value,
+        });
+        let mut all = self
+            .seen_collections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if all.len() >= SEEN_COLLECTIONS {
+            all.clear();
+        }
+        all.insert(
+            (
+                self.keys.namespace(namespace).collections(),
+                name.to_owned(),
+            ),
+            Arc::clone(&seen),
+        );
+        Ok(seen)
     }
 
     async fn collection(&self, namespace: &Namespace, name: &str) -> Result<StoredCollection> {
@@ -199,16 +252,23 @@ impl RedisStore {
             return Ok(());
         }
         let keys = self.keys.scope(scope);
+        let token = version_token();
         let mut script = UPSERT.key(keys.vectors(incarnation));
         script
             .key(keys.vector_incarnations())
             .key(keys.vector_token(incarnation))
             .arg(incarnation)
-            .arg(version_token());
+            .arg(&token);
         for record in records {
             script.arg(record.id.as_str()).arg(encode_record(record));
         }
-        let _: i64 = script.invoke_async(&mut self.conn()).await.db()?;
+        let previous: String = script.invoke_async(&mut self.conn()).await.db()?;
+        self.vector_cache.advance(
+            &(keys.base().to_owned(), incarnation.to_owned()),
+            &previous,
+            token,
+            |matrix| matrix.upsert(records),
+        );
         let _: i64 = redis::cmd("SADD")
             .arg(
                 self.keys
@@ -337,27 +397,36 @@ impl VectorStore for RedisStore {
     ) -> Result<usize> {
         let collection = self.collection(scope.namespace(), collection).await?;
         let keys = self.keys.scope(scope);
-        let ids: Vec<String> = match selector {
-            VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
+        let ids: Vec<VectorId> = match selector {
+            VectorSelector::Ids(ids) => ids,
             VectorSelector::Filter(filter) => self
                 .read_records(&keys, &collection.incarnation)
                 .await?
                 .into_iter()
                 .filter(|r| filter.matches(&r.metadata))
-                .map(|r| r.id.to_string())
+                .map(|r| r.id)
                 .collect(),
         };
         if ids.is_empty() {
             return Ok(0);
         }
-        let removed: usize = DELETE
+        let token = version_token();
+        let (removed, previous): (usize, String) = DELETE
             .key(keys.vectors(&collection.incarnation))
             .key(keys.vector_token(&collection.incarnation))
-            .arg(version_token())
-            .arg(&ids)
+            .arg(&token)
+            .arg(ids.iter().map(VectorId::as_str).collect::<Vec<_>>())
             .invoke_async(&mut self.conn())
             .await
             .db()?;
+        if removed > 0 {
+            self.vector_cache.advance(
+                &(keys.base().to_owned(), collection.incarnation),
+                &previous,
+                token,
+                |matrix| matrix.remove(&ids),
+            );
+        }
         Ok(removed)
     }
 
@@ -367,9 +436,16 @@ impl VectorStore for RedisStore {
         collection: &str,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
-        let collection = self.collection(scope.namespace(), collection).await?;
-        collection.spec.check_vector(&query.vector)?;
         let keys = self.keys.scope(scope);
+        if let Some(hits) = self
+            .search_held(scope.namespace(), &keys, collection, &query)
+            .await?
+        {
+            return Ok(hits);
+        }
+        let seen = self.seen_collection(scope.namespace(), collection).await?;
+        let collection = &seen.stored;
+        collection.spec.check_vector(&query.vector)?;
         let cache_key = (keys.base().to_owned(), collection.incarnation.clone());
         if let Some((token, index)) = self.vector_cache.latest(&cache_key) {
             if let Some(hits) = self
@@ -379,12 +455,56 @@ impl VectorStore for RedisStore {
                 return Ok(hits);
             }
         }
-        self.search_read(&keys, &collection, cache_key, &query)
-            .await
+        self.search_read(&keys, collection, cache_key, &query).await
     }
 }
 
 impl RedisStore {
+    /// A search in one round trip: with the collection seen before and the scope's matrix
+    /// held, ranks the matrix and reads the collection's value beside the hits' records and
+    /// their token; the hits, if neither changed. A collection dropped and made again has
+    /// another value (its incarnation), and its records another token.
+    async fn search_held(
+        &self,
+        namespace: &Namespace,
+        keys: &ScopeKeys,
+        name: &str,
+        query: &VectorQuery,
+    ) -> Result<Option<Vec<VectorHit>>> {
+        let seen = self
+            .seen_collections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&(self.keys.namespace(namespace).collections(), name.to_owned()))
+            .cloned();
+        let Some(seen) = seen else {
+            return Ok(None);
+        };
+        let incarnation = &seen.stored.incarnation;
+        // Checked against the spec as seen: if it no longer holds, the slow path checks
+        // against the stored one.
+        if seen.stored.spec.check_vector(&query.vector).is_err() {
+            return Ok(None);
+        }
+        let Some((token, index)) = self
+            .vector_cache
+            .latest(&(keys.base().to_owned(), incarnation.clone()))
+        else {
+            return Ok(None);
+        };
+        // Two requests sent together: one round trip on one connection (the collection and
+        // the records may sit on different cluster nodes, so not one transaction; the
+        // collection unchanged and the token unchanged mean the records were as ranked).
+        let (value, hits) = futures::try_join!(
+            self.collection_value(namespace, name),
+            self.hits_at(keys, incarnation, &token, &index, query),
+        )?;
+        if value.as_deref() != Some(seen.value.as_slice()) {
+            return Ok(None);
+        }
+        Ok(hits)
+    }
+
     /// Reads the scope's records with their token in one transaction, ranks them, and keeps
     /// their matrix when they have a token; the hits come from the same read.
     async fn search_read(
