@@ -273,6 +273,7 @@ impl PostgresStoreBuilder {
             schema,
             config,
             vector_statistics: vectors::VectorStatistics::default(),
+            seen_collections: vectors::SeenCollections::default(),
         })
     }
 }
@@ -307,6 +308,8 @@ pub struct PostgresStore {
     schema: String,
     config: PostgresConfig,
     vector_statistics: vectors::VectorStatistics,
+    /// Collections as searches last looked them up, so a search needs no lookup first.
+    seen_collections: vectors::SeenCollections,
 }
 
 impl fmt::Debug for PostgresStore {

@@ -1,7 +1,7 @@
 //! Vector collections: `real[]` rows, a partial pgvector HNSW index per collection, exact
 //! ranking by pgvector in the server, and exact re-scoring in Rust.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use async_trait::async_trait;
@@ -22,6 +22,7 @@ use crate::filter::compile;
 use crate::PostgresStore;
 
 /// A collection row: its pk and spec.
+#[derive(Clone)]
 pub(crate) struct CollectionRow {
     pub(crate) pk: i64,
     pub(crate) spec: CollectionSpec,
@@ -80,6 +81,41 @@ const HNSW_MAX_DIMS: usize = 2000;
 
 /// A batch of at least this many vectors is written through `COPY`.
 pub(crate) const BULK_ROWS: usize = 64;
+
+/// Collections by namespace and name, as searches last looked them up. A pk is never reused
+/// and a collection's spec never changes, so a remembered row stays true for as long as its pk
+/// exists; every search statement checks that it does (see `candidates`), and a search that
+/// reads no row looks the collection up again.
+#[derive(Default)]
+pub(crate) struct SeenCollections(std::sync::Mutex<HashMap<(String, String), CollectionRow>>);
+
+/// At most this many collections are remembered; past it, the map starts over.
+const SEEN_COLLECTIONS: usize = 4096;
+
+impl SeenCollections {
+    fn get(&self, namespace: &Namespace, name: &str) -> Option<CollectionRow> {
+        self.lock()
+            .get(&(namespace.as_str().to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    fn insert(&self, namespace: &Namespace, row: &CollectionRow) {
+        let mut all = self.lock();
+        if all.len() >= SEEN_COLLECTIONS {
+            all.clear();
+        }
+        all.insert(
+            (namespace.as_str().to_owned(), row.spec.name.clone()),
+            row.clone(),
+        );
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), CollectionRow>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// Vector rows this store wrote since it last brought the table's statistics up to date, and
 /// how many make them stale (see `refresh_statistics`).
@@ -440,9 +476,12 @@ impl PostgresStore {
             params.extend(c.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
         }
         // The collection pk is a literal (a trusted integer) so the planner can match the
-        // collection's partial index.
+        // collection's partial index. The EXISTS (a one-time filter) makes rows read prove that
+        // the collection existed in the statement's snapshot: a search of a collection
+        // remembered from an earlier lookup needs no lookup first.
         let kept = format!(
-            "FROM {{s}}.vectors WHERE collection = {pk} AND subject = $1 AND {condition}",
+            "FROM {{s}}.vectors WHERE collection = {pk} AND subject = $1 AND {condition}
+               AND EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk})",
             pk = collection.pk
         );
         let base = format!("SELECT {columns} {kept}");
@@ -838,19 +877,35 @@ impl VectorStore for PostgresStore {
     ) -> Result<Vec<VectorHit>> {
         // One connection for the collection lookup and the search.
         let client = self.client().await?;
-        let collection = self
-            .collection(&client, scope.namespace(), collection)
-            .await?;
-        collection.spec.check_vector(&query.vector)?;
-        let indexed = self.indexed(&collection.spec);
         // One row past k: a tie across the k-th place shows there.
         let probe = VectorQuery {
             k: query.k + 1,
             ..query.clone()
         };
-        let (mut records, mut hits) = self
-            .ranked(&client, &collection, scope, &probe, indexed)
-            .await?;
+        let mut found = None;
+        let seen = self.seen_collections.get(scope.namespace(), collection);
+        if let Some(seen) = seen.filter(|c| c.spec.check_vector(&query.vector).is_ok()) {
+            let indexed = self.indexed(&seen.spec);
+            let (records, hits) = self.ranked(&client, &seen, scope, &probe, indexed).await?;
+            // No row read: the collection may be gone (or have no rows); look it up.
+            if !records.is_empty() {
+                found = Some((seen, indexed, records, hits));
+            }
+        }
+        let (collection, indexed, mut records, mut hits) = if let Some(found) = found {
+            found
+        } else {
+            let collection = self
+                .collection(&client, scope.namespace(), collection)
+                .await?;
+            collection.spec.check_vector(&query.vector)?;
+            self.seen_collections.insert(scope.namespace(), &collection);
+            let indexed = self.indexed(&collection.spec);
+            let (records, hits) = self
+                .ranked(&client, &collection, scope, &probe, indexed)
+                .await?;
+            (collection, indexed, records, hits)
+        };
         if indexed && tie_across_k(&hits, query.k) {
             // The index chose among equal rows, not necessarily the smallest ids that every
             // exact search returns: settle it over every row (rare with real embeddings).
