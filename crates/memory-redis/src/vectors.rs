@@ -262,23 +262,26 @@ impl RedisStore {
         for record in records {
             script.arg(record.id.as_str()).arg(encode_record(record));
         }
-        let previous: String = script.invoke_async(&mut self.conn()).await.db()?;
+        let mut holders = redis::cmd("SADD");
+        holders
+            .arg(
+                self.keys
+                    .namespace(scope.namespace())
+                    .collection_holders(incarnation),
+            )
+            .arg(keys.base());
+        // Sent together, in this order on one connection (the holders set lives in the
+        // namespace's slot, the records in the scope's: not one script on a cluster).
+        let (previous, _): (String, i64) = futures::try_join!(
+            async { script.invoke_async(&mut self.conn()).await.db() },
+            async { holders.query_async(&mut self.conn()).await.db() },
+        )?;
         self.vector_cache.advance(
             &(keys.base().to_owned(), incarnation.to_owned()),
             &previous,
             token,
             |matrix| matrix.upsert(records),
         );
-        let _: i64 = redis::cmd("SADD")
-            .arg(
-                self.keys
-                    .namespace(scope.namespace())
-                    .collection_holders(incarnation),
-            )
-            .arg(keys.base())
-            .query_async(&mut self.conn())
-            .await
-            .db()?;
         Ok(())
     }
 
@@ -365,9 +368,11 @@ impl VectorStore for RedisStore {
         for record in &records {
             collection.spec.check_vector(&record.vector)?;
         }
-        self.register_scope(scope).await?;
-        self.write_records(scope, &collection.incarnation, &records)
-            .await?;
+        // The scope is registered in the same round trip as the write, sent first.
+        futures::try_join!(
+            self.register_scope(scope),
+            self.write_records(scope, &collection.incarnation, &records),
+        )?;
         Ok(records.len())
     }
 
