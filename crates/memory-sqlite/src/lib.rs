@@ -36,7 +36,9 @@
 //! - **Vectors** are little-endian `f32` blobs. Search is an exact scan in Rust over a contiguous
 //!   matrix ([`memory_core::exact::ExactIndex`]) cached per collection and subject, and checked
 //!   against the collection's `generation` (bumped by every write, from any process) in the
-//!   same read transaction, so a cached matrix is never stale.
+//!   same read transaction, so a cached matrix is never stale. A vector upsert or delete of
+//!   this store applies itself to the written subject's matrix and moves the collection's other
+//!   matrices to the new generation, so its next searches read no rows.
 //! - **Linking.** This crate bundles SQLite through sqlx. libSQL bundles its own SQLite: the two
 //!   cannot be linked into one binary, so no crate that links libSQL may depend on this one.
 
