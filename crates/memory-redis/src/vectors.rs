@@ -480,7 +480,10 @@ impl RedisStore {
             .seen_collections
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(self.keys.namespace(namespace).collections(), name.to_owned()))
+            .get(&(
+                self.keys.namespace(namespace).collections(),
+                name.to_owned(),
+            ))
             .cloned();
         let Some(seen) = seen else {
             return Ok(None);
