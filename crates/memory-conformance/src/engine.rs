@@ -400,7 +400,7 @@ impl Embedder for FlakyEmbedder {
 }
 
 /// An embedder that fails leaves the turn committed: the failure is reported and the next
-/// commit embeds what was missed, so semantic recall finds it.
+/// commit embeds what was missed with its own messages, so semantic recall finds it.
 pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
     let embedder = Arc::new(FlakyEmbedder {
         inner: HashingEmbedder::new(384),
@@ -444,10 +444,18 @@ pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
 
     embedder.down.store(false, Ordering::SeqCst);
     let receipt = memory
-        .commit(ctx.scope(), &c.id, Vec::new())
+        .commit(
+            ctx.scope(),
+            &c.id,
+            vec![text("m2", Role::User, "thanks, that is all")],
+        )
         .await
         .must("next commit");
-    assert_eq!(receipt.embedding, EmbeddingReport::Embedded { messages: 2 });
+    assert_eq!(
+        receipt.embedding,
+        EmbeddingReport::Embedded { messages: 3 },
+        "the backlog with the new message"
+    );
     let context = memory
         .prepare(ctx.scope(), &c.id, "a hotel with a pool near the station")
         .await

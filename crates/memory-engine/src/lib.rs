@@ -60,7 +60,7 @@ use memory_core::error::{MemoryError, Result};
 use memory_core::fact::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
 use memory_core::filter::Filter;
 use memory_core::message::{Message, Part, Role, StoredMessage};
-use memory_core::scope::{ConversationId, Namespace, Scope, VectorId};
+use memory_core::scope::{ConversationId, MessageId, Namespace, Scope, VectorId};
 use memory_core::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
 use memory_core::working::WorkingMemoryKey;
 
@@ -528,10 +528,32 @@ impl Memory {
         new_messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<CommitReceipt> {
-        let append = self
-            .backend
-            .append(scope, conversation, new_messages, options)
-            .await?;
+        // What the embedding needs of the new messages, kept before the append takes them.
+        let said: HashMap<MessageId, Message> = if self.config.semantic_recall.enabled {
+            new_messages
+                .iter()
+                .map(|m| (m.id.clone(), m.clone()))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        // The embedded cursor is read beside the append: when it stands just before the
+        // appended messages, they are all there is to embed, with no read after the append.
+        let (append, embedded) = futures::join!(
+            self.backend
+                .append(scope, conversation, new_messages, options),
+            async {
+                if self.config.semantic_recall.enabled {
+                    self.backend
+                        .cursor(scope, conversation, EMBEDDED_CURSOR)
+                        .await
+                        .ok()
+                } else {
+                    None
+                }
+            },
+        );
+        let append = append?;
         let failed = |error: MemoryError| {
             if let Some(hook) = &self.on_error {
                 hook(scope, conversation, &error);
@@ -544,7 +566,12 @@ impl Memory {
                 if !self.config.semantic_recall.enabled {
                     return EmbeddingReport::Skipped;
                 }
-                match self.embed_new_messages(scope, conversation).await {
+                let just_appended = embedded
+                    .and_then(|cursor| only_appended_after(cursor.unwrap_or(0), &append, &said));
+                match self
+                    .embed_new_messages(scope, conversation, just_appended)
+                    .await
+                {
                     Ok(None) => EmbeddingReport::Skipped,
                     Ok(Some(messages)) => EmbeddingReport::Embedded { messages },
                     Err(error) => EmbeddingReport::Failed {
@@ -784,10 +811,15 @@ impl Memory {
         &self,
         scope: &Scope,
         conversation: &ConversationId,
+        just_appended: Option<Vec<StoredMessage>>,
     ) -> Result<Option<usize>> {
-        let fresh = self
-            .after_cursor(scope, conversation, EMBEDDED_CURSOR)
-            .await?;
+        let fresh = match just_appended {
+            Some(appended) => appended,
+            None => {
+                self.after_cursor(scope, conversation, EMBEDDED_CURSOR)
+                    .await?
+            }
+        };
         let Some(last) = fresh.last().map(|m| m.seq) else {
             return Ok(None);
         };
@@ -1094,6 +1126,31 @@ impl Memory {
             WorkingMemoryScope::User => WorkingMemoryKey::User,
         }
     }
+}
+
+/// The messages after the embedded cursor, when they are exactly the ones just appended: the
+/// cursor (read beside the append) stands just before them, none was a duplicate, and their
+/// seqs follow one another. `None` sends the commit to read what follows the cursor.
+fn only_appended_after(
+    cursor: u64,
+    receipt: &AppendReceipt,
+    said: &HashMap<MessageId, Message>,
+) -> Option<Vec<StoredMessage>> {
+    if !receipt.duplicates.is_empty() || receipt.appended.is_empty() {
+        return None;
+    }
+    receipt
+        .appended
+        .iter()
+        .zip(cursor + 1..)
+        .map(|((id, seq), expected)| {
+            (*seq == expected).then_some(())?;
+            Some(StoredMessage {
+                seq: *seq,
+                message: said.get(id)?.clone(),
+            })
+        })
+        .collect()
 }
 
 /// A stable vector id for a message: conversation and message ids may each be long, so the id

@@ -267,6 +267,52 @@ extract: { enabled: true }",
     );
 }
 
+#[tokio::test]
+async fn a_commit_embeds_what_it_appended_without_reading_it_back() {
+    let recorder = Recorder::default();
+    let _trace =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
+    let config = MemoryConfig::from_yaml("semantic_recall: { enabled: true }").expect("config");
+    let memory = Memory::builder(Arc::new(InMemoryBackend::new()))
+        .config(config)
+        .build()
+        .expect("engine");
+    let (scope, thread) = six_messages_said(&memory).await;
+    recorder.take();
+    let receipt = memory
+        .commit(
+            &scope,
+            &thread,
+            vec![Message::user(SAID), Message::assistant("have a good trip")],
+        )
+        .await
+        .expect("commit");
+    let calls = recorder.take();
+    assert_eq!(
+        receipt.embedding,
+        memory_engine::EmbeddingReport::Embedded { messages: 2 },
+        "{calls:?}"
+    );
+    // The embedded cursor is read beside the append and stands just before the new messages:
+    // they are embedded as sent, with no read of what follows the cursor.
+    assert_eq!(
+        calls.names,
+        ["append", "cursor", "upsert_vectors", "advance_cursor"],
+        "{calls:?}"
+    );
+    let vectors = memory
+        .backend()
+        .search(
+            &scope,
+            memory_engine::MESSAGE_COLLECTION,
+            memory_core::VectorQuery::new(HashingEmbedder::new(384).embed_one(SAID), 1),
+        )
+        .await
+        .expect("search");
+    assert_eq!(vectors[0].record.text.as_deref(), Some(SAID));
+    assert_eq!(vectors[0].record.metadata["seq"], 7, "stored at its seq");
+}
+
 /// Embeds like the hashing embedder; the first time it embeds the query, it first stores
 /// `late` vectors nearest to it in the conversation, at seqs past anything the window read can
 /// have seen: messages appended by another writer while the turn was prepared.
