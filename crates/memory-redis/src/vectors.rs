@@ -14,8 +14,8 @@
 //! otherwise, or with no matrix held, it reads the records and their token in one transaction
 //! and keeps the new matrix. The write scripts return the token they replaced: when it is the
 //! held matrix's, this process applies its own write to the matrix, so a search after its own
-//! write (an agent's next turn) reads no records. Records written before tokens existed have none and are read
-//! whole on every search, until their next write.
+//! write (an agent's next turn) reads no records. Records written before tokens existed have
+//! none and are read whole on every search, until their next write.
 //!
 //! The seam for a server-side index (Redis 8 vector sets, or the query engine) is
 //! [`RedisStore::search`]'s candidate read: detect the module at open and ask it for the
