@@ -882,29 +882,31 @@ impl VectorStore for PostgresStore {
             k: query.k + 1,
             ..query.clone()
         };
-        let mut found = None;
-        let seen = self.seen_collections.get(scope.namespace(), collection);
-        if let Some(seen) = seen.filter(|c| c.spec.check_vector(&query.vector).is_ok()) {
-            let indexed = self.indexed(&seen.spec);
-            let (records, hits) = self.ranked(&client, &seen, scope, &probe, indexed).await?;
-            // No row read: the collection may be gone (or have no rows); look it up.
-            if !records.is_empty() {
-                found = Some((seen, indexed, records, hits));
-            }
-        }
-        let (collection, indexed, mut records, mut hits) = if let Some(found) = found {
-            found
-        } else {
-            let collection = self
-                .collection(&client, scope.namespace(), collection)
-                .await?;
-            collection.spec.check_vector(&query.vector)?;
-            self.seen_collections.insert(scope.namespace(), &collection);
+        let mut remembered = self
+            .seen_collections
+            .get(scope.namespace(), collection)
+            .filter(|c| c.spec.check_vector(&query.vector).is_ok());
+        let (collection, indexed, mut records, mut hits) = loop {
+            let was_remembered = remembered.is_some();
+            let collection = if let Some(seen) = remembered.take() {
+                seen
+            } else {
+                let looked_up = self
+                    .collection(&client, scope.namespace(), collection)
+                    .await?;
+                looked_up.spec.check_vector(&query.vector)?;
+                self.seen_collections.insert(scope.namespace(), &looked_up);
+                looked_up
+            };
             let indexed = self.indexed(&collection.spec);
             let (records, hits) = self
                 .ranked(&client, &collection, scope, &probe, indexed)
                 .await?;
-            (collection, indexed, records, hits)
+            // A remembered collection that read no row may be gone (or have no rows): look
+            // it up and search again.
+            if !(was_remembered && records.is_empty()) {
+                break (collection, indexed, records, hits);
+            }
         };
         if indexed && tie_across_k(&hits, query.k) {
             // The index chose among equal rows, not necessarily the smallest ids that every
