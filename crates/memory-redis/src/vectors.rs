@@ -442,26 +442,43 @@ impl VectorStore for RedisStore {
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
         let keys = self.keys.scope(scope);
-        if let Some(hits) = self
+        let seen = match self
             .search_held(scope.namespace(), &keys, collection, &query)
             .await?
         {
-            return Ok(hits);
-        }
-        let seen = self.seen_collection(scope.namespace(), collection).await?;
-        let collection = &seen.stored;
-        collection.spec.check_vector(&query.vector)?;
-        let cache_key = (keys.base().to_owned(), collection.incarnation.clone());
-        if let Some((token, index)) = self.vector_cache.latest(&cache_key) {
-            if let Some(hits) = self
-                .hits_at(&keys, &collection.incarnation, &token, &index, &query)
-                .await?
-            {
-                return Ok(hits);
+            Held::Hits(hits) => return Ok(hits),
+            // The collection is as seen and its records changed: read them, no lookup.
+            Held::RecordsChanged(seen) => seen,
+            Held::Unknown => {
+                let seen = self.seen_collection(scope.namespace(), collection).await?;
+                seen.stored.spec.check_vector(&query.vector)?;
+                let cache_key = (keys.base().to_owned(), seen.stored.incarnation.clone());
+                if let Some((token, index)) = self.vector_cache.latest(&cache_key) {
+                    if let Some(hits) = self
+                        .hits_at(&keys, &seen.stored.incarnation, &token, &index, &query)
+                        .await?
+                    {
+                        return Ok(hits);
+                    }
+                }
+                seen
             }
-        }
-        self.search_read(&keys, collection, cache_key, &query).await
+        };
+        let cache_key = (keys.base().to_owned(), seen.stored.incarnation.clone());
+        self.search_read(&keys, &seen.stored, cache_key, &query)
+            .await
     }
+}
+
+/// What a search found with the collection as seen and the matrix held (see
+/// [`RedisStore::search_held`]).
+enum Held {
+    /// The collection and the records were unchanged: the hits.
+    Hits(Vec<VectorHit>),
+    /// The collection was unchanged, its records not: they must be read again.
+    RecordsChanged(Arc<SeenCollection>),
+    /// No collection seen, no matrix held, or the collection changed: look it up.
+    Unknown,
 }
 
 impl RedisStore {
@@ -475,7 +492,7 @@ impl RedisStore {
         keys: &ScopeKeys,
         name: &str,
         query: &VectorQuery,
-    ) -> Result<Option<Vec<VectorHit>>> {
+    ) -> Result<Held> {
         let seen = self
             .seen_collections
             .lock()
@@ -486,19 +503,19 @@ impl RedisStore {
             ))
             .cloned();
         let Some(seen) = seen else {
-            return Ok(None);
+            return Ok(Held::Unknown);
         };
         let incarnation = &seen.stored.incarnation;
         // Checked against the spec as seen: if it no longer holds, the slow path checks
         // against the stored one.
         if seen.stored.spec.check_vector(&query.vector).is_err() {
-            return Ok(None);
+            return Ok(Held::Unknown);
         }
         let Some((token, index)) = self
             .vector_cache
             .latest(&(keys.base().to_owned(), incarnation.clone()))
         else {
-            return Ok(None);
+            return Ok(Held::Unknown);
         };
         // Two requests sent together: one round trip on one connection (the collection and
         // the records may sit on different cluster nodes, so not one transaction; the
@@ -508,9 +525,9 @@ impl RedisStore {
             self.hits_at(keys, incarnation, &token, &index, query),
         )?;
         if value.as_deref() != Some(seen.value.as_slice()) {
-            return Ok(None);
+            return Ok(Held::Unknown);
         }
-        Ok(hits)
+        Ok(hits.map_or(Held::RecordsChanged(seen), Held::Hits))
     }
 
     /// Reads the scope's records with their token in one transaction, ranks them, and keeps
