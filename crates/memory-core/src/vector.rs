@@ -1,5 +1,8 @@
 //! Vector collections: the [`VectorStore`] contract and its types.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +16,63 @@ use crate::similarity::{dot_f64, Metric, MAX_SQUARED_NORM};
 pub const MAX_DIMS: usize = 16_000;
 /// Largest `k` of a search.
 pub const MAX_TOP_K: usize = 1000;
+
+/// Collections by namespace and name as a backend's searches last read them (whatever a
+/// backend keeps of one: its spec, its key), so a search can skip the lookup and check the
+/// collection in the same round trip as the search instead. At most 4,096 are remembered;
+/// past that, the map starts over.
+///
+/// ```
+/// use memory_core::vector::SeenCollections;
+/// use memory_core::Namespace;
+/// let seen = SeenCollections::default();
+/// let notes = Namespace::new("notes")?;
+/// seen.insert(&notes, "messages", 7_i64);
+/// assert_eq!(seen.get(&notes, "messages").as_deref(), Some(&7));
+/// assert!(seen.get(&notes, "facts").is_none());
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+#[derive(Debug)]
+pub struct SeenCollections<C> {
+    all: Mutex<HashMap<(String, String), Arc<C>>>,
+}
+
+impl<C> Default for SeenCollections<C> {
+    fn default() -> Self {
+        Self {
+            all: Mutex::default(),
+        }
+    }
+}
+
+impl<C> SeenCollections<C> {
+    const MAX: usize = 4096;
+
+    /// The collection as last read, if remembered.
+    pub fn get(&self, namespace: &Namespace, name: &str) -> Option<Arc<C>> {
+        self.lock()
+            .get(&(namespace.as_str().to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Remembers a collection as just read; returns it.
+    pub fn insert(&self, namespace: &Namespace, name: &str, collection: C) -> Arc<C> {
+        let collection = Arc::new(collection);
+        let mut all = self.lock();
+        if all.len() >= Self::MAX {
+            all.clear();
+        }
+        all.insert(
+            (namespace.as_str().to_owned(), name.to_owned()),
+            Arc::clone(&collection),
+        );
+        collection
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), Arc<C>>> {
+        self.all.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A collection's fixed properties.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! Vector collections: `real[]` rows, a partial pgvector HNSW index per collection, exact
 //! ranking by pgvector in the server, and exact re-scoring in Rust.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use async_trait::async_trait;
@@ -22,7 +22,6 @@ use crate::filter::compile;
 use crate::PostgresStore;
 
 /// A collection row: its pk and spec.
-#[derive(Clone)]
 pub(crate) struct CollectionRow {
     pub(crate) pk: i64,
     pub(crate) spec: CollectionSpec,
@@ -82,40 +81,11 @@ const HNSW_MAX_DIMS: usize = 2000;
 /// A batch of at least this many vectors is written through `COPY`.
 pub(crate) const BULK_ROWS: usize = 64;
 
-/// Collections by namespace and name, as searches last looked them up. A pk is never reused
-/// and a collection's spec never changes, so a remembered row stays true for as long as its pk
-/// exists; every search statement checks that it does (see `candidates`), and a search that
-/// reads no row looks the collection up again.
-#[derive(Default)]
-pub(crate) struct SeenCollections(std::sync::Mutex<HashMap<(String, String), CollectionRow>>);
-
-/// At most this many collections are remembered; past it, the map starts over.
-const SEEN_COLLECTIONS: usize = 4096;
-
-impl SeenCollections {
-    fn get(&self, namespace: &Namespace, name: &str) -> Option<CollectionRow> {
-        self.lock()
-            .get(&(namespace.as_str().to_owned(), name.to_owned()))
-            .cloned()
-    }
-
-    fn insert(&self, namespace: &Namespace, row: &CollectionRow) {
-        let mut all = self.lock();
-        if all.len() >= SEEN_COLLECTIONS {
-            all.clear();
-        }
-        all.insert(
-            (namespace.as_str().to_owned(), row.spec.name.clone()),
-            row.clone(),
-        );
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), CollectionRow>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
+/// Collections as searches last looked them up. A pk is never reused and a collection's spec
+/// never changes, so a remembered row stays true for as long as its pk exists; every search
+/// statement checks that it does (see `candidates`), and a search that reads no row looks the
+/// collection up again.
+pub(crate) type SeenCollections = memory_core::vector::SeenCollections<CollectionRow>;
 
 /// Vector rows this store wrote since it last brought the table's statistics up to date, and
 /// how many make them stale (see `refresh_statistics`).
@@ -895,8 +865,8 @@ impl VectorStore for PostgresStore {
                     .collection(&client, scope.namespace(), collection)
                     .await?;
                 looked_up.spec.check_vector(&query.vector)?;
-                self.seen_collections.insert(scope.namespace(), &looked_up);
-                looked_up
+                self.seen_collections
+                    .insert(scope.namespace(), collection, looked_up)
             };
             let indexed = self.indexed(&collection.spec);
             let (records, hits) = self

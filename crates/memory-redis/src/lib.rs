@@ -358,7 +358,7 @@ impl RedisStoreBuilder {
             target: shown,
             registered: Mutex::default(),
             vector_cache: vectors::MatrixCache::new(self.vector_cache_bytes),
-            seen_collections: Mutex::default(),
+            seen_collections: vectors::SeenCollections::default(),
         })
     }
 }
@@ -427,7 +427,7 @@ pub struct RedisStore {
     /// Vector matrices by scope and collection, at their records' version token.
     vector_cache: vectors::MatrixCache,
     /// Collections as this process's searches last read them, checked on every use.
-    seen_collections: Mutex<vectors::SeenCollections>,
+    seen_collections: vectors::SeenCollections,
 }
 
 impl fmt::Debug for RedisStore {

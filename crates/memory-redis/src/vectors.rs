@@ -56,14 +56,11 @@ pub(crate) fn version_token() -> String {
     uuid::Uuid::now_v7().simple().to_string()
 }
 
-/// Collections by (collections hash key, name) as a search last read them, with their stored
-/// value: a search holding a matrix reads the value again in the round trip that checks the
-/// records' token, and answers only if both are unchanged (a collection dropped and made again
-/// has a new incarnation, so another value).
-pub(crate) type SeenCollections = HashMap<(String, String), Arc<SeenCollection>>;
-
-/// At most this many collections are remembered; past it, the map starts over.
-const SEEN_COLLECTIONS: usize = 4096;
+/// Collections as a search last read them, with their stored value: a search holding a matrix
+/// reads the value again in the round trip that checks the records' token, and answers only if
+/// both are unchanged (a collection dropped and made again has a new incarnation, so another
+/// value).
+pub(crate) type SeenCollections = memory_core::vector::SeenCollections<SeenCollection>;
 
 /// A collection as read, with the stored value it was parsed from.
 pub(crate) struct SeenCollection {
@@ -182,25 +179,11 @@ impl RedisStore {
             .collection_value(namespace, name)
             .await?
             .ok_or_else(|| MemoryError::not_found("collection", name))?;
-        let seen = Arc::new(SeenCollection {
+        let seen = SeenCollection {
             stored: collection_from(&value)?,
             value,
-        });
-        let mut all = self
-            .seen_collections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if all.len() >= SEEN_COLLECTIONS {
-            all.clear();
-        }
-        all.insert(
-            (
-                self.keys.namespace(namespace).collections(),
-                name.to_owned(),
-            ),
-            Arc::clone(&seen),
-        );
-        Ok(seen)
+        };
+        Ok(self.seen_collections.insert(namespace, name, seen))
     }
 
     async fn collection(&self, namespace: &Namespace, name: &str) -> Result<StoredCollection> {
@@ -493,16 +476,7 @@ impl RedisStore {
         name: &str,
         query: &VectorQuery,
     ) -> Result<Held> {
-        let seen = self
-            .seen_collections
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&(
-                self.keys.namespace(namespace).collections(),
-                name.to_owned(),
-            ))
-            .cloned();
-        let Some(seen) = seen else {
+        let Some(seen) = self.seen_collections.get(namespace, name) else {
             return Ok(Held::Unknown);
         };
         let incarnation = &seen.stored.incarnation;
