@@ -33,6 +33,7 @@ const BACKENDS: &[(&str, &str, &str)] = &[
     ("sqlite", "memory-sqlite", "conformance"),
     ("postgres", "memory-postgres", "conformance"),
     ("postgres-exact", "memory-postgres", "conformance_exact"),
+    ("postgres-plain", "memory-postgres", "conformance_plain"),
     ("redis", "memory-redis", "conformance"),
     ("redis-cluster", "memory-redis", "conformance_cluster"),
     ("libsql", "memory-libsql", "conformance"),

@@ -1,11 +1,12 @@
 //! Driver glue: the statement helpers, error mapping, column codecs and the migration runner.
 
 use async_trait::async_trait;
+use bytes::{BufMut, BytesMut};
 use memory_core::migration::{pending, AppliedMigration, Migration};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::{ToSql, Type};
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::Row;
 
 pub(crate) const BACKEND: &str = "postgres";
@@ -22,6 +23,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "vector norms",
         sql: include_str!("../migrations/0002_vector_norms.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "vector storage",
+        sql: include_str!("../migrations/0003_vector_storage.sql"),
     },
 ];
 
@@ -182,6 +188,91 @@ pub(crate) fn text_from(bytes: Vec<u8>) -> Result<String> {
     String::from_utf8(bytes).map_err(|e| corrupt("text", e))
 }
 
+/// A vector as a statement parameter, encoded for the `embedding` column's type as the
+/// statement reports it: pgvector's `vector`, or the f32 values little-endian in `bytea` where
+/// the store does without pgvector (migration 0003). One statement text serves both.
+#[derive(Debug)]
+pub(crate) struct Embedding<'a>(pub(crate) &'a [f32]);
+
+impl ToSql for Embedding<'_> {
+    fn to_sql(
+        &self,
+        ty: &Type,
+        out: &mut BytesMut,
+    ) -> std::result::Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
+        if *ty == Type::BYTEA {
+            out.reserve(self.0.len() * 4);
+            for x in self.0 {
+                out.put_f32_le(*x);
+            }
+            Ok(IsNull::No)
+        } else {
+            pgvector::Vector::from(self.0.to_vec()).to_sql(ty, out)
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::BYTEA || <pgvector::Vector as ToSql>::accepts(ty)
+    }
+
+    to_sql_checked!();
+}
+
+/// A stored vector, decoded from either type of the `embedding` column (see [`Embedding`]).
+#[derive(Debug)]
+pub(crate) struct StoredEmbedding(pub(crate) Vec<f32>);
+
+impl<'a> FromSql<'a> for StoredEmbedding {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        if *ty != Type::BYTEA {
+            return Ok(Self(pgvector::Vector::from_sql(ty, raw)?.into()));
+        }
+        if !raw.len().is_multiple_of(4) {
+            return Err(format!("{} bytes are not a whole number of f32 values", raw.len()).into());
+        }
+        Ok(Self(
+            raw.chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+        ))
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        *ty == Type::BYTEA || <pgvector::Vector as FromSql<'_>>::accepts(ty)
+    }
+}
+
+/// The type of the vectors table's `embedding` column: pgvector's `vector` or `bytea`.
+pub(crate) async fn embedding_type(client: &impl Db, table: &str) -> Result<Type> {
+    let row = client
+        .row(
+            "SELECT t.oid, t.typname, n.nspname
+             FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                  JOIN pg_namespace n ON n.oid = t.typnamespace
+             WHERE a.attrelid = to_regclass($1) AND a.attname = 'embedding'",
+            &[&table],
+        )
+        .await?
+        .ok_or_else(|| corrupt("schema", format!("{table} has no embedding column")))?;
+    let (oid, name, schema): (u32, String, String) = (row.get(0), row.get(1), row.get(2));
+    match name.as_str() {
+        "bytea" => Ok(Type::BYTEA),
+        "vector" => Ok(Type::new(
+            name,
+            oid,
+            tokio_postgres::types::Kind::Simple,
+            schema,
+        )),
+        other => Err(corrupt(
+            "schema",
+            format!("{table}.embedding is of type {other}, neither vector nor bytea"),
+        )),
+    }
+}
+
 pub(crate) fn millis(t: Timestamp) -> i64 {
     t.as_millis()
 }
@@ -195,13 +286,15 @@ pub(crate) fn from_db(n: i64) -> u64 {
 }
 
 /// Applies the pending migrations of `known` in one transaction under an advisory lock keyed by
-/// the schema, so several processes starting at once migrate exactly once; creates the
-/// `vector` extension when the server has it (under a lock of the database's). Returns the
+/// the schema, so several processes starting at once migrate exactly once; with `pgvector`,
+/// creates the `vector` extension when the server has it (under a lock of the database's) and
+/// tells the migrations to use it (`agent_memory.pgvector`, read by 0003). Returns the
 /// versions applied.
 pub(crate) async fn migrate(
     client: &mut deadpool_postgres::Object,
     schema: &str,
     known: &[Migration],
+    pgvector: bool,
 ) -> Result<Vec<u32>> {
     let tx = client.transaction().await.db()?;
     tx.exec(
@@ -228,7 +321,13 @@ pub(crate) async fn migrate(
         )
         .await?
         .is_some_and(|row| row.get::<_, Option<String>>(0).is_none());
-    if missing {
+    tx.batch_execute(&format!(
+        "SET LOCAL agent_memory.pgvector = {}",
+        if pgvector { "on" } else { "off" }
+    ))
+    .await
+    .db()?;
+    if pgvector && missing {
         // The extension belongs to the database, not the schema: stores of two schemas opening
         // a fresh database at once would both insert it (a unique violation) without a lock of
         // the database's own. Read committed: after the wait, `IF NOT EXISTS` sees the winner's.

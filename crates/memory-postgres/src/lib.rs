@@ -38,8 +38,9 @@
 //! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
 //!   (`text[]`, `&&`) and ranks them with [`memory_core::fact::rank_facts`]: exactly the core
 //!   definition.
-//! - **Vectors** are `real[]`, each with its norm (computed in `f64` by the writer). With
-//!   pgvector each collection has a partial HNSW index over `embedding::vector(dims)`
+//! - **Vectors** are pgvector's `vector` (without pgvector, or with
+//!   [`PostgresStoreBuilder::pgvector`] off, the f32 values little-endian in `bytea`), each
+//!   with its norm (computed in `f64` by the writer). With pgvector each collection has a partial HNSW index over `embedding::vector(dims)`
 //!   (cosine, inner-product or L2 ops by metric), queried with iterative scans so filters
 //!   still return `min(k, matching)`; candidates are re-scored
 //!   exactly in Rust, and a tie across the `k`-th place is settled by an exact scan so ties
@@ -50,7 +51,7 @@
 //!   rows come back, as many as it takes to hold every row that can reach the top `k` by the
 //!   core's scores (pgvector's `float` sums and ours differ by a bounded rounding error; rows
 //!   whose norms it cannot sum faithfully always come back). Dot-product collections, and
-//!   servers without pgvector, are scanned in Rust over the rows the SQL filter keeps.
+//!   stores without pgvector, are scanned in Rust over the rows the SQL filter keeps.
 //! - **Filters** compile to parameterised SQL over `jsonb` with the core semantics; rows whose
 //!   metadata holds NUL (which `jsonb` cannot store) are checked in Rust.
 //! - **Bulk writes** (restore, and `upsert_vectors` of 64 records or more) go through binary
@@ -109,6 +110,7 @@ pub struct PostgresConfig {
     max_connections: usize,
     hnsw: Hnsw,
     vector_index: bool,
+    pgvector: bool,
 }
 
 impl fmt::Debug for PostgresConfig {
@@ -138,6 +140,7 @@ impl fmt::Debug for PostgresConfig {
             .field("max_connections", &self.max_connections)
             .field("hnsw", &self.hnsw)
             .field("vector_index", &self.vector_index)
+            .field("pgvector", &self.pgvector)
             .finish()
     }
 }
@@ -212,10 +215,23 @@ impl PostgresStoreBuilder {
     }
 
     /// Whether to use pgvector HNSW indexes when the server has pgvector (default on). Off,
-    /// search is an exact scan in Rust and declared exact.
+    /// search is exact (ranked by pgvector in the server) and declared exact.
     #[must_use]
     pub fn vector_index(mut self, on: bool) -> Self {
         self.config.vector_index = on;
+        self
+    }
+
+    /// Whether to use pgvector where the server has it (default on): the store creates the
+    /// extension, a schema it creates stores vectors as pgvector's `vector`, and searches use
+    /// HNSW indexes (see [`vector_index`](Self::vector_index)). Off, it never creates the
+    /// extension, a schema it creates stores vectors as `bytea` (f32 little-endian), and search
+    /// is an exact scan in Rust. A schema keeps the storage it was created with: one created
+    /// without pgvector is searched in Rust even once the server has it (copy it into a fresh
+    /// schema with `agent-memory copy` to move it onto pgvector).
+    #[must_use]
+    pub fn pgvector(mut self, on: bool) -> Self {
+        self.config.pgvector = on;
         self
     }
 
@@ -258,18 +274,17 @@ impl PostgresStoreBuilder {
             }
         };
         let mut client = pool.get().await.db()?;
-        db::migrate(&mut client, &schema, MIGRATIONS).await?;
-        let pgvector = client
-            .rows("SELECT 1 FROM pg_extension WHERE extname = 'vector'", &[])
-            .await?
-            .len()
-            == 1;
+        db::migrate(&mut client, &schema, MIGRATIONS, config.pgvector).await?;
+        let embedding_type = db::embedding_type(&client, &format!("{schema}.vectors")).await?;
+        // pgvector ranks and indexes only a schema whose vectors are its own type.
+        let pgvector = config.pgvector && embedding_type != tokio_postgres::types::Type::BYTEA;
         drop(client);
         Ok(PostgresStore {
             pool,
             clock: self.clock,
             index: pgvector && config.vector_index,
             pgvector,
+            embedding_type,
             schema,
             config,
             vector_statistics: vectors::VectorStatistics::default(),
@@ -277,8 +292,6 @@ impl PostgresStoreBuilder {
         })
     }
 }
-
-use crate::db::Db as _;
 
 /// `^[a-z_][a-z0-9_]{0,62}$`, returned double-quoted for SQL.
 fn quote_schema(schema: &str) -> Result<String> {
@@ -302,8 +315,11 @@ pub struct PostgresStore {
     clock: Arc<dyn Clock>,
     /// Whether searches use the pgvector HNSW indexes.
     index: bool,
-    /// Whether the server has pgvector: exact searches rank in the server.
+    /// Whether the store uses pgvector (the schema's vectors are its type): exact searches
+    /// rank in the server.
     pgvector: bool,
+    /// The type of the vectors' `embedding` column (`vector`, or `bytea` without pgvector).
+    embedding_type: tokio_postgres::types::Type,
     /// The schema, quoted.
     schema: String,
     config: PostgresConfig,
@@ -332,6 +348,7 @@ impl PostgresStore {
                 max_connections: 16,
                 hnsw: Hnsw::default(),
                 vector_index: true,
+                pgvector: true,
             },
             pool: None,
             error: None,

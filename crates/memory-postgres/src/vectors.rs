@@ -1,5 +1,5 @@
-//! Vector collections: `real[]` rows, a partial pgvector HNSW index per collection, exact
-//! ranking by pgvector in the server, and exact re-scoring in Rust.
+//! Vector collections: `vector` rows (`bytea` without pgvector), a partial pgvector HNSW index
+//! per collection, exact ranking by pgvector in the server, and exact re-scoring in Rust.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -16,7 +16,8 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use crate::db::{
-    corrupt, metadata_from, stage, subject_of, text_from, to_json, Db, DbResult, StagedColumn,
+    corrupt, metadata_from, stage, subject_of, text_from, to_json, Db, DbResult, Embedding,
+    StagedColumn, StoredEmbedding,
 };
 use crate::filter::compile;
 use crate::PostgresStore;
@@ -57,7 +58,10 @@ pub(crate) const RECORD_COLUMNS: &str = "id, embedding, text, metadata, conversa
 pub(crate) fn record_from(row: &Row) -> Result<VectorRecord> {
     Ok(VectorRecord {
         id: VectorId::new(row.get::<_, String>("id")).map_err(|e| corrupt("vector id", e))?,
-        vector: row.get("embedding"),
+        vector: row
+            .try_get::<_, StoredEmbedding>("embedding")
+            .map_err(|e| corrupt("vector", e))?
+            .0,
         text: row
             .get::<_, Option<Vec<u8>>>("text")
             .map(text_from)
@@ -120,12 +124,12 @@ pub(crate) struct VectorRow<'a> {
     pub(crate) record: &'a VectorRecord,
 }
 
-/// A vector row as statement parameters, in [`UPSERT_VECTOR`] and [`VECTOR_STAGING`] order.
+/// A vector row as statement parameters, in [`UPSERT_VECTOR`] and [`vector_staging`] order.
 struct EncodedVector<'a> {
     collection: i64,
     subject: &'a str,
     id: &'a str,
-    embedding: &'a Vec<f32>,
+    embedding: Embedding<'a>,
     text: Option<&'a [u8]>,
     metadata: String,
     /// `metadata` for the jsonb column; jsonb cannot hold NUL, so such rows keep none and
@@ -144,7 +148,7 @@ impl<'a> EncodedVector<'a> {
             collection: row.collection,
             subject: row.subject,
             id: record.id.as_str(),
-            embedding: &record.vector,
+            embedding: Embedding(&record.vector),
             text: record.text.as_deref().map(str::as_bytes),
             filter: (!metadata.contains("\\u0000")).then(|| metadata.clone()),
             metadata,
@@ -158,7 +162,7 @@ impl<'a> EncodedVector<'a> {
             &self.collection,
             &self.subject,
             &self.id,
-            self.embedding,
+            &self.embedding,
             &self.text,
             &self.metadata,
             &self.filter,
@@ -168,54 +172,60 @@ impl<'a> EncodedVector<'a> {
     }
 }
 
-/// The staging table of bulk vector writes.
-const VECTOR_STAGING: [StagedColumn; 9] = [
-    StagedColumn {
-        name: "collection",
-        sql: "bigint",
-        ty: Type::INT8,
-    },
-    StagedColumn {
-        name: "subject",
-        sql: "text COLLATE \"C\"",
-        ty: Type::TEXT,
-    },
-    StagedColumn {
-        name: "id",
-        sql: "text COLLATE \"C\"",
-        ty: Type::TEXT,
-    },
-    StagedColumn {
-        name: "embedding",
-        sql: "real[]",
-        ty: Type::FLOAT4_ARRAY,
-    },
-    StagedColumn {
-        name: "text",
-        sql: "bytea",
-        ty: Type::BYTEA,
-    },
-    StagedColumn {
-        name: "metadata",
-        sql: "text",
-        ty: Type::TEXT,
-    },
-    StagedColumn {
-        name: "filter",
-        sql: "text",
-        ty: Type::TEXT,
-    },
-    StagedColumn {
-        name: "conversation_id",
-        sql: "text COLLATE \"C\"",
-        ty: Type::TEXT,
-    },
-    StagedColumn {
-        name: "norm",
-        sql: "double precision",
-        ty: Type::FLOAT8,
-    },
-];
+/// The staging table of bulk vector writes; `embedding` is the vectors table's column type.
+fn vector_staging(embedding: &Type) -> [StagedColumn; 9] {
+    [
+        StagedColumn {
+            name: "collection",
+            sql: "bigint",
+            ty: Type::INT8,
+        },
+        StagedColumn {
+            name: "subject",
+            sql: "text COLLATE \"C\"",
+            ty: Type::TEXT,
+        },
+        StagedColumn {
+            name: "id",
+            sql: "text COLLATE \"C\"",
+            ty: Type::TEXT,
+        },
+        StagedColumn {
+            name: "embedding",
+            sql: if *embedding == Type::BYTEA {
+                "bytea"
+            } else {
+                "vector"
+            },
+            ty: embedding.clone(),
+        },
+        StagedColumn {
+            name: "text",
+            sql: "bytea",
+            ty: Type::BYTEA,
+        },
+        StagedColumn {
+            name: "metadata",
+            sql: "text",
+            ty: Type::TEXT,
+        },
+        StagedColumn {
+            name: "filter",
+            sql: "text",
+            ty: Type::TEXT,
+        },
+        StagedColumn {
+            name: "conversation_id",
+            sql: "text COLLATE \"C\"",
+            ty: Type::TEXT,
+        },
+        StagedColumn {
+            name: "norm",
+            sql: "double precision",
+            ty: Type::FLOAT8,
+        },
+    ]
+}
 
 /// The statement that writes a vector record (upsert and restore).
 const UPSERT_VECTOR: &str = "INSERT INTO {s}.vectors
@@ -399,7 +409,7 @@ impl PostgresStore {
         stage(
             tx,
             "agent_memory_vectors_in",
-            &VECTOR_STAGING,
+            &vector_staging(&self.embedding_type),
             &last.iter().map(|row| row.params()).collect::<Vec<_>>(),
         )
         .await?;

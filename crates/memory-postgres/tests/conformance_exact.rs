@@ -1,5 +1,5 @@
-//! The conformance suite against PostgreSQL with the HNSW index turned off: the exact scan that
-//! serves searches on servers without pgvector, held to the exact top-k scenarios.
+//! The conformance suite against PostgreSQL with the HNSW index turned off: exact searches that
+//! pgvector ranks in the server, held to the exact top-k scenarios.
 
 mod common;
 

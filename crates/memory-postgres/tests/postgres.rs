@@ -1,6 +1,6 @@
 //! PostgreSQL-specific guarantees beyond the suite: two pools racing appends to one
-//! conversation, a connection killed in the middle of an append, and planner statistics kept
-//! current through a load of many batches.
+//! conversation, a connection killed in the middle of an append, planner statistics kept
+//! current through a load of many batches, and vectors carried through migration 3.
 //!
 //! Needs `MEMORY_TEST_POSTGRES_URL` (set by `cargo xtask test`); without it each test says so
 //! and passes as a skip, unless `MEMORY_TEST_REQUIRE` names postgres.
@@ -327,4 +327,127 @@ async fn load_and_check_statistics(url: &str, writers: usize) {
         known >= 0.9 * written,
         "the planner believes the table holds {known} rows; {written} were written"
     );
+}
+
+/// Values whose bits a change of storage could lose: signed zero, the smallest subnormal,
+/// the largest finite f32, and ordinary fractions.
+const AWKWARD: [f32; 6] = [-0.0, f32::from_bits(1), f32::MAX, -1.5, 0.1, 3.0e-39];
+
+/// Migration 0003 moves vectors from `real[]` to pgvector's `vector` (the store uses pgvector)
+/// or to f32 little-endian `bytea` (it does not), bit for bit, and a store opened afterwards
+/// reads and searches them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
+    let Some(url) = server("vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3")
+    else {
+        return;
+    };
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let has_pgvector = client
+        .query_opt(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .is_some();
+    for pgvector in [false, true] {
+        if pgvector && !has_pgvector {
+            eprintln!("SKIP postgres::migration 3 onto pgvector: the server has no pgvector");
+            continue;
+        }
+        let schema = format!("agent_memory_tests_m3_{}", unique());
+        // The schema as release 2 left it, with one vector written as `real[]`.
+        client
+            .batch_execute(&format!(
+                "CREATE SCHEMA {schema};
+                 CREATE TABLE {schema}.agent_memory_migrations (
+                     version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+                     applied_at bigint NOT NULL)"
+            ))
+            .await
+            .unwrap();
+        for migration in &memory_postgres::MIGRATIONS[..2] {
+            client
+                .batch_execute(&migration.sql.replace("{schema}", &schema))
+                .await
+                .unwrap();
+            client
+                .execute(
+                    &format!("INSERT INTO {schema}.agent_memory_migrations VALUES ($1, $2, $3, 0)"),
+                    &[
+                        &(migration.version as i32),
+                        &migration.name,
+                        &migration.checksum(),
+                    ],
+                )
+                .await
+                .unwrap();
+        }
+        client
+            .batch_execute(
+                &format!(
+                    "INSERT INTO {schema}.collections (pk, namespace, name, dims, metric, model)
+                 VALUES (1, 'pg-tests', 'm3', 6, 'euclidean', 'test-model');
+                 INSERT INTO {schema}.vectors (collection, subject, id, embedding, metadata, norm)
+                 VALUES (1, 'ada', 'awkward', $1, '{{}}', 1),
+                        (1, 'bob', 'near', '{{0,0,0,0,0,1}}', '{{}}', 1),
+                        (1, 'bob', 'far', '{{0,0,0,0,1,0}}', '{{}}', 1)"
+                )
+                .replace("$1", "'{-0, 1.4e-45, 3.4028235e38, -1.5, 0.1, 3e-39}'"),
+            )
+            .await
+            .unwrap();
+        let store = PostgresStore::builder()
+            .url(&url)
+            .schema(&schema)
+            .max_connections(2)
+            .pgvector(pgvector)
+            .open()
+            .await
+            .expect("open migrates to 3");
+        let scope = Scope::new("pg-tests", "ada").unwrap();
+        let read = store
+            .get_vector(&scope, "m3", &VectorId::new("awkward").unwrap())
+            .await
+            .unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&read.vector), bits(&AWKWARD), "pgvector {pgvector}");
+        let hits = store
+            .search(
+                &Scope::new("pg-tests", "bob").unwrap(),
+                "m3",
+                memory_core::VectorQuery::new(vec![0.0, 0.0, 0.0, 0.0, 0.0, 1.0], 1),
+            )
+            .await
+            .unwrap();
+        assert_eq!(hits[0].record.id.as_str(), "near", "pgvector {pgvector}");
+        let column: String = client
+            .query_one(
+                "SELECT format_type(atttypid, NULL) FROM pg_attribute
+                 WHERE attrelid = to_regclass($1) AND attname = 'embedding'",
+                &[&format!("{schema}.vectors")],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(column, if pgvector { "vector" } else { "bytea" });
+        // Rows keep their vectors inline (no TOAST lookup per row a search compares).
+        let inline: bool = client
+            .query_one(
+                "SELECT 'toast_tuple_target=8160' = ANY(reloptions) FROM pg_class
+                 WHERE oid = to_regclass($1)",
+                &[&format!("{schema}.vectors")],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(inline, "pgvector {pgvector}");
+        drop(store);
+        client
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+    }
 }
