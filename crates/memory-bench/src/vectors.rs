@@ -250,6 +250,12 @@ pub async fn ingest(
         "an operation is one vector: the p50 and p99 are of a batch's time ÷ its size, ops/s is vectors/s"
             .to_owned(),
     );
+    if backend == "postgres" {
+        table.notes.push(
+            "PostgreSQL makes a collection's HNSW index when a search first finds a scope of it large (10,000 rows by default), so no index is maintained here; W5's load line gives a load with its index built"
+                .to_owned(),
+        );
+    }
     table
 }
 

@@ -40,18 +40,23 @@
 //!   definition.
 //! - **Vectors** are pgvector's `vector` (without pgvector, or with
 //!   [`PostgresStoreBuilder::pgvector`] off, the f32 values little-endian in `bytea`), each
-//!   with its norm (computed in `f64` by the writer). With pgvector each collection has a partial HNSW index over `embedding::vector(dims)`
-//!   (cosine, inner-product or L2 ops by metric), queried with iterative scans so filters
-//!   still return `min(k, matching)`; candidates are re-scored
-//!   exactly in Rust, and a tie across the `k`-th place is settled by an exact scan so ties
-//!   break by id as everywhere. pgvector indexes at most 2,000 dimensions: wider collections
-//!   (up to the core's 16,000) get no index and are searched exactly. Search is declared
-//!   approximate. With [`PostgresStoreBuilder::vector_index`] off search is exact: pgvector
-//!   ranks the rows in the server without an index (cosine and Euclidean) and only the nearest
-//!   rows come back, as many as it takes to hold every row that can reach the top `k` by the
-//!   core's scores (pgvector's `float` sums and ours differ by a bounded rounding error; rows
-//!   whose norms it cannot sum faithfully always come back). Dot-product collections, and
-//!   stores without pgvector, are scanned in Rust over the rows the SQL filter keeps.
+//!   with its norm (computed in `f64` by the writer), kept inline in their rows.
+//! - **Exact search** ranks the rows in the server with pgvector (cosine and Euclidean) and
+//!   only the nearest come back, as many as it takes to hold every row that can reach the top
+//!   `k` by the core's scores (pgvector's `float` sums and ours differ by a bounded rounding
+//!   error; rows whose norms it cannot sum faithfully always come back). Dot-product
+//!   collections, and stores without pgvector, are scanned in Rust over the rows the SQL filter
+//!   keeps.
+//! - **HNSW indexes**, one partial index per collection over `embedding::vector(dims)` (cosine,
+//!   inner-product or L2 ops by metric), are made once a search finds one scope of the
+//!   collection large ([`PostgresStoreBuilder::index_min_rows`], default
+//!   [`DEFAULT_INDEX_MIN_ROWS`]; or at once with [`PostgresStore::build_vector_index`]), in
+//!   the background and without blocking writers; until then writes maintain no index and
+//!   searches are exact. Index searches use iterative scans so filters still return
+//!   `min(k, matching)`; candidates are re-scored exactly in Rust, and a tie across the `k`-th
+//!   place is settled by an exact scan so ties break by id as everywhere. pgvector indexes at
+//!   most 2,000 dimensions: wider collections (up to the core's 16,000) get no index. Search is
+//!   declared approximate; with [`PostgresStoreBuilder::vector_index`] off it is exact.
 //! - **Filters** compile to parameterised SQL over `jsonb` with the core semantics; rows whose
 //!   metadata holds NUL (which `jsonb` cannot store) are checked in Rust.
 //! - **Bulk writes** (restore, and `upsert_vectors` of 64 records or more) go through binary
@@ -65,6 +70,7 @@ mod db;
 mod documents;
 mod facts;
 mod filter;
+mod hnsw;
 mod transfer;
 mod vectors;
 
@@ -80,6 +86,12 @@ use tokio_postgres::NoTls;
 pub use db::MIGRATIONS;
 
 use crate::db::DbResult;
+
+/// The rows of one scope an exact search compares before its collection gets an HNSW index
+/// (see [`PostgresStoreBuilder::index_min_rows`]): pgvector ranks 10,000 × 384 exactly in about
+/// the time of an index search, and a collection of many small scopes never pays for an index
+/// on every write (W10: 6.2 ms of index maintenance per vector written, on 2 cores).
+pub const DEFAULT_INDEX_MIN_ROWS: usize = 10_000;
 
 /// HNSW parameters of the per-collection pgvector indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +123,7 @@ pub struct PostgresConfig {
     hnsw: Hnsw,
     vector_index: bool,
     pgvector: bool,
+    index_min_rows: usize,
 }
 
 impl fmt::Debug for PostgresConfig {
@@ -141,6 +154,7 @@ impl fmt::Debug for PostgresConfig {
             .field("hnsw", &self.hnsw)
             .field("vector_index", &self.vector_index)
             .field("pgvector", &self.pgvector)
+            .field("index_min_rows", &self.index_min_rows)
             .finish()
     }
 }
@@ -222,6 +236,19 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// How many rows of one scope an exact search must compare before the collection gets its
+    /// HNSW index (default [`DEFAULT_INDEX_MIN_ROWS`]). Until then the collection has no index:
+    /// writes maintain none, and searches are exact, ranked by pgvector in the server, which up
+    /// to that size is about as fast as the index. The first search past it builds the index in
+    /// the background (`CREATE INDEX CONCURRENTLY`, one builder across processes), and searches
+    /// use it once it is ready; [`PostgresStore::build_vector_index`] builds it at once, e.g.
+    /// after a bulk load. `0` creates each collection's index with the collection, as before.
+    #[must_use]
+    pub fn index_min_rows(mut self, rows: usize) -> Self {
+        self.config.index_min_rows = rows;
+        self
+    }
+
     /// Whether to use pgvector where the server has it (default on): the store creates the
     /// extension, a schema it creates stores vectors as pgvector's `vector`, and searches use
     /// HNSW indexes (see [`vector_index`](Self::vector_index)). Off, it never creates the
@@ -279,6 +306,14 @@ impl PostgresStoreBuilder {
         // pgvector ranks and indexes only a schema whose vectors are its own type.
         let pgvector = config.pgvector && embedding_type != tokio_postgres::types::Type::BYTEA;
         drop(client);
+        let seen_collections = Arc::new(vectors::SeenCollections::default());
+        let index_builder = Arc::new(hnsw::IndexBuilder::new(
+            pool.clone(),
+            schema.clone(),
+            config.hnsw,
+            config.index_min_rows,
+            Arc::clone(&seen_collections),
+        ));
         Ok(PostgresStore {
             pool,
             clock: self.clock,
@@ -288,7 +323,8 @@ impl PostgresStoreBuilder {
             schema,
             config,
             vector_statistics: vectors::VectorStatistics::default(),
-            seen_collections: vectors::SeenCollections::default(),
+            seen_collections,
+            index_builder,
         })
     }
 }
@@ -325,7 +361,9 @@ pub struct PostgresStore {
     config: PostgresConfig,
     vector_statistics: vectors::VectorStatistics,
     /// Collections as searches last looked them up, so a search needs no lookup first.
-    seen_collections: vectors::SeenCollections,
+    seen_collections: Arc<vectors::SeenCollections>,
+    /// Builds collections' HNSW indexes once searches need them.
+    index_builder: Arc<hnsw::IndexBuilder>,
 }
 
 impl fmt::Debug for PostgresStore {
@@ -349,6 +387,7 @@ impl PostgresStore {
                 hnsw: Hnsw::default(),
                 vector_index: true,
                 pgvector: true,
+                index_min_rows: DEFAULT_INDEX_MIN_ROWS,
             },
             pool: None,
             error: None,

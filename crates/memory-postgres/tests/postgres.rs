@@ -451,3 +451,148 @@ async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
             .unwrap();
     }
 }
+
+/// Whether collection `name` of `namespace` has a valid HNSW index.
+async fn has_valid_index(client: &tokio_postgres::Client, schema: &str, name: &str) -> bool {
+    client
+        .query_one(
+            &format!(
+                "SELECT coalesce((SELECT indisvalid FROM pg_index
+                     WHERE indexrelid = to_regclass('{schema}.vectors_hnsw_' || c.pk)), false)
+                 FROM {schema}.collections c WHERE c.namespace = 'pg-tests' AND c.name = $1"
+            ),
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A collection gets its HNSW index only once a search finds one scope of it large
+/// (`index_min_rows`): many small scopes never pay for one on every write. The search that
+/// finds it builds it in the background and is answered exactly meanwhile; later searches use
+/// it and still rank exactly. `build_vector_index` builds it at once, and `drop_collection`
+/// removes it with the collection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collection_gets_its_index_once_a_search_finds_a_scope_large() {
+    let Some(url) = server("a_collection_gets_its_index_once_a_search_finds_a_scope_large") else {
+        return;
+    };
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let pgvector = client
+        .query_opt(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .is_some();
+    if !pgvector {
+        eprintln!("SKIP postgres::lazy index: the server has no pgvector");
+        return;
+    }
+    let schema = format!("agent_memory_tests_lazy_{}", unique());
+    let store = PostgresStore::builder()
+        .url(&url)
+        .schema(&schema)
+        .max_connections(4)
+        .index_min_rows(100)
+        .open()
+        .await
+        .unwrap();
+    let namespace = Namespace::new("pg-tests").unwrap();
+    let vector = |n: usize| {
+        let x = n as f32;
+        vec![1.0, x.sin(), x.cos(), (x / 7.0).sin()]
+    };
+    let fill = |subject: &str, rows: usize| {
+        let (store, scope) = (&store, Scope::new("pg-tests", subject).unwrap());
+        async move {
+            let records = (0..rows)
+                .map(|n| VectorRecord::new(VectorId::new(format!("v{n}")).unwrap(), vector(n)))
+                .collect();
+            store.upsert_vectors(&scope, "lazy", records).await.unwrap();
+            scope
+        }
+    };
+    store
+        .ensure_collection(&namespace, CollectionSpec::new("lazy", 4, "test-model"))
+        .await
+        .unwrap();
+    // Three scopes of 60: 180 rows in the collection, none of them a large scope.
+    let mut small = Vec::new();
+    for subject in ["s1", "s2", "s3"] {
+        small.push(fill(subject, 60).await);
+    }
+    let query = memory_core::VectorQuery::new(vector(1000), 5);
+    for scope in &small {
+        store.search(scope, "lazy", query.clone()).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!has_valid_index(&client, &schema, "lazy").await);
+
+    // One scope of 150: its search answers exactly and starts the build.
+    let large = fill("big", 150).await;
+    let expected: Vec<String> = {
+        let mut scored: Vec<(f32, String)> = (0..150)
+            .map(|n| {
+                let (a, b) = (vector(n), vector(1000));
+                let dot: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+                let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                (dot / (norm(&a) * norm(&b)), format!("v{n}"))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.into_iter().take(5).map(|(_, id)| id).collect()
+    };
+    let ids = |hits: Vec<memory_core::VectorHit>| {
+        hits.into_iter()
+            .map(|h| h.record.id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store.search(&large, "lazy", query.clone()).await.unwrap()),
+        expected
+    );
+    let mut waited = Duration::ZERO;
+    while !has_valid_index(&client, &schema, "lazy").await {
+        assert!(
+            waited < Duration::from_secs(30),
+            "no index 30 s after the search"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        waited += Duration::from_millis(100);
+    }
+    assert_eq!(
+        ids(store.search(&large, "lazy", query.clone()).await.unwrap()),
+        expected
+    );
+
+    // Built at once on request; gone with its collection.
+    store
+        .ensure_collection(&namespace, CollectionSpec::new("loaded", 4, "test-model"))
+        .await
+        .unwrap();
+    assert!(!has_valid_index(&client, &schema, "loaded").await);
+    assert!(store
+        .build_vector_index(&namespace, "loaded")
+        .await
+        .unwrap());
+    assert!(has_valid_index(&client, &schema, "loaded").await);
+    assert!(store.drop_collection(&namespace, "lazy").await.unwrap());
+    let left: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname LIKE 'vectors_hnsw_%'",
+            &[&schema],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 1, "only the index of `loaded` is left");
+    drop(store);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+}
