@@ -26,12 +26,18 @@ pub const MAX_INDEX_CANDIDATES: usize = 4096;
 /// `k` is poor, and the exact re-rank of a few hundred rows costs little.
 const MIN_INDEX_CANDIDATES: usize = 100;
 
-/// DiskANN settings of every index: neighbours stored as 8-bit floats. Measured with
-/// `measure-libsql` (384 dims): libSQL's defaults ingest 137 vectors/s into a 4,000-row index,
-/// float8 neighbours 346/s at the same recall (0.994 there, 1.000 on 20,000 rows); capping
-/// `max_neighbors` at 32 as well was faster still but dropped recall@10 on 20,000 rows to 0.71.
-/// Re-ranking is exact either way, so compression only affects which candidates are found.
-const INDEX_SETTINGS: &str = "'compress_neighbors=float8'";
+/// DiskANN settings of every new index: neighbours stored as 8-bit floats, and an insert's
+/// search keeps 32 candidates (libSQL's default is 70). Measured with `measure-libsql` (384
+/// dims): libSQL's defaults ingest 137 vectors/s into a 4,000-row index, float8 neighbours
+/// 346/s at the same recall (0.994 there, 1.000 on 20,000 rows); capping `max_neighbors` at 32
+/// as well was faster still but dropped recall@10 on 20,000 rows to 0.71. On another machine,
+/// 20,000 rows in ten scopes and in one, two runs each: float8 137–155 and 189–204 vectors/s,
+/// recall@10 0.984–0.988 and 1.000; with `insert_l=32` 248–257 and 348–363, recall
+/// 0.978–0.986 and 0.998–1.000; `insert_l=16` 382–407 and 549–601 but recall 0.972–0.974 and
+/// 0.996–0.998; 1-bit neighbours (cosine only) 732 and 854 but recall 0.868 in the ten scopes,
+/// which no candidate budget or `search_l` brought back. Re-ranking is exact
+/// either way, so these settings only affect which candidates are found.
+const INDEX_SETTINGS: &str = "'compress_neighbors=float8', 'insert_l=32'";
 
 /// A collection row: its pk (naming its table) and spec.
 pub(crate) struct CollectionRow {
