@@ -277,6 +277,66 @@ async fn recall_at_10_over_20k_vectors_with_a_subject_keeping_10_percent() {
     assert!(recall >= 0.95, "recall@10 {recall:.3} < 0.95");
 }
 
+/// A filter that keeps a few rows of a large scope: the index rounds find fewer than `k` of
+/// them, the search scans the scope filtering first, and every matching row comes back in
+/// exact order, as an exact search of those rows alone ranks them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selective_filter_over_a_large_scope_returns_every_matching_row_in_order() {
+    const DIMS: usize = 16;
+    const ROWS: usize = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = LibsqlStore::builder()
+        .path(dir.path().join("selective.db"))
+        .index_min_rows(0)
+        .open()
+        .await
+        .unwrap();
+    let scope = scope();
+    store
+        .ensure_collection(
+            scope.namespace(),
+            CollectionSpec::new("docs", DIMS, "clustered"),
+        )
+        .await
+        .unwrap();
+    let data = clustered_vectors(ROWS + 1, DIMS, 5);
+    let bucket =
+        |i: usize| Metadata::from_iter([("bucket".to_owned(), serde_json::json!(i % 300))]);
+    for chunk in data[..ROWS].chunks(1_000).enumerate() {
+        let (c, chunk) = chunk;
+        let records = chunk
+            .iter()
+            .enumerate()
+            .map(|(j, v)| {
+                let i = c * 1_000 + j;
+                VectorRecord {
+                    metadata: bucket(i),
+                    ..VectorRecord::new(VectorId::new(format!("v{i}")).unwrap(), v.clone())
+                }
+            })
+            .collect();
+        store.upsert_vectors(&scope, "docs", records).await.unwrap();
+    }
+    let filter = memory_core::Filter::eq("bucket", 0);
+    let mut exact = ExactIndex::new(DIMS, Metric::Cosine);
+    for i in (0..ROWS).filter(|i| i % 300 == 0) {
+        exact.push(VectorId::new(format!("v{i}")).unwrap(), &data[i], bucket(i));
+    }
+    let query = VectorQuery::new(data[ROWS].clone(), 20).with_filter(filter);
+    let expected: Vec<String> = exact
+        .search(&query)
+        .iter()
+        .map(|(row, _)| exact.id(*row).as_str().to_owned())
+        .collect();
+    assert_eq!(expected.len(), ROWS / 300);
+    let hits = store.search(&scope, "docs", query).await.unwrap();
+    let found: Vec<String> = hits
+        .iter()
+        .map(|h| h.record.id.as_str().to_owned())
+        .collect();
+    assert_eq!(found, expected);
+}
+
 /// Dropping a collection drops its table and index: the same name comes back empty, with the
 /// new spec.
 #[tokio::test]
