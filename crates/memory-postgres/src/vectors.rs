@@ -471,17 +471,55 @@ impl PostgresStore {
         let (v, l) = (params.len() + 1, params.len() + 2);
         let (vector, limit, sql) = match read {
             Read::All => return client.rows(&self.sql(&base), &params).await,
-            Read::Ranked(vector, limit) => {
+            Read::Ranked {
+                vector,
+                limit,
+                whole,
+                k,
+            } => {
                 // Output names in ORDER BY: each row's distance is computed once. The first key
                 // also keeps the planner off a collection's HNSW index (this read must be
-                // exact, also when it settles an indexed search's tie).
+                // exact, also when it settles an indexed search's tie). Of the `limit` nearest
+                // rows, only the first `whole`, and those within rounding error of the k-th
+                // row's distance, come back whole (`whole` is true); the others bring only
+                // their distance, which bounds what was not read.
                 let uncertain =
                     format!("NOT (norm BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})");
+                let (scale, shift) = near_tie_margin(collection.spec.metric, dims);
+                let is_whole = format!(
+                    "(n <= {whole} OR uncertain OR distance <= kth * {scale:e} + {shift:e})"
+                );
+                let whole_columns: Vec<String> = columns
+                    .split(", ")
+                    .map(|c| {
+                        if c == "id" {
+                            "top.id".to_owned()
+                        } else {
+                            format!("v.{c}")
+                        }
+                    })
+                    .collect();
+                // The ranking sorts narrow rows (id and distance); whole rows are fetched after,
+                // by key, for the few that need them.
                 let sql = format!(
-                    "SELECT {columns},
-                            embedding::vector({dims}) {op} ${v}::real[]::vector({dims}) AS distance,
-                            {uncertain} AS uncertain
-                     {kept} ORDER BY uncertain DESC, distance LIMIT ${l}"
+                    "SELECT {whole_columns}, top.distance, top.uncertain, top.whole
+                     FROM (SELECT id, distance, uncertain, n, {is_whole} AS whole
+                           FROM (SELECT *, row_number() OVER nearest AS n,
+                                        nth_value(distance, {k}) OVER nearest AS kth
+                                 FROM (SELECT id,
+                                              embedding::vector({dims}) {op}
+                                                  ${v}::real[]::vector({dims}) AS distance,
+                                              {uncertain} AS uncertain
+                                       {kept} ORDER BY uncertain DESC, distance LIMIT ${l}) AS ranked
+                                 WINDOW nearest AS (ORDER BY uncertain DESC, distance
+                                                    ROWS BETWEEN UNBOUNDED PRECEDING
+                                                         AND UNBOUNDED FOLLOWING)) AS numbered
+                          ) AS top
+                     LEFT JOIN {{s}}.vectors v
+                       ON top.whole AND v.collection = {pk} AND v.subject = $1 AND v.id = top.id
+                     ORDER BY top.n",
+                    whole_columns = whole_columns.join(", "),
+                    pk = collection.pk,
                 );
                 (vector, limit, sql)
             }
@@ -495,7 +533,7 @@ impl PostgresStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         params.push(&vector);
         params.push(&limit);
-        if let Read::Ranked(..) = read {
+        if let Read::Ranked { .. } = read {
             return client.rows(&self.sql(&sql), &params).await;
         }
         let search = client.prepare_cached(&self.sql(&sql)).await.db()?;
@@ -564,8 +602,28 @@ enum Read<'q> {
     /// The HNSW index's nearest `limit` rows to the vector.
     Index(&'q [f32], usize),
     /// The `limit` rows pgvector ranks nearest to the vector exactly (no index), with its
-    /// distance and whether that distance may be far from ours (those rows first).
-    Ranked(&'q [f32], usize),
+    /// distance and whether that distance may be far from ours (those rows first); whole are
+    /// the first `whole` and those as near as the `k`-th but for rounding, the others bring
+    /// their distance only.
+    Ranked {
+        vector: &'q [f32],
+        limit: usize,
+        whole: usize,
+        k: usize,
+    },
+}
+
+/// `(scale, shift)`: a row pgvector places farther than `kth × scale + shift` from the query,
+/// where `kth` is its distance of the k-th row, cannot score as high as that row by our scores
+/// (twice the margin [`score_bound`] needs, so it holds with room): such rows need not be read
+/// whole.
+fn near_tie_margin(metric: Metric, dims: usize) -> (f64, f64) {
+    #[allow(clippy::cast_precision_loss)]
+    let error = 8.0 * (dims as f64 + 2.0) * f64::from(f32::EPSILON);
+    match metric {
+        Metric::Euclidean => (1.0 + 8.0 * error, 1e-5),
+        Metric::Cosine | Metric::Dot => (1.0, 8.0 * error + 4e-6),
+    }
 }
 
 /// A row whose norm pgvector's `float` sums can compute far from ours (underflowing or near
@@ -639,10 +697,16 @@ impl PostgresStore {
         let mut read = if indexed {
             Read::Index(vector, query.k)
         } else if self.ranks_exactly(&collection.spec, vector) {
-            // Twice k: the rows past the k-th only show that no unread row can reach the top,
-            // which fails only among near-ties (then 4× as many are read). A first read of 64
-            // rows made W10's one-session prepare 3.2 ms instead of 2.4.
-            Read::Ranked(vector, query.k * 2)
+            // The nearest 64 (or 4k) bound what is not read, but only the first 2k come back
+            // whole, with any near-tie of the k-th: 64 whole rows made W10's one-session
+            // prepare 3.2 ms instead of 2.4, and 2k rows alone failed to bound the rest of
+            // 100,000 rows on most queries (a second pass of the whole scope each).
+            Read::Ranked {
+                vector,
+                limit: (query.k * 4).max(RANKED_FIRST_READ),
+                whole: query.k * 2,
+                k: query.k,
+            }
         } else {
             Read::All
         };
@@ -657,7 +721,12 @@ impl PostgresStore {
                     RECORD_COLUMNS,
                 )
                 .await?;
-            let records = rows
+            // Rows read whole come first; a ranked read's others brought their distance only.
+            let whole = match read {
+                Read::Ranked { .. } => rows.iter().take_while(|r| r.get("whole")).count(),
+                Read::All | Read::Index(..) => rows.len(),
+            };
+            let records = rows[..whole]
                 .iter()
                 .map(|row| record_from(row).map(Some))
                 .collect::<Result<Vec<_>>>()?;
@@ -687,14 +756,26 @@ impl PostgresStore {
                     }
                     Read::Index(vector, limit.saturating_mul(4).min(MAX_CANDIDATES))
                 }
-                Read::Ranked(vector, limit) => {
-                    if rows.len() < limit || holds_the_top(collection, query, &rows, &hits) {
+                Read::Ranked {
+                    vector, limit, k, ..
+                } => {
+                    // Every row not read whole is as far as the first such row, or past the
+                    // last row of a full read.
+                    let all_read = whole == rows.len() && rows.len() < limit;
+                    let boundary = rows.get(whole).or(rows.last());
+                    if all_read || holds_the_top(collection, query, boundary, &hits) {
                         return Ok((records, hits));
                     }
                     if limit >= MAX_CANDIDATES {
                         Read::All
                     } else {
-                        Read::Ranked(vector, limit.saturating_mul(4).min(MAX_CANDIDATES))
+                        let limit = limit.saturating_mul(4).min(MAX_CANDIDATES);
+                        Read::Ranked {
+                            vector,
+                            limit,
+                            whole: limit,
+                            k,
+                        }
                     }
                 }
             };
@@ -702,22 +783,26 @@ impl PostgresStore {
     }
 }
 
-/// Whether pgvector's `rows` (uncertain first, then nearest first) hold every row that can be in
-/// the query's top `k` by our scores: no row past the last one read can score as high as the
-/// k-th hit (or as the query's `min_score`).
+/// The rows a pgvector-ranked exact search ranks first.
+const RANKED_FIRST_READ: usize = 64;
+
+/// Whether the rows pgvector ranked and we read whole hold every row that can be in the query's
+/// top `k` by our scores: no row as far as `boundary` (the first row not read whole, or the last
+/// row read when all were) or farther can score as high as the k-th hit (or as the query's
+/// `min_score`).
 fn holds_the_top(
     collection: &CollectionRow,
     query: &VectorQuery,
-    rows: &[Row],
+    boundary: Option<&Row>,
     hits: &[(usize, f32)],
 ) -> bool {
-    let Some(last) = rows.last() else {
+    let Some(boundary) = boundary else {
         return true;
     };
-    if last.get::<_, bool>("uncertain") {
+    if boundary.get::<_, bool>("uncertain") {
         return false;
     }
-    let distance: f64 = last.get("distance");
+    let distance: f64 = boundary.get("distance");
     let Some(bound) = score_bound(collection.spec.metric, collection.spec.dims, distance) else {
         return false;
     };
@@ -780,15 +865,15 @@ impl VectorStore for PostgresStore {
         // The partial index goes once the collection has, without locking the table against
         // every other scope's reads and writes (a plain DROP INDEX would, and would wait behind
         // a running build of this index). It is empty from the delete on, so a failure here
-        // (the pk is never reused) costs the planner a glance at it and nothing else.
+        // (the pk is never reused) costs the planner a glance at it and nothing else: the
+        // collection is dropped either way, and the call says so.
         let pk: i64 = dropped.get(0);
-        client
+        let _ = client
             .batch_execute(&self.sql(&format!(
                 "DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{}",
                 index_name(pk)
             )))
-            .await
-            .db()?;
+            .await;
         Ok(true)
     }
 
