@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use memory_core::embed::{CacheStats, CachedEmbedder, Embedder, HashingEmbedder};
 use memory_core::{
     CollectionSpec, ContinuationOptions, ConversationId, FactQuery, LoadOptions, Message, NewFact,
-    RememberOptions, Result, Role, Scope, StoredMessage, VectorId, VectorRecord,
+    RememberOptions, Result, Role, Scope, StoredMessage, Timestamp, VectorId, VectorRecord,
 };
 use memory_engine::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
 use memory_engine::prompt_cache::{CacheableConfig, PromptCacheRegistry, ProviderCacheHandle};
@@ -809,6 +809,58 @@ pub async fn semantic_recall_merges_older_messages_by_strategy(ctx: &Ctx) {
         .await
         .must("search");
     assert_eq!(hits.len(), 7);
+}
+
+/// A message is embedded with its speaker and day (`embedded_text`): a question naming the
+/// person finds what they said though the message never names them, and the stored message and
+/// its record's text stay as sent.
+pub async fn semantic_recall_knows_who_spoke_and_when(ctx: &Ctx) {
+    let mut config = config();
+    config.conversation.window_size = 1;
+    config.semantic_recall.enabled = true;
+    config.semantic_recall.limit = 1;
+    config.semantic_recall.threshold = 0.0;
+    let memory = memory(ctx, config);
+    let c = conversation(ctx, ctx.scope()).await;
+    let mut said = Vec::new();
+    for (i, (name, body)) in [
+        ("Caroline", "I painted a sunrise over the lake last weekend"),
+        ("Melanie", "I painted a sunset over the sea last weekend"),
+        ("Melanie", "see you soon"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut message = text(&format!("m{i}"), Role::User, body);
+        message.created_at = Timestamp::from_utc(2023, 5, 8, 13, 56);
+        message.metadata.insert("name".into(), json!(name));
+        said.push(message);
+    }
+    memory.commit(ctx.scope(), &c.id, said).await.must("commit");
+    for (question, seq) in [
+        ("What did Caroline paint?", 1),
+        ("What did Melanie paint?", 2),
+    ] {
+        let context = memory
+            .prepare(ctx.scope(), &c.id, question)
+            .await
+            .must("prepare");
+        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        assert_eq!(recalled, [seq], "{question}: {:?}", context.recalled);
+    }
+    let hits = ctx
+        .backend()
+        .search(
+            ctx.scope(),
+            MESSAGE_COLLECTION,
+            memory_core::VectorQuery::new(HashingEmbedder::new(384).embed_one("Caroline"), 1),
+        )
+        .await
+        .must("search");
+    assert_eq!(
+        hits[0].record.text.as_deref(),
+        Some("I painted a sunrise over the lake last weekend")
+    );
 }
 
 /// Knowledge comes from the configured shared collections, above the threshold, best first,

@@ -229,6 +229,7 @@ macro_rules! __with_scenarios {
                 auto_conversation_is_one_thread_per_subject_and_agent: None,
                 working_memory_tools_follow_the_schema: None,
                 semantic_recall_merges_older_messages_by_strategy: Vectors,
+                semantic_recall_knows_who_spoke_and_when: Vectors,
                 knowledge_hits_come_from_sources_above_threshold: Vectors,
                 failing_embedder_leaves_the_turn_committed: Vectors,
                 cached_embedder_embeds_each_text_once: None,

@@ -37,6 +37,40 @@ impl Timestamp {
         Self(i64::try_from(millis).unwrap_or(i64::MAX))
     }
 
+    /// The instant of a UTC calendar date and time of day (proleptic Gregorian).
+    ///
+    /// ```
+    /// use memory_core::Timestamp;
+    /// let at = Timestamp::from_utc(2023, 5, 8, 13, 56);
+    /// assert_eq!(at.as_millis(), 1_683_554_160_000);
+    /// assert_eq!(at.utc_date(), (2023, 5, 8));
+    /// ```
+    pub fn from_utc(year: i64, month: u32, day: u32, hour: u32, minute: u32) -> Self {
+        // Howard Hinnant's days_from_civil.
+        let y = if month <= 2 { year - 1 } else { year };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * ((i64::from(month) + 9) % 12) + 2) / 5 + i64::from(day) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        Self(((days * 24 + i64::from(hour)) * 60 + i64::from(minute)) * 60_000)
+    }
+
+    /// The UTC calendar date of this instant: (year, month 1–12, day 1–31).
+    pub fn utc_date(self) -> (i64, u32, u32) {
+        // Howard Hinnant's civil_from_days.
+        let z = self.0.div_euclid(86_400_000) + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        (year, month, day)
+    }
+
     /// This instant plus a duration, saturating.
     #[must_use]
     pub fn saturating_add(self, duration: Duration) -> Self {

@@ -170,10 +170,16 @@ pub enum MergeStrategy {
 pub struct SemanticRecallConfig {
     /// Whether messages are embedded on commit and recalled on prepare.
     pub enabled: bool,
-    /// Most messages recalled.
+    /// Most messages recalled (10 by default: with the default window a context of at most 20
+    /// messages).
     #[serde(alias = "semanticLimit")]
     pub limit: usize,
-    /// Least cosine similarity to the user input.
+    /// Least cosine similarity to the user input; 0 by default, so the nearest `limit` older
+    /// messages are recalled whatever their similarity. A threshold means something only on
+    /// one embedder's scale: on a long-conversation benchmark (`cargo xtask recall`) the
+    /// median cosine between a question and the turns that answer it is about 0.5 with
+    /// all-MiniLM-L6-v2 and about 0.2 with the hashing embedder, so the seeds' 0.7 recalled
+    /// almost nothing with either.
     #[serde(alias = "semanticThreshold")]
     pub threshold: f32,
     /// How recalled messages merge with the window.
@@ -185,8 +191,8 @@ impl Default for SemanticRecallConfig {
     fn default() -> Self {
         Self {
             enabled: false,
-            limit: 5,
-            threshold: 0.7,
+            limit: 10,
+            threshold: 0.0,
             merge: MergeStrategy::Append,
         }
     }

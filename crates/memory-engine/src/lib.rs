@@ -830,16 +830,19 @@ impl Memory {
             .collect();
         if !with_text.is_empty() {
             self.ensure_message_collection(scope.namespace()).await?;
-            let texts: Vec<String> = with_text.iter().map(|m| m.message.text()).collect();
+            let texts: Vec<String> = with_text
+                .iter()
+                .map(|m| embedded_text(&m.message))
+                .collect();
             let vectors = self.embed_all(&texts).await?;
             let records: Vec<VectorRecord> = with_text
                 .iter()
                 .zip(vectors)
-                .zip(texts)
-                .map(|((stored, vector), text)| {
+                .map(|(stored, vector)| {
                     let mut record =
                         VectorRecord::new(message_vector_id(conversation, stored), vector);
-                    record.text = Some(text);
+                    // The message's own text: what was embedded is `embedded_text` of it.
+                    record.text = Some(stored.message.text());
                     record.conversation_id = Some(conversation.clone());
                     record.metadata = json!({
                         "conversation_id": conversation.as_str(),
@@ -1155,6 +1158,49 @@ fn only_appended_after(
 
 /// A stable vector id for a message: conversation and message ids may each be long, so the id
 /// is a hash of both (idempotent re-embedding replaces the same record).
+/// The text a message is embedded as for semantic recall: who said it and on which day, then
+/// what was said.
+///
+/// A question names people and days far more often than it repeats a message's words, and a
+/// vector of the bare text knows neither. The speaker is the message's `metadata.name` when
+/// that is a string (a person's or an agent's name), its role otherwise; the day is the UTC date
+/// of its `created_at`. Only the vector is made of this text: the stored message is unchanged.
+///
+/// ```
+/// use memory_core::{Message, Timestamp};
+/// use memory_engine::embedded_text;
+///
+/// let mut said = Message::user("I went to the support group yesterday");
+/// said.created_at = Timestamp::from_utc(2023, 5, 8, 13, 56);
+/// assert_eq!(embedded_text(&said), "user (8 May 2023): I went to the support group yesterday");
+/// said.metadata.insert("name".into(), "Caroline".into());
+/// assert!(embedded_text(&said).starts_with("Caroline (8 May 2023): "));
+/// ```
+pub fn embedded_text(message: &Message) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let speaker = message
+        .metadata
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(message.role.as_str());
+    let (year, month, day) = message.created_at.utc_date();
+    let month = MONTHS[(month - 1) as usize];
+    format!("{speaker} ({day} {month} {year}): {}", message.text())
+}
+
 fn message_vector_id(conversation: &ConversationId, message: &StoredMessage) -> VectorId {
     let mut hasher = Sha256::new();
     hasher.update(conversation.as_str().as_bytes());
