@@ -13,6 +13,10 @@
 //!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` at the root, or with
 //!   `--quick` (small sizes, a smoke test) into `target/bench-report`, built by the same
 //!   `cargo build --workspace --all-targets` as the tests so that it reuses their build.
+//! - `cargo xtask recall --locomo PATH [--quick]` builds the `recall` binary and measures
+//!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
+//!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`);
+//!   without a path (or `MEMORY_LOCOMO`) it is a named skip.
 //! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`
 //!   + `bench --quick`.
 //!
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
         Some("bench") => bench(&args[1..]),
+        Some("recall") => recall(&args[1..]),
         _ => Err(usage()),
     };
     match result {
@@ -68,7 +73,8 @@ fn usage() -> String {
     let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
     format!(
         "usage: cargo xtask test | conformance --backend <{}> [--differential CASES] | models | ci \
-         | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9]",
+         | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
+         | recall [--quick] [--locomo PATH]",
         names.join("|")
     )
 }
@@ -163,6 +169,70 @@ fn test() -> Result<(), String> {
             failed_suites.join(", ")
         ))
     }
+}
+
+/// Builds the `recall` binary and runs Q1 (see the module docs).
+fn recall(args: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    let mut locomo = std::env::var_os("MEMORY_LOCOMO").map(PathBuf::from);
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--locomo" => locomo = Some(rest.next().ok_or_else(usage)?.into()),
+            _ => return Err(usage()),
+        }
+    }
+    let Some(locomo) = locomo else {
+        println!("xtask: Q1 skipped: no conversations (--locomo PATH or MEMORY_LOCOMO)");
+        return Ok(());
+    };
+    let started = std::time::Instant::now();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "memory-bench-backends",
+        "--bin",
+        "recall",
+    ]);
+    run(build)?;
+    let shown = std::iter::once("cargo xtask recall".to_owned())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut q1 = Command::new(target.join("release").join("recall"));
+    q1.current_dir(workspace_root())
+        .arg("--locomo")
+        .arg(locomo)
+        .arg("--data")
+        .arg(target.join("bench-data"))
+        .arg("--out")
+        .arg(if quick {
+            target.join("bench-report")
+        } else {
+            workspace_root()
+        })
+        .args(["--command", &shown]);
+    if quick {
+        q1.arg("--quick");
+    }
+    match models::minilm() {
+        Ok(model) => {
+            q1.arg("--model").arg(model);
+        }
+        Err(reason) => eprintln!("xtask: no MiniLM for Q1: {reason}"),
+    }
+    let result = run(q1);
+    eprintln!(
+        "xtask: recall took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    result
 }
 
 /// Builds the benchmark binaries, makes the data, then runs them (see the module docs).

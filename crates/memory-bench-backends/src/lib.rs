@@ -6,5 +6,6 @@
 //! `bench-data` (the corpus and its embeddings). Run them through `cargo xtask bench`.
 
 pub mod postgres;
+pub mod recall;
 pub mod redis;
 pub mod sqlite;
