@@ -192,6 +192,9 @@ pub fn evidence_ids(text: &str) -> Vec<DiaId> {
 
 /// A session's `1:56 pm on 8 May, 2023` as a UTC timestamp.
 pub fn session_time(text: &str) -> Option<Timestamp> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
     let (clock, date) = text.split_once(" on ")?;
     let (hm, meridiem) = clock.trim().split_once(' ')?;
     let (h, m) = hm.split_once(':')?;
@@ -207,9 +210,6 @@ pub fn session_time(text: &str) -> Option<Timestamp> {
     let day: u32 = words.next()?.parse().ok()?;
     let month = words.next()?;
     let year: i64 = words.next()?.parse().ok()?;
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
     let month = MONTHS
         .iter()
         .position(|m| month.to_ascii_lowercase().starts_with(m))? as u32
@@ -398,6 +398,10 @@ pub struct RankingFigures {
     pub at: BTreeMap<usize, Tally>,
 }
 
+/// Ranks a dialogue's turns (by index) for a question in a text form, at most `limit`; `None`
+/// when bm25 is unavailable.
+pub type Bm25Ranking<'a> = dyn Fn(usize, &str, TextForm, usize) -> Option<Vec<usize>> + 'a;
+
 /// The k of recall@k reported.
 pub const KS: [usize; 3] = [5, 10, 20];
 
@@ -410,7 +414,7 @@ pub async fn evaluate(
     embedder: Arc<Remembering>,
     embedder_name: &str,
     settings: &[Setting],
-    bm25: &dyn Fn(usize, &str, TextForm, usize) -> Option<Vec<usize>>,
+    bm25: &Bm25Ranking<'_>,
 ) -> Result<(Vec<PrepareFigures>, Vec<RankingFigures>), String> {
     let err = |e: memory_core::MemoryError| e.to_string();
     let memories: Vec<Memory> = settings
@@ -432,8 +436,10 @@ pub async fn evaluate(
     for (index, dialogue) in dialogues.iter().enumerate() {
         let scope = Scope::new("locomo", format!("d{index}")).map_err(err)?;
         let id = ConversationId::new(format!("dialogue-{index}")).map_err(err)?;
-        let mut new = NewConversation::default();
-        new.id = Some(id.clone());
+        let new = NewConversation {
+            id: Some(id.clone()),
+            ..NewConversation::default()
+        };
         backend
             .create_conversation(&scope, new)
             .await

@@ -1156,8 +1156,6 @@ fn only_appended_after(
         .collect()
 }
 
-/// A stable vector id for a message: conversation and message ids may each be long, so the id
-/// is a hash of both (idempotent re-embedding replaces the same record).
 /// The text a message is embedded as for semantic recall: who said it and on which day, then
 /// what was said.
 ///
@@ -1201,6 +1199,8 @@ pub fn embedded_text(message: &Message) -> String {
     format!("{speaker} ({day} {month} {year}): {}", message.text())
 }
 
+/// A stable vector id for a message: conversation and message ids may each be long, so the id
+/// is a hash of both (idempotent re-embedding replaces the same record).
 fn message_vector_id(conversation: &ConversationId, message: &StoredMessage) -> VectorId {
     let mut hasher = Sha256::new();
     hasher.update(conversation.as_str().as_bytes());
