@@ -253,7 +253,8 @@ async fn the_engine_recalls_through_the_http_embedder() {
     config.conversation.enabled = true;
     config.conversation.window_size = 1;
     config.semantic_recall.enabled = true;
-    config.semantic_recall.threshold = 0.5;
+    // Messages are embedded with their speaker and day (`embedded_text`), the query alone.
+    config.semantic_recall.threshold = 0.3;
     let backend = Arc::new(InMemoryBackend::new());
     let memory = Memory::builder(backend.clone())
         .config(config)
