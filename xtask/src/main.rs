@@ -86,6 +86,12 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR`, or `target` in the workspace.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
 fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(workspace_root());
@@ -188,8 +194,7 @@ fn recall(args: &[String]) -> Result<(), String> {
         return Ok(());
     };
     let started = std::time::Instant::now();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let target = target_dir();
     let mut build = cargo();
     build.args([
         "build",
@@ -255,8 +260,7 @@ fn bench(args: &[String]) -> Result<(), String> {
     }
     let started = std::time::Instant::now();
     let model = models::minilm()?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from);
+    let target = target_dir();
     let data = target.join("bench-data");
     let out = if quick {
         target.join("bench-report")

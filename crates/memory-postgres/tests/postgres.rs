@@ -19,6 +19,18 @@ use tokio_postgres::NoTls;
 
 const SCHEMA: &str = "agent_memory_tests";
 
+/// Whether the server can install pgvector.
+async fn has_pgvector(client: &tokio_postgres::Client) -> bool {
+    client
+        .query_opt(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .is_some()
+}
+
 /// The server's URL, or `None` (a named skip) when there is none and it is not required.
 fn server(test: &str) -> Option<String> {
     match locate(Service::Postgres) {
@@ -344,14 +356,7 @@ async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
     };
     let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(connection);
-    let has_pgvector = client
-        .query_opt(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .is_some();
+    let has_pgvector = has_pgvector(&client).await;
     for pgvector in [false, true] {
         if pgvector && !has_pgvector {
             eprintln!("SKIP postgres::migration 3 onto pgvector: the server has no pgvector");
@@ -480,14 +485,7 @@ async fn a_collection_gets_its_index_once_a_search_finds_a_scope_large() {
     };
     let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
     tokio::spawn(connection);
-    let pgvector = client
-        .query_opt(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .is_some();
+    let pgvector = has_pgvector(&client).await;
     if !pgvector {
         eprintln!("SKIP postgres::lazy index: the server has no pgvector");
         return;
