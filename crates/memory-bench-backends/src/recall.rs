@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use memory_core::embed::Embedder;
-use memory_core::fact::{rank_facts, Fact, NewFact, RecallQuery, RRF_K};
+use memory_core::fact::{rank_facts, reciprocal_rank_fusion, Fact, NewFact, RecallQuery};
 use memory_core::{
     ConversationId, MemoryBackend, Message, MessageId, NewConversation, Result as MemoryResult,
     Role, Scope, Timestamp,
@@ -319,25 +319,39 @@ impl Setting {
     }
 
     /// The settings every run measures: the engine's defaults as the README configures them
-    /// (window 10, limit 10, no threshold: a context of at most 20 turns), the README's
-    /// settings until Q1 was measured (limit 3, threshold 0.6), and a threshold of 0.3.
+    /// (window 10, limit 10 of the 50 nearest ranked hybrid: a context of at most 20 turns),
+    /// the same recalling by the embedding alone (candidates = limit), the same 20 turns with a
+    /// window of 4 and 16 recalled, and the README's settings until Q1 was measured (limit 3,
+    /// threshold 0.6).
     pub fn standard() -> Vec<Self> {
         let defaults = MemoryConfig::default();
+        let (window, limit) = (
+            defaults.conversation.window_size,
+            defaults.semantic_recall.limit,
+        );
         vec![
             Self::recall(
-                "defaults: window 10, limit 10, no threshold",
-                defaults.conversation.window_size,
-                defaults.semantic_recall.limit,
+                "defaults: window 10, limit 10 of 50 candidates",
+                window,
+                limit,
                 defaults.semantic_recall.threshold,
             ),
+            Self::recall("embedding alone: candidates 10", window, limit, 0.0).candidates(limit),
+            Self::recall("window 4, limit 16", 4, 16, 0.0),
             Self::recall(
                 "window 10, limit 3, threshold 0.6 (README before)",
                 10,
                 3,
                 0.6,
             ),
-            Self::recall("window 10, limit 10, threshold 0.3", 10, 10, 0.3),
         ]
+    }
+
+    /// The same with `candidates` messages ranked again.
+    #[must_use]
+    pub fn candidates(mut self, candidates: usize) -> Self {
+        self.config.semantic_recall.candidates = candidates;
+        self
     }
 }
 
@@ -619,14 +633,9 @@ fn message(dialogue: &Dialogue, turn: &Turn) -> Result<Message, String> {
     Ok(message)
 }
 
-/// Reciprocal-rank fusion (k = 60, as the facts' hybrid) of ranked lists of turn indexes.
+/// Reciprocal-rank fusion (the facts' hybrid) of ranked lists of turn indexes.
 fn fuse(lists: &[&Vec<usize>], limit: usize) -> Vec<usize> {
-    let mut score: HashMap<usize, f64> = HashMap::new();
-    for list in lists {
-        for (rank, &i) in list.iter().enumerate() {
-            *score.entry(i).or_default() += 1.0 / (RRF_K + (rank + 1) as f64);
-        }
-    }
+    let score = reciprocal_rank_fusion(lists.iter().map(|list| list.as_slice()));
     let mut fused: Vec<(usize, f64)> = score.into_iter().collect();
     fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     fused.into_iter().take(limit).map(|(i, _)| i).collect()

@@ -1095,15 +1095,16 @@ pub fn rank(
     rows: Vec<(String, String)>,
     limit: usize,
 ) -> Vec<String> {
+    let tokens: Vec<_> = rows
+        .iter()
+        .map(|(_, text)| memory_core::lexical::tokenize(text))
+        .collect();
+    let relevance =
+        memory_core::lexical::relevances(query_tokens, &tokens.iter().collect::<Vec<_>>());
     let mut scored: Vec<(f64, String, String)> = rows
         .into_iter()
-        .filter_map(|(id, text)| {
-            let r = memory_core::lexical::relevance(
-                query_tokens,
-                &memory_core::lexical::tokenize(&text),
-            );
-            (r > 0.0).then_some((r, id, text))
-        })
+        .zip(relevance)
+        .filter_map(|((id, text), r)| (r > 0.0).then_some((r, id, text)))
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     scored.truncate(limit);

@@ -863,6 +863,85 @@ pub async fn semantic_recall_knows_who_spoke_and_when(ctx: &Ctx) {
     );
 }
 
+/// An embedder whose vectors the scenario chooses: a text gets the vector of the first rule
+/// whose needle it contains, the last axis otherwise.
+struct ScriptedEmbedder {
+    rules: Vec<(&'static str, [f32; 4])>,
+}
+
+#[async_trait]
+impl Embedder for ScriptedEmbedder {
+    fn model_id(&self) -> &'static str {
+        "scripted"
+    }
+
+    fn dims(&self) -> usize {
+        4
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                self.rules
+                    .iter()
+                    .find(|(needle, _)| text.contains(needle))
+                    .map_or([0.0, 0.0, 0.0, 1.0], |(_, vector)| *vector)
+                    .to_vec()
+            })
+            .collect())
+    }
+}
+
+/// Message recall is hybrid: among the nearest `candidates`, a message holding the question's
+/// rare word outranks a nearer one holding none of its words; with `candidates` at `limit`
+/// recall is the embedding's order alone.
+pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
+    let embedder = Arc::new(ScriptedEmbedder {
+        rules: vec![
+            ("Zanzibar trip?", [1.0, 0.0, 0.0, 0.0]),
+            ("beach", [0.9, 0.436, 0.0, 0.0]),
+            ("flight", [0.5, 0.0, 0.866, 0.0]),
+        ],
+    });
+    let mut config = config();
+    config.conversation.window_size = 1;
+    config.semantic_recall.enabled = true;
+    config.semantic_recall.limit = 1;
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = vec![
+        text("m0", Role::User, "a whole week at a sunny beach"),
+        text("m1", Role::User, "the Zanzibar flight was long"),
+        text("m2", Role::User, "bye"),
+    ];
+    let memory = |config: MemoryConfig| {
+        Memory::builder(ctx.backend_arc())
+            .config(config)
+            .embedder(embedder.clone())
+            .build()
+            .must("build memory")
+    };
+    memory(config.clone())
+        .commit(ctx.scope(), &c.id, said)
+        .await
+        .must("commit");
+    for (candidates, seq) in [(50, 2), (1, 1)] {
+        let mut config = config.clone();
+        config.semantic_recall.candidates = candidates;
+        let context = memory(config)
+            .prepare(ctx.scope(), &c.id, "When was the Zanzibar trip?")
+            .await
+            .must("prepare");
+        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        assert_eq!(
+            recalled,
+            [seq],
+            "candidates {candidates}: {:?}",
+            context.recalled
+        );
+    }
+}
+
 /// Knowledge comes from the configured shared collections, above the threshold, best first,
 /// at most `retrieval_limit`; a source that does not exist is a clear error.
 pub async fn knowledge_hits_come_from_sources_above_threshold(ctx: &Ctx) {

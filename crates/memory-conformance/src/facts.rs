@@ -233,7 +233,30 @@ pub async fn recall_orders_by_relevance_score_then_recency(ctx: &Ctx) {
             "alpha without score"
         ]
     );
-    assert!((hits[0].relevance - 1.0).abs() < 1e-9 && (hits[1].relevance - 0.5).abs() < 1e-9);
+    // "alpha" is in all 5 matches, "beta" in 1: their weights ln(1 + 0.5/5.5), ln(1 + 4.5/1.5).
+    let (alpha, beta) = ((1.0_f64 + 0.5 / 5.5).ln(), 4.0_f64.ln());
+    assert!((hits[0].relevance - 1.0).abs() < f64::EPSILON);
+    assert!((hits[1].relevance - alpha / (alpha + beta)).abs() < 1e-12);
+}
+
+/// Query words are weighted by how rare they are among the matching facts: one rare word
+/// outranks several common ones (a plain share of the words would put the first fact first).
+pub async fn recall_weighs_rare_words_over_common_ones(ctx: &Ctx) {
+    for text in [
+        "What the user does on weekends",
+        "The user likes to paint lakes",
+        "What the user drinks: tea",
+        "What the user reads: novels",
+        "What the user does at work",
+    ] {
+        remember(ctx, NewFact::new(text)).await;
+    }
+    let hits = recall(ctx, RecallQuery::text("What does the user paint?")).await;
+    assert_eq!(
+        hits[0].fact.text, "The user likes to paint lakes",
+        "{hits:?}"
+    );
+    assert_eq!(hits.len(), 5);
 }
 
 /// Tokens shorter than 3 characters never match; punctuation splits tokens.

@@ -8,9 +8,14 @@
 //!   `é`; `ß` stays `ß` and does not match `ss`), then NFC again (lowercasing can decompose),
 //!   kept when at least 3 characters long.
 //! - A fact matches when it shares at least one token with the query.
-//! - Relevance = matched distinct query tokens / distinct query tokens.
+//! - Relevance is the IDF-weighted share of the distinct query tokens it holds, the weights taken
+//!   over the matching facts ([`relevances`]): rare words of the question decide, common ones
+//!   barely count. Holding every query token is relevance 1.
 //! - Order: relevance descending, fact score descending (no score last), `created_at`
 //!   descending, id ascending.
+//!
+//! No stemming and no stop-word list: both are language-specific, and the tokens are what every
+//! backend indexes. The weighting does what a stop-word list would, in any language.
 
 use std::collections::BTreeSet;
 
@@ -36,14 +41,57 @@ pub fn tokenize(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Relevance of a fact's tokens to the query's: the share of distinct query tokens it contains.
-/// 0 when nothing is shared (or the query has no tokens).
-pub fn relevance(query_tokens: &BTreeSet<String>, fact_tokens: &BTreeSet<String>) -> f64 {
-    if query_tokens.is_empty() {
-        return 0.0;
-    }
-    let matched = query_tokens.intersection(fact_tokens).count();
-    matched as f64 / query_tokens.len() as f64
+/// Relevance of each document (its distinct tokens) to the query's tokens, in `[0, 1]`: the
+/// share of the query's weight that the document matches, each distinct query token weighted by
+/// its inverse document frequency among the documents that match at all (those sharing at least
+/// one token with the query):
+///
+/// `idf(t) = ln(1 + (n − df(t) + 0.5) / (df(t) + 0.5))`, `n` the matching documents, `df(t)`
+/// those holding `t`; relevance = Σ idf of the query tokens a document holds ÷ Σ idf of all
+/// query tokens. A document matching nothing has relevance 0; one holding every query token, 1.
+///
+/// Because the statistics are over the matching documents only, a backend may pass any superset
+/// of them (a scope's candidates from its token index) and the relevances are the same. A word
+/// most matches share ("what", "did", a name everyone says) weighs little; a rare one decides.
+/// Sums run in query-token order, so every backend gets the same bits.
+///
+/// ```
+/// use memory_core::lexical::{relevances, tokenize};
+/// let documents = ["what did you paint", "what did you eat", "what did you read", "painted a lake"]
+///     .map(tokenize);
+/// let r = relevances(&tokenize("what did Caroline paint"), &documents.iter().collect::<Vec<_>>());
+/// assert!(r[0] > r[1] && (r[1] - r[2]).abs() < 1e-12, "{r:?}");
+/// assert!(r[3].abs() < 1e-12, "no stemming: painted is not paint");
+/// ```
+pub fn relevances(query_tokens: &BTreeSet<String>, documents: &[&BTreeSet<String>]) -> Vec<f64> {
+    let matches = |document: &BTreeSet<String>| query_tokens.iter().any(|t| document.contains(t));
+    let matching: Vec<&BTreeSet<String>> =
+        documents.iter().copied().filter(|d| matches(d)).collect();
+    let n = matching.len() as f64;
+    let weights: Vec<f64> = query_tokens
+        .iter()
+        .map(|t| {
+            let df = matching.iter().filter(|d| d.contains(t)).count() as f64;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
+    let total: f64 = weights.iter().sum();
+    documents
+        .iter()
+        .map(|document| {
+            let matched: f64 = query_tokens
+                .iter()
+                .zip(&weights)
+                .filter(|(t, _)| document.contains(*t))
+                .map(|(_, w)| w)
+                .sum();
+            if total > 0.0 {
+                matched / total
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -71,11 +119,53 @@ mod tests {
         assert!(composed.contains("café") && composed.contains("finance"));
     }
 
+    fn relevances_of(query: &str, documents: &[&str]) -> Vec<f64> {
+        let tokens: Vec<BTreeSet<String>> = documents.iter().map(|d| tokenize(d)).collect();
+        relevances(&tokenize(query), &tokens.iter().collect::<Vec<_>>())
+    }
+
     #[test]
-    fn relevance_counts_distinct_query_tokens() {
-        let q = tokenize("deploy deploy region");
-        assert!((relevance(&q, &tokenize("deploy to region")) - 1.0).abs() < f64::EPSILON);
-        assert!((relevance(&q, &tokenize("deploy now")) - 0.5).abs() < f64::EPSILON);
-        assert!(relevance(&tokenize("an"), &tokenize("an")).abs() < f64::EPSILON);
+    fn relevance_weighs_each_distinct_query_token_by_its_rarity_among_matches() {
+        let r = relevances_of(
+            "deploy deploy region",
+            &[
+                "deploy to region",
+                "deploy now",
+                "deploy later",
+                "region only",
+                "nothing",
+            ],
+        );
+        // Among the 4 matches, "deploy" is in 3 and "region" in 2.
+        let idf = |df: f64| (1.0 + (4.0 - df + 0.5) / (df + 0.5)).ln();
+        let (deploy, region) = (idf(3.0), idf(2.0));
+        assert!((r[0] - 1.0).abs() < f64::EPSILON, "every query token held");
+        assert!((r[1] - deploy / (deploy + region)).abs() < 1e-12);
+        assert!((r[1] - r[2]).abs() < f64::EPSILON);
+        assert!((r[3] - region / (deploy + region)).abs() < 1e-12);
+        assert!(r[3] > r[1], "the rarer token weighs more");
+        assert!(r[4].abs() < f64::EPSILON);
+    }
+
+    #[test]
+    fn documents_that_match_nothing_change_no_relevance() {
+        let alone = relevances_of("rust memory", &["rust memory store", "rust compiler"]);
+        let more = relevances_of(
+            "rust memory",
+            &[
+                "rust memory store",
+                "rust compiler",
+                "gardening",
+                "cooking tips",
+            ],
+        );
+        assert_eq!(alone.len(), 2);
+        for (a, b) in alone.iter().zip(&more) {
+            assert!((a - b).abs() < f64::EPSILON);
+        }
+        assert!(
+            relevances_of("an", &["an"])[0].abs() < f64::EPSILON,
+            "no query tokens"
+        );
     }
 }

@@ -185,6 +185,18 @@ pub struct SemanticRecallConfig {
     /// How recalled messages merge with the window.
     #[serde(alias = "mergeStrategy")]
     pub merge: MergeStrategy,
+    /// How many of the nearest older messages are ranked again, lexically and semantically
+    /// fused, before the best `limit` are recalled (50 by default; at most `limit` makes recall
+    /// purely semantic). On a long-conversation benchmark the fusion finds evidence the
+    /// embedding alone ranks too low: names, places, rare words of the question.
+    pub candidates: usize,
+}
+
+impl SemanticRecallConfig {
+    /// The candidates ranked again, never fewer than `limit`.
+    pub fn candidate_count(&self) -> usize {
+        self.candidates.max(self.limit)
+    }
 }
 
 impl Default for SemanticRecallConfig {
@@ -194,6 +206,7 @@ impl Default for SemanticRecallConfig {
             limit: 10,
             threshold: 0.0,
             merge: MergeStrategy::Append,
+            candidates: 50,
         }
     }
 }
@@ -305,6 +318,10 @@ impl MemoryConfig {
             }
         }
         check_positive("semantic_recall.limit", self.semantic_recall.limit)?;
+        check_positive(
+            "semantic_recall.candidates",
+            self.semantic_recall.candidates,
+        )?;
         check_unit("semantic_recall.threshold", self.semantic_recall.threshold)?;
         check_positive("inject.limit", self.inject.limit)?;
         if let Some(budget) = self.inject.token_budget {

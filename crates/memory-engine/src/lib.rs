@@ -34,7 +34,7 @@ mod context;
 pub mod prompt_cache;
 mod working;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -57,10 +57,14 @@ use memory_core::conversation::{
 };
 use memory_core::embed::{Embedder, HashingEmbedder};
 use memory_core::error::{MemoryError, Result};
-use memory_core::fact::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
+use memory_core::fact::{
+    reciprocal_rank_fusion, Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus,
+};
 use memory_core::filter::Filter;
+use memory_core::lexical::{self, tokenize};
 use memory_core::message::{Message, Part, Role, StoredMessage};
 use memory_core::scope::{ConversationId, MessageId, Namespace, Scope, VectorId};
+use memory_core::time::Timestamp;
 use memory_core::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
 use memory_core::working::WorkingMemoryKey;
 
@@ -464,8 +468,14 @@ impl Memory {
             async {
                 match found.messages {
                     Some((vector, hits)) => {
-                        self.recall_messages(scope, conversation, &vector, hits, window_start)
-                            .await
+                        self.recall_messages(
+                            scope,
+                            conversation,
+                            (user_input, &vector),
+                            hits,
+                            window_start,
+                        )
+                        .await
                     }
                     None => Ok(Vec::new()),
                 }
@@ -849,6 +859,8 @@ impl Memory {
                         "message_id": stored.message.id.as_str(),
                         "seq": stored.seq,
                         "role": stored.message.role.as_str(),
+                        "speaker": speaker(&stored.message),
+                        "created_at": stored.message.created_at.as_millis(),
                     })
                     .as_object()
                     .cloned()
@@ -926,8 +938,8 @@ impl Memory {
     }
 
     /// How many hits the first round's message search asks for: the window can hide at most
-    /// its size of the nearest messages, so past the limit by that many, the limit's best
-    /// before the window are among them whatever the window turns out to be.
+    /// its size of the nearest messages, so past the candidates by that many, the nearest
+    /// candidates before the window are among them whatever the window turns out to be.
     fn first_message_search_k(&self) -> usize {
         let config = &self.config;
         let window = if config.conversation.enabled {
@@ -935,7 +947,7 @@ impl Memory {
         } else {
             0
         };
-        config.semantic_recall.limit + window
+        config.semantic_recall.candidate_count() + window
     }
 
     /// The `k` messages of the conversation nearest to `vector` (above the recall threshold),
@@ -963,34 +975,37 @@ impl Memory {
         }
     }
 
-    /// Older messages (before `window_start`) of this conversation similar to the query, from
-    /// the first round's `hits` (the nearest `limit + window_size` of the whole conversation).
+    /// Older messages (before `window_start`) of this conversation relevant to the query, from
+    /// the first round's `hits` (the nearest `candidates + window_size` of the whole
+    /// conversation): the nearest candidates before the window, ranked by [`hybrid_order`].
     async fn recall_messages(
         &self,
         scope: &Scope,
         conversation: &ConversationId,
-        vector: &[f32],
+        (text, vector): (&str, &[f32]),
         hits: Vec<memory_core::VectorHit>,
         window_start: u64,
     ) -> Result<Vec<RecalledMessage>> {
         if window_start <= 1 {
             return Ok(Vec::new());
         }
-        let limit = self.config.semantic_recall.limit;
+        let candidates = self.config.semantic_recall.candidate_count();
         let seq_of = |hit: &memory_core::VectorHit| hit.record.metadata.get("seq")?.as_u64();
         let searched = hits.len();
         let mut hits: Vec<memory_core::VectorHit> = hits
             .into_iter()
             .filter(|hit| seq_of(hit).is_some_and(|seq| seq < window_start))
             .collect();
-        if hits.len() < limit && searched == self.first_message_search_k() {
+        if hits.len() < candidates && searched == self.first_message_search_k() {
             // More of the nearest were at or past the window start than the window holds:
             // messages appended since it was read. Search before the window itself.
             hits = self
-                .search_messages(scope, conversation, vector, Some(window_start), limit)
+                .search_messages(scope, conversation, vector, Some(window_start), candidates)
                 .await?;
         }
-        hits.truncate(limit);
+        hits.truncate(candidates);
+        let mut hits = hybrid_order(text, hits);
+        hits.truncate(self.config.semantic_recall.limit);
         let seqs: Vec<u64> = hits.iter().filter_map(seq_of).collect();
         let mut by_seq: HashMap<u64, StoredMessage> = self
             .backend
@@ -1175,6 +1190,20 @@ fn only_appended_after(
 /// assert!(embedded_text(&said).starts_with("Caroline (8 May 2023): "));
 /// ```
 pub fn embedded_text(message: &Message) -> String {
+    said_as(speaker(message), message.created_at, &message.text())
+}
+
+/// Who said a message: its `metadata.name` when that is a string, its role otherwise.
+fn speaker(message: &Message) -> &str {
+    message
+        .metadata
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(message.role.as_str())
+}
+
+/// `Speaker (8 May 2023): text`, the form [`embedded_text`] gives a message.
+fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
     const MONTHS: [&str; 12] = [
         "January",
         "February",
@@ -1189,14 +1218,44 @@ pub fn embedded_text(message: &Message) -> String {
         "November",
         "December",
     ];
-    let speaker = message
-        .metadata
-        .get("name")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or(message.role.as_str());
-    let (year, month, day) = message.created_at.utc_date();
+    let (year, month, day) = at.utc_date();
     let month = MONTHS[(month - 1) as usize];
-    format!("{speaker} ({day} {month} {year}): {}", message.text())
+    format!("{speaker} ({day} {month} {year}): {text}")
+}
+
+/// Message search hits, nearest first, in hybrid order: reciprocal-rank fusion of their
+/// nearness and their lexical relevance to `query` (the one lexical definition, over each
+/// message as it was embedded: speaker, day and text). Ties keep the nearer first.
+fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_core::VectorHit> {
+    let documents: Vec<BTreeSet<String>> = hits.iter().map(|hit| tokenize(&said(hit))).collect();
+    let relevance = lexical::relevances(&tokenize(query), &documents.iter().collect::<Vec<_>>());
+    let nearness: Vec<usize> = (0..hits.len()).collect();
+    let mut lexical: Vec<usize> = nearness
+        .iter()
+        .copied()
+        .filter(|&i| relevance[i] > 0.0)
+        .collect();
+    lexical.sort_by(|&a, &b| relevance[b].total_cmp(&relevance[a]).then(a.cmp(&b)));
+    let fused = reciprocal_rank_fusion([nearness.as_slice(), lexical.as_slice()]);
+    let mut order = nearness;
+    order.sort_by(|a, b| fused[b].total_cmp(&fused[a]).then(a.cmp(b)));
+    let mut slots: Vec<Option<memory_core::VectorHit>> = hits.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// A message hit's text as it was embedded, from the record (its bare text alone for records
+/// written before the speaker and day were kept).
+fn said(hit: &memory_core::VectorHit) -> String {
+    let metadata = &hit.record.metadata;
+    let text = hit.record.text.as_deref().unwrap_or_default();
+    let speaker = metadata.get("speaker").and_then(serde_json::Value::as_str);
+    let at = metadata
+        .get("created_at")
+        .and_then(serde_json::Value::as_i64);
+    match (speaker, at) {
+        (Some(speaker), Some(at)) => said_as(speaker, Timestamp::from_millis(at), text),
+        _ => text.to_owned(),
+    }
 }
 
 /// A stable vector id for a message: conversation and message ids may each be long, so the id

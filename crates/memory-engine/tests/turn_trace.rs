@@ -371,7 +371,7 @@ async fn recall_searches_before_the_window_when_later_messages_filled_the_first_
         tracing::subscriber::set_default(tracing_subscriber::registry().with(recorder.clone()));
     let config = MemoryConfig::from_yaml(
         "conversation: { enabled: true, window_size: 2 }
-semantic_recall: { enabled: true, limit: 2, threshold: 0.0 }",
+semantic_recall: { enabled: true, limit: 2, candidates: 2, threshold: 0.0 }",
     )
     .expect("config");
     let store = Arc::new(InMemoryBackend::new());
@@ -386,7 +386,7 @@ semantic_recall: { enabled: true, limit: 2, threshold: 0.0 }",
         .build()
         .expect("engine");
     let (scope, thread) = six_messages_said(&memory).await;
-    // As many late vectors as the first search asks for (limit + window): it finds only them.
+    // As many late vectors as the first search asks for (candidates + window): it finds only them.
     *embedder
         .target
         .lock()
