@@ -154,6 +154,23 @@ fn test() -> Result<(), String> {
         Err(reason) => eprintln!("xtask: no Python MCP SDK for the MCP server's tests: {reason}"),
     }
     let tests = run(command);
+    // Memory's default embedder with the `local-embedder` feature (off in the workspace build,
+    // so that the engine's other tests keep the hashing embedder whatever the machine holds).
+    let mut default_embedder = cargo();
+    default_embedder.args([
+        "test",
+        "-p",
+        "memory-engine",
+        "--features",
+        "local-embedder",
+        "--test",
+        "default_embedder",
+    ]);
+    with_test_env(&mut default_embedder, &services);
+    if let Ok(dir) = models::minilm() {
+        default_embedder.env("MEMORY_TEST_MINILM_DIR", dir);
+    }
+    let tests = tests.and(run(default_embedder));
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
     let docs = run(doc);

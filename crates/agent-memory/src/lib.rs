@@ -27,7 +27,9 @@
 //! # Features
 //! `sqlite` and `engine` (default), `postgres`, `redis`, `redis-tls` (`rediss://`), `libsql`,
 //! `libsql-remote`, `embed-http` (`embedders::OpenAiEmbedder`) and `embed-local`
-//! (`embedders::LocalEmbedder`). `sqlite` and `libsql` exclude each other: both link a SQLite C
+//! (`embedders::LocalEmbedder`, and with `engine` the default embedder of `Memory` when the
+//! model is installed: `AGENT_MEMORY_MODEL_DIR` or `~/.cache/agent-memory/models/all-MiniLM-L6-v2`).
+//! `sqlite` and `libsql` exclude each other: both link a SQLite C
 //! library, so a libSQL build drops the default (`default-features = false, features =
 //! ["libsql"]`).
 //!

@@ -939,7 +939,18 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
             "candidates {candidates}: {:?}",
             context.recalled
         );
+        assert_eq!(
+            context.embedder.as_deref(),
+            Some("scripted"),
+            "the embedder that ran"
+        );
     }
+    config.semantic_recall.enabled = false;
+    let context = memory(config)
+        .prepare(ctx.scope(), &c.id, "When was the Zanzibar trip?")
+        .await
+        .must("prepare");
+    assert_eq!(context.embedder, None, "no tier embedded the input");
 }
 
 /// Knowledge comes from the configured shared collections, above the threshold, best first,

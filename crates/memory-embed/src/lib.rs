@@ -36,4 +36,4 @@ mod local;
 #[cfg(feature = "http")]
 pub use http::{OpenAiEmbedder, OpenAiEmbedderBuilder};
 #[cfg(feature = "local")]
-pub use local::LocalEmbedder;
+pub use local::{LocalEmbedder, MODEL_DIR_ENV};

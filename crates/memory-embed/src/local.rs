@@ -16,6 +16,13 @@ use tokenizers::{Tokenizer, TruncationParams};
 
 const COMPONENT: &str = "local embedder";
 
+/// The environment variable naming the local model directory
+/// ([`LocalEmbedder::from_default_dir`]).
+pub const MODEL_DIR_ENV: &str = "AGENT_MEMORY_MODEL_DIR";
+
+/// Where under the user's cache directory the default model is looked for.
+const DEFAULT_MODEL_SUBDIR: &str = "agent-memory/models/all-MiniLM-L6-v2";
+
 /// Texts per forward pass: large enough to use the matrix kernels well, small enough that
 /// padding to the longest text of the batch wastes little (texts are grouped by length).
 const BATCH: usize = 32;
@@ -211,6 +218,33 @@ impl LocalEmbedder {
             }),
             model_id,
         })
+    }
+
+    /// The local model a program uses unless told otherwise: the directory named by
+    /// [`MODEL_DIR_ENV`] (`AGENT_MEMORY_MODEL_DIR`) when it is set, else
+    /// `$XDG_CACHE_HOME/agent-memory/models/all-MiniLM-L6-v2` (or under `~/.cache`) when that
+    /// holds a model. `Ok(None)` when neither is there: the caller falls back (the engine to the
+    /// hashing embedder). A directory that is there but does not load is an error, never a
+    /// silent fallback.
+    ///
+    /// ```no_run
+    /// use memory_embed::LocalEmbedder;
+    /// std::env::set_var("AGENT_MEMORY_MODEL_DIR", "models/all-MiniLM-L6-v2");
+    /// let embedder = LocalEmbedder::from_default_dir()?.expect("the model");
+    /// # Ok::<(), memory_core::MemoryError>(())
+    /// ```
+    pub fn from_default_dir() -> Result<Option<Self>> {
+        if let Some(dir) = std::env::var_os(MODEL_DIR_ENV).filter(|d| !d.is_empty()) {
+            return Self::load(dir).map(Some);
+        }
+        let cache = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")));
+        match cache.map(|cache| cache.join(DEFAULT_MODEL_SUBDIR)) {
+            Some(dir) if dir.join("config.json").exists() => Self::load(dir).map(Some),
+            _ => Ok(None),
+        }
     }
 
     /// Names the model yourself (the id stored with collections).

@@ -108,6 +108,9 @@ pub struct Context {
     pub user_memory: Option<String>,
     /// Working memory, when enabled.
     pub working_memory: Option<WorkingMemoryBlock>,
+    /// The model id of the embedder that embedded the user input for this turn's searches
+    /// (`hashing-fnv1a-384` for the offline fallback); `None` when no tier needed it.
+    pub embedder: Option<String>,
 }
 
 impl Context {

@@ -206,8 +206,11 @@ impl MemoryBuilder {
         self
     }
 
-    /// The embedder for semantic recall, knowledge queries and fact embeddings (default: the
-    /// offline [`HashingEmbedder`] of 384 dims).
+    /// The embedder for semantic recall, knowledge queries and fact embeddings. By default, with
+    /// the `local-embedder` feature, the local all-MiniLM-L6-v2 when its model is installed
+    /// (see `memory_embed::LocalEmbedder::from_default_dir`: `AGENT_MEMORY_MODEL_DIR`, or
+    /// `~/.cache/agent-memory/models/all-MiniLM-L6-v2`); otherwise the offline
+    /// [`HashingEmbedder`] of 384 dims. [`Context::embedder`] says which one a turn used.
     #[must_use]
     pub fn embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
@@ -299,9 +302,10 @@ impl MemoryBuilder {
             .transpose()?;
         Ok(Memory {
             backend: self.backend,
-            embedder: self
-                .embedder
-                .unwrap_or_else(|| Arc::new(HashingEmbedder::new(384))),
+            embedder: match self.embedder {
+                Some(embedder) => embedder,
+                None => default_embedder()?,
+            },
             summarizer: self.summarizer,
             extractor: self.extractor,
             tokens: self.tokens,
@@ -314,6 +318,16 @@ impl MemoryBuilder {
             collections_ready: Mutex::new(HashSet::new()),
         })
     }
+}
+
+/// The embedder a builder given none uses: the local model when the `local-embedder` feature
+/// is on and the model is installed, the hashing embedder otherwise.
+fn default_embedder() -> Result<Arc<dyn Embedder>> {
+    #[cfg(feature = "local-embedder")]
+    if let Some(local) = memory_embed::LocalEmbedder::from_default_dir()? {
+        return Ok(Arc::new(local));
+    }
+    Ok(Arc::new(HashingEmbedder::new(384)))
 }
 
 /// What a turn's query found in the first round of `prepare`.
@@ -413,6 +427,7 @@ impl Memory {
     /// - `facts`/`user_memory`: hybrid recall (text and embedding) of the subject's facts,
     ///   `inject.limit` of them, fenced and trimmed to `inject.token_budget`.
     /// - `working_memory`: the document of the conversation or user, with its template/schema.
+    /// - `embedder`: the model id of the embedder the searches used, when any tier needed one.
     /// - A missing conversation, or another scope's, is `NotFound`.
     #[tracing::instrument(level = "debug", skip_all, fields(conversation = conversation.as_str()))]
     pub async fn prepare(
@@ -490,6 +505,7 @@ impl Memory {
             summary,
             recalled,
             knowledge,
+            embedder: wants_query.then(|| self.embedder.model_id().to_owned()),
             ..Context::default()
         };
         if let Some((facts, block)) = facts {
