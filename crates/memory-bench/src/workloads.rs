@@ -555,11 +555,13 @@ pub async fn agent_turn(
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
     const WINDOW: usize = 10;
-    const RECALLED: usize = 3;
-    const THRESHOLD: f32 = 0.2;
+    // The engine's defaults: 10 recalled of the 50 nearest, ranked again (hybrid).
+    const RECALLED: usize = 10;
+    const CANDIDATES: usize = 50;
+    const THRESHOLD: f32 = 0.0;
     let config = memory_engine::config::MemoryConfig::from_yaml(&format!(
         "conversation: {{ enabled: true, window_size: {WINDOW} }}
-semantic_recall: {{ enabled: true, limit: {RECALLED}, threshold: {THRESHOLD}, merge: prepend }}
+semantic_recall: {{ enabled: true, limit: {RECALLED}, candidates: {CANDIDATES}, threshold: {THRESHOLD}, merge: prepend }}
 facts: {{ enabled: true }}
 inject: {{ limit: 8, token_budget: 400 }}
 working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\n- plan:\" }}",
@@ -656,7 +658,7 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
                     collection: memory_engine::MESSAGE_COLLECTION,
                     vector: &vector,
                     window: WINDOW,
-                    limit: RECALLED,
+                    limit: CANDIDATES,
                     min_score: THRESHOLD,
                 };
                 let reads = futures::join!(
@@ -1097,7 +1099,7 @@ pub fn rank(
 ) -> Vec<String> {
     let tokens: Vec<_> = rows
         .iter()
-        .map(|(_, text)| memory_core::lexical::tokenize(text))
+        .map(|(_, text)| memory_core::lexical::matched_tokens(query_tokens, text))
         .collect();
     let relevance =
         memory_core::lexical::relevances(query_tokens, &tokens.iter().collect::<Vec<_>>());

@@ -284,7 +284,7 @@ pub fn rank_facts(
         let query_tokens = lexical::tokenize(text);
         let tokens: Vec<BTreeSet<String>> = admitted
             .iter()
-            .map(|f| lexical::tokenize(&f.text))
+            .map(|f| lexical::matched_tokens(&query_tokens, &f.text))
             .collect();
         let documents: Vec<&BTreeSet<String>> = tokens.iter().collect();
         let relevances = lexical::relevances(&query_tokens, &documents);

@@ -32,6 +32,51 @@ pub const MIN_TOKEN_CHARS: usize = 3;
 /// assert_eq!(tokens, ["deploys", "east", "fly", "foo", "project"]);
 /// ```
 pub fn tokenize(text: &str) -> BTreeSet<String> {
+    if text.is_ascii() {
+        // The same tokens without the Unicode passes: ASCII is its own NFKC and NFC, and its
+        // alphanumerics and lowercase are ASCII's (most text a recall ranks).
+        return text
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|run| run.len() >= MIN_TOKEN_CHARS)
+            .map(str::to_ascii_lowercase)
+            .collect();
+    }
+    unicode_tokens(text)
+}
+
+/// The query tokens a text holds: `tokenize(text) ∩ query_tokens`, without allocating the
+/// text's other tokens (what ranking needs of a candidate).
+///
+/// ```
+/// use memory_core::lexical::{matched_tokens, tokenize};
+/// let query = tokenize("where does Foo deploy");
+/// let held: Vec<_> = matched_tokens(&query, "FOO deploys to fly.io").into_iter().collect();
+/// assert_eq!(held, ["foo"]);
+/// ```
+pub fn matched_tokens(query_tokens: &BTreeSet<String>, text: &str) -> BTreeSet<String> {
+    if !text.is_ascii() {
+        return unicode_tokens(text)
+            .into_iter()
+            .filter(|t| query_tokens.contains(t))
+            .collect();
+    }
+    let mut held = BTreeSet::new();
+    let mut lowered = String::new();
+    for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+        if run.len() < MIN_TOKEN_CHARS {
+            continue;
+        }
+        lowered.clear();
+        lowered.push_str(run);
+        lowered.make_ascii_lowercase();
+        if query_tokens.contains(&lowered) && !held.contains(&lowered) {
+            held.insert(lowered.clone());
+        }
+    }
+    held
+}
+
+fn unicode_tokens(text: &str) -> BTreeSet<String> {
     let normalised: String = text.nfkc().collect();
     normalised
         .split(|c: char| !c.is_alphanumeric())
@@ -104,6 +149,32 @@ mod tests {
         assert!(t.contains("ärger") && t.contains("über") && t.contains("straße"));
         assert!(t.contains("окно") && t.contains("東京都") && t.contains("abc"));
         assert!(!t.contains("an") && !t.contains("x1") && !t.contains("ab"));
+    }
+
+    #[test]
+    fn ascii_text_tokenizes_as_the_unicode_rules_say() {
+        for text in [
+            "Project Foo deploys to fly.io, us-east! x1 ab ABC_def-ghi 12345 a1b2c3",
+            "What did Caroline (8 May 2023) paint?\tThe LAKE\n\u{7f}~`' tabs",
+            "",
+            "!!!",
+        ] {
+            assert!(text.is_ascii());
+            assert_eq!(tokenize(text), unicode_tokens(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn matched_tokens_are_the_intersection() {
+        let query = tokenize("Straße CAFÉ deploy region east");
+        for text in [
+            "deploy to us-east, not the region",
+            "STRASSE und straße im Café",
+            "nothing here",
+        ] {
+            let want: BTreeSet<String> = tokenize(text).intersection(&query).cloned().collect();
+            assert_eq!(matched_tokens(&query, text), want, "{text:?}");
+        }
     }
 
     #[test]

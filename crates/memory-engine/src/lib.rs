@@ -322,6 +322,10 @@ impl MemoryBuilder {
 
 /// The embedder a builder given none uses: the local model when the `local-embedder` feature
 /// is on and the model is installed, the hashing embedder otherwise.
+#[cfg_attr(
+    not(feature = "local-embedder"),
+    allow(clippy::unnecessary_wraps, reason = "fallible with the local model")
+)]
 fn default_embedder() -> Result<Arc<dyn Embedder>> {
     #[cfg(feature = "local-embedder")]
     if let Some(local) = memory_embed::LocalEmbedder::from_default_dir()? {
@@ -1243,8 +1247,12 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
 /// nearness and their lexical relevance to `query` (the one lexical definition, over each
 /// message as it was embedded: speaker, day and text). Ties keep the nearer first.
 fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_core::VectorHit> {
-    let documents: Vec<BTreeSet<String>> = hits.iter().map(|hit| tokenize(&said(hit))).collect();
-    let relevance = lexical::relevances(&tokenize(query), &documents.iter().collect::<Vec<_>>());
+    let query = tokenize(query);
+    let documents: Vec<BTreeSet<String>> = hits
+        .iter()
+        .map(|hit| lexical::matched_tokens(&query, &said(hit)))
+        .collect();
+    let relevance = lexical::relevances(&query, &documents.iter().collect::<Vec<_>>());
     let nearness: Vec<usize> = (0..hits.len()).collect();
     let mut lexical: Vec<usize> = nearness
         .iter()
