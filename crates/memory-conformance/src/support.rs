@@ -432,3 +432,36 @@ async fn seed_payloads(ctx: &Ctx, scope: &Scope) {
     };
     b.put_checkpoint(scope, checkpoint).await.must("checkpoint");
 }
+
+/// How a remember's cost grows with the subject: the median time of a remember among its first
+/// 100 facts and among its last 100 of 10,000 (a third expiring in an hour, a fifth keyed), for
+/// the measurement examples. A store that purges expired facts or finds duplicates by scanning
+/// the subject shows a ratio far above 1.
+pub async fn remember_growth(
+    store: &dyn memory_core::FactStore,
+    scope: &Scope,
+) -> (std::time::Duration, std::time::Duration) {
+    let median = |mut samples: Vec<std::time::Duration>| {
+        samples.sort();
+        samples[samples.len() / 2]
+    };
+    let mut took = Vec::with_capacity(10_000);
+    for i in 0..10_000u64 {
+        let mut fact =
+            memory_core::NewFact::new(format!("fact {i}: the user prefers option {}", i % 97));
+        if i % 3 == 0 {
+            let hour = std::time::Duration::from_hours(1);
+            fact.expires_at = Some(memory_core::Timestamp::now().saturating_add(hour));
+        }
+        if i % 5 == 0 {
+            fact.key = Some(format!("preference-{}", i % 500));
+        }
+        let started = std::time::Instant::now();
+        store
+            .remember(scope, fact, memory_core::RememberOptions::default())
+            .await
+            .expect("remember");
+        took.push(started.elapsed());
+    }
+    (median(took[..100].to_vec()), median(took[9_900..].to_vec()))
+}

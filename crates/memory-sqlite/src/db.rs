@@ -8,11 +8,18 @@ use sqlx::SqlitePool;
 pub(crate) const BACKEND: &str = "sqlite";
 
 /// The schema, oldest first. Never edit an entry once released: add a new one.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("../migrations/0001_initial.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("../migrations/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "remember_by_index",
+        sql: include_str!("../migrations/0002_remember_by_index.sql"),
+    },
+];
 
 /// `.db()?` turns a driver error into the contract's error kinds.
 pub(crate) trait DbResult<T> {
