@@ -4,7 +4,8 @@
 //! 50,000 messages (binary `COPY` through a staging table) against a hand-written binary `COPY`
 //! straight into the messages table; and HNSW recall@10 against an exact scan on 20,000
 //! clustered 384-dim vectors with top-10 latencies; and exact top-10 on 100,000 × 384 vectors
-//! without an index against raw pgvector exact SQL.
+//! without an index against raw pgvector exact SQL. First, a remember's cost among a subject's
+//! first 100 facts against at 10,000 (it must not grow with the subject).
 //!
 //! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
 //!  cargo run --release -p memory-postgres --example measure-postgres`
@@ -236,6 +237,17 @@ async fn main() {
         .get(0);
     drop(client);
     println!("PostgreSQL {server}, pgvector {version}");
+    // A subject of its own per run: the schema outlives runs.
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let facts = Scope::new("measure", format!("facts-{run}")).unwrap();
+    let (first, last) = memory_conformance::support::remember_growth(&indexed, &facts).await;
+    println!(
+        "remember: among the first 100 facts {first:?}, at 10,000 {last:?}, ratio {:.2}",
+        last.as_secs_f64() / first.as_secs_f64()
+    );
 
     let run = std::process::id();
     for batch in [1, 10] {

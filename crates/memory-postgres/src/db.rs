@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "vector storage",
         sql: include_str!("../migrations/0003_vector_storage.sql"),
     },
+    Migration {
+        version: 4,
+        name: "remember by index",
+        sql: include_str!("../migrations/0004_remember_by_index.sql"),
+    },
 ];
 
 /// Parameters of a statement.

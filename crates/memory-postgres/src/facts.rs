@@ -129,7 +129,8 @@ impl FactStore for PostgresStore {
                 &self.sql(&format!(
                     "SELECT {FACT_COLUMNS} FROM {{s}}.facts
                      WHERE namespace = $1 AND subject = $2 AND superseded_by IS NULL
-                       AND key IS NOT DISTINCT FROM $3 AND text = $4 LIMIT 1"
+                       AND md5(text) = md5($4::bytea) AND key IS NOT DISTINCT FROM $3 AND text = $4
+                     LIMIT 1"
                 )),
                 &[&namespace, &subject, &new.key, &new.text.as_bytes()],
             )
