@@ -1101,8 +1101,7 @@ pub fn rank(
         .iter()
         .map(|(_, text)| memory_core::lexical::matched_tokens(query_tokens, text))
         .collect();
-    let relevance =
-        memory_core::lexical::relevances(query_tokens, &tokens.iter().collect::<Vec<_>>());
+    let relevance = memory_core::lexical::relevances(query_tokens, &tokens);
     let mut scored: Vec<(f64, String, String)> = rows
         .into_iter()
         .zip(relevance)

@@ -131,6 +131,33 @@ mod containers {
     }
 }
 
+/// The all-MiniLM-L6-v2 model directory the local-embedder tests use: `MEMORY_TEST_MINILM_DIR`,
+/// else `target/models/all-MiniLM-L6-v2` (`cargo xtask models` fetches it). Without it, `None`
+/// after printing a named skip for `tests`, or a failure when `MEMORY_TEST_REQUIRE` names
+/// `minilm`.
+pub fn minilm_dir(tests: &str) -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("MEMORY_TEST_MINILM_DIR").map_or_else(
+        || {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/models/all-MiniLM-L6-v2")
+        },
+        std::path::PathBuf::from,
+    );
+    if dir.join("model.safetensors").exists() {
+        return Some(dir);
+    }
+    let reason = format!(
+        "no all-MiniLM-L6-v2 at {} (run `cargo xtask models` or set MEMORY_TEST_MINILM_DIR)",
+        dir.display()
+    );
+    assert!(
+        !crate::is_required("minilm"),
+        "MEMORY_TEST_REQUIRE names minilm: {reason}"
+    );
+    crate::harness::announce(&format!("SKIP {tests}: {reason}"));
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -286,8 +286,7 @@ pub fn rank_facts(
             .iter()
             .map(|f| lexical::matched_tokens(&query_tokens, &f.text))
             .collect();
-        let documents: Vec<&BTreeSet<String>> = tokens.iter().collect();
-        let relevances = lexical::relevances(&query_tokens, &documents);
+        let relevances = lexical::relevances(&query_tokens, &tokens);
         let mut hits: Vec<ScoredFact> = admitted
             .iter()
             .zip(relevances)

@@ -104,14 +104,13 @@ fn unicode_tokens(text: &str) -> BTreeSet<String> {
 /// use memory_core::lexical::{relevances, tokenize};
 /// let documents = ["what did you paint", "what did you eat", "what did you read", "painted a lake"]
 ///     .map(tokenize);
-/// let r = relevances(&tokenize("what did Caroline paint"), &documents.iter().collect::<Vec<_>>());
+/// let r = relevances(&tokenize("what did Caroline paint"), &documents);
 /// assert!(r[0] > r[1] && (r[1] - r[2]).abs() < 1e-12, "{r:?}");
 /// assert!(r[3].abs() < 1e-12, "no stemming: painted is not paint");
 /// ```
-pub fn relevances(query_tokens: &BTreeSet<String>, documents: &[&BTreeSet<String>]) -> Vec<f64> {
+pub fn relevances(query_tokens: &BTreeSet<String>, documents: &[BTreeSet<String>]) -> Vec<f64> {
     let matches = |document: &BTreeSet<String>| query_tokens.iter().any(|t| document.contains(t));
-    let matching: Vec<&BTreeSet<String>> =
-        documents.iter().copied().filter(|d| matches(d)).collect();
+    let matching: Vec<&BTreeSet<String>> = documents.iter().filter(|d| matches(d)).collect();
     let n = matching.len() as f64;
     let weights: Vec<f64> = query_tokens
         .iter()
@@ -192,7 +191,7 @@ mod tests {
 
     fn relevances_of(query: &str, documents: &[&str]) -> Vec<f64> {
         let tokens: Vec<BTreeSet<String>> = documents.iter().map(|d| tokenize(d)).collect();
-        relevances(&tokenize(query), &tokens.iter().collect::<Vec<_>>())
+        relevances(&tokenize(query), &tokens)
     }
 
     #[test]

@@ -16,23 +16,7 @@ use memory_embed::LocalEmbedder;
 use serde_json::Value;
 
 fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("MEMORY_TEST_MINILM_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/models/all-MiniLM-L6-v2"),
-        PathBuf::from,
-    );
-    if dir.join("model.safetensors").exists() {
-        return Some(dir);
-    }
-    let reason = format!(
-        "no all-MiniLM-L6-v2 at {} (run `cargo xtask models` or set MEMORY_TEST_MINILM_DIR)",
-        dir.display()
-    );
-    assert!(
-        !memory_conformance::is_required("minilm"),
-        "MEMORY_TEST_REQUIRE names minilm: {reason}"
-    );
-    println!("SKIP local embedder: {reason}");
-    None
+    memory_conformance::services::minilm_dir("local embedder")
 }
 
 fn reference() -> Vec<(String, Vec<f32>)> {

@@ -1252,7 +1252,7 @@ fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_co
         .iter()
         .map(|hit| lexical::matched_tokens(&query, &said(hit)))
         .collect();
-    let relevance = lexical::relevances(&query, &documents.iter().collect::<Vec<_>>());
+    let relevance = lexical::relevances(&query, &documents);
     let nearness: Vec<usize> = (0..hits.len()).collect();
     let mut lexical: Vec<usize> = nearness
         .iter()

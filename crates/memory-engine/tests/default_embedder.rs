@@ -15,20 +15,7 @@ use memory_engine::config::MemoryConfig;
 use memory_engine::Memory;
 
 fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("MEMORY_TEST_MINILM_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/models/all-MiniLM-L6-v2"),
-        PathBuf::from,
-    );
-    if dir.join("model.safetensors").exists() {
-        return Some(dir);
-    }
-    let reason = format!("no all-MiniLM-L6-v2 at {}", dir.display());
-    assert!(
-        !memory_conformance::is_required("minilm"),
-        "MEMORY_TEST_REQUIRE names minilm: {reason}"
-    );
-    println!("SKIP default embedder: {reason}");
-    None
+    memory_conformance::services::minilm_dir("default embedder")
 }
 
 /// The embedder a builder given none picked, as `prepare` reports it after one committed turn.
