@@ -18,6 +18,30 @@ const WRITERS: usize = 8;
 const BATCHES: usize = 200;
 const BATCH_SIZE: usize = 2;
 
+/// 4 writers and 2 readers on one conversation leave a history [`crate::history::check`]
+/// finds valid: nothing acknowledged lost, nothing twice, batches whole, every read a prefix
+/// of the final order holding what was acknowledged before it, writer and real-time order kept.
+pub async fn concurrent_appends_and_reads_pass_the_history_checker(ctx: &Ctx) {
+    let c = conversation(ctx, ctx.scope()).await;
+    let workload = crate::history::Workload::default();
+    let history = crate::history::record(
+        ctx.backend_arc(),
+        ctx.scope().clone(),
+        c.id.clone(),
+        workload,
+    )
+    .await
+    .must("the final load");
+    assert_eq!(
+        history.acknowledged(),
+        workload.writers * workload.batches,
+        "without faults every append is acknowledged ({} tries failed)",
+        history.failed_tries
+    );
+    assert!(history.reads() > 0, "the readers read");
+    assert_eq!(crate::history::check(&history), Vec::<String>::new());
+}
+
 /// 8 writers × 200 batches on one conversation: 0 lost, 0 duplicated, no seq gaps, each
 /// writer's order kept and each batch contiguous.
 pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {

@@ -193,6 +193,16 @@ pub(crate) fn announce(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// A named skip of `tests` for want of `what` (a backend or a tool), printed past the output
+/// capture; a failure instead when `MEMORY_TEST_REQUIRE` names `what`.
+pub fn skip(what: &str, tests: &str, reason: &str) {
+    assert!(
+        !is_required(what),
+        "MEMORY_TEST_REQUIRE names {what}: {tests}: {reason}"
+    );
+    announce(&format!("SKIP {tests}: {reason}"));
+}
+
 fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
     // Tests run in parallel threads of one process: serialize the appends, one write per line.
     static REPORT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

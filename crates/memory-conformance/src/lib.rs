@@ -8,8 +8,10 @@ pub mod conversation;
 pub mod differential;
 pub mod engine;
 pub mod facts;
+pub mod faults;
 pub mod filters;
 mod harness;
+pub mod history;
 pub mod isolation;
 pub mod lifecycle;
 pub mod payload;
@@ -20,8 +22,8 @@ pub mod vectors;
 pub mod working_memory;
 
 pub use harness::{
-    block_on_scenario, is_required, run_scenario, run_suite, BoxFuture, Ctx, Outcome, Requirement,
-    Scenario, ScenarioResult, SetupError,
+    block_on_scenario, is_required, run_scenario, run_suite, skip, BoxFuture, Ctx, Outcome,
+    Requirement, Scenario, ScenarioResult, SetupError,
 };
 
 /// The one list of scenarios, by contract: each scenario's name and the capability it needs.
@@ -71,6 +73,7 @@ macro_rules! __with_scenarios {
             }
             concurrency {
                 concurrent_appends_lose_and_duplicate_nothing: None,
+                concurrent_appends_and_reads_pass_the_history_checker: None,
                 concurrent_retries_of_one_batch_apply_once: None,
                 concurrent_compare_and_append_has_one_winner: None,
                 concurrent_working_memory_compare_and_set_has_one_winner: None,

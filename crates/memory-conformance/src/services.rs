@@ -150,11 +150,7 @@ pub fn minilm_dir(tests: &str) -> Option<std::path::PathBuf> {
         "no all-MiniLM-L6-v2 at {} (run `cargo xtask models` or set MEMORY_TEST_MINILM_DIR)",
         dir.display()
     );
-    assert!(
-        !crate::is_required("minilm"),
-        "MEMORY_TEST_REQUIRE names minilm: {reason}"
-    );
-    crate::harness::announce(&format!("SKIP {tests}: {reason}"));
+    crate::skip("minilm", tests, &reason);
     None
 }
 

@@ -1,0 +1,97 @@
+//! The history checker under faults: 4 writers and 2 readers on one conversation while a
+//! [`FaultProxy`](memory_conformance::faults::FaultProxy) cuts every connection to PostgreSQL
+//! or Redis every 10 ms. Writers retry as callers do and give a batch up after 10 tries;
+//! [`memory_conformance::history::check`] must find no anomaly.
+//!
+//! `MEMORY_FAULTS_REPORT=FILE` appends one JSON line per backend (RELIABILITY.md's figures);
+//! `MEMORY_HISTORY_BATCHES=N` makes each writer append N batches (default 100).
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_memory::{NewConversation, RetryPolicy, Scope};
+use memory_conformance::history::{check, record, Workload};
+use memory_tests::{proxied, Server};
+
+async fn history_under_cuts(server: Server) {
+    let tests = format!("history under cuts on {}", server.name());
+    let Some(url) = server.url(&tests) else {
+        return;
+    };
+    let retry = RetryPolicy {
+        attempts: 3,
+        first_delay: Duration::from_millis(5),
+        max_delay: Duration::from_millis(50),
+    };
+    let (proxy, store) = proxied(server, &url, retry)
+        .await
+        .expect("a store through the proxy");
+    let proxy = Arc::new(proxy);
+    let scope = Scope::new(
+        "faults",
+        format!("history-{}-{}", std::process::id(), fastrand_suffix()),
+    )
+    .expect("a valid scope");
+    let conversation = store
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .expect("a conversation");
+    let workload = Workload {
+        batches: std::env::var("MEMORY_HISTORY_BATCHES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100),
+        ..Workload::default()
+    };
+    let cuts = Arc::new(AtomicU64::new(0));
+    let cutter = {
+        let (proxy, cuts) = (Arc::clone(&proxy), Arc::clone(&cuts));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                proxy.cut_all();
+                cuts.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let history = record(store.backend(), scope, conversation.id, workload).await;
+    cutter.abort();
+    let history = history.expect("the final load");
+    let anomalies = check(&history);
+    let line = serde_json::json!({
+        "test": "history", "backend": server.name(),
+        "cuts": cuts.load(Ordering::SeqCst), "severed": proxy.severed(), "appends": workload.writers * workload.batches, "acknowledged": history.acknowledged(),
+        "reads": history.reads(), "failed_tries": history.failed_tries,
+        "failed_reads": history.failed_reads, "anomalies": anomalies.len(),
+    });
+    eprintln!("{tests}: {line}");
+    if let Some(path) = std::env::var_os("MEMORY_FAULTS_REPORT") {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("the report file opens");
+        writeln!(f, "{line}").expect("the report is written");
+    }
+    assert!(proxy.severed() > 0, "the cuts ended connections in use");
+    assert_eq!(anomalies, Vec::<String>::new());
+}
+
+fn fastrand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_nanos()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_history_under_cuts_has_no_anomaly() {
+    history_under_cuts(Server::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_history_under_cuts_has_no_anomaly() {
+    history_under_cuts(Server::Redis).await;
+}
