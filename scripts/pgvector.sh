@@ -14,18 +14,7 @@ if [ -f "/usr/share/postgresql/$major/extension/vector.control" ]; then
   exit 0
 fi
 
-# The machine's Debian mirror, as its sources name it (deb822 or one-line format).
-uri=""
-if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-  uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources)
-fi
-if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
-  uri=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; exit } }' /etc/apt/sources.list)
-fi
-if [ -z "$uri" ]; then
-  echo "pgvector.sh: cannot find the machine's Debian mirror in /etc/apt/sources*" >&2
-  exit 1
-fi
+uri=$(bash "$(dirname "$0")/debian-mirror.sh")
 cat > /etc/apt/sources.list.d/agent-memory-trixie-src.sources <<SOURCES
 Types: deb-src
 URIs: $uri

@@ -351,8 +351,8 @@ impl Operation for Restore {
         store.forget_all(scope).await.map(drop)
     }
 
-    async fn run(&self, store: &Store, scope: &Scope) -> agent_memory::Result<()> {
-        let _ = scope;
+    async fn run(&self, store: &Store, _scope: &Scope) -> agent_memory::Result<()> {
+        // The records name their scope.
         let records = self.records.lock().expect("records").clone();
         store.restore(records).await.map(drop)
     }

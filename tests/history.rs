@@ -31,7 +31,7 @@ async fn history_under_cuts(server: Server) {
     let proxy = Arc::new(proxy);
     let scope = Scope::new(
         "faults",
-        format!("history-{}-{}", std::process::id(), fastrand_suffix()),
+        format!("history-{}-{}", std::process::id(), fastrand::u64(..)),
     )
     .expect("a valid scope");
     let conversation = store
@@ -77,13 +77,6 @@ async fn history_under_cuts(server: Server) {
     }
     assert!(proxy.severed() > 0, "the cuts ended connections in use");
     assert_eq!(anomalies, Vec::<String>::new());
-}
-
-fn fastrand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("a clock after 1970")
-        .as_nanos()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,7 +1,11 @@
 //! `cargo xtask`: the project's tasks.
 //!
 //! - `cargo xtask test` provisions what the tests can use (given URLs, running local services,
-//!   `docker compose`, or local binaries on spare ports) and runs the whole workspace's tests.
+//!   docker-compose.yml's stack, or local binaries on spare ports) and runs the whole
+//!   workspace's tests. `--compose` runs them against the compose stack, built here and
+//!   brought up first (starting `dockerd` if needed), then starts the same images through
+//!   testcontainers in a test and runs the stack's `app` service; without Docker it is a named
+//!   skip, or a failure when `MEMORY_TEST_REQUIRE` names `compose`.
 //! - `cargo xtask conformance --backend NAME` runs the conformance suite for one backend, prints
 //!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`. With
 //!   `--differential CASES` it runs only the differential suite, for CASES generated sequences
@@ -17,13 +21,17 @@
 //!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
 //!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`);
 //!   without a path (or `MEMORY_LOCOMO`) it is a named skip.
-//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` + `test`
-//!   + `bench --quick`.
+//! - `cargo xtask reliability [--quick]` runs the fault tests (cut connections, killed
+//!   writers, the history checker under cuts) at long-run sizes into `RELIABILITY.md`.
+//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` +
+//!   `test --compose` + `bench --quick`.
 //!
 //! Arguments are parsed by hand: a few commands and flags do not justify compiling clap into
 //! every `cargo xtask` call.
 
+mod compose;
 mod models;
+mod reliability;
 mod services;
 
 use std::collections::BTreeMap;
@@ -52,12 +60,13 @@ const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
-        Some("test") => test(),
+        Some("test") => test(&args[1..]),
         Some("conformance") => conformance(&args[1..]),
         Some("ci") => ci(),
         Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
         Some("bench") => bench(&args[1..]),
         Some("recall") => recall(&args[1..]),
+        Some("reliability") => reliability::run(&args[1..]),
         _ => Err(usage()),
     };
     match result {
@@ -72,9 +81,9 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
     format!(
-        "usage: cargo xtask test | conformance --backend <{}> [--differential CASES] | models | ci \
+        "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | ci \
          | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
-         | recall [--quick] [--locomo PATH]",
+         | recall [--quick] [--locomo PATH] | reliability [--quick]",
         names.join("|")
     )
 }
@@ -128,8 +137,28 @@ fn report_path(label: &str) -> PathBuf {
 }
 
 /// Runs the whole workspace's tests once; every suite reports into one file, which then prints
-/// a matrix per backend (so no suite runs twice).
-fn test() -> Result<(), String> {
+/// a matrix per backend (so no suite runs twice). With `--compose`, against the compose stack.
+fn test(args: &[String]) -> Result<(), String> {
+    let stack = match args {
+        [] => None,
+        [flag] if flag == "--compose" => match compose::Stack::up() {
+            Ok(stack) => {
+                for (var, url) in compose::URLS {
+                    eprintln!("xtask: {var} = {url} (--compose)");
+                    std::env::set_var(var, url);
+                }
+                Some(stack)
+            }
+            Err(why) if memory_conformance::is_required("compose") => {
+                return Err(format!("MEMORY_TEST_REQUIRE names compose: {why}"))
+            }
+            Err(why) => {
+                eprintln!("xtask: SKIP the compose suite: {why}");
+                None
+            }
+        },
+        _ => return Err(usage()),
+    };
     let services = services::provision();
     let report = report_path("workspace");
     let _ = std::fs::remove_file(&report);
@@ -174,6 +203,7 @@ fn test() -> Result<(), String> {
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
     let docs = run(doc);
+    let containers = stack.as_ref().map_or(Ok(()), compose_extras);
     let outcomes = read_report(&report)?;
     let _ = std::fs::remove_file(&report);
     let mut failed_suites = Vec::new();
@@ -184,6 +214,7 @@ fn test() -> Result<(), String> {
     }
     tests?;
     docs?;
+    containers?;
     if failed_suites.is_empty() {
         Ok(())
     } else {
@@ -192,6 +223,27 @@ fn test() -> Result<(), String> {
             failed_suites.join(", ")
         ))
     }
+}
+
+/// What only a compose run adds: testcontainers starting the same images in a test (no URL
+/// variables), and the stack's `app` service (the CLI in an image) run on the compose network.
+fn compose_extras(stack: &compose::Stack) -> Result<(), String> {
+    let mut containers = cargo();
+    // --workspace keeps the tests' build (its features): no build of its own.
+    containers.args(["test", "--workspace", "--test", "containers"]);
+    for (var, _) in compose::URLS {
+        containers.env_remove(var);
+    }
+    containers.env("MEMORY_TEST_REQUIRE", "containers");
+    let started = run(containers);
+    compose::remove_labelled("agent-memory.tests");
+    started?;
+    // The workspace's test build made it (the CLI's integration tests run it).
+    let cli = target_dir().join("debug/agent-memory");
+    if !cli.exists() {
+        return Err(format!("no {} to put in the app image", cli.display()));
+    }
+    stack.run_app(&cli)
 }
 
 /// Builds the `recall` binary and runs Q1 (see the module docs).
@@ -437,7 +489,7 @@ fn ci() -> Result<(), String> {
         .args(["doc", "--no-deps", "-p", "memory-embed", "--all-features"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(embed_doc)?;
-    test()?;
+    test(&["--compose".to_owned()])?;
     // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
     bench(&["--quick".to_owned()])
 }

@@ -1,5 +1,5 @@
 //! Finding or starting the services tests can use: given URL → running local service →
-//! `docker compose up --wait` → local binary on a spare port in a temp dir. A Redis Cluster is
+//! docker-compose.yml's stack (see `compose.rs`) → local binary on a spare port in a temp dir. A Redis Cluster is
 //! always a throwaway: three local `redis-server` nodes joined by `redis-cli --cluster create`. Whatever is found is
 //! passed to the tests as `MEMORY_TEST_*` variables; what is not found makes those tests named
 //! skips (or failures under `MEMORY_TEST_REQUIRE`).
@@ -15,7 +15,8 @@ pub struct Provisioned {
     pub urls: Vec<(&'static str, String)>,
     children: Vec<Child>,
     temp_dirs: Vec<std::path::PathBuf>,
-    compose: bool,
+    /// The compose stack, when this started it (down when dropped).
+    stack: Option<super::compose::Stack>,
 }
 
 impl Drop for Provisioned {
@@ -27,12 +28,6 @@ impl Drop for Provisioned {
         for dir in &self.temp_dirs {
             let _ = std::fs::remove_dir_all(dir);
         }
-        if self.compose {
-            let _ = Command::new("docker")
-                .args(["compose", "down"])
-                .current_dir(super::workspace_root())
-                .status();
-        }
     }
 }
 
@@ -40,38 +35,22 @@ struct Spec {
     var: &'static str,
     /// Where the machine's own service usually listens, and the URL to use for it.
     local: (u16, &'static str),
-    /// The port docker-compose.yml publishes it on.
-    compose: (u16, &'static str),
 }
 
 const SPECS: &[Spec] = &[
     Spec {
         var: "MEMORY_TEST_POSTGRES_URL",
         local: (5432, "postgres://postgres@127.0.0.1:5432/test"),
-        compose: (
-            55432,
-            "postgres://postgres:postgres@127.0.0.1:55432/postgres",
-        ),
     },
     Spec {
         var: "MEMORY_TEST_REDIS_URL",
         local: (6379, "redis://127.0.0.1:6379"),
-        compose: (56379, "redis://127.0.0.1:56379"),
     },
 ];
 
 fn listening(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     TcpStream::connect_timeout(&addr, Duration::from_millis(300)).is_ok()
-}
-
-fn docker_engine() -> bool {
-    Command::new("docker")
-        .args(["info", "--format", "{{.ServerVersion}}"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 fn spare_port() -> Option<u16> {
@@ -238,17 +217,20 @@ pub fn provision() -> Provisioned {
             missing.push(spec);
         }
     }
-    if !missing.is_empty() && docker_engine() {
-        let status = Command::new("docker")
-            .args(["compose", "up", "--wait", "--detach"])
-            .current_dir(super::workspace_root())
-            .status();
-        if status.is_ok_and(|s| s.success()) {
-            provisioned.compose = true;
-            for spec in missing.drain(..) {
-                eprintln!("xtask: {} = {} (docker compose)", spec.var, spec.compose.1);
-                provisioned.urls.push((spec.var, spec.compose.1.to_owned()));
+    if !missing.is_empty() && super::compose::engine() {
+        match super::compose::Stack::up() {
+            Ok(stack) => {
+                provisioned.stack = Some(stack);
+                for spec in missing.drain(..) {
+                    let (_, url) = super::compose::URLS
+                        .iter()
+                        .find(|(var, _)| *var == spec.var)
+                        .expect("the stack serves every spec");
+                    eprintln!("xtask: {} = {url} (docker compose)", spec.var);
+                    provisioned.urls.push((spec.var, (*url).to_owned()));
+                }
             }
+            Err(why) => eprintln!("xtask: the compose stack did not come up: {why}"),
         }
     }
     for spec in missing {

@@ -325,9 +325,9 @@ mod tests {
     #[test]
     fn resp_commands_are_framed_whole() {
         let two = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n*1\r\n$4\r\nPING\r\n";
-        assert_eq!(resp_len(two), Some(22));
-        assert_eq!(resp_len(&two[22..]), Some(14));
-        assert_eq!(resp_len(&two[..21]), None, "a partial command waits");
+        assert_eq!(resp_len(two), Some(20));
+        assert_eq!(resp_len(&two[20..]), Some(14));
+        assert_eq!(resp_len(&two[..19]), None, "a partial command waits");
         assert_eq!(resp_len(b"PING\r\n"), Some(6));
     }
 

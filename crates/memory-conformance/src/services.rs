@@ -71,63 +71,60 @@ pub fn locate(service: Service) -> Result<String, SetupError> {
 mod containers {
     use std::sync::{Mutex, OnceLock};
 
-    use testcontainers_modules::postgres::Postgres;
-    use testcontainers_modules::redis::Redis;
-    use testcontainers_modules::testcontainers::runners::SyncRunner;
-    use testcontainers_modules::testcontainers::{Container, ImageExt};
+    use testcontainers::core::{IntoContainerPort, WaitFor};
+    use testcontainers::runners::SyncRunner;
+    use testcontainers::{Container, GenericImage, ImageExt};
 
     use super::Service;
 
+    type Started = Mutex<Result<(Container<GenericImage>, String), String>>;
+
+    /// The label on every container started here: a static is never dropped, so its container
+    /// outlives the test process; `cargo xtask test --compose` removes them by this label.
+    pub const LABEL: &str = "agent-memory.tests";
+
     /// Containers live as long as the test process (one per service, shared by all scenarios).
-    static POSTGRES: OnceLock<Mutex<Result<(Container<Postgres>, String), String>>> =
-        OnceLock::new();
-    static REDIS: OnceLock<Mutex<Result<(Container<Redis>, String), String>>> = OnceLock::new();
+    static POSTGRES: OnceLock<Started> = OnceLock::new();
+    static REDIS: OnceLock<Started> = OnceLock::new();
+
+    /// One of `scripts/images.sh`'s images, started and healthy (each has a HEALTHCHECK).
+    fn start_image(name: &str, port: u16, url: impl Fn(u16) -> String) -> Started {
+        Mutex::new((|| {
+            let container = GenericImage::new(name, "dev")
+                .with_exposed_port(port.tcp())
+                .with_wait_for(WaitFor::healthcheck())
+                .with_label(LABEL, "containers")
+                .start()
+                .map_err(|e| format!("{name}:dev (built by scripts/images.sh): {e}"))?;
+            let host_port = container
+                .get_host_port_ipv4(port)
+                .map_err(|e| e.to_string())?;
+            Ok((container, url(host_port)))
+        })())
+    }
 
     pub(super) fn start(service: Service) -> Result<String, String> {
-        match service {
-            Service::Postgres => {
-                let slot = POSTGRES.get_or_init(|| {
-                    Mutex::new((|| {
-                        let image = Postgres::default()
-                            .with_name("pgvector/pgvector")
-                            .with_tag("pg17");
-                        let container = image.start().map_err(|e| e.to_string())?;
-                        let port = container
-                            .get_host_port_ipv4(5432)
-                            .map_err(|e| e.to_string())?;
-                        Ok((
-                            container,
-                            format!("postgres://postgres:postgres@127.0.0.1:{port}/postgres"),
-                        ))
-                    })())
-                });
-                slot.lock()
-                    .map_err(|e| e.to_string())?
-                    .as_ref()
-                    .map(|(_, url)| url.clone())
-                    .map_err(Clone::clone)
-            }
-            Service::Redis => {
-                let slot = REDIS.get_or_init(|| {
-                    Mutex::new((|| {
-                        let container = Redis::default().start().map_err(|e| e.to_string())?;
-                        let port = container
-                            .get_host_port_ipv4(6379)
-                            .map_err(|e| e.to_string())?;
-                        Ok((container, format!("redis://127.0.0.1:{port}")))
-                    })())
-                });
-                slot.lock()
-                    .map_err(|e| e.to_string())?
-                    .as_ref()
-                    .map(|(_, url)| url.clone())
-                    .map_err(Clone::clone)
-            }
-            Service::RedisCluster | Service::Libsql => Err(
+        let slot = match service {
+            Service::Postgres => POSTGRES.get_or_init(|| {
+                start_image("agent-memory/postgres", 5432, |port| {
+                    format!("postgres://postgres@127.0.0.1:{port}/test")
+                })
+            }),
+            Service::Redis => REDIS.get_or_init(|| {
+                start_image("agent-memory/redis", 6379, |port| {
+                    format!("redis://127.0.0.1:{port}")
+                })
+            }),
+            Service::RedisCluster | Service::Libsql => return Err(
                 "no container recipe: provide the URL (cargo xtask test starts a local cluster)"
                     .to_owned(),
             ),
-        }
+        };
+        slot.lock()
+            .map_err(|e| e.to_string())?
+            .as_ref()
+            .map(|(_, url)| url.clone())
+            .map_err(Clone::clone)
     }
 }
 

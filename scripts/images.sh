@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds the images docker-compose.yml runs, from the Dockerfiles under docker/, with no registry
+# pull: the base image is Debian bookworm made here by debootstrap from the machine's own mirror
+# (once; later runs reuse it), and every service image installs its packages with apt inside
+# its build (docker's cache makes a rebuild take seconds).
+#
+#   scripts/images.sh           the services: agent-memory/postgres, /redis, /redis-cluster
+#   scripts/images.sh --cli BIN  also agent-memory/cli from an `agent-memory` binary built here
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cli=""
+if [ "${1:-}" = "--cli" ]; then
+  cli=${2:?"--cli needs the path of an agent-memory binary"}
+fi
+
+base=agent-memory/base:bookworm
+if ! docker image inspect "$base" >/dev/null 2>&1; then
+  command -v debootstrap >/dev/null || {
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+  }
+  root=$(mktemp -d)
+  trap 'rm -rf "$root"' EXIT
+  echo "images.sh: making $base with debootstrap"
+  debootstrap --variant=minbase bookworm "$root" "$(bash scripts/debian-mirror.sh)" >/dev/null
+  tar -C "$root" -c . | docker import - "$base" >/dev/null
+fi
+
+build() {
+  local name=$1 dockerfile=$2 context=$3
+  echo "images.sh: building $name"
+  docker build -q -t "$name" -f "$dockerfile" "$context" >/dev/null
+}
+build agent-memory/postgres:dev docker/postgres/Dockerfile scripts
+build agent-memory/redis:dev docker/redis/Dockerfile docker/redis
+build agent-memory/redis-cluster:dev docker/redis-cluster/Dockerfile docker/redis-cluster
+if [ -n "$cli" ]; then
+  context=$(mktemp -d)
+  cp "$cli" "$context/agent-memory"
+  build agent-memory/cli:dev docker/cli/Dockerfile "$context"
+  rm -rf "$context"
+fi

@@ -1,0 +1,177 @@
+//! docker-compose.yml's stack, for `cargo xtask test --compose`: starts `dockerd` when no engine
+//! answers, builds the images (`scripts/images.sh`: no registry pull), brings the stack up,
+//! waits until every service is healthy, and takes it down (volumes too) when dropped.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The compose project's name, so that the stack never mixes with a user's own.
+const PROJECT: &str = "agent-memory-test";
+
+/// The `MEMORY_TEST_*` variables the stack answers, with its URLs (docker-compose.yml's ports).
+pub const URLS: &[(&str, &str)] = &[
+    (
+        "MEMORY_TEST_POSTGRES_URL",
+        "postgres://postgres@127.0.0.1:55432/test",
+    ),
+    ("MEMORY_TEST_REDIS_URL", "redis://127.0.0.1:56379"),
+    (
+        "MEMORY_TEST_REDIS_CLUSTER_URLS",
+        "redis://127.0.0.1:57001,redis://127.0.0.1:57002,redis://127.0.0.1:57003",
+    ),
+];
+
+/// A running stack; dropping it takes it down.
+pub struct Stack {
+    compose: Vec<String>,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self
+            .command(&["down", "--volumes", "--remove-orphans"])
+            .status();
+    }
+}
+
+fn quiet(command: &mut Command) -> bool {
+    command
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Whether a Docker engine answers.
+pub fn engine() -> bool {
+    quiet(Command::new("docker").args(["info", "--format", "{{.ServerVersion}}"]))
+}
+
+/// Starts `dockerd` in the background when no engine answers, and waits for it (30 s).
+fn ensure_engine() -> Result<(), String> {
+    if engine() {
+        return Ok(());
+    }
+    let log = super::target_dir().join("dockerd.log");
+    std::fs::create_dir_all(super::target_dir()).map_err(|e| e.to_string())?;
+    let log = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    Command::new("dockerd")
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("no Docker engine answers and dockerd cannot start: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !engine() {
+        if Instant::now() > deadline {
+            return Err("dockerd started but no engine answered within 30 s".into());
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    eprintln!("xtask: started dockerd (log in target/dockerd.log)");
+    Ok(())
+}
+
+/// `docker compose` (v2) when the plugin is there, else Debian's `docker-compose` (1.29).
+fn compose_command() -> Result<Vec<String>, String> {
+    if quiet(Command::new("docker").args(["compose", "version"])) {
+        return Ok(vec!["docker".into(), "compose".into()]);
+    }
+    if quiet(Command::new("docker-compose").arg("version")) {
+        return Ok(vec!["docker-compose".into()]);
+    }
+    Err("neither `docker compose` nor `docker-compose` runs".into())
+}
+
+impl Stack {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.compose[0]);
+        command
+            .args(&self.compose[1..])
+            .args(["--project-name", PROJECT])
+            .args(args)
+            .current_dir(super::workspace_root());
+        command
+    }
+
+    /// Builds the images and brings the stack up, healthy.
+    pub fn up() -> Result<Self, String> {
+        ensure_engine()?;
+        let stack = Self {
+            compose: compose_command()?,
+        };
+        images(None)?;
+        super::run(stack.command(&["up", "--detach"]))?;
+        stack.wait_healthy(Duration::from_mins(2))?;
+        eprintln!("xtask: the compose stack is up and healthy");
+        Ok(stack)
+    }
+
+    fn wait_healthy(&self, limit: Duration) -> Result<(), String> {
+        let output = self
+            .command(&["ps", "-q"])
+            .output()
+            .map_err(|e| e.to_string())?;
+        let ids: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        if ids.is_empty() {
+            return Err("the compose stack has no containers".into());
+        }
+        let deadline = Instant::now() + limit;
+        loop {
+            let output = Command::new("docker")
+                .args(["inspect", "--format", "{{.Name}} {{.State.Health.Status}}"])
+                .args(&ids)
+                .output()
+                .map_err(|e| e.to_string())?;
+            let states = String::from_utf8_lossy(&output.stdout).into_owned();
+            if states.lines().all(|l| l.ends_with(" healthy")) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!("not healthy after {limit:?}:\n{states}"));
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Runs docker-compose.yml's `app` service (the CLI in an image, on the compose network)
+    /// from the `agent-memory` binary at `cli`.
+    pub fn run_app(&self, cli: &Path) -> Result<(), String> {
+        images(Some(cli))?;
+        super::run(self.command(&["run", "--rm", "app"]))
+    }
+}
+
+/// `scripts/images.sh`, with the CLI image too when given its binary.
+fn images(cli: Option<&Path>) -> Result<(), String> {
+    let mut command = Command::new("bash");
+    command
+        .arg("scripts/images.sh")
+        .current_dir(super::workspace_root());
+    if let Some(cli) = cli {
+        command.arg("--cli").arg(cli);
+    }
+    super::run(command)
+}
+
+/// Removes every container labelled `label` (those testcontainers started and a test process's
+/// statics kept alive to its end).
+pub fn remove_labelled(label: &str) {
+    let Ok(output) = Command::new("docker")
+        .args(["ps", "--all", "--quiet", "--filter"])
+        .arg(format!("label={label}"))
+        .output()
+    else {
+        return;
+    };
+    let ids: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    if !ids.is_empty() {
+        let _ = quiet(Command::new("docker").args(["rm", "--force"]).args(&ids));
+    }
+}

@@ -1,0 +1,219 @@
+//! `cargo xtask reliability [--quick]`: the fault tests of the `memory-tests` crate (cut
+//! connections, killed writers, the history checker under cuts) at their long-run sizes — 100
+//! kills per backend, 500 batches per writer — with every figure collected from their JSON
+//! report into `RELIABILITY.md` at the root (with `--quick`, CI's sizes, into
+//! `target/bench-report/RELIABILITY.md`).
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+pub fn run(args: &[String]) -> Result<(), String> {
+    let quick = match args {
+        [] => false,
+        [flag] if flag == "--quick" => true,
+        _ => return Err(super::usage()),
+    };
+    let (kills, batches) = if quick { ("10", "100") } else { ("100", "500") };
+    let services = super::services::provision();
+    let report = super::target_dir().join("reliability.jsonl");
+    let _ = std::fs::remove_file(&report);
+    let mut command = super::cargo();
+    command.args([
+        "test",
+        "-p",
+        "memory-tests",
+        "--test",
+        "cuts",
+        "--test",
+        "kills",
+        "--test",
+        "history",
+        "--",
+        "--test-threads",
+        "1",
+    ]);
+    for (var, url) in &services.urls {
+        command.env(var, url);
+    }
+    command
+        .env("MEMORY_FAULTS_REPORT", &report)
+        .env("MEMORY_KILLS", kills)
+        .env("MEMORY_HISTORY_BATCHES", batches)
+        .env("MEMORY_TEST_REQUIRE", "postgres,redis");
+    let started = std::time::Instant::now();
+    super::run(command)?;
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    let lines =
+        std::fs::read_to_string(&report).map_err(|e| format!("{}: {e}", report.display()))?;
+    let rows: Vec<Value> = lines
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("the report: {e}"))?;
+    let command = if quick {
+        "cargo xtask reliability --quick"
+    } else {
+        "cargo xtask reliability"
+    };
+    let markdown = render(&rows, command, kills, batches, minutes);
+    let out = if quick {
+        let dir = super::target_dir().join("bench-report");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        dir.join("RELIABILITY.md")
+    } else {
+        super::workspace_root().join("RELIABILITY.md")
+    };
+    std::fs::write(&out, markdown).map_err(|e| format!("{}: {e}", out.display()))?;
+    eprintln!("xtask: wrote {}", out.display());
+    Ok(())
+}
+
+fn cells(row: &Value, keys: &[&str]) -> String {
+    keys.iter()
+        .map(|k| match &row[*k] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+fn table(out: &mut String, rows: &[Value], test: &str, header: &[&str], keys: &[&str]) {
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(
+        out,
+        "|{}",
+        header
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if i < 3 { "---|" } else { "---:|" })
+            .collect::<String>()
+    );
+    for row in rows.iter().filter(|r| r["test"] == test) {
+        let _ = writeln!(out, "| {} |", cells(row, keys));
+    }
+    out.push('\n');
+}
+
+fn render(rows: &[Value], command: &str, kills: &str, batches: &str, minutes: f64) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Reliability\n\nWhat the fault tests of `tests/` (the `memory-tests` crate) found, produced by \
+         `{command}` ({kills} kills per backend, {batches} batches per history writer; {minutes:.1} \
+         minutes) against the services `cargo xtask test` provisions. CI runs the same tests at \
+         10 kills and 100 batches on every push. Every count of lost, duplicated, partial or \
+         anomalous must be 0: the tests fail otherwise.\n"
+    );
+    out.push_str(
+        "## Cut connections\n\nA proxy between the store and its server (`memory_conformance::faults`) \
+         cuts the connection at every client-message boundary of the operation in turn: `Drop` \
+         closes it instead of forwarding the message, `LoseReply` forwards it and closes before \
+         the answer returns, `Delay` holds it 20 ms. After each cut the caller retries; the \
+         store's content (not the receipt) decides: applied once, lost, duplicated, or partial. \
+         \"First call failed\" counts cuts the caller saw (the front layer's own retries hide \
+         the rest); \"applied before the retry\" counts those where the failed call had in fact \
+         applied.\n\n",
+    );
+    table(
+        &mut out,
+        rows,
+        "cuts",
+        &[
+            "backend",
+            "operation",
+            "fault",
+            "cuts",
+            "first call failed",
+            "applied before the retry",
+            "once",
+            "lost",
+            "duplicated",
+            "partial",
+        ],
+        &[
+            "backend",
+            "operation",
+            "fault",
+            "cuts",
+            "failed",
+            "applied_before_retry",
+            "once",
+            "lost",
+            "duplicated",
+            "partial",
+        ],
+    );
+    out.push_str(
+        "## Killed processes\n\nA child process appends batches of three messages and remembers \
+         a fact after each, and is SIGKILLed at a random moment (20–400 ms after it starts: while \
+         opening, between calls, inside them), again and again. After each kill the store is \
+         opened afresh and checked against what the child had acknowledged: every acknowledged \
+         batch there once, no batch in part, seqs contiguous, every acknowledged fact there \
+         once.\n\n",
+    );
+    table(
+        &mut out,
+        rows,
+        "kills",
+        &[
+            "backend",
+            "kills",
+            "batches acknowledged",
+            "lost",
+            "partial",
+            "duplicated",
+            "facts acknowledged",
+            "facts lost",
+            "facts duplicated",
+        ],
+        &[
+            "backend",
+            "kills",
+            "acknowledged",
+            "lost",
+            "partial",
+            "duplicated",
+            "facts_acknowledged",
+            "facts_lost",
+            "facts_duplicated",
+        ],
+    );
+    out.push_str(
+        "## History checker under cuts\n\nFour writers and two readers on one conversation while \
+         the proxy cuts every connection every 10 ms; writers retry a batch up to 10 times and \
+         then give it up (its outcome unknown). `memory_conformance::history::check` verifies, \
+         in the manner of Jepsen's Elle for list-append: no acknowledged append lost, none \
+         twice, every batch whole or absent, every read a prefix of the final order holding \
+         every append acknowledged before it began, writer and real-time order kept.\n\n",
+    );
+    table(
+        &mut out,
+        rows,
+        "history",
+        &[
+            "backend",
+            "cuts",
+            "connections severed",
+            "appends",
+            "acknowledged",
+            "reads",
+            "failed tries",
+            "failed reads",
+            "anomalies",
+        ],
+        &[
+            "backend",
+            "cuts",
+            "severed",
+            "appends",
+            "acknowledged",
+            "reads",
+            "failed_tries",
+            "failed_reads",
+            "anomalies",
+        ],
+    );
+    out
+}
