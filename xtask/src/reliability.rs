@@ -15,14 +15,33 @@ pub fn run(args: &[String]) -> Result<(), String> {
         _ => return Err(super::usage()),
     };
     let (kills, batches) = if quick { ("10", "100") } else { ("100", "500") };
-    let services = super::services::provision();
+    // The compose stack when Docker runs (its Redis fsyncs every write), else what `test` finds.
+    let (stack, services) = match super::compose::Stack::up() {
+        Ok(stack) => (Some(stack), None),
+        Err(why) => {
+            eprintln!("xtask: no compose stack ({why}); the services `test` finds instead");
+            (None, Some(super::services::provision()))
+        }
+    };
+    let urls: Vec<(&str, String)> = match &services {
+        Some(services) => services.urls.clone(),
+        None => super::compose::URLS
+            .iter()
+            .map(|(var, url)| (*var, (*url).to_owned()))
+            .collect(),
+    };
+    let against = if stack.is_some() {
+        "the compose stack (PostgreSQL 15 + pgvector; Redis with `appendfsync always`)"
+    } else {
+        "the services `cargo xtask test` provisions"
+    };
     let report = super::target_dir().join("reliability.jsonl");
     let _ = std::fs::remove_file(&report);
     let mut command = super::cargo();
+    // --workspace keeps the tests' build (its features): no build of its own.
     command.args([
         "test",
-        "-p",
-        "memory-tests",
+        "--workspace",
         "--test",
         "cuts",
         "--test",
@@ -33,7 +52,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "--test-threads",
         "1",
     ]);
-    for (var, url) in &services.urls {
+    for (var, url) in &urls {
         command.env(var, url);
     }
     command
@@ -56,7 +75,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     } else {
         "cargo xtask reliability"
     };
-    let markdown = render(&rows, command, kills, batches, minutes);
+    let markdown = render(&rows, command, against, kills, batches, minutes);
     let out = if quick {
         let dir = super::target_dir().join("bench-report");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -96,13 +115,20 @@ fn table(out: &mut String, rows: &[Value], test: &str, header: &[&str], keys: &[
     out.push('\n');
 }
 
-fn render(rows: &[Value], command: &str, kills: &str, batches: &str, minutes: f64) -> String {
+fn render(
+    rows: &[Value],
+    command: &str,
+    against: &str,
+    kills: &str,
+    batches: &str,
+    minutes: f64,
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "# Reliability\n\nWhat the fault tests of `tests/` (the `memory-tests` crate) found, produced by \
          `{command}` ({kills} kills per backend, {batches} batches per history writer; {minutes:.1} \
-         minutes) against the services `cargo xtask test` provisions. CI runs the same tests at \
+         minutes) against {against}. CI runs the same tests at \
          10 kills and 100 batches on every push. Every count of lost, duplicated, partial or \
          anomalous must be 0: the tests fail otherwise.\n"
     );
