@@ -1,5 +1,5 @@
 //! What the workspace's cross-backend tests share: where each server is, and a store opened
-//! through a [`FaultProxy`](memory_conformance::faults::FaultProxy) in front of it.
+//! through a [`FaultProxy`] in front of it.
 
 use std::net::SocketAddr;
 
