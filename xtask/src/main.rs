@@ -139,12 +139,15 @@ fn report_path(label: &str) -> PathBuf {
 /// Runs the whole workspace's tests once; every suite reports into one file, which then prints
 /// a matrix per backend (so no suite runs twice). With `--compose`, against the compose stack.
 fn test(args: &[String]) -> Result<(), String> {
+    // Restores the URL variables when the stack goes (the benchmarks after it use their own).
+    let mut saved = Vec::new();
     let stack = match args {
         [] => None,
         [flag] if flag == "--compose" => match compose::Stack::up() {
             Ok(stack) => {
                 for (var, url) in compose::URLS {
                     eprintln!("xtask: {var} = {url} (--compose)");
+                    saved.push((*var, std::env::var_os(var)));
                     std::env::set_var(var, url);
                 }
                 Some(stack)
@@ -210,6 +213,13 @@ fn test(args: &[String]) -> Result<(), String> {
     for (backend, package, target) in BACKENDS {
         if print_matrix(backend, package, target, &outcomes)[1] > 0 {
             failed_suites.push(*backend);
+        }
+    }
+    drop(stack);
+    for (var, value) in saved {
+        match value {
+            Some(value) => std::env::set_var(var, value),
+            None => std::env::remove_var(var),
         }
     }
     tests?;
