@@ -56,9 +56,20 @@ async fn history_under_cuts(server: Server) {
             }
         })
     };
-    let history = record(store.backend(), scope, conversation.id, workload).await;
+    let mut history = record(
+        store.backend(),
+        scope.clone(),
+        conversation.id.clone(),
+        workload,
+    )
+    .await;
+    // The final read comes once the cuts have stopped.
     cutter.abort();
-    let history = history.expect("the final load");
+    let _ = cutter.await;
+    history
+        .finish(store.backend().as_ref(), &scope, &conversation.id)
+        .await
+        .expect("the final load");
     let anomalies = check(&history);
     let line = serde_json::json!({
         "test": "history", "backend": server.name(),

@@ -24,14 +24,17 @@ const BATCH_SIZE: usize = 2;
 pub async fn concurrent_appends_and_reads_pass_the_history_checker(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
     let workload = crate::history::Workload::default();
-    let history = crate::history::record(
+    let mut history = crate::history::record(
         ctx.backend_arc(),
         ctx.scope().clone(),
         c.id.clone(),
         workload,
     )
-    .await
-    .must("the final load");
+    .await;
+    history
+        .finish(ctx.backend(), ctx.scope(), &c.id)
+        .await
+        .must("the final load");
     assert_eq!(
         history.acknowledged(),
         workload.writers * workload.batches,

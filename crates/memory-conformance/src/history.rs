@@ -133,14 +133,14 @@ fn batch(writer: usize, batch: usize, size: usize) -> Vec<Message> {
 }
 
 /// Runs `workload` against conversation `id` of `scope` (which must exist and be empty) and
-/// returns its history. Errors of single tries are recorded, not raised; only the final load
-/// must succeed.
+/// returns its history, without the final contents: stop the faults, then
+/// [`History::finish`]. Errors of single tries are recorded, not raised.
 pub async fn record(
     backend: Arc<dyn MemoryBackend>,
     scope: Scope,
     id: ConversationId,
     workload: Workload,
-) -> Result<History, MemoryError> {
+) -> History {
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writers = (0..workload.writers).map(|writer| {
         let (backend, scope, id) = (Arc::clone(&backend), scope.clone(), id.clone());
@@ -208,9 +208,32 @@ pub async fn record(
         history.ops.extend(ops);
         history.failed_reads += failed;
     }
-    let last = backend.load(&scope, &id, LoadOptions::raw()).await?;
-    history.last = last.into_iter().map(|m| (m.seq, m.message.id)).collect();
-    Ok(history)
+    history
+}
+
+impl History {
+    /// Reads the conversation's final contents (once the faults have stopped), retrying a
+    /// retryable failure as a caller would: connections cut last may still be in a pool.
+    pub async fn finish(
+        &mut self,
+        backend: &dyn MemoryBackend,
+        scope: &Scope,
+        id: &ConversationId,
+    ) -> Result<(), MemoryError> {
+        let mut tries = 0;
+        let last = loop {
+            match backend.load(scope, id, LoadOptions::raw()).await {
+                Ok(last) => break last,
+                Err(e) if e.is_retryable() && tries < 20 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        self.last = last.into_iter().map(|m| (m.seq, m.message.id)).collect();
+        Ok(())
+    }
 }
 
 /// Everything wrong with `history`, in words; empty when it is a valid list-append history.
