@@ -460,14 +460,7 @@ async fn cuts(server: Server) {
     let (proxy, store) = proxied(server, &url, retry)
         .await
         .expect("a store through the proxy");
-    let run_id = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("a clock after 1970")
-            .as_millis()
-    );
+    let run_id = memory_tests::unique("cuts");
     let mut tallies = BTreeMap::new();
     let delay = Fault::Delay(Duration::from_millis(20));
     for fault in [Fault::Drop, Fault::LoseReply, delay] {
@@ -509,33 +502,20 @@ fn report(server: Server, tallies: &BTreeMap<(String, String), Tally>) {
         "cuts on {}: operation, fault: cuts / first call failed / applied before the retry / once / lost / duplicated / partial",
         server.name()
     );
-    let file = std::env::var_os("MEMORY_FAULTS_REPORT");
-    let mut lines = String::new();
+    let mut rows = Vec::new();
     for ((op, fault), t) in tallies {
         let _ = writeln!(
             out,
             "  {op}, {fault}: {} / {} / {} / {} / {} / {} / {}",
             t.cuts, t.failed, t.applied_before_retry, t.once, t.lost, t.duplicated, t.partial
         );
-        lines.push_str(
-            &json!({
-                "test": "cuts", "backend": server.name(), "operation": op, "fault": fault,
-                "cuts": t.cuts, "failed": t.failed, "applied_before_retry": t.applied_before_retry,
-                "once": t.once, "lost": t.lost, "duplicated": t.duplicated, "partial": t.partial,
-            })
-            .to_string(),
-        );
-        lines.push('\n');
+        rows.push(json!({
+            "test": "cuts", "backend": server.name(), "operation": op, "fault": fault,
+            "cuts": t.cuts, "failed": t.failed, "applied_before_retry": t.applied_before_retry,
+            "once": t.once, "lost": t.lost, "duplicated": t.duplicated, "partial": t.partial,
+        }));
     }
-    if let Some(path) = file {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .expect("the report file opens");
-        f.write_all(lines.as_bytes())
-            .expect("the report is written");
-    }
+    memory_tests::report(&rows);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

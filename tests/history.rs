@@ -6,7 +6,6 @@
 //! `MEMORY_FAULTS_REPORT=FILE` appends one JSON line per backend (RELIABILITY.md's figures);
 //! `MEMORY_HISTORY_BATCHES=N` makes each writer append N batches (default 100).
 
-use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,11 +28,7 @@ async fn history_under_cuts(server: Server) {
         .await
         .expect("a store through the proxy");
     let proxy = Arc::new(proxy);
-    let scope = Scope::new(
-        "faults",
-        format!("history-{}-{}", std::process::id(), fastrand::u64(..)),
-    )
-    .expect("a valid scope");
+    let scope = Scope::new("faults", memory_tests::unique("history")).expect("a valid scope");
     let conversation = store
         .create_conversation(&scope, NewConversation::default())
         .await
@@ -78,14 +73,7 @@ async fn history_under_cuts(server: Server) {
         "failed_reads": history.failed_reads, "anomalies": anomalies.len(),
     });
     eprintln!("{tests}: {line}");
-    if let Some(path) = std::env::var_os("MEMORY_FAULTS_REPORT") {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("the report file opens");
-        writeln!(f, "{line}").expect("the report is written");
-    }
+    memory_tests::report(&[line]);
     assert!(proxy.severed() > 0, "the cuts ended connections in use");
     assert_eq!(anomalies, Vec::<String>::new());
 }

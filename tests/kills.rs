@@ -7,7 +7,6 @@
 //! `MEMORY_FAULTS_REPORT=FILE` appends one JSON line per backend (RELIABILITY.md's figures).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::process::Command;
 use std::time::Duration;
 
@@ -130,13 +129,7 @@ async fn kill_again_and_again(backend: &str, url: &str) {
     let dir = std::env::temp_dir().join(format!("memory-kills-{backend}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temp dir");
     let acks = dir.join("acks");
-    let subject = format!(
-        "kills-{}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("a clock after 1970")
-            .as_nanos()
-    );
+    let subject = memory_tests::unique("kills");
     let scope = Scope::new("faults", subject.as_str()).expect("a scope");
     let mut tally = Tally::default();
     let mut next = 0;
@@ -163,14 +156,7 @@ async fn kill_again_and_again(backend: &str, url: &str) {
         "facts_lost": tally.facts_lost, "facts_duplicated": tally.facts_duplicated,
     });
     eprintln!("kills on {backend}: {line}");
-    if let Some(path) = std::env::var_os("MEMORY_FAULTS_REPORT") {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .expect("the report file opens");
-        writeln!(f, "{line}").expect("the report is written");
-    }
+    memory_tests::report(&[line]);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(tally.acknowledged > 0, "the writer got batches through");
     assert_eq!(

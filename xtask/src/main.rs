@@ -139,30 +139,20 @@ fn report_path(label: &str) -> PathBuf {
 /// Runs the whole workspace's tests once; every suite reports into one file, which then prints
 /// a matrix per backend (so no suite runs twice). With `--compose`, against the compose stack.
 fn test(args: &[String]) -> Result<(), String> {
-    // Restores the URL variables when the stack goes (the benchmarks after it use their own).
-    let mut saved = Vec::new();
-    let stack = match args {
-        [] => None,
-        [flag] if flag == "--compose" => match compose::Stack::up() {
-            Ok(stack) => {
-                for (var, url) in compose::URLS {
-                    eprintln!("xtask: {var} = {url} (--compose)");
-                    saved.push((*var, std::env::var_os(var)));
-                    std::env::set_var(var, url);
-                }
-                Some(stack)
-            }
+    let services = match args {
+        [] => services::provision(),
+        [flag] if flag == "--compose" => match services::compose() {
+            Ok(services) => services,
             Err(why) if memory_conformance::is_required("compose") => {
                 return Err(format!("MEMORY_TEST_REQUIRE names compose: {why}"))
             }
             Err(why) => {
                 eprintln!("xtask: SKIP the compose suite: {why}");
-                None
+                services::provision()
             }
         },
         _ => return Err(usage()),
     };
-    let services = services::provision();
     let report = report_path("workspace");
     let _ = std::fs::remove_file(&report);
     let mut command = cargo();
@@ -206,20 +196,17 @@ fn test(args: &[String]) -> Result<(), String> {
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
     let docs = run(doc);
-    let containers = stack.as_ref().map_or(Ok(()), compose_extras);
+    // Only `--compose` asks for them (the plain run's fallback to the stack does not).
+    let containers = match services.stack() {
+        Some(stack) if !args.is_empty() => compose_extras(stack),
+        _ => Ok(()),
+    };
     let outcomes = read_report(&report)?;
     let _ = std::fs::remove_file(&report);
     let mut failed_suites = Vec::new();
     for (backend, package, target) in BACKENDS {
         if print_matrix(backend, package, target, &outcomes)[1] > 0 {
             failed_suites.push(*backend);
-        }
-    }
-    drop(stack);
-    for (var, value) in saved {
-        match value {
-            Some(value) => std::env::set_var(var, value),
-            None => std::env::remove_var(var),
         }
     }
     tests?;

@@ -16,21 +16,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     };
     let (kills, batches) = if quick { ("10", "100") } else { ("100", "500") };
     // The compose stack when Docker runs (its Redis fsyncs every write), else what `test` finds.
-    let (stack, services) = match super::compose::Stack::up() {
-        Ok(stack) => (Some(stack), None),
-        Err(why) => {
-            eprintln!("xtask: no compose stack ({why}); the services `test` finds instead");
-            (None, Some(super::services::provision()))
-        }
-    };
-    let urls: Vec<(&str, String)> = match &services {
-        Some(services) => services.urls.clone(),
-        None => super::compose::URLS
-            .iter()
-            .map(|(var, url)| (*var, (*url).to_owned()))
-            .collect(),
-    };
-    let against = if stack.is_some() {
+    let services = super::services::compose().unwrap_or_else(|why| {
+        eprintln!("xtask: no compose stack ({why}); the services `test` finds instead");
+        super::services::provision()
+    });
+    let against = if services.stack().is_some() {
         "the compose stack (PostgreSQL 15 + pgvector; Redis with `appendfsync always`)"
     } else {
         "the services `cargo xtask test` provisions"
@@ -52,7 +42,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         "--test-threads",
         "1",
     ]);
-    for (var, url) in &urls {
+    for (var, url) in &services.urls {
         command.env(var, url);
     }
     command

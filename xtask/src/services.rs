@@ -196,6 +196,25 @@ fn ensure_local_pgvector() {
 /// Where the Redis Cluster's seed URLs go (comma-separated).
 const CLUSTER: &str = "MEMORY_TEST_REDIS_CLUSTER_URLS";
 
+impl Provisioned {
+    /// The compose stack, when it serves these tests.
+    pub fn stack(&self) -> Option<&super::compose::Stack> {
+        self.stack.as_ref()
+    }
+}
+
+/// docker-compose.yml's stack, built and brought up healthy, serving every service it has
+/// (down when the result is dropped).
+pub fn compose() -> Result<Provisioned, String> {
+    let mut provisioned = Provisioned::default();
+    provisioned.stack = Some(super::compose::Stack::up()?);
+    for (var, url) in super::compose::URLS {
+        eprintln!("xtask: {var} = {url} (docker compose)");
+        provisioned.urls.push((var, (*url).to_owned()));
+    }
+    Ok(provisioned)
+}
+
 /// Finds or starts every service it can and says where each came from.
 pub fn provision() -> Provisioned {
     let mut provisioned = Provisioned::default();
