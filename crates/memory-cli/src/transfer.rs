@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use memory_core::transfer::{copy_units, plan, verify_units, ExportHeader, Mismatch, Unit};
+use memory_core::transfer::{
+    copy_units, plan, verify_units, ExportHeader, ExportReader, Mismatch, Unit,
+};
 use memory_core::{MemoryBackend, Namespace, Record};
 
 use crate::open::{open, redacted};
@@ -90,26 +92,14 @@ pub async fn import(url: &str, input: &Path) -> Result<()> {
         let size = file.metadata().ok().map(|m| m.len());
         (Box::new(BufReader::new(file)), size)
     };
-    let mut lines = source.lines();
-    let first = lines
-        .next()
-        .context("the export is empty: no header line")??;
-    let header: ExportHeader =
-        serde_json::from_str(&first).context("the first line is not an export header")?;
-    header.check()?;
-
+    let mut reader = ExportReader::new(source)?;
     let progress = bar(size.unwrap_or(0), "import");
-    progress.set_message(format!("bytes, from a {} export", header.backend));
+    progress.set_message(format!("bytes, from a {} export", reader.header().backend));
     let mut batch: Vec<Record> = Vec::new();
     let mut records = 0u64;
-    for (index, line) in lines.enumerate() {
-        let line = line?;
-        progress.inc(line.len() as u64 + 1);
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: Record = serde_json::from_str(&line)
-            .with_context(|| format!("line {} is not a record", index + 2))?;
+    while let Some(record) = reader.next() {
+        let record = record?;
+        progress.set_position(reader.bytes_read());
         let unit_changes = batch.last().is_some_and(|last| {
             last.scope() != record.scope() || last.namespace() != record.namespace()
         });

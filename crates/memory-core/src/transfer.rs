@@ -87,6 +87,111 @@ impl ExportHeader {
     }
 }
 
+/// Reads a JSON Lines export: the [`ExportHeader`] line, checked when the reader is made, then
+/// one [`Record`] per line (blank lines skipped), each decoded and [validated](Record::validate).
+/// Every error names its line; nothing after an error is read.
+///
+/// ```
+/// use memory_core::transfer::ExportReader;
+/// let export = "{\"format\":\"agent-memory-export\",\"version\":1,\"backend\":\"memory\",\"exported_at\":0}\n\
+///     {\"kind\":\"cache_entry\",\"namespace\":\"support\",\"key\":\"k\",\"value\":[1],\"expires_at\":null}\n";
+/// let reader = ExportReader::new(export.as_bytes())?;
+/// assert_eq!(reader.header().backend, "memory");
+/// assert_eq!(reader.collect::<Result<Vec<_>, _>>()?.len(), 1);
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+pub struct ExportReader<R> {
+    header: ExportHeader,
+    lines: std::io::Lines<R>,
+    /// The 1-based number of the last line read.
+    line: usize,
+    /// Bytes of the lines read so far, with their line ends.
+    bytes: u64,
+    failed: bool,
+}
+
+impl<R: std::io::BufRead> ExportReader<R> {
+    /// Reads and checks the header line; `InvalidInput` when the input is empty, the first line
+    /// is not a header, or this build cannot read the export's version.
+    pub fn new(reader: R) -> Result<Self> {
+        let mut lines = reader.lines();
+        let first = lines
+            .next()
+            .ok_or_else(|| MemoryError::invalid("the export is empty: no header line"))?
+            .map_err(|e| read_error(1, &e))?;
+        let bytes = first.len() as u64 + 1;
+        let header: ExportHeader = serde_json::from_str(&first)
+            .map_err(|e| MemoryError::invalid(format!("line 1 is not an export header: {e}")))?;
+        header.check()?;
+        Ok(Self {
+            header,
+            lines,
+            line: 1,
+            bytes,
+            failed: false,
+        })
+    }
+
+    /// The export's header.
+    pub fn header(&self) -> &ExportHeader {
+        &self.header
+    }
+
+    /// The number of the last line read (the header is line 1).
+    pub fn line(&self) -> usize {
+        self.line
+    }
+
+    /// The bytes read so far (for progress over a file of known size).
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes
+    }
+
+    fn record(&self, text: &str) -> Result<Record> {
+        let record: Record = serde_json::from_str(text).map_err(|e| {
+            MemoryError::invalid(format!("line {} is not a record: {e}", self.line))
+        })?;
+        record.validate().map_err(|e| match e {
+            MemoryError::InvalidInput(reason) => {
+                MemoryError::invalid(format!("line {}: {reason}", self.line))
+            }
+            other => other,
+        })?;
+        Ok(record)
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for ExportReader<R> {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        loop {
+            let next = self.lines.next()?;
+            self.line += 1;
+            let outcome = match next {
+                Err(e) => Err(read_error(self.line, &e)),
+                Ok(text) => {
+                    self.bytes += text.len() as u64 + 1;
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    self.record(&text)
+                }
+            };
+            self.failed = outcome.is_err();
+            return Some(outcome);
+        }
+    }
+}
+
+/// A line that cannot be read: bytes that are not UTF-8 are the input's fault.
+fn read_error(line: usize, error: &std::io::Error) -> MemoryError {
+    MemoryError::invalid(format!("cannot read line {line} of the export: {error}"))
+}
+
 /// One stored record of any contract, verbatim.
 ///
 /// Serialized as a JSON object whose `"kind"` field names the [`RecordKind`].
@@ -579,6 +684,52 @@ mod tests {
             ..header
         };
         assert!(other.check().is_err());
+    }
+
+    #[test]
+    fn export_reader_names_the_line_it_cannot_read_and_stops_there() {
+        let header =
+            serde_json::to_string(&ExportHeader::new("sqlite", Timestamp::from_millis(1))).unwrap();
+        let entry = |key: &str| {
+            serde_json::to_string(&Record::CacheEntry {
+                namespace: Namespace::new("ns").unwrap(),
+                key: key.into(),
+                value: vec![1],
+                expires_at: None,
+            })
+            .unwrap()
+        };
+        let error = |input: &[u8]| match ExportReader::new(input) {
+            Ok(_) => panic!("read {:?}", String::from_utf8_lossy(input)),
+            Err(e) => {
+                assert!(e.is_invalid_input(), "{e}");
+                e.to_string()
+            }
+        };
+        assert!(error(b"").contains("empty"));
+        assert!(error(b"{}\n").contains("line 1"));
+        assert!(error(b"\xff\n").contains("line 1"));
+
+        // Blank lines are skipped; a bad record names its line, and nothing after it is read.
+        let text = format!("{header}\n\n{}\nnot json\n{}\n", entry("a"), entry("b"));
+        let mut reader = ExportReader::new(text.as_bytes()).unwrap();
+        assert!(reader.next().unwrap().is_ok());
+        let bad = reader.next().unwrap().unwrap_err();
+        assert!(bad.to_string().contains("line 4"), "{bad}");
+        assert!(reader.next().is_none());
+
+        // A record that decodes but is invalid is refused with its line too.
+        let text = format!("{header}\n{}\n", entry(""));
+        let invalid = ExportReader::new(text.as_bytes())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap_err();
+        assert!(invalid.to_string().contains("line 2"), "{invalid}");
+        assert_eq!(
+            ExportReader::new(text.as_bytes()).unwrap().bytes_read(),
+            header.len() as u64 + 1
+        );
     }
 
     #[test]
