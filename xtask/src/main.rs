@@ -23,13 +23,17 @@
 //!   without a path (or `MEMORY_LOCOMO`) it is a named skip.
 //! - `cargo xtask reliability [--quick]` runs the fault tests (cut connections, killed
 //!   writers, the history checker under cuts) at long-run sizes into `RELIABILITY.md`.
+//! - `cargo xtask fuzz [--quick] [--target NAME]` runs the `memory-fuzz` targets under AFL++
+//!   (installing cargo-afl on first use): 10 million executions each into `RELIABILITY.md` and
+//!   the committed corpus, or with `--quick` a few seconds each.
 //! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` +
-//!   `test --compose` + `bench --quick`.
+//!   `test --compose` + `fuzz --quick` + `bench --quick`.
 //!
 //! Arguments are parsed by hand: a few commands and flags do not justify compiling clap into
 //! every `cargo xtask` call.
 
 mod compose;
+mod fuzz;
 mod models;
 mod reliability;
 mod services;
@@ -67,6 +71,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("recall") => recall(&args[1..]),
         Some("reliability") => reliability::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
         _ => Err(usage()),
     };
     match result {
@@ -83,7 +88,8 @@ fn usage() -> String {
     format!(
         "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | ci \
          | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
-         | recall [--quick] [--locomo PATH] | reliability [--quick]",
+         | recall [--quick] [--locomo PATH] | reliability [--quick] \
+         | fuzz [--quick] [--target NAME]",
         names.join("|")
     )
 }
@@ -487,6 +493,8 @@ fn ci() -> Result<(), String> {
         .env("RUSTDOCFLAGS", "-D warnings");
     run(embed_doc)?;
     test(&["--compose".to_owned()])?;
+    // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
+    fuzz::run(&["--quick".to_owned()])?;
     // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
     bench(&["--quick".to_owned()])
 }
