@@ -137,6 +137,19 @@ impl Stack {
         }
     }
 
+    /// The id of the container running `service`.
+    pub fn container(&self, service: &str) -> Result<String, String> {
+        let output = self
+            .command(&["ps", "-q", service])
+            .output()
+            .map_err(|e| e.to_string())?;
+        String::from_utf8_lossy(&output.stdout)
+            .split_whitespace()
+            .next()
+            .map(str::to_owned)
+            .ok_or_else(|| format!("the compose stack runs no {service}"))
+    }
+
     /// Runs docker-compose.yml's `app` service (the CLI in an image, on the compose network)
     /// from the `agent-memory` binary at `cli`.
     pub fn run_app(&self, cli: &Path) -> Result<(), String> {
