@@ -88,25 +88,7 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), fastrand::u64(..))
 }
 
-/// Appends `rows` as JSON lines to the file `MEMORY_FAULTS_REPORT` names, when it is set: the
-/// figures `cargo xtask reliability` puts in RELIABILITY.md.
-pub fn report(rows: &[serde_json::Value]) {
-    use std::io::Write as _;
-    let Some(path) = std::env::var_os("MEMORY_FAULTS_REPORT") else {
-        return;
-    };
-    let mut lines = String::new();
-    for row in rows {
-        lines.push_str(&row.to_string());
-        lines.push('\n');
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .and_then(|mut f| f.write_all(lines.as_bytes()))
-        .expect("the report is written");
-}
+pub use memory_conformance::faults::report;
 
 /// A proxy in front of `server` (at `url`), and a store opened through it with `retry`.
 pub async fn proxied(

@@ -13,6 +13,7 @@ pub mod filters;
 mod harness;
 pub mod history;
 pub mod isolation;
+pub mod kills;
 pub mod lifecycle;
 pub mod payload;
 pub mod services;
