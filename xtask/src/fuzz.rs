@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 /// The targets, as `memory_fuzz::Target::name` spells them.
@@ -64,17 +64,41 @@ pub fn run(args: &[String]) -> Result<(), String> {
     install_cargo_afl()?;
     let binary = build()?;
     let crate_dir = super::workspace_root().join("crates/memory-fuzz");
+    // One AFL++ instance per core at a time (each is single-threaded).
+    let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let mut outcomes = Vec::new();
-    for target in targets {
-        let outcome = fuzz(&binary, &crate_dir, target, quick)?;
-        eprintln!(
-            "xtask: fuzz {target}: {} executions in {} s, {} crashes, {} hangs, {} inputs kept",
-            outcome.execs, outcome.seconds, outcome.crashes, outcome.hangs, outcome.corpus
-        );
-        if !quick && outcome.crashes == 0 {
-            minimize(&binary, &crate_dir, target)?;
+    for round in targets.chunks(jobs) {
+        let results: Vec<Result<Outcome, String>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = round
+                .iter()
+                .map(|target| {
+                    let (binary, crate_dir) = (&binary, &crate_dir);
+                    scope.spawn(move || {
+                        let outcome = fuzz(binary, crate_dir, target, quick)?;
+                        if !quick && outcome.crashes == 0 {
+                            minimize(binary, crate_dir, target)?;
+                        }
+                        Ok(outcome)
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|run| run.join().expect("a fuzz run"))
+                .collect()
+        });
+        for outcome in results {
+            let outcome = outcome?;
+            eprintln!(
+                "xtask: fuzz {}: {} executions in {} s, {} crashes, {} hangs, {} inputs kept",
+                outcome.target,
+                outcome.execs,
+                outcome.seconds,
+                outcome.crashes,
+                outcome.hangs,
+                outcome.corpus
+            );
+            outcomes.push(outcome);
         }
-        outcomes.push(outcome);
     }
     let crashed: Vec<String> = outcomes
         .iter()
@@ -162,15 +186,44 @@ fn out_dir(target: &str) -> PathBuf {
 
 /// AFL++ in the background-friendly way: no UI, no CPU binding (two-core machines), no core
 /// pattern demands (containers cannot change it).
-fn afl(tool: &str) -> Command {
-    let mut command = super::cargo();
+fn quiet_afl(command: &mut Command) -> &mut Command {
     command
-        .args(["afl", tool])
         .env("AFL_NO_UI", "1")
         .env("AFL_NO_AFFINITY", "1")
         .env("AFL_SKIP_CPUFREQ", "1")
-        .env("AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES", "1");
+        .env("AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES", "1")
+}
+
+/// `cargo afl TOOL`.
+fn afl(tool: &str) -> Command {
+    let mut command = super::cargo();
+    command.args(["afl", tool]);
+    quiet_afl(&mut command);
     command
+}
+
+/// One of the AFL++ tools cargo-afl built, run directly: where cargo-afl keeps them
+/// (`$XDG_DATA_HOME/afl.rs/rustc-VERSION/afl.rs-VERSION/afl/bin`).
+fn afl_tool(tool: &str) -> Result<Command, String> {
+    let data = std::env::var_os("XDG_DATA_HOME").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".local/share"),
+        PathBuf::from,
+    );
+    let root = data.join("afl.rs");
+    let found = fs::read_dir(&root)
+        .map_err(|e| format!("{}: {e}", root.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .map(|dir| dir.join(format!("afl.rs-{CARGO_AFL}/afl/bin/{tool}")))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            format!(
+                "no {tool} of cargo-afl {CARGO_AFL} under {}",
+                root.display()
+            )
+        })?;
+    let mut command = Command::new(found);
+    quiet_afl(&mut command);
+    Ok(command)
 }
 
 fn fuzz(
@@ -242,7 +295,10 @@ fn fuzz(
 fn minimize(binary: &Path, crate_dir: &Path, target: &str) -> Result<(), String> {
     let minimized = out_dir(target).join("cmin");
     let _ = fs::remove_dir_all(&minimized);
-    let mut cmin = afl("cmin");
+    // AFL++'s afl-cmin is now a Python script that, on these persistent-mode binaries, records
+    // no tuples at all and keeps nothing; its shell version beside it works.
+    let mut cmin = afl_tool("afl-cmin.bash")?;
+    let log = fs::File::create(out_dir(target).join("cmin.log")).map_err(|e| e.to_string())?;
     cmin.arg("-i")
         .arg(out_dir(target).join("default/queue"))
         .arg("-o")
@@ -250,7 +306,8 @@ fn minimize(binary: &Path, crate_dir: &Path, target: &str) -> Result<(), String>
         .arg("--")
         .arg(binary)
         .arg(target)
-        .stdout(Stdio::null());
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log);
     super::run(cmin)?;
     let corpus = crate_dir.join("corpus").join(target);
     let mut kept: Vec<PathBuf> = fs::read_dir(&minimized)
