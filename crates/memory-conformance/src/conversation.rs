@@ -581,6 +581,39 @@ pub async fn load_returns_messages_as_appended(ctx: &Ctx) {
     assert_eq!(loaded[1].seq, 2);
 }
 
+/// Numbers in metadata and tool arguments come back bit for bit, including those a fast but
+/// not correctly rounded JSON parser reads one unit in the last place off (found by fuzzing:
+/// `1.1111111111111111e24` came back as `…112e24`), and a retry of such a message is a
+/// duplicate, not a `Conflict`.
+pub async fn load_returns_numbers_bit_for_bit(ctx: &Ctx) {
+    let numbers = json!([
+        1.111_111_111_111_111_1e24,
+        2.225_073_858_507_201e-308,
+        5e-324,
+        1.797_693_134_862_315_7e308,
+        0.1,
+        123_456_789.123_456_79,
+        u64::MAX,
+        i64::MIN,
+    ]);
+    let mut m = Message::new(
+        Role::Assistant,
+        vec![Part::tool_call("c1", "measure", json!({"values": numbers}))],
+    )
+    .with_id(memory_core::MessageId::new("numbers").unwrap());
+    m.metadata.insert("values".into(), numbers);
+    let c = conversation_with(ctx, vec![m.clone()]).await;
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
+    assert_eq!(loaded.len(), 1);
+    assert_eq!(loaded[0].message, m, "every number as appended");
+    let receipt = ctx
+        .backend()
+        .append(ctx.scope(), &c.id, vec![m], AppendOptions::default())
+        .await
+        .must("the retry is a duplicate");
+    assert_eq!(receipt.duplicates.len(), 1);
+}
+
 /// Every part type round-trips.
 pub async fn load_round_trips_every_part_type(ctx: &Ctx) {
     let parts = vec![

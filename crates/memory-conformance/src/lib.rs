@@ -60,6 +60,7 @@ macro_rules! __with_scenarios {
                 compare_and_append_retry_of_applied_batch_succeeds: None,
                 append_storage_limit_prunes_oldest: None,
                 load_returns_messages_as_appended: None,
+                load_returns_numbers_bit_for_bit: None,
                 load_round_trips_every_part_type: None,
                 load_last_n_returns_the_tail: None,
                 load_selects_before_and_after_seq: None,

@@ -1,6 +1,7 @@
 //! The fuzz targets' checks without AFL++: the committed corpus (what AFL++ kept as covering
-//! something new), then seeded mutations of it, through every target. A property that a past
-//! input or a small mutation breaks fails here, in the workspace's tests.
+//! something new), past findings (`regressions/`), then seeded mutations of the corpus, through
+//! every target. A property that a past input or a small mutation breaks fails here, in the
+//! workspace's tests.
 
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -11,20 +12,28 @@ use memory_fuzz::Target;
 /// Mutated inputs per target.
 const MUTATIONS: usize = 5_000;
 
-fn corpus(target: Target) -> Vec<(PathBuf, Vec<u8>)> {
+/// The files of `kind/TARGET` (`corpus`: what AFL++ kept; `regressions`: inputs that once
+/// failed, kept apart so that minimizing the corpus never drops them).
+fn inputs(kind: &str, target: Target) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("corpus")
+        .join(kind)
         .join(target.name());
-    let mut files: Vec<_> = fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("no corpus at {}: {e}", dir.display()))
-        .map(|entry| entry.expect("readable corpus entry").path())
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .map(|entry| entry.expect("readable entry").path())
         .map(|path| {
-            let bytes = fs::read(&path).expect("readable corpus file");
+            let bytes = fs::read(&path).expect("readable input file");
             (path, bytes)
         })
         .collect();
     files.sort();
     files
+}
+
+fn corpus(target: Target) -> Vec<(PathBuf, Vec<u8>)> {
+    inputs("corpus", target)
 }
 
 fn check(target: Target, input: &[u8], origin: &dyn Fn() -> String) {
@@ -46,6 +55,19 @@ fn the_committed_corpus_passes_every_target() {
             check(target, bytes, &|| path.display().to_string());
         }
     }
+}
+
+/// Inputs that once failed a target (each file names what it found); the fix must hold.
+#[test]
+fn past_findings_stay_fixed() {
+    let mut replayed = 0;
+    for target in Target::ALL {
+        for (path, bytes) in &inputs("regressions", target) {
+            check(target, bytes, &|| path.display().to_string());
+            replayed += 1;
+        }
+    }
+    assert!(replayed > 0, "no regression inputs found");
 }
 
 /// Flips, inserts, deletes and splices bytes of corpus files (a little of what AFL++ does).
