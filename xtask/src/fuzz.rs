@@ -1,4 +1,4 @@
-//! `cargo xtask fuzz [--quick] [--target NAME]`: the `memory-fuzz` targets under AFL++.
+//! `cargo xtask fuzz [--quick] [--target NAME,…]`: the `memory-fuzz` targets under AFL++.
 //!
 //! AFL++ comes through `cargo-afl` (installed on first use: it builds AFL++ from its bundled
 //! source), which instruments with rustc's own sanitizer-coverage pass, so the stable toolchain
@@ -55,10 +55,14 @@ pub fn run(args: &[String]) -> Result<(), String> {
         }
     }
     let targets: Vec<&'static str> = match only {
-        Some(name) => vec![*TARGETS
-            .iter()
-            .find(|t| **t == name)
-            .ok_or_else(|| format!("no fuzz target {name:?} (one of {})", TARGETS.join(", ")))?],
+        Some(names) => names
+            .split(',')
+            .map(|name| {
+                TARGETS.iter().copied().find(|t| *t == name).ok_or_else(|| {
+                    format!("no fuzz target {name:?} (one of {})", TARGETS.join(", "))
+                })
+            })
+            .collect::<Result<_, _>>()?,
         None => TARGETS.to_vec(),
     };
     install_cargo_afl()?;
@@ -115,17 +119,32 @@ pub fn run(args: &[String]) -> Result<(), String> {
             )
         })
         .collect();
-    let section = render(&outcomes, quick);
+    let reliability = super::workspace_root().join("RELIABILITY.md");
+    // A run of some targets (`--target`) keeps the other targets' rows of the last run.
+    let kept: Vec<String> = if quick {
+        Vec::new()
+    } else {
+        section(&reliability, "Fuzzing")
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| {
+                let name = line
+                    .trim_start_matches("| ")
+                    .split(' ')
+                    .next()
+                    .unwrap_or("");
+                TARGETS.contains(&name) && outcomes.iter().all(|o| o.target != name)
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    let section = render(&outcomes, &kept, quick);
     if quick {
         let dir = super::target_dir().join("bench-report");
         fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         fs::write(dir.join("FUZZING.md"), &section).map_err(|e| e.to_string())?;
     } else {
-        write_section(
-            &super::workspace_root().join("RELIABILITY.md"),
-            "Fuzzing",
-            &section,
-        )?;
+        write_section(&reliability, "Fuzzing", &section)?;
     }
     if crashed.is_empty() {
         Ok(())
@@ -327,7 +346,7 @@ fn minimize(binary: &Path, crate_dir: &Path, target: &str) -> Result<(), String>
     Ok(())
 }
 
-fn render(outcomes: &[Outcome], quick: bool) -> String {
+fn render(outcomes: &[Outcome], kept: &[String], quick: bool) -> String {
     let mut out = String::from("## Fuzzing\n\n");
     let how = if quick {
         format!("`cargo xtask fuzz --quick` ({QUICK_SECONDS} s per target, as CI runs it)")
@@ -345,9 +364,9 @@ fn render(outcomes: &[Outcome], quick: bool) -> String {
         "| target | executions | seconds | executions/s | crashes | hangs | inputs kept | map coverage |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let mut rows: Vec<String> = kept.to_vec();
     for o in outcomes {
-        let _ = writeln!(
-            out,
+        rows.push(format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |",
             o.target,
             o.execs,
@@ -357,7 +376,15 @@ fn render(outcomes: &[Outcome], quick: bool) -> String {
             o.hangs,
             o.corpus,
             o.edges
-        );
+        ));
+    }
+    rows.sort_by_key(|row| {
+        TARGETS
+            .iter()
+            .position(|t| row.starts_with(&format!("| {t} |")))
+    });
+    for row in rows {
+        let _ = writeln!(out, "{row}");
     }
     out.push('\n');
     out

@@ -23,7 +23,7 @@
 //!   without a path (or `MEMORY_LOCOMO`) it is a named skip.
 //! - `cargo xtask reliability [--quick]` runs the fault tests (cut connections, killed
 //!   writers, the history checker under cuts) at long-run sizes into `RELIABILITY.md`.
-//! - `cargo xtask fuzz [--quick] [--target NAME]` runs the `memory-fuzz` targets under AFL++
+//! - `cargo xtask fuzz [--quick] [--target NAME,…]` runs the `memory-fuzz` targets under AFL++
 //!   (installing cargo-afl on first use): 10 million executions each into `RELIABILITY.md` and
 //!   the committed corpus, or with `--quick` a few seconds each.
 //! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` +
@@ -89,7 +89,7 @@ fn usage() -> String {
         "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | ci \
          | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
          | recall [--quick] [--locomo PATH] | reliability [--quick] \
-         | fuzz [--quick] [--target NAME]",
+         | fuzz [--quick] [--target NAME,…]",
         names.join("|")
     )
 }
