@@ -31,6 +31,8 @@ const JSON_TARGETS: [&str; 3] = ["filter", "export", "message"];
 const CARGO_AFL: &str = "0.18.2";
 const LONG_EXECS: u64 = 10_000_000;
 const QUICK_SECONDS: u64 = 5;
+/// The most inputs of one target the committed corpus keeps.
+const MAX_CORPUS: usize = 400;
 
 /// What one target's run did, from AFL++'s `fuzzer_stats`.
 struct Outcome {
@@ -310,7 +312,7 @@ fn fuzz(
 }
 
 /// Replaces the committed corpus of `target` with the smallest set of what AFL++ kept that
-/// covers as much (afl-cmin), named by position.
+/// covers as much (afl-cmin), capped at [`MAX_CORPUS`] inputs, named by position.
 fn minimize(binary: &Path, crate_dir: &Path, target: &str) -> Result<(), String> {
     let minimized = out_dir(target).join("cmin");
     let _ = fs::remove_dir_all(&minimized);
@@ -334,7 +336,10 @@ fn minimize(binary: &Path, crate_dir: &Path, target: &str) -> Result<(), String>
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|path| path.is_file())
         .collect();
-    kept.sort();
+    // Smallest first, at most MAX_CORPUS: the targets hash with random seeds, so AFL++ sees
+    // some instability and afl-cmin keeps thousands of near-duplicates of the JSON targets.
+    kept.sort_by_key(|path| (fs::metadata(path).map_or(0, |m| m.len()), path.clone()));
+    kept.truncate(MAX_CORPUS);
     if kept.is_empty() {
         return Err(format!("afl-cmin kept nothing for {target}"));
     }
