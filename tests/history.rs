@@ -69,12 +69,12 @@ async fn history_under_cuts(server: Server) {
         .await
         .expect("the final load");
     let anomalies = check(&history);
-    let line = serde_json::json!({
-        "test": "history", "backend": server.name(),
-        "cuts": cuts.load(Ordering::SeqCst), "severed": proxy.severed(), "appends": workload.writers * workload.batches, "acknowledged": history.acknowledged(),
-        "reads": history.reads(), "failed_tries": history.failed_tries,
-        "failed_reads": history.failed_reads, "anomalies": anomalies.len(),
-    });
+    let mut line = history.figures(&workload, &anomalies);
+    line.insert("test".into(), "history".into());
+    line.insert("backend".into(), server.name().into());
+    line.insert("cuts".into(), cuts.load(Ordering::SeqCst).into());
+    line.insert("severed".into(), proxy.severed().into());
+    let line = serde_json::Value::Object(line);
     eprintln!("{tests}: {line}");
     memory_tests::report(&[line]);
     assert!(proxy.severed() > 0, "the cuts ended connections in use");

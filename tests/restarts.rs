@@ -102,14 +102,14 @@ async fn restarts_under_load(server: Server) {
         .await
         .expect("the final load");
     let anomalies = check(&history);
-    let line = serde_json::json!({
-        "test": "restarts", "backend": server.name(), "restarts": RESTARTS,
-        "seconds_down": format!("{:.1}", downtime.as_secs_f64()),
-        "seconds": format!("{workload_seconds:.1}"),
-        "appends": workload.writers * workload.batches, "acknowledged": history.acknowledged(),
-        "reads": history.reads(), "failed_tries": history.failed_tries,
-        "failed_reads": history.failed_reads, "anomalies": anomalies.len(),
-    });
+    let mut line = history.figures(&workload, &anomalies);
+    line.insert("test".into(), "restarts".into());
+    line.insert("backend".into(), server.name().into());
+    line.insert("restarts".into(), RESTARTS.into());
+    let seconds_down = format!("{:.1}", downtime.as_secs_f64());
+    line.insert("seconds_down".into(), seconds_down.into());
+    line.insert("seconds".into(), format!("{workload_seconds:.1}").into());
+    let line = serde_json::Value::Object(line);
     eprintln!("{tests}: {line}");
     memory_tests::report(&[line]);
     assert!(

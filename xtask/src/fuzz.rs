@@ -396,18 +396,11 @@ fn render(outcomes: &[Outcome], kept: &[String], quick: bool) -> String {
 }
 
 /// Replaces the `## {heading}` section of a markdown file (up to the next `## `), or appends it.
-pub fn write_section(path: &Path, heading: &str, section: &str) -> Result<(), String> {
+pub fn write_section(path: &Path, heading: &str, section_text: &str) -> Result<(), String> {
     let old = fs::read_to_string(path).unwrap_or_default();
-    let marker = format!("## {heading}\n");
-    let new = match old.find(&marker) {
-        Some(start) => {
-            let rest = &old[start + marker.len()..];
-            let end = rest
-                .find("\n## ")
-                .map_or(old.len(), |i| start + marker.len() + i + 1);
-            format!("{}{section}{}", &old[..start], &old[end..])
-        }
-        None => format!("{}\n\n{section}", old.trim_end()),
+    let new = match section(path, heading) {
+        Some(current) => old.replacen(&current, section_text, 1),
+        None => format!("{}\n\n{section_text}", old.trim_end()),
     };
     fs::write(path, new).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("xtask: wrote the {heading} section of {}", path.display());

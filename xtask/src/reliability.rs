@@ -104,7 +104,21 @@ fn cells(row: &Value, keys: &[&str]) -> String {
         .join(" | ")
 }
 
-fn table(out: &mut String, rows: &[Value], test: &str, header: &[&str], keys: &[&str]) {
+/// The history checker's columns, `(header, report key)`, shared by the runs under cuts and
+/// under restarts.
+const HISTORY_FIGURES: [(&str, &str); 6] = [
+    ("appends", "appends"),
+    ("acknowledged", "acknowledged"),
+    ("reads", "reads"),
+    ("failed tries", "failed_tries"),
+    ("failed reads", "failed_reads"),
+    ("anomalies", "anomalies"),
+];
+
+/// A table of the rows of `test`; `columns` are `(header, report key)` pairs.
+fn table(out: &mut String, rows: &[Value], test: &str, columns: &[(&str, &str)]) {
+    let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
+    let keys: Vec<&str> = columns.iter().map(|(_, k)| *k).collect();
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(
         out,
@@ -116,7 +130,7 @@ fn table(out: &mut String, rows: &[Value], test: &str, header: &[&str], keys: &[
             .collect::<String>()
     );
     for row in rows.iter().filter(|r| r["test"] == test) {
-        let _ = writeln!(out, "| {} |", cells(row, keys));
+        let _ = writeln!(out, "| {} |", cells(row, &keys));
     }
     out.push('\n');
 }
@@ -153,28 +167,16 @@ fn render(
         rows,
         "cuts",
         &[
-            "backend",
-            "operation",
-            "fault",
-            "cuts",
-            "first call failed",
-            "applied before the retry",
-            "once",
-            "lost",
-            "duplicated",
-            "partial",
-        ],
-        &[
-            "backend",
-            "operation",
-            "fault",
-            "cuts",
-            "failed",
-            "applied_before_retry",
-            "once",
-            "lost",
-            "duplicated",
-            "partial",
+            ("backend", "backend"),
+            ("operation", "operation"),
+            ("fault", "fault"),
+            ("cuts", "cuts"),
+            ("first call failed", "failed"),
+            ("applied before the retry", "applied_before_retry"),
+            ("once", "once"),
+            ("lost", "lost"),
+            ("duplicated", "duplicated"),
+            ("partial", "partial"),
         ],
     );
     out.push_str(
@@ -190,63 +192,35 @@ fn render(
         rows,
         "kills",
         &[
-            "backend",
-            "kills",
-            "batches acknowledged",
-            "lost",
-            "partial",
-            "duplicated",
-            "facts acknowledged",
-            "facts lost",
-            "facts duplicated",
-        ],
-        &[
-            "backend",
-            "kills",
-            "acknowledged",
-            "lost",
-            "partial",
-            "duplicated",
-            "facts_acknowledged",
-            "facts_lost",
-            "facts_duplicated",
+            ("backend", "backend"),
+            ("kills", "kills"),
+            ("batches acknowledged", "acknowledged"),
+            ("lost", "lost"),
+            ("partial", "partial"),
+            ("duplicated", "duplicated"),
+            ("facts acknowledged", "facts_acknowledged"),
+            ("facts lost", "facts_lost"),
+            ("facts duplicated", "facts_duplicated"),
         ],
     );
     out.push_str(
         "## History checker under cuts\n\nFour writers and two readers on one conversation while \
-         the proxy cuts every connection every 5–50 ms (at random); writers retry a batch up to 10 times and \
-         then give it up (its outcome unknown). `memory_conformance::history::check` verifies, \
+         the proxy cuts every connection every 5–50 ms (at random); writers retry a batch up to \
+         10 times and then give it up (its outcome unknown). `memory_conformance::history::check` verifies, \
          in the manner of Jepsen's Elle for list-append: no acknowledged append lost, none \
          twice, every batch whole or absent, every read a prefix of the final order holding \
          every append acknowledged before it began, writer and real-time order kept.\n\n",
     );
-    table(
-        &mut out,
-        rows,
-        "history",
+    let columns = [
         &[
-            "backend",
-            "cuts",
-            "connections severed",
-            "appends",
-            "acknowledged",
-            "reads",
-            "failed tries",
-            "failed reads",
-            "anomalies",
-        ],
-        &[
-            "backend",
-            "cuts",
-            "severed",
-            "appends",
-            "acknowledged",
-            "reads",
-            "failed_tries",
-            "failed_reads",
-            "anomalies",
-        ],
-    );
+            ("backend", "backend"),
+            ("cuts", "cuts"),
+            ("connections severed", "severed"),
+        ][..],
+        &HISTORY_FIGURES,
+    ]
+    .concat();
+    table(&mut out, rows, "history", &columns);
     out.push_str(
         "## Servers killed and restarted\n\nFour writers (500 batches each) and two readers on one \
          conversation while the server's container is SIGKILLed and started again three times \
@@ -257,34 +231,16 @@ fn render(
          server then still recovers before it answers. The history checker's anomalies must be \
          0: whatever the server acknowledged survived its crash.\n\n",
     );
-    table(
-        &mut out,
-        rows,
-        "restarts",
+    let columns = [
         &[
-            "backend",
-            "restarts",
-            "seconds down",
-            "seconds",
-            "appends",
-            "acknowledged",
-            "reads",
-            "failed tries",
-            "failed reads",
-            "anomalies",
-        ],
-        &[
-            "backend",
-            "restarts",
-            "seconds_down",
-            "seconds",
-            "appends",
-            "acknowledged",
-            "reads",
-            "failed_tries",
-            "failed_reads",
-            "anomalies",
-        ],
-    );
+            ("backend", "backend"),
+            ("restarts", "restarts"),
+            ("seconds down", "seconds_down"),
+            ("seconds", "seconds"),
+        ][..],
+        &HISTORY_FIGURES,
+    ]
+    .concat();
+    table(&mut out, rows, "restarts", &columns);
     out
 }

@@ -116,6 +116,27 @@ impl History {
             .filter(|op| matches!(op, Op::Read { .. }))
             .count()
     }
+
+    /// The figures of a run of `workload` that [`check`] judged with `anomalies`, as the JSON
+    /// fields a report row carries (`appends`, `acknowledged`, `reads`, `failed_tries`,
+    /// `failed_reads`, `anomalies`); a test adds its own beside them.
+    pub fn figures(
+        &self,
+        workload: &Workload,
+        anomalies: &[String],
+    ) -> serde_json::Map<String, serde_json::Value> {
+        let serde_json::Value::Object(figures) = serde_json::json!({
+            "appends": workload.writers * workload.batches,
+            "acknowledged": self.acknowledged(),
+            "reads": self.reads(),
+            "failed_tries": self.failed_tries,
+            "failed_reads": self.failed_reads,
+            "anomalies": anomalies.len(),
+        }) else {
+            unreachable!("a JSON object literal")
+        };
+        figures
+    }
 }
 
 fn batch(writer: usize, batch: usize, size: usize) -> Vec<Message> {
