@@ -88,7 +88,7 @@ pub mod prelude {
         AppendOptions, CacheStore, CheckpointStore, CollectionSpec, ConversationId,
         ConversationStore, FactStore, Filter, LoadOptions, MemoryBackend, MemoryError, Message,
         NewConversation, NewFact, RecallQuery, RememberOptions, Role, Scope, Scoped, Store,
-        TransferStore, VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey,
+        Timestamp, TransferStore, Ttl, VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey,
         WorkingMemoryStore, WorkingMemoryUpdate,
     };
 }

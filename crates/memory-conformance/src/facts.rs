@@ -828,3 +828,211 @@ pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) 
         2
     );
 }
+
+/// `set_expiry` hides a fact once its new expiry passes, everywhere a fact is read; `None`
+/// makes an expiring fact permanent; the fact reads back with the new `expires_at` and
+/// `updated_at`.
+pub async fn set_expiry_expires_a_fact_and_none_makes_it_permanent(ctx: &Ctx) {
+    let b = ctx.backend();
+    let start = ctx.clock_now();
+    let soon = Some(start.saturating_add(Duration::from_mins(1)));
+    let doomed = remember(ctx, NewFact::new("doomed lantern")).await.fact;
+    let saved = remember(
+        ctx,
+        NewFact {
+            expires_at: soon,
+            key: Some("lantern".into()),
+            ..NewFact::new("saved lantern")
+        },
+    )
+    .await
+    .fact;
+    ctx.clock().advance(Duration::from_secs(1));
+    let changed = b
+        .set_expiry(ctx.scope(), std::slice::from_ref(&doomed.id), soon)
+        .await
+        .must("set expiry");
+    assert_eq!(changed, std::slice::from_ref(&doomed.id));
+    let read = b.get_fact(ctx.scope(), &doomed.id).await.must("get");
+    assert_eq!(read.expires_at, soon);
+    assert_eq!(read.updated_at, ctx.clock_now());
+    assert_eq!(read.created_at, doomed.created_at);
+    let changed = b
+        .set_expiry(ctx.scope(), std::slice::from_ref(&saved.id), None)
+        .await
+        .must("make permanent");
+    assert_eq!(changed, std::slice::from_ref(&saved.id));
+    assert_eq!(
+        b.get_fact(ctx.scope(), &saved.id)
+            .await
+            .must("get")
+            .expires_at,
+        None
+    );
+    ctx.clock().advance(Duration::from_mins(2));
+    assert_eq!(
+        texts(&recall(ctx, RecallQuery::text("lantern")).await),
+        ["saved lantern"]
+    );
+    b.get_fact(ctx.scope(), &doomed.id)
+        .await
+        .must_be_not_found("expired by set_expiry");
+    let listed = b
+        .list_facts(ctx.scope(), FactQuery::default())
+        .await
+        .must("list");
+    assert_eq!(listed.items.len(), 1);
+    assert_eq!(
+        b.history(ctx.scope(), "lantern")
+            .await
+            .must("history")
+            .len(),
+        1
+    );
+    // An expired fact is never brought back.
+    let changed = b
+        .set_expiry(ctx.scope(), std::slice::from_ref(&doomed.id), None)
+        .await
+        .must("revive");
+    assert!(changed.is_empty());
+    b.get_fact(ctx.scope(), &doomed.id)
+        .await
+        .must_be_not_found("still expired");
+}
+
+/// The batch form changes every live fact named, current or superseded, at once, and answers
+/// with them in the order given, each once; unknown ids, expired facts and another subject's
+/// facts are left out and unchanged; more than `MAX_EXPIRY_BATCH` ids are `InvalidInput`.
+pub async fn set_expiry_many_changes_only_live_facts_of_the_scope(ctx: &Ctx) {
+    let b = ctx.backend();
+    let now = ctx.clock_now();
+    let old = remember(
+        ctx,
+        NewFact {
+            key: Some("city".into()),
+            ..NewFact::new("lives in Lyon")
+        },
+    )
+    .await
+    .fact;
+    ctx.clock().advance(Duration::from_millis(1));
+    let new = remember(
+        ctx,
+        NewFact {
+            key: Some("city".into()),
+            ..NewFact::new("lives in Oslo")
+        },
+    )
+    .await
+    .fact;
+    let plain = remember(ctx, NewFact::new("likes tea")).await.fact;
+    let expired = remember(
+        ctx,
+        NewFact {
+            expires_at: Some(ctx.clock_now()),
+            ..NewFact::new("was here")
+        },
+    )
+    .await
+    .fact;
+    let theirs = b
+        .remember(
+            ctx.other_scope(),
+            NewFact::new("their fact"),
+            RememberOptions::default(),
+        )
+        .await
+        .must("remember other")
+        .fact;
+    let unknown = FactId::new("no-such-fact").unwrap();
+    let at = Some(now.saturating_add(Duration::from_hours(1)));
+    let asked = [
+        plain.id.clone(),
+        unknown,
+        theirs.id.clone(),
+        old.id.clone(),
+        expired.id.clone(),
+        new.id.clone(),
+        plain.id.clone(),
+    ];
+    let changed = b.set_expiry(ctx.scope(), &asked, at).await.must("batch");
+    assert_eq!(changed, [plain.id.clone(), old.id.clone(), new.id.clone()]);
+    for id in [&plain.id, &old.id, &new.id] {
+        assert_eq!(b.get_fact(ctx.scope(), id).await.must("get").expires_at, at);
+    }
+    let history = b.history(ctx.scope(), "city").await.must("history");
+    assert_eq!(history.len(), 2, "a superseded version keeps its place");
+    assert_eq!(
+        b.get_fact(ctx.other_scope(), &theirs.id)
+            .await
+            .must("theirs")
+            .expires_at,
+        None
+    );
+    assert!(b
+        .set_expiry(ctx.scope(), &[], None)
+        .await
+        .must("empty")
+        .is_empty());
+    let too_many: Vec<FactId> = (0..=memory_core::MAX_EXPIRY_BATCH)
+        .map(|i| FactId::new(format!("f-{i}")).unwrap())
+        .collect();
+    b.set_expiry(ctx.scope(), &too_many, None)
+        .await
+        .must_be_invalid("too many ids");
+    ctx.clock().advance(Duration::from_hours(1));
+    assert!(b
+        .list_facts(ctx.scope(), FactQuery::default())
+        .await
+        .must("list")
+        .items
+        .is_empty());
+    assert!(b
+        .history(ctx.scope(), "city")
+        .await
+        .must("history")
+        .is_empty());
+    b.get_fact(ctx.other_scope(), &theirs.id)
+        .await
+        .must("theirs stays");
+}
+
+/// A TTL (`"30s"`, `"15m"`, `"1h"`, `"7d"`) on remember expires the fact that long after the
+/// store's now; `expire_in` moves many facts' expiry by a TTL.
+pub async fn remember_with_a_ttl_expires_after_it(ctx: &Ctx) {
+    let store = memory_core::Store::from_arc(ctx.backend_arc());
+    let facts = store.at(ctx.scope().clone());
+    let facts = facts.facts();
+    let ttl = |text: &str| text.parse::<memory_core::Ttl>().unwrap();
+    let now = ctx.clock_now();
+    let short = facts
+        .remember("short lived note")
+        .ttl(ttl("30s"))
+        .await
+        .must("30s");
+    assert_eq!(
+        short.fact.expires_at,
+        Some(now.saturating_add(Duration::from_secs(30)))
+    );
+    let long = facts
+        .remember("long lived note")
+        .ttl(ttl("7d"))
+        .await
+        .must("7d");
+    assert_eq!(
+        long.fact.expires_at,
+        Some(now.saturating_add(Duration::from_hours(7 * 24)))
+    );
+    let moved = facts
+        .expire_in(std::slice::from_ref(&long.fact.id), ttl("15m"))
+        .await
+        .must("expire_in");
+    assert_eq!(moved, std::slice::from_ref(&long.fact.id));
+    ctx.clock().advance(Duration::from_secs(30));
+    assert_eq!(
+        texts(&recall(ctx, RecallQuery::text("note")).await),
+        ["long lived note"]
+    );
+    ctx.clock().advance(Duration::from_mins(15));
+    assert!(recall(ctx, RecallQuery::text("note")).await.is_empty());
+}

@@ -121,6 +121,9 @@ macro_rules! __with_scenarios {
                 semantic_recall_ranks_by_cosine: Vectors,
                 hybrid_recall_fuses_ranks: Vectors,
                 expired_facts_neither_dedupe_nor_count_toward_max_facts: None,
+                set_expiry_expires_a_fact_and_none_makes_it_permanent: None,
+                set_expiry_many_changes_only_live_facts_of_the_scope: None,
+                remember_with_a_ttl_expires_after_it: None,
             }
             vectors {
                 ensure_collection_is_idempotent: Vectors,
@@ -230,6 +233,10 @@ macro_rules! __with_scenarios {
                 twenty_turn_conversation_keeps_window_summary_budget_and_facts: None,
                 failing_extractor_leaves_the_turn_committed: None,
                 extraction_honours_threshold_hook_and_namespace: None,
+                extracted_facts_expire_after_the_configured_ttl: None,
+                session_reads_history_and_appends_only_its_own: None,
+                sliding_window_session_reads_the_last_messages: None,
+                summarizing_session_summarizes_what_left_the_window: None,
                 injected_facts_cannot_break_the_fence: None,
                 prepare_and_commit_stay_in_scope: None,
                 auto_conversation_is_one_thread_per_subject_and_agent: None,

@@ -10,6 +10,7 @@ use crate::conversation::ConversationStore;
 use crate::error::Result;
 use crate::fact::FactStore;
 use crate::scope::Scope;
+use crate::time::Timestamp;
 use crate::transfer::TransferStore;
 use crate::vector::VectorStore;
 use crate::working::WorkingMemoryStore;
@@ -91,6 +92,14 @@ pub trait MemoryBackend:
     /// kind, in a stable order; empty when the storage cannot tell cheaply (the default).
     async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
         Ok(Vec::new())
+    }
+
+    /// The store's "now": the instant its clock gives, which decides expiry (of facts and
+    /// cache entries) and stamps what it writes. A TTL is turned into an expiry with it.
+    /// Adapters with an injectable clock return that clock's instant; the default is the wall
+    /// clock.
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
     }
 
     /// Whether this object is the front layer ([`Checked`](crate::front::Checked)) already, so

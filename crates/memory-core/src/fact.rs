@@ -632,4 +632,25 @@ pub trait FactStore: Send + Sync {
     ///   same. Afterwards get is `NotFound` and recall misses it.
     /// - Another scope's fact is untouched and reports `false`.
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool>;
+
+    /// Sets when facts expire (`Some`), or makes them permanent (`None`).
+    ///
+    /// # Behavior
+    /// - Every id naming a live fact of the scope (unexpired, current or superseded) gets
+    ///   `expires_at` and `updated_at = now`, all of them at once or none; returns those ids
+    ///   (in any order: the front layer answers in the order given). An instant not after now
+    ///   expires them at once.
+    /// - Unknown ids, another scope's facts and expired facts (already gone to readers) are
+    ///   left out of the answer and unchanged: an expired fact is never brought back.
+    /// - The front layer drops repeated ids (keeping the first) and refuses more than
+    ///   [`MAX_EXPIRY_BATCH`] with `InvalidInput`; an empty list reaches no backend.
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>>;
 }
+
+/// Most ids one [`FactStore::set_expiry`] takes.
+pub const MAX_EXPIRY_BATCH: usize = 1_000;

@@ -36,12 +36,14 @@ use crate::conversation::{
 use crate::error::{MemoryError, Result};
 use crate::fact::{
     Fact, FactQuery, FactStore, NewFact, RecallQuery, RememberOptions, RememberOutcome, ScoredFact,
+    MAX_EXPIRY_BATCH,
 };
 use crate::message::{check_json_depth, check_metadata_depth, Message, StoredMessage};
 use crate::page::{check_page, Page};
 use crate::scope::{
     validate_identifier, CheckpointId, ConversationId, FactId, Namespace, Scope, VectorId,
 };
+use crate::time::Timestamp;
 use crate::transfer::{Record, TransferStore};
 use crate::vector::{
     CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -359,6 +361,33 @@ impl FactStore for Checked {
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         self.inner.forget(scope, id).await
     }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        if ids.len() > MAX_EXPIRY_BATCH {
+            return Err(MemoryError::invalid(format!(
+                "set_expiry takes at most {MAX_EXPIRY_BATCH} ids, got {}",
+                ids.len()
+            )));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let ids: Vec<FactId> = ids.iter().filter(|id| seen.insert(*id)).cloned().collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Setting the same expiry twice leaves the same state: safe to retry.
+        let changed: std::collections::HashSet<FactId> = self
+            .retried(|| self.inner.set_expiry(scope, &ids, expires_at))
+            .await?
+            .into_iter()
+            .collect();
+        Ok(ids.into_iter().filter(|id| changed.contains(id)).collect())
+    }
 }
 
 #[async_trait]
@@ -584,6 +613,10 @@ impl MemoryBackend for Checked {
 
     fn is_checked(&self) -> bool {
         true
+    }
+
+    fn now(&self) -> Timestamp {
+        self.inner.now()
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]

@@ -43,7 +43,7 @@ use crate::message::{Message, Metadata, Role, StoredMessage};
 use crate::page::Page;
 use crate::scope::{ConversationId, FactId, Scope, VectorId};
 use crate::store::Store;
-use crate::time::Timestamp;
+use crate::time::{Timestamp, Ttl};
 use crate::vector::{CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector};
 use crate::working::{WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate};
 
@@ -449,6 +449,7 @@ impl<'a> Facts<'a> {
             scoped: self.scoped,
             fact: NewFact::new(text),
             options: RememberOptions::default(),
+            ttl: None,
         }
     }
 
@@ -493,6 +494,49 @@ impl<'a> Facts<'a> {
     pub async fn forget(&self, id: &FactId) -> Result<bool> {
         self.scoped.store.forget(&self.scoped.scope, id).await
     }
+
+    /// Sets when a fact expires, or with `None` makes it permanent; whether a live fact was
+    /// changed (an unknown or already expired id is not).
+    ///
+    /// ```
+    /// use memory_core::{InMemoryBackend, Store, Ttl};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let user = Store::new(InMemoryBackend::new()).scope("support", "user-42")?;
+    /// let fact = user.facts().remember("is on a trip").ttl("24h".parse::<Ttl>()?).await?.fact;
+    /// assert!(fact.expires_at.is_some());
+    /// assert!(user.facts().set_expiry(&fact.id, None).await?); // permanent now
+    /// assert_eq!(user.facts().get(&fact.id).await?.expires_at, None);
+    /// # Ok::<(), memory_core::MemoryError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn set_expiry(&self, id: &FactId, expires_at: Option<Timestamp>) -> Result<bool> {
+        let changed = self
+            .scoped
+            .store
+            .set_expiry(&self.scoped.scope, std::slice::from_ref(id), expires_at)
+            .await?;
+        Ok(!changed.is_empty())
+    }
+
+    /// Sets the same expiry on many facts at once (all or none); the ids of the live facts
+    /// changed, in the order given (see [`FactStore::set_expiry`](crate::FactStore::set_expiry)).
+    pub async fn set_expiry_many(
+        &self,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        self.scoped
+            .store
+            .set_expiry(&self.scoped.scope, ids, expires_at)
+            .await
+    }
+
+    /// Sets many facts to expire `ttl` from the store's now (see
+    /// [`set_expiry_many`](Self::set_expiry_many)).
+    pub async fn expire_in(&self, ids: &[FactId], ttl: Ttl) -> Result<Vec<FactId>> {
+        let at = ttl.expires_at(self.scoped.store.now());
+        self.set_expiry_many(ids, Some(at)).await
+    }
 }
 
 /// A fact being stored (see [`Facts::remember`]).
@@ -501,6 +545,7 @@ pub struct Remember<'a> {
     scoped: &'a Scoped,
     fact: NewFact,
     options: RememberOptions,
+    ttl: Option<Ttl>,
 }
 
 impl Remember<'_> {
@@ -543,6 +588,14 @@ impl Remember<'_> {
     /// When it stops being returned.
     pub fn expires_at(mut self, at: Timestamp) -> Self {
         self.fact.expires_at = Some(at);
+        self.ttl = None;
+        self
+    }
+
+    /// Expires `ttl` after it is stored (the store's clock decides "now"); replaces
+    /// [`expires_at`](Self::expires_at), the later call winning.
+    pub fn ttl(mut self, ttl: Ttl) -> Self {
+        self.ttl = Some(ttl);
         self
     }
 
@@ -554,9 +607,13 @@ impl Remember<'_> {
 }
 
 awaitable!(Remember => RememberOutcome, |this| {
+    let mut fact = this.fact;
+    if let Some(ttl) = this.ttl {
+        fact.expires_at = Some(ttl.expires_at(this.scoped.store.now()));
+    }
     this.scoped
         .store
-        .remember(&this.scoped.scope, this.fact, this.options)
+        .remember(&this.scoped.scope, fact, this.options)
         .await
 });
 

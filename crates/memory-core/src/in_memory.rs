@@ -522,6 +522,28 @@ impl FactStore for InMemoryBackend {
             .and_then(|f| f.remove(id))
             .is_some_and(|f| !f.is_expired(now)))
     }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let now = self.clock.now();
+        let mut state = self.write();
+        let Some(facts) = state.facts.get_mut(scope) else {
+            return Ok(Vec::new());
+        };
+        let mut changed = Vec::new();
+        for id in ids {
+            if let Some(fact) = facts.get_mut(id).filter(|f| !f.is_expired(now)) {
+                fact.expires_at = expires_at;
+                fact.updated_at = now;
+                changed.push(id.clone());
+            }
+        }
+        Ok(changed)
+    }
 }
 
 #[async_trait]
@@ -773,6 +795,10 @@ impl MemoryBackend for InMemoryBackend {
 
     fn capabilities(&self) -> Capabilities {
         self.capabilities
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {

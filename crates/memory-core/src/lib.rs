@@ -48,7 +48,7 @@ pub use conversation::{
 pub use error::{BoxError, MemoryError, Result};
 pub use fact::{
     Fact, FactQuery, FactSource, FactStore, NewFact, RecallQuery, RememberOptions, RememberOutcome,
-    RememberStatus, ScoredFact,
+    RememberStatus, ScoredFact, MAX_EXPIRY_BATCH,
 };
 pub use filter::{FieldPath, Filter, FilterValue};
 pub use front::{Checked, RetryPolicy};
@@ -62,7 +62,7 @@ pub use scope::{
 };
 pub use similarity::Metric;
 pub use store::Store;
-pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp, Ttl};
 pub use transfer::{Record, RecordKind, TransferStore};
 pub use vector::{
     CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,

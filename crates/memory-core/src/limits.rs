@@ -12,6 +12,7 @@
 //! | scores | always finite: cosine in [-1, 1] (exactly 1 for a vector against itself), Euclidean in (0, 1], dot at most `f32::MAX` in size | — | `vectors::scores_stay_finite_and_in_range_at_float_edges` |
 //! | search `k` | 1..=[`MAX_TOP_K`] (1,000) | `InvalidInput` | `vectors::top_k_and_filter_depth_hold_at_their_limits` |
 //! | seqs per `load_seqs` | at most [`MAX_LOAD_SEQS`] (1,000) | `InvalidInput` | `conversations::load_seqs_reads_scattered_messages_as_stored` |
+//! | ids per `set_expiry` | at most [`MAX_EXPIRY_BATCH`] (1,000) | `InvalidInput` | `facts::set_expiry_many_changes_only_live_facts_of_the_scope` |
 //! | keys per cache batch (`cache_get_many`, `cache_set_many`) | at most [`MAX_CACHE_BATCH`] (1,000) | `InvalidInput` | `cache::batches_read_and_write_like_single_calls` |
 //! | page size | 1..=[`MAX_PAGE_SIZE`] (1,000), default [`DEFAULT_PAGE_SIZE`] | `InvalidInput` | `payload::identifiers_at_the_length_limit_round_trip` |
 //! | filter nesting | [`MAX_FILTER_DEPTH`] levels of `and`/`or`/`not` (32) | `InvalidInput` | `vectors::top_k_and_filter_depth_hold_at_their_limits` |
@@ -23,6 +24,7 @@
 
 pub use crate::cache::MAX_CACHE_BATCH;
 pub use crate::conversation::MAX_LOAD_SEQS;
+pub use crate::fact::MAX_EXPIRY_BATCH;
 pub use crate::filter::MAX_FILTER_DEPTH;
 pub use crate::lexical::MIN_TOKEN_CHARS;
 pub use crate::message::MAX_JSON_DEPTH;

@@ -146,3 +146,93 @@ impl Clock for ManualClock {
         Timestamp(self.0.load(Ordering::SeqCst))
     }
 }
+
+/// A time to live, written as a whole number and a unit: `"30s"`, `"15m"`, `"1h"`, `"24h"`,
+/// `"7d"` (seconds, minutes, hours, days). A fact remembered with a TTL expires that long after
+/// the store's clock says it was stored.
+///
+/// Only these four units, whole and positive: a day is always 24 hours here, and months or
+/// years (of no fixed length) are refused rather than guessed. Serialized as its string.
+///
+/// ```
+/// use std::time::Duration;
+/// use memory_core::time::Ttl;
+/// let ttl: Ttl = "15m".parse()?;
+/// assert_eq!(ttl.duration(), Duration::from_secs(900));
+/// assert_eq!(ttl.to_string(), "15m");
+/// assert!("1.5h".parse::<Ttl>().unwrap_err().is_invalid_input());
+/// assert!("0s".parse::<Ttl>().is_err() && "7w".parse::<Ttl>().is_err());
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ttl {
+    amount: u32,
+    /// `s`, `m`, `h` or `d`.
+    unit: char,
+}
+
+/// Seconds in one of a TTL's units.
+fn unit_seconds(unit: char) -> Option<u64> {
+    match unit {
+        's' => Some(1),
+        'm' => Some(60),
+        'h' => Some(3_600),
+        'd' => Some(86_400),
+        _ => None,
+    }
+}
+
+impl Ttl {
+    /// How long it lasts.
+    pub fn duration(self) -> Duration {
+        Duration::from_secs(u64::from(self.amount) * unit_seconds(self.unit).unwrap_or(1))
+    }
+
+    /// When something stored at `now` expires.
+    pub fn expires_at(self, now: Timestamp) -> Timestamp {
+        now.saturating_add(self.duration())
+    }
+}
+
+impl std::str::FromStr for Ttl {
+    type Err = crate::MemoryError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let invalid = || {
+            crate::MemoryError::invalid(format!(
+                "TTL {text:?} is not a positive whole number followed by s, m, h or d \
+                 (\"30s\", \"15m\", \"1h\", \"7d\")"
+            ))
+        };
+        let unit = text.chars().last().ok_or_else(invalid)?;
+        unit_seconds(unit).ok_or_else(invalid)?;
+        let digits = &text[..text.len() - unit.len_utf8()];
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(invalid());
+        }
+        let amount: u32 = digits.parse().map_err(|_| invalid())?;
+        if amount == 0 {
+            return Err(invalid());
+        }
+        Ok(Self { amount, unit })
+    }
+}
+
+impl fmt::Display for Ttl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.amount, self.unit)
+    }
+}
+
+impl Serialize for Ttl {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Ttl {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -1,14 +1,13 @@
 //! An embedder for any server that speaks the OpenAI embeddings API.
 
 use std::fmt;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use memory_core::embed::Embedder;
 use memory_core::{MemoryError, Result};
-use reqwest::header::RETRY_AFTER;
-use reqwest::StatusCode;
 use serde::{Deserialize, Serialize};
+
+use crate::transport::{http_settings_methods, Endpoint, HttpSettings};
 
 const COMPONENT: &str = "embedder";
 
@@ -25,15 +24,14 @@ const COMPONENT: &str = "embedder";
 /// - The API key is never printed (`Debug` shows `***`).
 #[derive(Clone)]
 pub struct OpenAiEmbedder {
-    client: reqwest::Client,
-    endpoint: String,
+    endpoint: Endpoint,
     settings: OpenAiEmbedderBuilder,
 }
 
 impl fmt::Debug for OpenAiEmbedder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiEmbedder")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &self.endpoint.url)
             .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
@@ -42,46 +40,26 @@ impl fmt::Debug for OpenAiEmbedder {
 /// Builds an [`OpenAiEmbedder`].
 #[derive(Clone)]
 pub struct OpenAiEmbedderBuilder {
-    base_url: String,
-    api_key: Option<String>,
+    http: HttpSettings,
     model: String,
     dims: usize,
     send_dimensions: bool,
     batch_size: usize,
-    max_retries: u32,
-    initial_backoff: Duration,
-    max_backoff: Duration,
-    timeout: Duration,
 }
 
 impl fmt::Debug for OpenAiEmbedderBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OpenAiEmbedderBuilder")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("http", &self.http)
             .field("model", &self.model)
             .field("dims", &self.dims)
             .field("batch_size", &self.batch_size)
-            .field("max_retries", &self.max_retries)
             .finish_non_exhaustive()
     }
 }
 
 impl OpenAiEmbedderBuilder {
-    /// The API root, up to and without `/embeddings` (default `https://api.openai.com/v1`).
-    #[must_use]
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
-        self
-    }
-
-    /// Sent as `Authorization: Bearer …`; none by default (local servers need none). An
-    /// empty key counts as none.
-    #[must_use]
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into()).filter(|k| !k.is_empty());
-        self
-    }
+    http_settings_methods!();
 
     /// Ask the server for `dims` components (the `dimensions` parameter, which only some
     /// models accept, e.g. OpenAI's text-embedding-3); off by default.
@@ -98,28 +76,6 @@ impl OpenAiEmbedderBuilder {
         self
     }
 
-    /// Retries of a request after a 429, 5xx, timeout or refused connection (default 5).
-    #[must_use]
-    pub fn max_retries(mut self, retries: u32) -> Self {
-        self.max_retries = retries;
-        self
-    }
-
-    /// The first backoff and its cap (default 250 ms, 10 s).
-    #[must_use]
-    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.initial_backoff = initial;
-        self.max_backoff = max;
-        self
-    }
-
-    /// The time limit of one request (default 60 s).
-    #[must_use]
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
     /// Checks the settings and makes the HTTP client.
     pub fn build(self) -> Result<OpenAiEmbedder> {
         let invalid = |what: &str| MemoryError::invalid(format!("openai embedder: {what}"));
@@ -132,22 +88,11 @@ impl OpenAiEmbedderBuilder {
         if self.batch_size == 0 {
             return Err(invalid("batch_size must be at least 1"));
         }
-        if self.initial_backoff > self.max_backoff {
-            return Err(invalid("the initial backoff exceeds the maximum"));
-        }
-        let base = self.base_url.trim_end_matches('/').to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(invalid(&format!(
-                "base_url {base:?} must start with http:// or https://"
-            )));
-        }
-        let client = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .build()
-            .map_err(|e| MemoryError::model(COMPONENT, e))?;
+        let endpoint = self
+            .http
+            .endpoint("openai embedder", COMPONENT, "embeddings")?;
         Ok(OpenAiEmbedder {
-            client,
-            endpoint: format!("{base}/embeddings"),
+            endpoint,
             settings: self,
         })
     }
@@ -173,23 +118,15 @@ struct EmbeddingItem {
     embedding: Vec<f32>,
 }
 
-/// The longest wait a `Retry-After` header can impose.
-const MAX_RETRY_AFTER: Duration = Duration::from_mins(1);
-
 impl OpenAiEmbedder {
     /// A builder for `model`, whose vectors have `dims` components.
     pub fn builder(model: impl Into<String>, dims: usize) -> OpenAiEmbedderBuilder {
         OpenAiEmbedderBuilder {
-            base_url: "https://api.openai.com/v1".to_owned(),
-            api_key: None,
+            http: HttpSettings::default(),
             model: model.into(),
             dims,
             send_dimensions: false,
             batch_size: 128,
-            max_retries: 5,
-            initial_backoff: Duration::from_millis(250),
-            max_backoff: Duration::from_secs(10),
-            timeout: Duration::from_mins(1),
         }
     }
 
@@ -208,24 +145,8 @@ impl OpenAiEmbedder {
             ))
         })?;
         let mut builder = Self::builder(model, dims);
-        if let Some(url) = var("MEMORY_EMBED_BASE_URL").or_else(|| var("OPENAI_BASE_URL")) {
-            builder = builder.base_url(url);
-        }
-        if let Some(key) = var("MEMORY_EMBED_API_KEY").or_else(|| var("OPENAI_API_KEY")) {
-            builder = builder.api_key(key);
-        }
+        builder.http = HttpSettings::from_env("MEMORY_EMBED");
         builder.build()
-    }
-
-    /// The wait before retry `attempt` (0-based): doubling from the initial backoff, capped,
-    /// with up to half of it taken off at random so retrying clients spread out.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let full = self
-            .settings
-            .initial_backoff
-            .saturating_mul(2u32.saturating_pow(attempt))
-            .min(self.settings.max_backoff);
-        full.mul_f64(1.0 - fastrand::f64() / 2.0)
     }
 
     async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
@@ -235,44 +156,8 @@ impl OpenAiEmbedder {
             encoding_format: "float",
             dimensions: self.settings.send_dimensions.then_some(self.settings.dims),
         };
-        let mut attempt = 0;
-        loop {
-            let mut request = self.client.post(&self.endpoint).json(&body);
-            if let Some(key) = &self.settings.api_key {
-                request = request.bearer_auth(key);
-            }
-            let wait = match request.send().await {
-                Ok(response) if response.status().is_success() => {
-                    let parsed: EmbeddingResponse = response.json().await.map_err(|e| {
-                        MemoryError::model(COMPONENT, format!("malformed response: {e}"))
-                    })?;
-                    return self.vectors(parsed, texts.len());
-                }
-                Ok(response)
-                    if retryable(response.status()) && attempt < self.settings.max_retries =>
-                {
-                    retry_after(&response).unwrap_or_else(|| self.backoff(attempt))
-                }
-                Ok(response) => {
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    let excerpt: String = text.chars().take(300).collect();
-                    return Err(MemoryError::model(
-                        COMPONENT,
-                        format!("{} answered {status}: {excerpt}", self.endpoint),
-                    ));
-                }
-                Err(error)
-                    if (error.is_timeout() || error.is_connect())
-                        && attempt < self.settings.max_retries =>
-                {
-                    self.backoff(attempt)
-                }
-                Err(error) => return Err(MemoryError::model(COMPONENT, error)),
-            };
-            tokio::time::sleep(wait).await;
-            attempt += 1;
-        }
+        let parsed: EmbeddingResponse = self.endpoint.post(&body).await?;
+        self.vectors(parsed, texts.len())
     }
 
     fn vectors(&self, response: EmbeddingResponse, expected: usize) -> Result<Vec<Vec<f32>>> {
@@ -313,24 +198,6 @@ impl OpenAiEmbedder {
         }
         Ok(slots.into_iter().flatten().collect())
     }
-}
-
-fn retryable(status: StatusCode) -> bool {
-    status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
-}
-
-/// `Retry-After` in seconds (the HTTP-date form is rare for APIs and falls back to backoff).
-fn retry_after(response: &reqwest::Response) -> Option<Duration> {
-    let seconds: f64 = response
-        .headers()
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    (seconds.is_finite() && seconds >= 0.0)
-        .then(|| Duration::from_secs_f64(seconds).min(MAX_RETRY_AFTER))
 }
 
 #[async_trait]

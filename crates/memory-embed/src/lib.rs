@@ -11,6 +11,10 @@
 //!
 //! Wrap either in [`memory_core::embed::CachedEmbedder`] to embed each text once per model.
 //!
+//! Beside them, [`OpenAiChat`] (feature `http`): a JSON-mode chat completions client with the
+//! same retries, which the engine's model extractor and summarizer call
+//! (`memory_engine::ModelExtractor`, `extract.model` in its config).
+//!
 //! These live outside memory-core so that core stays free of HTTP and tensor dependencies.
 //!
 //! ```no_run
@@ -29,10 +33,16 @@
 #![deny(unsafe_code)]
 
 #[cfg(feature = "http")]
+mod chat;
+#[cfg(feature = "http")]
 mod http;
 #[cfg(feature = "local")]
 mod local;
+#[cfg(feature = "http")]
+mod transport;
 
+#[cfg(feature = "http")]
+pub use chat::{OpenAiChat, OpenAiChatBuilder};
 #[cfg(feature = "http")]
 pub use http::{OpenAiEmbedder, OpenAiEmbedderBuilder};
 #[cfg(feature = "local")]

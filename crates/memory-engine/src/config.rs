@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use memory_core::error::{MemoryError, Result};
 use memory_core::scope::Namespace;
+use memory_core::time::Ttl;
 
 /// Every tier of an agent's memory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -241,6 +242,16 @@ pub struct ExtractConfig {
     /// memory poisoning.
     #[serde(alias = "minConfidence")]
     pub min_confidence: f32,
+    /// A chat model (OpenAI-compatible, JSON mode) that extracts facts and writes summaries
+    /// when the builder is given no extractor or summarizer of its own: `"gpt-4o-mini"`, or a
+    /// local server's model. The server and key come from `MEMORY_CHAT_BASE_URL` /
+    /// `OPENAI_BASE_URL` and `MEMORY_CHAT_API_KEY` / `OPENAI_API_KEY`. Needs the
+    /// `model-extractor` feature.
+    #[serde(alias = "extractWith", alias = "model")]
+    pub extract_with: Option<String>,
+    /// How long extracted facts last unless the extractor gives one (`"30s"`, `"15m"`, `"1h"`,
+    /// `"7d"`); none: permanent.
+    pub ttl: Option<Ttl>,
     /// Tags added to every extracted fact.
     pub tags: Vec<String>,
 }
@@ -250,6 +261,8 @@ impl Default for ExtractConfig {
         Self {
             enabled: false,
             min_confidence: 0.7,
+            extract_with: None,
+            ttl: None,
             tags: Vec::new(),
         }
     }
@@ -279,6 +292,14 @@ impl MemoryConfig {
     /// Checks every field; the error names the first one at fault (`facts.namespace`, …).
     pub fn validate(&self) -> Result<()> {
         check_positive("conversation.window_size", self.conversation.window_size)?;
+        if self
+            .extract
+            .extract_with
+            .as_ref()
+            .is_some_and(|m| m.trim().is_empty())
+        {
+            return Err(invalid("extract.extract_with", "names no model"));
+        }
         check_positive("knowledge.retrieval_limit", self.knowledge.retrieval_limit)?;
         check_unit(
             "knowledge.similarity_threshold",

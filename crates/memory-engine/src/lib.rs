@@ -31,7 +31,10 @@
 
 pub mod config;
 mod context;
+#[cfg(feature = "model-extractor")]
+mod model;
 pub mod prompt_cache;
+mod session;
 mod working;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -47,6 +50,9 @@ pub use context::{
     escape_fenced, user_memory_block, ApproxTokenCounter, Context, RecalledMessage, TokenCounter,
     WorkingMemoryBlock,
 };
+#[cfg(feature = "model-extractor")]
+pub use model::ModelExtractor;
+pub use session::{Session, SessionView};
 pub use working::{ToolDefinition, WORKING_MEMORY_TOOLS};
 
 use crate::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
@@ -64,7 +70,7 @@ use memory_core::filter::Filter;
 use memory_core::lexical::{self, tokenize};
 use memory_core::message::{Message, Part, Role, StoredMessage};
 use memory_core::scope::{ConversationId, MessageId, Namespace, Scope, VectorId};
-use memory_core::time::Timestamp;
+use memory_core::time::{Timestamp, Ttl};
 use memory_core::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
 use memory_core::working::WorkingMemoryKey;
 
@@ -74,7 +80,8 @@ pub const MESSAGE_COLLECTION: &str = "agent-memory-messages";
 pub const EMBEDDED_CURSOR: &str = "agent-memory.embedded";
 /// The conversation cursor below which every message went through fact extraction.
 pub const EXTRACTED_CURSOR: &str = "agent-memory.extracted";
-/// The conversation metadata key holding the stored summary.
+/// The conversation metadata key holding the stored summary; also the metadata key of the
+/// summary message a [`SessionView::Summarizing`] read puts first (the last seq it covers).
 pub const SUMMARY_METADATA_KEY: &str = "agent_memory_summary";
 
 /// Summarises messages that left the window.
@@ -102,6 +109,10 @@ pub struct ExtractedFact {
     /// A kind.
     #[serde(default)]
     pub kind: Option<String>,
+    /// How long it lasts (`"24h"`); without one, `extract.ttl` applies, and without that it is
+    /// permanent.
+    #[serde(default)]
+    pub ttl: Option<Ttl>,
 }
 
 impl ExtractedFact {
@@ -113,6 +124,7 @@ impl ExtractedFact {
             tags: Vec::new(),
             key: None,
             kind: None,
+            ttl: None,
         }
     }
 }
@@ -258,9 +270,35 @@ impl MemoryBuilder {
         self
     }
 
+    /// `extract.extract_with`: the model extracts facts (and writes summaries) unless the
+    /// builder was given its own.
+    #[cfg(feature = "model-extractor")]
+    fn use_model(&mut self, model: &str) -> Result<()> {
+        let wanted = (self.config.extract.enabled && self.extractor.is_none())
+            || (self.config.conversation.summarize && self.summarizer.is_none());
+        if wanted {
+            let extractor = Arc::new(ModelExtractor::from_env(model)?);
+            self.extractor.get_or_insert_with(|| extractor.clone());
+            self.summarizer.get_or_insert(extractor);
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "model-extractor"))]
+    #[allow(clippy::unused_self)]
+    fn use_model(&mut self, model: &str) -> Result<()> {
+        Err(MemoryError::invalid(format!(
+            "memory config: extract.extract_with: {model:?} needs memory-engine's \
+             `model-extractor` feature (agent-memory's `extract-model`)"
+        )))
+    }
+
     /// Checks the config and that every enabled tier has what it needs.
-    pub fn build(self) -> Result<Memory> {
+    pub fn build(mut self) -> Result<Memory> {
         self.config.validate()?;
+        if let Some(model) = self.config.extract.extract_with.clone() {
+            self.use_model(&model)?;
+        }
         if self.config.conversation.summarize && self.summarizer.is_none() {
             return Err(MemoryError::invalid(
                 "memory config: conversation.summarize: no Summarizer was given to the builder",
@@ -1119,6 +1157,7 @@ impl Memory {
             max_facts: Some(self.config.facts.max_facts),
         };
         let mut stored = Vec::new();
+        let now = self.backend.now();
         for fact in kept {
             let mut tags = fact.tags.clone();
             for tag in &self.config.extract.tags {
@@ -1134,7 +1173,10 @@ impl Memory {
                 score: Some(fact.confidence.min(1.0)),
                 source: Some(source.clone()),
                 embedding: embeddings.next(),
-                expires_at: None,
+                expires_at: fact
+                    .ttl
+                    .or(self.config.extract.ttl)
+                    .map(|ttl| ttl.expires_at(now)),
             };
             let outcome = self.backend.remember(&facts_scope, new, options).await?;
             if outcome.status != RememberStatus::Duplicate {

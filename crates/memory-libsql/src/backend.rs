@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use memory_core::{
-    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, VectorIndexKind,
-    VectorSearch,
+    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
+    VectorIndexKind, VectorSearch,
 };
 
 use crate::db::{execute, millis, subject_of, BACKEND};
@@ -14,6 +14,10 @@ use crate::LibsqlStore;
 impl MemoryBackend for LibsqlStore {
     fn backend_name(&self) -> &'static str {
         BACKEND
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -353,4 +353,34 @@ impl FactStore for LibsqlStore {
         tx.commit().await?;
         live.map_or(Ok(false), |row| Ok(row.int(0)? == 1))
     }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let tx = self.write().await?;
+        // One statement: all the ids or none.
+        let changed = rows(
+            &tx,
+            "UPDATE facts SET expires_at = ?4, updated_at = ?5
+             WHERE namespace = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))
+               AND (expires_at IS NULL OR expires_at > ?5)
+             RETURNING id",
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                to_json(&ids),
+                expires_at.map(millis),
+                millis(self.clock.now()),
+            ),
+        )
+        .await?;
+        tx.commit().await?;
+        changed
+            .iter()
+            .map(|row| FactId::new(row.string(0)?).map_err(|e| corrupt("fact id", e)))
+            .collect()
+    }
 }

@@ -2,8 +2,8 @@
 
 use async_trait::async_trait;
 use memory_core::{
-    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, VectorIndexKind,
-    VectorSearch,
+    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
+    VectorIndexKind, VectorSearch,
 };
 
 use crate::db::{millis, subject_of, Db, DbResult, BACKEND};
@@ -13,6 +13,10 @@ use crate::PostgresStore;
 impl MemoryBackend for PostgresStore {
     fn backend_name(&self) -> &'static str {
         BACKEND
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {

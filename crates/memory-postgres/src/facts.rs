@@ -364,4 +364,36 @@ impl FactStore for PostgresStore {
             .await?;
         Ok(live.is_some_and(|row| row.get::<_, bool>(0)))
     }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let client = self.client().await?;
+        let ids: Vec<&str> = ids.iter().map(FactId::as_str).collect();
+        // One statement: all the ids or none.
+        let changed = client
+            .rows(
+                &self.sql(
+                    "UPDATE {s}.facts SET expires_at = $4, updated_at = $5
+                     WHERE namespace = $1 AND subject = $2 AND id = ANY($3)
+                       AND (expires_at IS NULL OR expires_at > $5)
+                     RETURNING id",
+                ),
+                &[
+                    &scope.namespace().as_str(),
+                    &subject_of(scope),
+                    &ids,
+                    &expires_at.map(millis),
+                    &millis(self.clock.now()),
+                ],
+            )
+            .await?;
+        changed
+            .iter()
+            .map(|row| FactId::new(row.get::<_, String>(0)).map_err(|e| corrupt("fact id", e)))
+            .collect()
+    }
 }

@@ -4,8 +4,8 @@ use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use memory_core::{
-    Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, TransferStore, VectorSearch,
-    WorkingMemoryKey,
+    Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, Timestamp, TransferStore,
+    VectorSearch, WorkingMemoryKey,
 };
 use redis::Script;
 
@@ -22,6 +22,10 @@ static FORGET_ALL: LazyLock<Script> = LazyLock::new(|| {
 impl MemoryBackend for RedisStore {
     fn backend_name(&self) -> &'static str {
         BACKEND
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -29,25 +29,45 @@ macro_rules! fact_script {
 
 static REMEMBER: LazyLock<Script> = fact_script!("lua/remember.lua");
 static FORGET: LazyLock<Script> = fact_script!("lua/forget_fact.lua");
+static SET_EXPIRY: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/set_expiry.lua")));
 
-const FACT_FIELDS: [&str; 4] = ["doc", "updated_at", "valid_to", "superseded_by"];
+const FACT_FIELDS: [&str; 5] = [
+    "doc",
+    "updated_at",
+    "valid_to",
+    "superseded_by",
+    "expires_at",
+];
 
 /// A fact hash's fields as read, in [`FACT_FIELDS`] order.
-type FactFields = (Option<String>, Option<i64>, Option<String>, Option<String>);
+type FactFields = (
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// A millisecond field a script may have left empty.
+fn optional_millis(field: Option<String>, what: &str) -> Result<Option<Timestamp>> {
+    field
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse().map(Timestamp::from_millis))
+        .transpose()
+        .map_err(|e| corrupt(what, e))
+}
 
 /// The fact of a hash: the document written at creation with the fields that change later
 /// (a script never edits JSON).
 fn fact_from(fields: FactFields) -> Result<Option<Fact>> {
-    let (Some(doc), Some(updated_at), valid_to, superseded_by) = fields else {
+    let (Some(doc), Some(updated_at), valid_to, superseded_by, expires_at) = fields else {
         return Ok(None);
     };
     let mut fact: Fact = serde_json::from_str(&doc).map_err(|e| corrupt("fact", e))?;
     fact.updated_at = Timestamp::from_millis(updated_at);
-    fact.valid_to = valid_to
-        .filter(|v| !v.is_empty())
-        .map(|v| v.parse().map(Timestamp::from_millis))
-        .transpose()
-        .map_err(|e| corrupt("fact valid_to", e))?;
+    fact.valid_to = optional_millis(valid_to, "fact valid_to")?;
+    fact.expires_at = optional_millis(expires_at, "fact expires_at")?;
     fact.superseded_by = superseded_by
         .filter(|s| !s.is_empty())
         .map(FactId::new)
@@ -219,5 +239,28 @@ impl FactStore for RedisStore {
             .await
             .db()?;
         Ok(removed == 1)
+    }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let keys = self.keys.scope(scope);
+        let mut call = SET_EXPIRY.key(keys.facts());
+        call.arg(keys.base()).arg(self.clock.now().as_millis()).arg(
+            expires_at
+                .map(|t| t.as_millis().to_string())
+                .unwrap_or_default(),
+        );
+        for id in ids {
+            call.arg(id.as_str());
+        }
+        let changed: Vec<String> = call.invoke_async(&mut self.conn()).await.db()?;
+        changed
+            .into_iter()
+            .map(|id| FactId::new(id).map_err(|e| corrupt("set_expiry reply", e)))
+            .collect()
     }
 }

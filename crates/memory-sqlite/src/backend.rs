@@ -2,7 +2,8 @@
 
 use async_trait::async_trait;
 use memory_core::{
-    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, VectorSearch,
+    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
+    VectorSearch,
 };
 
 use crate::db::{millis, subject_of, DbResult, BACKEND};
@@ -13,6 +14,10 @@ use crate::SqliteStore;
 impl MemoryBackend for SqliteStore {
     fn backend_name(&self) -> &'static str {
         BACKEND
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {

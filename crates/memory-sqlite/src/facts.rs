@@ -353,4 +353,31 @@ impl FactStore for SqliteStore {
         .db()?;
         Ok(live == Some(true))
     }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        // One statement: all the ids or none.
+        let changed: Vec<String> = sqlx::query_scalar(
+            "UPDATE facts SET expires_at = ?4, updated_at = ?5
+             WHERE namespace = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))
+               AND (expires_at IS NULL OR expires_at > ?5)
+             RETURNING id",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(to_json(&ids))
+        .bind(expires_at.map(millis))
+        .bind(millis(self.clock.now()))
+        .fetch_all(&self.writer)
+        .await
+        .db()?;
+        changed
+            .into_iter()
+            .map(|id| FactId::new(id).map_err(|e| corrupt("fact id", e)))
+            .collect()
+    }
 }

@@ -609,6 +609,29 @@ impl FactStore for RedbStore {
             Ok(fact.is_some_and(|f| !f.is_expired(now)))
         })
     }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let now = self.clock.now();
+        // One write transaction: all the ids or none.
+        self.writing(|table| {
+            let mut changed = Vec::new();
+            for id in ids {
+                let key = key_of(scope, "f", &[id.as_str()]);
+                if let Some(mut fact) = read::<Fact>(table, &key)?.filter(|f| !f.is_expired(now)) {
+                    fact.expires_at = expires_at;
+                    fact.updated_at = now;
+                    write(table, &key, &fact)?;
+                    changed.push(id.clone());
+                }
+            }
+            Ok(changed)
+        })
+    }
 }
 
 #[async_trait]
@@ -1113,6 +1136,10 @@ fn restore_one(table: &mut Table<'_>, record: &Record) -> Result<()> {
 impl MemoryBackend for RedbStore {
     fn backend_name(&self) -> &'static str {
         NAME
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {
