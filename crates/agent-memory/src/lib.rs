@@ -78,7 +78,7 @@ pub mod embedders {
     #[cfg(feature = "embed-local")]
     pub use memory_embed::LocalEmbedder;
     #[cfg(feature = "embed-http")]
-    pub use memory_embed::{OpenAiEmbedder, OpenAiEmbedderBuilder};
+    pub use memory_embed::{OpenAiChat, OpenAiChatBuilder, OpenAiEmbedder, OpenAiEmbedderBuilder};
 }
 
 /// What a program needs, in one `use agent_memory::prelude::*;`.

@@ -1330,3 +1330,102 @@ pub async fn summarizing_session_summarizes_what_left_the_window(ctx: &Ctx) {
     assert_eq!(summarizer.calls.load(Ordering::SeqCst), 2);
     assert_eq!(run.appended().await.must("appended").len(), 12);
 }
+
+/// Extracts `my favourite CATEGORY is VALUE` as a `Preference` memory; a value in digits
+/// becomes a number, which the kind's schema refuses.
+struct PreferenceExtractor;
+
+#[async_trait]
+impl FactExtractor for PreferenceExtractor {
+    async fn extract(
+        &self,
+        _scope: &Scope,
+        _conversation: &ConversationId,
+        messages: &[StoredMessage],
+    ) -> Result<Vec<ExtractedFact>> {
+        Ok(messages
+            .iter()
+            .filter(|m| m.message.role == Role::User)
+            .filter_map(|m| {
+                let said = m.message.text();
+                let rest = said.split_once("my favourite ")?.1;
+                let (category, value) = rest.split_once(" is ")?;
+                let value = value
+                    .parse::<u64>()
+                    .map_or_else(|_| json!(value), |n| json!(n));
+                Some(ExtractedFact {
+                    kind: Some("Preference".into()),
+                    data: Some(json!({"category": category, "value": value})),
+                    ..ExtractedFact::new("", 0.9)
+                })
+            })
+            .collect())
+    }
+}
+
+/// An extractor may return kind + data: each is stored as a memory of the kind (checked
+/// against its schema; one that breaks it goes to `on_error` while the others are stored),
+/// superseding by the kind's unique fields; resending the conversation extracts and creates
+/// nothing (the cursor), and the same memory again would be a duplicate.
+pub async fn extraction_into_kinds_supersedes_and_resending_creates_nothing(ctx: &Ctx) {
+    let memories = crate::memories::memories(ctx);
+    crate::memories::register_kinds(ctx, &memories).await;
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let mut config = config();
+    config.facts.enabled = true;
+    config.extract.enabled = true;
+    let memory = Memory::builder(ctx.backend_arc())
+        .config(config)
+        .extractor(Arc::new(PreferenceExtractor))
+        .on_error({
+            let errors = errors.clone();
+            move |_, _, e| errors.lock().expect("not poisoned").push(e.to_string())
+        })
+        .build()
+        .must("build");
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = [
+        "my favourite city is Lisbon",
+        "my favourite number is 7",
+        "my favourite city is Porto",
+    ];
+    let mut history = Vec::new();
+    for (i, line) in said.iter().enumerate() {
+        let turn = vec![
+            text(&format!("u{i}"), Role::User, line),
+            text(&format!("a{i}"), Role::Assistant, "noted"),
+        ];
+        history.extend(turn.clone());
+        ctx.clock().advance(Duration::from_millis(1));
+        memory.commit(ctx.scope(), &c.id, turn).await.must("commit");
+    }
+    let errors = errors.lock().expect("not poisoned").clone();
+    assert_eq!(errors.len(), 1, "the number breaks the schema: {errors:?}");
+    assert!(errors[0].contains("/value"), "{}", errors[0]);
+    let city = memories
+        .search(ctx.scope(), crate::memories::search("city"))
+        .await
+        .must("search");
+    assert_eq!(city.len(), 1);
+    assert_eq!(city[0].memory.data["value"], "Porto");
+    let versions = memories
+        .history(ctx.scope(), "Preference", &city[0].memory.id)
+        .await
+        .must("history");
+    assert_eq!(versions.len(), 2, "Lisbon kept as history");
+    let receipt = memory
+        .commit(ctx.scope(), &c.id, history)
+        .await
+        .must("resend the whole conversation");
+    assert!(receipt.append.appended.is_empty());
+    assert_eq!(receipt.extraction, ExtractionReport::Skipped);
+    assert_eq!(
+        memories
+            .history(ctx.scope(), "Preference", &city[0].memory.id)
+            .await
+            .must("history")
+            .len(),
+        2,
+        "nothing created"
+    );
+}

@@ -15,6 +15,7 @@ pub mod history;
 pub mod isolation;
 pub mod kills;
 pub mod lifecycle;
+pub mod memories;
 pub mod payload;
 pub mod services;
 pub mod support;
@@ -196,6 +197,15 @@ macro_rules! __with_scenarios {
                 checkpoints_of_other_subject_are_invisible: None,
                 shared_scope_is_separate_from_subjects: None,
                 collections_are_per_namespace: Vectors,
+                memories_cross_subjects_only_through_a_grant_in_force: None,
+            }
+            memories {
+                store_checks_data_against_its_kind_naming_the_path: None,
+                unique_on_supersedes_and_keeps_history: None,
+                unique_on_is_atomic_under_concurrent_writers: None,
+                without_unique_on_an_id_updates: None,
+                search_filters_and_reports_relevance_confidence_latest_and_source: None,
+                export_and_restore_carry_kinds_memories_and_grants: None,
             }
             lifecycle {
                 delete_conversation_cascades: None,
@@ -234,6 +244,7 @@ macro_rules! __with_scenarios {
                 failing_extractor_leaves_the_turn_committed: None,
                 extraction_honours_threshold_hook_and_namespace: None,
                 extracted_facts_expire_after_the_configured_ttl: None,
+                extraction_into_kinds_supersedes_and_resending_creates_nothing: None,
                 session_reads_history_and_appends_only_its_own: None,
                 sliding_window_session_reads_the_last_messages: None,
                 summarizing_session_summarizes_what_left_the_window: None,

@@ -75,7 +75,8 @@ pub trait MemoryBackend:
     /// - Atomic per backend transaction where the storage has them; returns a receipt counting
     ///   every row removed; afterwards no read of the scope finds anything.
     /// - Other subjects and the shared scope are untouched; the cache (keyed by namespace) is not
-    ///   subject data and stays.
+    ///   subject data and stays. (Behind the front layer, the grants from and to the subject
+    ///   go too: see [`registry`](crate::registry).)
     /// - The shared scope (no subject) is `InvalidInput`.
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt>;
 

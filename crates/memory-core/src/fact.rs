@@ -190,6 +190,9 @@ pub struct RecallQuery {
     pub kind: Option<String>,
     /// Only facts whose score is at least this (facts without a score are excluded).
     pub min_score: Option<f32>,
+    /// Only facts learned in this conversation (their `source`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationId>,
     /// Most results (default 10).
     pub limit: Option<usize>,
 }
@@ -222,7 +225,7 @@ impl RecallQuery {
         Ok(())
     }
 
-    /// Whether a fact passes the tag, kind and score filters.
+    /// Whether a fact passes the tag, kind, score and conversation filters.
     pub fn admits(&self, fact: &Fact) -> bool {
         self.tags.iter().all(|t| fact.tags.contains(t))
             && self
@@ -232,6 +235,11 @@ impl RecallQuery {
             && self
                 .min_score
                 .is_none_or(|min| fact.score.is_some_and(|s| s >= min))
+            && self.conversation.as_ref().is_none_or(|c| {
+                fact.source
+                    .as_ref()
+                    .is_some_and(|s| &s.conversation_id == c)
+            })
     }
 }
 

@@ -622,7 +622,11 @@ impl MemoryBackend for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         scope.require_subject("forget_all")?;
-        self.inner.forget_all(scope).await
+        let receipt = self.inner.forget_all(scope).await?;
+        // Grants live in the namespace's registry, not the subject's scope: the subject's
+        // name leaves with its data.
+        crate::registry::forget_grants_of(self, scope).await?;
+        Ok(receipt)
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod message;
 pub mod migration;
 pub mod page;
+pub mod registry;
 pub mod sanitize;
 pub mod scope;
 pub mod similarity;

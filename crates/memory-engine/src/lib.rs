@@ -31,9 +31,11 @@
 
 pub mod config;
 mod context;
+mod memories;
 #[cfg(feature = "model-extractor")]
 mod model;
 pub mod prompt_cache;
+mod schema;
 mod session;
 mod working;
 
@@ -49,6 +51,10 @@ use sha2::{Digest, Sha256};
 pub use context::{
     escape_fenced, user_memory_block, ApproxTokenCounter, Context, RecalledMessage, TokenCounter,
     WorkingMemoryBlock,
+};
+pub use memories::{
+    Memories, MemoryHit, MemoryOutcome, MemoryQuery, MemorySource, NewMemory, SearchScope,
+    StoredMemory,
 };
 #[cfg(feature = "model-extractor")]
 pub use model::ModelExtractor;
@@ -113,6 +119,12 @@ pub struct ExtractedFact {
     /// permanent.
     #[serde(default)]
     pub ttl: Option<Ttl>,
+    /// Structured data: with a `kind` registered in the facts' namespace, the fact is stored
+    /// as a memory of that kind ([`Memories`]), checked against its schema and superseding by
+    /// its unique fields; `text` may then be empty. Data that breaks the schema goes to
+    /// `on_error` and is skipped.
+    #[serde(default)]
+    pub data: Option<serde_json::Value>,
 }
 
 impl ExtractedFact {
@@ -125,8 +137,14 @@ impl ExtractedFact {
             key: None,
             kind: None,
             ttl: None,
+            data: None,
         }
     }
+}
+
+/// The kind and data of an extracted fact meant as a structured memory.
+fn structured(fact: &ExtractedFact) -> Option<(&str, &serde_json::Value)> {
+    fact.kind.as_deref().zip(fact.data.as_ref())
 }
 
 /// Distils facts from new messages (typically a small model in JSON mode).
@@ -329,7 +347,7 @@ impl MemoryBuilder {
             .working_memory
             .json_schema
             .as_ref()
-            .map(working::compile_schema)
+            .map(|schema| schema::compile(schema, "memory config: working_memory.json_schema"))
             .transpose()?;
         let facts_namespace = self
             .config
@@ -339,6 +357,7 @@ impl MemoryBuilder {
             .map(Namespace::new)
             .transpose()?;
         Ok(Memory {
+            memories: Memories::new(Arc::clone(&self.backend)),
             backend: self.backend,
             embedder: match self.embedder {
                 Some(embedder) => embedder,
@@ -384,6 +403,8 @@ struct Found {
 
 /// The tiers of memory over one backend; cheap to share (`Arc<Memory>`) across tasks.
 pub struct Memory {
+    /// Structured memories over the same backend (extraction into kinds).
+    memories: Memories,
     backend: Arc<dyn MemoryBackend>,
     embedder: Arc<dyn Embedder>,
     summarizer: Option<Arc<dyn Summarizer>>,
@@ -392,7 +413,7 @@ pub struct Memory {
     on_error: Option<ErrorHook>,
     on_extracted: Option<ExtractedHook>,
     facts_namespace: Option<Namespace>,
-    working_schema: Option<working::Schema>,
+    working_schema: Option<schema::Schema>,
     /// Whether the backend searches vectors; without, facts are recalled and stored by text.
     vectors: bool,
     config: MemoryConfig,
@@ -1138,10 +1159,18 @@ impl Memory {
         let kept: Vec<&ExtractedFact> = proposed
             .iter()
             .filter(|f| {
-                f.confidence.is_finite() && f.confidence >= min && !f.text.trim().is_empty()
+                f.confidence.is_finite()
+                    && f.confidence >= min
+                    && (structured(f).is_some() || !f.text.trim().is_empty())
             })
             .collect();
-        let texts: Vec<String> = kept.iter().map(|f| f.text.clone()).collect();
+        let texts: Vec<String> = kept
+            .iter()
+            .map(|f| match structured(f) {
+                Some((_, data)) => memory_core::registry::canonical_json(data),
+                None => f.text.clone(),
+            })
+            .collect();
         let mut embeddings = if texts.is_empty() || !self.vectors {
             Vec::new()
         } else {
@@ -1165,6 +1194,38 @@ impl Memory {
                     tags.push(tag.clone());
                 }
             }
+            let expires_at = fact
+                .ttl
+                .or(self.config.extract.ttl)
+                .map(|ttl| ttl.expires_at(now));
+            if let Some((kind, data)) = structured(fact) {
+                let memory = NewMemory {
+                    tags,
+                    confidence: Some(fact.confidence.min(1.0)),
+                    source: Some(source.clone()),
+                    embedding: embeddings.next(),
+                    expires_at,
+                    ..NewMemory::new(kind, data.clone())
+                };
+                match self.memories.store(&facts_scope, memory).await {
+                    Ok(outcome) if outcome.status != RememberStatus::Duplicate => {
+                        let fact = self
+                            .backend
+                            .get_fact(&facts_scope, &outcome.memory.version)
+                            .await?;
+                        stored.push(fact);
+                    }
+                    Ok(_) => {}
+                    // A memory the kind's schema refuses is skipped, not the turn's others.
+                    Err(e) if e.is_invalid_input() => {
+                        if let Some(hook) = &self.on_error {
+                            hook(scope, conversation, &e);
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+                continue;
+            }
             let new = NewFact {
                 text: fact.text.clone(),
                 kind: fact.kind.clone(),
@@ -1173,10 +1234,7 @@ impl Memory {
                 score: Some(fact.confidence.min(1.0)),
                 source: Some(source.clone()),
                 embedding: embeddings.next(),
-                expires_at: fact
-                    .ttl
-                    .or(self.config.extract.ttl)
-                    .map(|ttl| ttl.expires_at(now)),
+                expires_at,
             };
             let outcome = self.backend.remember(&facts_scope, new, options).await?;
             if outcome.status != RememberStatus::Duplicate {

@@ -26,61 +26,6 @@ pub const WORKING_MEMORY_TOOLS: [&str; 3] = [
     "clear_working_memory",
 ];
 
-/// A compiled JSON Schema.
-#[cfg(feature = "json-schema")]
-pub(super) struct Schema(jsonschema::Validator);
-
-#[cfg(not(feature = "json-schema"))]
-pub(super) struct Schema;
-
-#[cfg(feature = "json-schema")]
-pub(super) fn compile_schema(schema: &Value) -> Result<Schema> {
-    jsonschema::validator_for(schema).map(Schema).map_err(|e| {
-        MemoryError::invalid(format!("memory config: working_memory.json_schema: {e}"))
-    })
-}
-
-#[cfg(not(feature = "json-schema"))]
-pub(super) fn compile_schema(_schema: &Value) -> Result<Schema> {
-    Err(MemoryError::invalid(
-        "memory config: working_memory.json_schema: memory-core was built without its `json-schema` feature",
-    ))
-}
-
-impl Schema {
-    /// Every violation, as `path: message` lines.
-    #[cfg(feature = "json-schema")]
-    fn check(&self, document: &Value) -> Result<()> {
-        let problems: Vec<String> = self
-            .0
-            .iter_errors(document)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                let path = if path.is_empty() {
-                    "/".to_owned()
-                } else {
-                    path
-                };
-                format!("{path}: {e}")
-            })
-            .collect();
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(MemoryError::invalid(format!(
-                "working memory does not follow its schema: {}",
-                problems.join("; ")
-            )))
-        }
-    }
-
-    #[cfg(not(feature = "json-schema"))]
-    #[allow(clippy::unused_self)]
-    fn check(&self, _document: &Value) -> Result<()> {
-        unreachable!("a Schema cannot be built without the json-schema feature")
-    }
-}
-
 impl Memory {
     /// The working-memory document of the conversation (or of the user, per config).
     pub async fn get_working_memory(
@@ -113,7 +58,7 @@ impl Memory {
                     })?,
                     other => other,
                 };
-                schema.check(&document)?;
+                schema.check(&document, "working memory")?;
                 WorkingMemoryUpdate::json(document.to_string())
             }
             None => WorkingMemoryUpdate::markdown(match content {

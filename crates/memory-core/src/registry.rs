@@ -1,0 +1,377 @@
+//! A namespace's registry: the kinds of structured memories and the grants by which one
+//! subject (an agent) shares its memories with another.
+//!
+//! Both are kept as facts of reserved kinds ([`KIND_RECORD`], [`GRANT_RECORD`]) in the
+//! namespace's shared scope, so every backend — ours and anyone's — stores them atomically,
+//! supersedes them with history, and exports, copies and verifies them as it does facts, with
+//! no table or key of their own. A subject's own facts never hold them, so recall of a subject
+//! never meets them. The front layer's [`forget_all`](crate::MemoryBackend::forget_all) removes
+//! the grants from and to the subject it erases.
+//!
+//! Checking memories against a kind's JSON Schema is the engine's (`memory_engine::Memories`);
+//! what is kept here is what every store must agree on: the record formats, the keys, the
+//! canonical JSON of a memory's data.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::backend::MemoryBackend;
+use crate::error::{MemoryError, Result};
+use crate::fact::{Fact, FactQuery, NewFact, RememberOptions};
+use crate::migration::lowercase_hex;
+use crate::scope::{validate_identifier, Namespace, Scope, Subject};
+
+/// The fact kind of a registered memory kind (in the namespace's shared scope).
+pub const KIND_RECORD: &str = "_kind";
+/// The fact kind of a sharing grant (in the namespace's shared scope).
+pub const GRANT_RECORD: &str = "_grant";
+/// The longest kind name, in bytes (a memory's key is its kind, `:`, and its id).
+pub const MAX_KIND_NAME_BYTES: usize = 120;
+/// The longest memory id, in bytes.
+pub const MAX_MEMORY_ID_BYTES: usize = 120;
+
+/// A kind of structured memory: its name, the JSON Schema its data follows, and the fields
+/// that identify one memory of the kind.
+///
+/// With `unique_on`, a memory whose values in those fields equal the current one's supersedes
+/// it (the old one stays as history); without, each memory is new unless stored with an id.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KindSpec {
+    /// The kind's name (`"UserProfile"`): an identifier of at most [`MAX_KIND_NAME_BYTES`],
+    /// not starting with `_` (reserved).
+    pub name: String,
+    /// The JSON Schema a memory's data must follow.
+    pub schema: Value,
+    /// Top-level fields whose values identify a memory of the kind.
+    #[serde(default, alias = "uniqueOn", skip_serializing_if = "Vec::is_empty")]
+    pub unique_on: Vec<String>,
+}
+
+impl KindSpec {
+    /// A kind without unique fields.
+    pub fn new(name: impl Into<String>, schema: Value) -> Self {
+        Self {
+            name: name.into(),
+            schema,
+            unique_on: Vec::new(),
+        }
+    }
+
+    /// Identifies its memories by these top-level fields.
+    #[must_use]
+    pub fn unique_on<T: Into<String>>(mut self, fields: impl IntoIterator<Item = T>) -> Self {
+        self.unique_on = fields.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Checks the name and the unique fields (the schema is the engine's to compile).
+    pub fn validate(&self) -> Result<()> {
+        check_kind_name(&self.name)?;
+        for (i, field) in self.unique_on.iter().enumerate() {
+            if field.is_empty() || self.unique_on[..i].contains(field) {
+                return Err(MemoryError::invalid(format!(
+                    "kind {}: unique_on fields must be distinct, non-empty names",
+                    self.name
+                )));
+            }
+        }
+        if !self.schema.is_object() && !self.schema.is_boolean() {
+            return Err(MemoryError::invalid(format!(
+                "kind {}: a JSON Schema is an object (or a boolean)",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// The id of the memory `data` is, by the unique fields' values (a missing field counts
+    /// as `null`): a digest, so equal values give equal ids across processes and stores.
+    /// `None` when the kind has no unique fields.
+    pub fn unique_id(&self, data: &Value) -> Option<String> {
+        if self.unique_on.is_empty() {
+            return None;
+        }
+        let values: Vec<&Value> = self
+            .unique_on
+            .iter()
+            .map(|field| data.get(field).unwrap_or(&Value::Null))
+            .collect();
+        Some(short_digest(&canonical_json(&Value::from(
+            values.into_iter().cloned().collect::<Vec<_>>(),
+        ))))
+    }
+}
+
+fn check_kind_name(name: &str) -> Result<()> {
+    validate_identifier("memory kind", name)?;
+    if name.starts_with('_') || name.len() > MAX_KIND_NAME_BYTES {
+        return Err(MemoryError::invalid(format!(
+            "memory kind {name:?} must be at most {MAX_KIND_NAME_BYTES} bytes and not start with `_` (reserved)"
+        )));
+    }
+    Ok(())
+}
+
+/// The fact key of memory `id` of `kind`: `kind:id`.
+pub fn memory_key(kind: &str, id: &str) -> Result<String> {
+    check_kind_name(kind)?;
+    validate_identifier("memory id", id)?;
+    if id.len() > MAX_MEMORY_ID_BYTES {
+        return Err(MemoryError::invalid(format!(
+            "a memory id is at most {MAX_MEMORY_ID_BYTES} bytes, got {}",
+            id.len()
+        )));
+    }
+    Ok(format!("{kind}:{id}"))
+}
+
+/// The memory id of a fact stored as a structured memory of its kind (its key is
+/// `kind:id`), or `None` for any other fact.
+pub fn memory_id(fact: &Fact) -> Option<&str> {
+    let kind = fact.kind.as_deref()?;
+    fact.key.as_deref()?.strip_prefix(kind)?.strip_prefix(':')
+}
+
+/// JSON with every object's keys sorted, so equal values are equal text (what a structured
+/// memory stores as its fact's text, and what dedupe compares).
+pub fn canonical_json(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(
+                    entries
+                        .into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+/// 32 hex digits of SHA-256: ids and keys that are identifiers of bounded length.
+fn short_digest(text: &str) -> String {
+    let mut hex = lowercase_hex(&Sha256::digest(text.as_bytes()));
+    hex.truncate(32);
+    hex
+}
+
+/// A subject's (an agent's) permission for another subject of the same namespace to read its
+/// memories: all of them, or only those of the listed kinds (any of) carrying every listed
+/// tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// Whose memories.
+    pub owner: Subject,
+    /// Who may read them.
+    pub grantee: Subject,
+    /// Only memories of these kinds (empty: every kind).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
+    /// Only memories carrying every one of these tags (empty: no tag needed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+}
+
+impl Grant {
+    /// Every memory of `owner`, to `grantee`.
+    pub fn new(owner: Subject, grantee: Subject) -> Self {
+        Self {
+            owner,
+            grantee,
+            kinds: Vec::new(),
+            tags: Vec::new(),
+        }
+    }
+
+    /// Whether the grant lets the grantee read `fact`.
+    pub fn admits(&self, fact: &Fact) -> bool {
+        (self.kinds.is_empty() || fact.kind.as_ref().is_some_and(|k| self.kinds.contains(k)))
+            && self.tags.iter().all(|t| fact.tags.contains(t))
+    }
+
+    fn key(owner: &Subject, grantee: &Subject) -> String {
+        format!(
+            "{GRANT_RECORD}:{}:{}",
+            short_digest(owner.as_str()),
+            short_digest(grantee.as_str())
+        )
+    }
+}
+
+fn to_tag(grantee: &Subject) -> String {
+    format!("_to:{}", short_digest(grantee.as_str()))
+}
+
+fn from_tag(owner: &Subject) -> String {
+    format!("_from:{}", short_digest(owner.as_str()))
+}
+
+fn kind_key(name: &str) -> String {
+    format!("{KIND_RECORD}:{name}")
+}
+
+/// Registers (or replaces) a kind in `namespace`: stored once, the same spec again changes
+/// nothing, another spec supersedes it (memories stored before are not checked again).
+pub async fn register_kind(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    spec: &KindSpec,
+) -> Result<()> {
+    spec.validate()?;
+    let record = NewFact {
+        kind: Some(KIND_RECORD.to_owned()),
+        key: Some(kind_key(&spec.name)),
+        ..NewFact::new(record_text(spec))
+    };
+    backend
+        .remember(&shared(namespace)?, record, RememberOptions::default())
+        .await?;
+    Ok(())
+}
+
+/// The kind registered as `name` in `namespace`, if any.
+pub async fn kind(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<Option<KindSpec>> {
+    check_kind_name(name)?;
+    let versions = backend
+        .history(&shared(namespace)?, &kind_key(name))
+        .await?;
+    versions
+        .into_iter()
+        .rfind(Fact::is_current)
+        .map(|fact| serde_json::from_str(&fact.text).map_err(|e| corrupt("kind", &e)))
+        .transpose()
+}
+
+/// Grants (or replaces the grant of) `grant.owner`'s memories to `grant.grantee`.
+pub async fn put_grant(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    grant: &Grant,
+) -> Result<()> {
+    if grant.owner == grant.grantee {
+        return Err(MemoryError::invalid(
+            "a grant shares with another subject, not with its owner",
+        ));
+    }
+    for kind in &grant.kinds {
+        check_kind_name(kind)?;
+    }
+    for tag in &grant.tags {
+        validate_identifier("tag", tag)?;
+    }
+    let record = NewFact {
+        kind: Some(GRANT_RECORD.to_owned()),
+        key: Some(Grant::key(&grant.owner, &grant.grantee)),
+        tags: vec![from_tag(&grant.owner), to_tag(&grant.grantee)],
+        ..NewFact::new(record_text(grant))
+    };
+    backend
+        .remember(&shared(namespace)?, record, RememberOptions::default())
+        .await?;
+    Ok(())
+}
+
+/// Revokes `owner`'s grant to `grantee` (every version of it); whether there was one.
+pub async fn revoke_grant(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    owner: &Subject,
+    grantee: &Subject,
+) -> Result<bool> {
+    let scope = shared(namespace)?;
+    let mut revoked = false;
+    for version in backend.history(&scope, &Grant::key(owner, grantee)).await? {
+        revoked |= backend.forget(&scope, &version.id).await?;
+    }
+    Ok(revoked)
+}
+
+/// The grants in force to `grantee`.
+pub async fn grants_to(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    grantee: &Subject,
+) -> Result<Vec<Grant>> {
+    let records = grant_records(backend, namespace, to_tag(grantee)).await?;
+    records
+        .iter()
+        .map(|fact| serde_json::from_str(&fact.text).map_err(|e| corrupt("grant", &e)))
+        .filter(|grant| {
+            grant
+                .as_ref()
+                .map_or(true, |g: &Grant| &g.grantee == grantee)
+        })
+        .collect()
+}
+
+/// Removes every grant from or to the subject of `scope` (the front layer's `forget_all`
+/// calls it); how many.
+pub async fn forget_grants_of(backend: &dyn MemoryBackend, scope: &Scope) -> Result<u64> {
+    let subject = scope.require_subject("forget_all")?;
+    let namespace = scope.namespace();
+    let shared_scope = shared(namespace)?;
+    let mut forgotten = 0;
+    for tag in [from_tag(subject), to_tag(subject)] {
+        for record in grant_records(backend, namespace, tag).await? {
+            forgotten += u64::from(backend.forget(&shared_scope, &record.id).await?);
+        }
+    }
+    Ok(forgotten)
+}
+
+/// The current grant records carrying `tag`, every page.
+async fn grant_records(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    tag: String,
+) -> Result<Vec<Fact>> {
+    let scope = shared(namespace)?;
+    let mut records = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = backend
+            .list_facts(
+                &scope,
+                FactQuery {
+                    kind: Some(GRANT_RECORD.to_owned()),
+                    tags: vec![tag.clone()],
+                    limit: Some(crate::page::MAX_PAGE_SIZE),
+                    cursor,
+                    ..FactQuery::default()
+                },
+            )
+            .await?;
+        records.extend(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(records),
+        }
+    }
+}
+
+fn shared(namespace: &Namespace) -> Result<Scope> {
+    Scope::shared(namespace.as_str())
+}
+
+fn corrupt(what: &str, error: &serde_json::Error) -> MemoryError {
+    MemoryError::Backend {
+        backend: "registry",
+        source: format!("stored {what} record does not decode: {error}").into(),
+    }
+}
+
+/// A record's text: its canonical JSON.
+fn record_text(record: &impl Serialize) -> String {
+    canonical_json(&serde_json::to_value(record).expect("registry records serialize to JSON"))
+}
