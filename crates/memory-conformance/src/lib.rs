@@ -206,6 +206,7 @@ macro_rules! __with_scenarios {
                 without_unique_on_an_id_updates: None,
                 search_filters_and_reports_relevance_confidence_latest_and_source: None,
                 export_and_restore_carry_kinds_memories_and_grants: None,
+                store_many_applies_the_request_ttl_to_memories_without_one: None,
             }
             lifecycle {
                 delete_conversation_cascades: None,

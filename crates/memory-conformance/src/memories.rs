@@ -395,3 +395,38 @@ pub async fn export_and_restore_carry_kinds_memories_and_grants(ctx: &Ctx) {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].memory.data["value"], "vegan");
 }
+
+/// A request's default TTL applies to the memories given no expiry of their own; each expires
+/// on its own time, and a memory's own TTL wins.
+pub async fn store_many_applies_the_request_ttl_to_memories_without_one(ctx: &Ctx) {
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let ttl = |text: &str| text.parse::<memory_core::Ttl>().expect("a TTL");
+    let batch = vec![
+        preference("food", "vegan"),
+        NewMemory {
+            ttl: Some(ttl("7d")),
+            ..preference("theme", "dark")
+        },
+    ];
+    let now = ctx.clock_now();
+    let stored = memories
+        .store_many(ctx.scope(), batch, Some(ttl("1h")))
+        .await
+        .must("store_many");
+    let expiries: Vec<_> = stored.iter().map(|o| o.memory.expires_at).collect();
+    assert_eq!(
+        expiries,
+        [
+            Some(now.saturating_add(Duration::from_hours(1))),
+            Some(now.saturating_add(Duration::from_hours(7 * 24)))
+        ]
+    );
+    ctx.clock().advance(Duration::from_hours(1));
+    let left = memories
+        .search(ctx.scope(), search("food theme"))
+        .await
+        .must("search");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].memory.data["category"], "theme");
+}

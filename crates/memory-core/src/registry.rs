@@ -336,6 +336,27 @@ async fn grant_records(
     namespace: &Namespace,
     tag: String,
 ) -> Result<Vec<Fact>> {
+    records(backend, namespace, GRANT_RECORD, vec![tag]).await
+}
+
+/// Every kind registered in `namespace`, by name.
+pub async fn kinds(backend: &dyn MemoryBackend, namespace: &Namespace) -> Result<Vec<KindSpec>> {
+    let mut kinds: Vec<KindSpec> = records(backend, namespace, KIND_RECORD, Vec::new())
+        .await?
+        .iter()
+        .map(|fact| serde_json::from_str(&fact.text).map_err(|e| corrupt("kind", &e)))
+        .collect::<Result<_>>()?;
+    kinds.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(kinds)
+}
+
+/// The current records of `kind` carrying every one of `tags`, every page.
+async fn records(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    kind: &str,
+    tags: Vec<String>,
+) -> Result<Vec<Fact>> {
     let scope = shared(namespace)?;
     let mut records = Vec::new();
     let mut cursor = None;
@@ -344,8 +365,8 @@ async fn grant_records(
             .list_facts(
                 &scope,
                 FactQuery {
-                    kind: Some(GRANT_RECORD.to_owned()),
-                    tags: vec![tag.clone()],
+                    kind: Some(kind.to_owned()),
+                    tags: tags.clone(),
                     limit: Some(crate::page::MAX_PAGE_SIZE),
                     cursor,
                     ..FactQuery::default()

@@ -7,10 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use memory_core::registry::KindSpec;
 use memory_core::{FactQuery, InMemoryBackend, Message, NewConversation, Scope};
 use memory_embed::OpenAiChat;
 use memory_engine::config::MemoryConfig;
-use memory_engine::{ExtractionReport, Memory, ModelExtractor};
+use memory_engine::{ExtractionReport, Memories, Memory, MemoryQuery, ModelExtractor};
 use serde_json::{json, Value};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -229,4 +230,58 @@ async fn the_model_writes_the_summary_prepare_uses() {
     let input = sent[0]["messages"][1]["content"].as_str().unwrap();
     assert!(input.starts_with("Messages:\nuser: Plan a trip to Kyoto.\nassistant: When?"));
     assert!(!input.contains("In April"), "only what left the window");
+}
+
+/// With kinds registered in the facts' namespace, the prompt names them with their schemas,
+/// and the memories the model returns are stored as memories of their kind; one of an
+/// unknown kind goes to `on_error` and the rest are kept.
+#[tokio::test]
+async fn registered_kinds_are_offered_and_their_memories_stored() {
+    let reply = json!({
+        "facts": [],
+        "memories": [
+            {"kind": "Preference", "data": {"category": "food", "value": "vegan"}, "score": 0.9},
+            {"kind": "Nonexistent", "data": {"x": 1}, "score": 0.9},
+        ],
+    });
+    let server = serving(completion(&reply.to_string())).await;
+    let (memory, errors) = memory(chat(&server));
+    let scope = Scope::for_subject("user-1").unwrap();
+    let memories = Memories::new(Arc::clone(memory.backend()));
+    let schema = json!({"type": "object", "required": ["category", "value"]});
+    memories
+        .register_kind(
+            scope.namespace(),
+            KindSpec::new("Preference", schema).unique_on(["category"]),
+        )
+        .await
+        .unwrap();
+    let ExtractionReport::Ran { stored, .. } = commit_turn(&memory, &scope).await else {
+        panic!("extraction should run");
+    };
+    assert_eq!(stored.len(), 1);
+    assert_eq!(stored[0].kind.as_deref(), Some("Preference"));
+    let errors = errors.lock().unwrap().clone();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("Nonexistent"), "{}", errors[0]);
+    let found = memories
+        .search(
+            &scope,
+            MemoryQuery {
+                text: Some("food".into()),
+                ..MemoryQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(found[0].memory.data["value"], "vegan");
+    let prompt = requests(&server).await[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        prompt.contains(r#""kind":"Preference""#)
+            && prompt.contains(r#""required":["category","value"]"#),
+        "{prompt}"
+    );
 }

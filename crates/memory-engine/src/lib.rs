@@ -75,6 +75,7 @@ use memory_core::fact::{
 use memory_core::filter::Filter;
 use memory_core::lexical::{self, tokenize};
 use memory_core::message::{Message, Part, Role, StoredMessage};
+use memory_core::registry::KindSpec;
 use memory_core::scope::{ConversationId, MessageId, Namespace, Scope, VectorId};
 use memory_core::time::{Timestamp, Ttl};
 use memory_core::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
@@ -158,6 +159,20 @@ pub trait FactExtractor: Send + Sync {
         conversation: &ConversationId,
         messages: &[StoredMessage],
     ) -> Result<Vec<ExtractedFact>>;
+
+    /// [`extract`](Self::extract), knowing the kinds registered in the facts' namespace, so
+    /// that it may also return structured memories of them (an [`ExtractedFact`] with `kind`
+    /// and `data`). The engine calls this one; by default it ignores the kinds.
+    async fn extract_into(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        messages: &[StoredMessage],
+        kinds: &[KindSpec],
+    ) -> Result<Vec<ExtractedFact>> {
+        let _ = kinds;
+        self.extract(scope, conversation, messages).await
+    }
 }
 
 /// What happened to fact extraction in a commit.
@@ -1154,7 +1169,12 @@ impl Memory {
         let Some(last) = fresh.last().map(|m| m.seq) else {
             return Ok(ExtractionReport::Skipped);
         };
-        let proposed = extractor.extract(scope, conversation, &fresh).await?;
+        let facts_scope = self.facts_scope(scope);
+        let kinds =
+            memory_core::registry::kinds(self.backend.as_ref(), facts_scope.namespace()).await?;
+        let proposed = extractor
+            .extract_into(scope, conversation, &fresh, &kinds)
+            .await?;
         let min = self.config.extract.min_confidence;
         let kept: Vec<&ExtractedFact> = proposed
             .iter()
@@ -1181,7 +1201,6 @@ impl Memory {
             conversation_id: conversation.clone(),
             message_ids: fresh.iter().map(|m| m.message.id.clone()).collect(),
         };
-        let facts_scope = self.facts_scope(scope);
         let options = RememberOptions {
             max_facts: Some(self.config.facts.max_facts),
         };

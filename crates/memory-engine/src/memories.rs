@@ -337,6 +337,26 @@ impl Memories {
         })
     }
 
+    /// Stores memories one after another as [`store`](Self::store) does; `ttl` is the
+    /// request's default expiry, for those given neither a TTL nor an instant. Each store is
+    /// atomic, the batch is not: it stops at the first error, and what was stored before it
+    /// stays (storing the batch again is safe: those come back as duplicates).
+    pub async fn store_many(
+        &self,
+        scope: &Scope,
+        memories: Vec<NewMemory>,
+        ttl: Option<Ttl>,
+    ) -> Result<Vec<MemoryOutcome>> {
+        let mut outcomes = Vec::with_capacity(memories.len());
+        for mut memory in memories {
+            if memory.ttl.is_none() && memory.expires_at.is_none() {
+                memory.ttl = ttl;
+            }
+            outcomes.push(self.store(scope, memory).await?);
+        }
+        Ok(outcomes)
+    }
+
     /// The current version of memory `id` of `kind`; `NotFound` when there is none.
     pub async fn get(&self, scope: &Scope, kind: &str, id: &str) -> Result<StoredMemory> {
         self.history(scope, kind, id)

@@ -4,10 +4,11 @@
 use async_trait::async_trait;
 use memory_core::error::{MemoryError, Result};
 use memory_core::message::StoredMessage;
+use memory_core::registry::KindSpec;
 use memory_core::scope::{validate_identifier, ConversationId, Scope};
 use memory_embed::OpenAiChat;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::{ExtractedFact, FactExtractor, Summarizer};
 
@@ -31,8 +32,10 @@ concise, in the third person. Answer with one JSON object and nothing else: \
 /// A [`FactExtractor`] and [`Summarizer`] over a chat model that speaks the OpenAI chat
 /// completions API in JSON mode ([`OpenAiChat`]).
 ///
-/// The extraction prompt asks for `{"facts": [{"fact", "score", "tags"?}]}`; the summary
-/// prompt for `{"summary"}`. A reply of any other shape, like an HTTP failure after the
+/// The extraction prompt asks for `{"facts": [{"fact", "score", "tags"?}]}` and, when kinds
+/// are registered in the facts' namespace, names them with their schemas and asks for
+/// `"memories": [{"kind", "data", "score", "tags"?}]` too (stored as structured memories,
+/// each checked against its kind); the summary prompt asks for `{"summary"}`. A reply of any other shape, like an HTTP failure after the
 /// client's retries, is a [`MemoryError::Model`]: the engine hands it to `on_error` and the turn
 /// stays committed; the messages are extracted again by the next commit. Tags that are not
 /// valid identifiers are dropped; scores are clamped to [0, 1].
@@ -49,6 +52,17 @@ pub struct ModelExtractor {
 #[derive(Deserialize)]
 struct FactsReply {
     facts: Vec<FactReply>,
+    #[serde(default)]
+    memories: Vec<MemoryReply>,
+}
+
+#[derive(Deserialize)]
+struct MemoryReply {
+    kind: String,
+    data: Value,
+    score: f32,
+    #[serde(default)]
+    tags: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -90,31 +104,73 @@ fn reply<T: serde::de::DeserializeOwned>(value: Value, shape: &str) -> Result<T>
         .map_err(|e| MemoryError::model(COMPONENT, format!("the reply is not {shape}: {e}")))
 }
 
+/// The extraction prompt, with the registered kinds when there are any.
+fn extract_prompt(kinds: &[KindSpec]) -> String {
+    if kinds.is_empty() {
+        return EXTRACT_PROMPT.to_owned();
+    }
+    let kinds: Vec<Value> = kinds
+        .iter()
+        .map(|k| json!({"kind": k.name, "schema": k.schema}))
+        .collect();
+    format!(
+        "{EXTRACT_PROMPT} When the messages hold what one of these kinds describes, also return \
+         it as a structured memory whose data follows the kind's JSON Schema, in a second list \
+         of the same object: \"memories\": [{{\"kind\": \"…\", \"data\": {{…}}, \"score\": \
+         0.0-1.0, \"tags\": [\"…\"]}}]. Kinds: {}",
+        Value::from(kinds)
+    )
+}
+
+fn valid_tags(tags: Vec<String>) -> Vec<String> {
+    tags.into_iter()
+        .filter(|t| validate_identifier("tag", t).is_ok())
+        .collect()
+}
+
 #[async_trait]
 impl FactExtractor for ModelExtractor {
     async fn extract(
         &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        messages: &[StoredMessage],
+    ) -> Result<Vec<ExtractedFact>> {
+        self.extract_into(scope, conversation, messages, &[]).await
+    }
+
+    async fn extract_into(
+        &self,
         _scope: &Scope,
         _conversation: &ConversationId,
         messages: &[StoredMessage],
+        kinds: &[KindSpec],
     ) -> Result<Vec<ExtractedFact>> {
         let value = self
             .chat
-            .complete_json(EXTRACT_PROMPT, &transcript(messages))
+            .complete_json(&extract_prompt(kinds), &transcript(messages))
             .await?;
-        let FactsReply { facts } = reply(value, r#"{"facts": [{"fact", "score", "tags"?}]}"#)?;
-        Ok(facts
+        let FactsReply { facts, memories } = reply(
+            value,
+            r#"{"facts": [{"fact", "score", "tags"?}], "memories"?: [{"kind", "data", "score"}]}"#,
+        )?;
+        let facts = facts
             .into_iter()
             .filter(|f| f.score.is_finite())
             .map(|f| ExtractedFact {
-                tags: f
-                    .tags
-                    .into_iter()
-                    .filter(|t| validate_identifier("tag", t).is_ok())
-                    .collect(),
+                tags: valid_tags(f.tags),
                 ..ExtractedFact::new(f.fact, f.score.clamp(0.0, 1.0))
-            })
-            .collect())
+            });
+        let memories = memories
+            .into_iter()
+            .filter(|m| m.score.is_finite())
+            .map(|m| ExtractedFact {
+                tags: valid_tags(m.tags),
+                kind: Some(m.kind),
+                data: Some(m.data),
+                ..ExtractedFact::new("", m.score.clamp(0.0, 1.0))
+            });
+        Ok(facts.chain(memories).collect())
     }
 }
 
