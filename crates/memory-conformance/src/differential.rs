@@ -101,6 +101,11 @@ enum Op {
     Forget {
         fact: u8,
     },
+    /// `set_expiry` of these facts (by index, repeats included): in `ttl` seconds, or never.
+    SetExpiry {
+        facts: Vec<u8>,
+        ttl: Option<u8>,
+    },
     History {
         key: u8,
     },
@@ -339,6 +344,12 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
             .boxed(),
         any::<u8>().prop_map(|fact| Op::GetFact { fact }).boxed(),
         any::<u8>().prop_map(|fact| Op::Forget { fact }).boxed(),
+        (
+            prop::collection::vec(any::<u8>(), 0..4),
+            prop::option::of(0u8..4),
+        )
+            .prop_map(|(facts, ttl)| Op::SetExpiry { facts, ttl })
+            .boxed(),
         (0u8..3).prop_map(|key| Op::History { key }).boxed(),
         (any::<bool>(), 1u8..4, any::<bool>())
             .prop_map(|(superseded, limit, next)| Op::ListFacts {
@@ -647,6 +658,21 @@ async fn apply(
             } else {
                 answer(b.forget(scope, &id).await)
             }
+        }
+        Op::SetExpiry { facts, ttl } => {
+            if made.facts.is_empty() {
+                return json!("no fact yet");
+            }
+            let ids: Vec<FactId> = facts
+                .iter()
+                .map(|i| made.facts[usize::from(*i) % made.facts.len()].clone())
+                .collect();
+            let at = ttl.map(|s| {
+                clock
+                    .now()
+                    .saturating_add(Duration::from_secs(u64::from(s)))
+            });
+            answer(b.set_expiry(scope, &ids, at).await)
         }
         Op::History { key } => answer(b.history(scope, &format!("key-{key}")).await),
         Op::ListFacts {
