@@ -4,13 +4,15 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use agent_memory::engine::Memories;
 use anyhow::{bail, Context as _, Result};
 use clap::Subcommand;
 use memory_conformance::{BoxFuture, Outcome, ScenarioResult, SetupError};
 use memory_core::embed::{Embedder as _, HashingEmbedder};
+use memory_core::registry::{Grant, KindSpec};
 use memory_core::{
     Clock, ConversationId, ConversationQuery, FactQuery, LoadOptions, MemoryBackend, MemoryError,
-    RecallQuery, Scope, VectorQuery,
+    Namespace, RecallQuery, Scope, Subject, VectorQuery,
 };
 
 use crate::open::{open, open_with_clock, redacted, Scheme};
@@ -65,6 +67,99 @@ pub enum FactsCommand {
         /// The query text.
         query: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KindsCommand {
+    /// The kinds of structured memory registered in the namespace.
+    List,
+    /// Registers (or replaces) a kind: its name, the JSON Schema of its data, and the fields
+    /// that identify one memory of it.
+    Register {
+        /// The kind's name (`Preference`).
+        name: String,
+        /// A file holding the kind's JSON Schema.
+        #[arg(long)]
+        schema: std::path::PathBuf,
+        /// Top-level fields whose values identify a memory (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        unique_on: Vec<String>,
+    },
+    /// Lets one subject (agent) read another's structured memories.
+    Grant {
+        /// Whose memories.
+        #[arg(long)]
+        owner: String,
+        /// Who may read them.
+        #[arg(long)]
+        grantee: String,
+        /// Only these kinds (comma-separated; default: every kind).
+        #[arg(long, value_delimiter = ',')]
+        kinds: Vec<String>,
+    },
+    /// Ends a grant.
+    Revoke {
+        /// Whose memories.
+        #[arg(long)]
+        owner: String,
+        /// Who may no longer read them.
+        #[arg(long)]
+        grantee: String,
+    },
+}
+
+pub async fn kinds(url: &str, namespace: &str, command: KindsCommand) -> Result<()> {
+    let store = open(url).await?;
+    let memories = Memories::new(store);
+    let namespace = Namespace::new(namespace)?;
+    match command {
+        KindsCommand::List => {
+            for kind in memories.kinds(&namespace).await? {
+                let unique = if kind.unique_on.is_empty() {
+                    String::new()
+                } else {
+                    format!("  unique on {}", kind.unique_on.join(", "))
+                };
+                ui::line(&format!("{}{unique}  {}", kind.name, kind.schema));
+            }
+        }
+        KindsCommand::Register {
+            name,
+            schema,
+            unique_on,
+        } => {
+            let text = std::fs::read_to_string(&schema)
+                .with_context(|| format!("reading {}", schema.display()))?;
+            let schema = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", schema.display()))?;
+            let spec = KindSpec::new(name.clone(), schema).unique_on(unique_on);
+            memories.register_kind(&namespace, spec).await?;
+            ui::line(&format!("registered {name} in {}", namespace.as_str()));
+        }
+        KindsCommand::Grant {
+            owner,
+            grantee,
+            kinds,
+        } => {
+            let grant = Grant {
+                kinds,
+                ..Grant::new(Subject::new(owner)?, Subject::new(grantee)?)
+            };
+            memories.grant(&namespace, grant).await?;
+            ui::line("granted");
+        }
+        KindsCommand::Revoke { owner, grantee } => {
+            let revoked = memories
+                .revoke(&namespace, &Subject::new(owner)?, &Subject::new(grantee)?)
+                .await?;
+            ui::line(if revoked {
+                "revoked"
+            } else {
+                "there was no such grant"
+            });
+        }
+    }
+    Ok(())
 }
 
 pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {

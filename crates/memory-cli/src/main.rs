@@ -57,6 +57,9 @@ enum Command {
     /// List or show conversations.
     #[command(subcommand)]
     Conversations(commands::ConversationsCommand),
+    /// Kinds of structured memory and the grants that share memories between agents.
+    #[command(subcommand)]
+    Kinds(commands::KindsCommand),
     /// List or recall facts.
     #[command(subcommand)]
     Facts(commands::FactsCommand),
@@ -161,6 +164,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Stats { subject } => commands::stats(url, ns, subject.as_deref()).await?,
         Command::Conversations(command) => commands::conversations(url, ns, command).await?,
         Command::Facts(command) => commands::facts(url, ns, command).await?,
+        Command::Kinds(command) => commands::kinds(url, ns, command).await?,
         Command::Search {
             subject,
             collection,

@@ -380,3 +380,63 @@ fn copy_sqlite_to_redis_and_back_verifies_equal() {
     assert!(!keys.is_empty(), "the copy wrote under its prefix");
     let _: i64 = redis::cmd("UNLINK").arg(&keys).query(&mut conn).unwrap();
 }
+
+#[test]
+fn kinds_are_registered_listed_and_granted_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = dir.path().join("preference.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "required": ["category", "value"]}"#,
+    )
+    .unwrap();
+    let schema = schema.to_str().unwrap();
+    let at = [
+        "--url",
+        "sqlite://./kinds.db",
+        "--namespace",
+        "acme",
+        "kinds",
+    ];
+    let run = |args: &[&str]| agent_memory(dir.path(), &[&at[..], args].concat());
+    let registered = run(&[
+        "register",
+        "Preference",
+        "--schema",
+        schema,
+        "--unique-on",
+        "category",
+    ]);
+    assert!(registered.status.success(), "{}", stderr(&registered));
+    let listed = stdout(&run(&["list"]));
+    assert!(
+        listed.contains("Preference  unique on category")
+            && listed.contains(r#""required":["category","value"]"#),
+        "{listed}"
+    );
+    let reserved = run(&["register", "_kind", "--schema", schema]);
+    assert!(!reserved.status.success());
+    assert!(
+        stderr(&reserved).contains("reserved"),
+        "{}",
+        stderr(&reserved)
+    );
+    let granted = run(&["grant", "--owner", "agent-1", "--grantee", "agent-2"]);
+    assert!(granted.status.success(), "{}", stderr(&granted));
+    assert!(stdout(&run(&[
+        "revoke",
+        "--owner",
+        "agent-1",
+        "--grantee",
+        "agent-2"
+    ]))
+    .contains("revoked"));
+    assert!(stdout(&run(&[
+        "revoke",
+        "--owner",
+        "agent-1",
+        "--grantee",
+        "agent-2"
+    ]))
+    .contains("no such grant"));
+}

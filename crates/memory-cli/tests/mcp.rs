@@ -20,19 +20,24 @@ const BINARY: &str = env!("CARGO_BIN_EXE_agent-memory");
 const CLIENT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mcp/client.py");
 
 /// The tools, in the order the server lists them is not promised: compared as a set.
-const TOOLS: [&str; 8] = [
+const TOOLS: [&str; 11] = [
     "forget",
     "get_working_memory",
     "list_conversations",
+    "list_memory_kinds",
     "recall",
     "remember",
+    "search_memories",
     "search_memory",
     "show_conversation",
+    "store_memory",
     "update_working_memory",
 ];
 
 /// Bob's data, seeded straight into the store: no answer to Ada may contain it.
 const BOBS_SECRET: &str = "Bob's vault code is 4711";
+/// Bob's structured memory (a `Preference`): no answer to Ada may contain it either.
+const BOBS_PIN: &str = "the pin is 9931";
 
 fn python() -> String {
     std::env::var("MEMORY_TEST_MCP_PYTHON").unwrap_or_else(|_| "python3".to_owned())
@@ -88,6 +93,22 @@ async fn seed(url: &str) -> String {
     let store = agent_memory::open(url).await.unwrap();
     let bob = store.scope("acme", "bob").unwrap();
     bob.facts().remember(BOBS_SECRET).await.unwrap();
+    let memories = agent_memory::engine::Memories::new(store.backend());
+    let schema = json!({"type": "object", "required": ["category", "value"],
+        "properties": {"category": {"type": "string"}, "value": {"type": "string"}}});
+    let kind = agent_memory::registry::KindSpec::new("Preference", schema).unique_on(["category"]);
+    memories
+        .register_kind(bob.scope().namespace(), kind)
+        .await
+        .unwrap();
+    let secret = json!({"category": "pin", "value": BOBS_PIN});
+    memories
+        .store(
+            bob.scope(),
+            agent_memory::engine::NewMemory::new("Preference", secret),
+        )
+        .await
+        .unwrap();
     let thread = bob.new_conversation().title("bob's thread").await.unwrap();
     bob.conversation(&thread.id)
         .append([Message::user(BOBS_SECRET)])
@@ -141,6 +162,14 @@ fn ada_calls(bob_thread: &str) -> Value {
         {"name": "search_memory", "arguments": {"query": "vault code", "mode": "lexical"}},
         {"name": "search_memory", "arguments": {"query": "Bob's vault code is 4711"}},
         {"name": "recall", "arguments": {"query": "vault code", "subject": "bob", "namespace": "acme"}},
+        // Structured memories (18–23): the kinds, a store and its supersede, a search of one's
+        // own, and of what others shared (nothing: Bob granted nothing).
+        {"name": "list_memory_kinds", "arguments": {}},
+        {"name": "store_memory", "arguments": {"kind": "Preference", "data": {"category": "drink", "value": "tea"}}},
+        {"name": "store_memory", "arguments": {"kind": "Preference", "data": {"category": "drink", "value": "lemon tea"}, "ttl": "7d"}},
+        {"name": "store_memory", "arguments": {"kind": "Preference", "data": {"category": "drink"}}},
+        {"name": "search_memories", "arguments": {"query": "drink", "kind": "Preference"}},
+        {"name": "search_memories", "arguments": {"query": "pin", "scope": "shared"}},
     ])
 }
 
@@ -221,8 +250,24 @@ fn check_ada(answer: &Value) {
         r[17]["is_error"].as_bool().unwrap(),
         "a scope argument is refused"
     );
+    let kinds = ok(18)["kinds"].as_array().unwrap();
+    assert_eq!(kinds.len(), 1);
+    assert_eq!(kinds[0]["name"], "Preference");
+    assert_eq!(kinds[0]["unique_on"], json!(["category"]));
+    assert_eq!(ok(19)["status"], "created");
+    assert_eq!(ok(20)["status"]["superseded"], ok(19)["memory"]["version"]);
+    assert_eq!(ok(20)["memory"]["id"], ok(19)["memory"]["id"]);
+    assert!(ok(20)["memory"]["expires_at"].is_i64());
+    assert!(r[21]["is_error"].as_bool().unwrap(), "data off its schema");
+    assert_eq!(r[21]["structured"]["kind"], "invalid_input");
+    let found = ok(22)["memories"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["memory"]["data"]["value"], "lemon tea");
+    assert_eq!(found[0]["memory"]["is_latest"], true);
+    assert_eq!(found[0]["source"], "own");
+    assert_eq!(ok(23)["memories"], json!([]));
     assert!(
-        !answer.to_string().contains("4711"),
+        !answer.to_string().contains("4711") && !answer.to_string().contains("9931"),
         "0 rows of another tenant: {answer}"
     );
 }

@@ -127,9 +127,9 @@ pub enum SearchScope {
     All,
 }
 
-/// Where a search found a memory.
+/// Where a search found a memory: as JSON `"own"` or `{"shared": {"owner": "…"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "source", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum MemorySource {
     /// The searching subject's own.
     Own,
@@ -255,6 +255,11 @@ impl Memories {
                 (spec, Arc::new(compiled)),
             );
         Ok(())
+    }
+
+    /// Every kind registered in `namespace`, by name.
+    pub async fn kinds(&self, namespace: &Namespace) -> Result<Vec<KindSpec>> {
+        registry::kinds(self.backend.as_ref(), namespace).await
     }
 
     /// The kind registered as `name`, with its compiled schema; `InvalidInput` when none is.

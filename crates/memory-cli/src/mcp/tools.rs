@@ -1,4 +1,5 @@
-//! The MCP tools: one scope's facts, search, working memory and conversations.
+//! The MCP tools: one scope's facts, structured memories, search, working memory and
+//! conversations.
 //!
 //! The scope is never an argument. Over stdio it is the server's (`--namespace`, `--subject`);
 //! over HTTP it is the bearer key's, put on the request by the authentication layer as a
@@ -6,6 +7,7 @@
 
 use std::sync::Arc;
 
+use agent_memory::engine::{Memories, MemoryQuery, NewMemory, SearchScope};
 use memory_core::embed::Embedder;
 use memory_core::{
     ConversationId, FactId, MemoryError, Scope, Scoped, Store, VectorQuery, WorkingMemory,
@@ -39,6 +41,7 @@ pub enum ScopeSource {
 #[derive(Clone)]
 pub struct MemoryTools {
     store: Store,
+    memories: Arc<Memories>,
     embedder: Arc<dyn Embedder>,
     scope: ScopeSource,
     tool_router: ToolRouter<Self>,
@@ -48,6 +51,7 @@ impl MemoryTools {
     /// Tools over `store`, embedding with `embedder`, in the scope `scope` gives.
     pub fn new(store: Store, embedder: Arc<dyn Embedder>, scope: ScopeSource) -> Self {
         Self {
+            memories: Arc::new(Memories::new(store.backend())),
             store,
             embedder,
             scope,
@@ -108,6 +112,17 @@ fn fact_json(fact: &memory_core::fact::Fact) -> Value {
         "tags": fact.tags,
         "created_at": fact.created_at,
     })
+}
+
+/// `"created"`, `"duplicate"` or `{"superseded": previous id}`.
+fn status_json(status: &memory_core::fact::RememberStatus) -> Value {
+    match status {
+        memory_core::fact::RememberStatus::Created => json!("created"),
+        memory_core::fact::RememberStatus::Duplicate => json!("duplicate"),
+        memory_core::fact::RememberStatus::Superseded { previous } => {
+            json!({"superseded": previous.as_str()})
+        }
+    }
 }
 
 fn working_json(memory: Option<WorkingMemory>) -> Value {
@@ -196,6 +211,53 @@ pub struct SearchArgs {
     pub limit: Option<usize>,
 }
 
+/// Arguments of `list_memory_kinds`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListKindsArgs {}
+
+/// Arguments of `store_memory`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreMemoryArgs {
+    /// A kind `list_memory_kinds` names.
+    pub kind: String,
+    /// The memory: a JSON object following the kind's schema.
+    pub data: Value,
+    /// For a kind without unique fields: the id of the memory to update (omit to create).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Tags searches can filter by.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// How sure you are, from 0 to 1.
+    #[serde(default)]
+    pub confidence: Option<f32>,
+    /// How long it lasts: "30s", "15m", "1h", "7d" (omit: until forgotten).
+    #[serde(default)]
+    pub ttl: Option<String>,
+}
+
+/// Arguments of `search_memories`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchMemoriesArgs {
+    /// What to look for, in words.
+    pub query: String,
+    /// Only memories of this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only memories carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// `own`, `shared` (what other agents granted) or `all` (default).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// How many at most (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
 /// Arguments of `get_working_memory`.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -270,14 +332,7 @@ impl MemoryTools {
                     remember = remember.key(key);
                 }
                 let outcome = remember.await?;
-                let status = match &outcome.status {
-                    memory_core::fact::RememberStatus::Created => json!("created"),
-                    memory_core::fact::RememberStatus::Duplicate => json!("duplicate"),
-                    memory_core::fact::RememberStatus::Superseded { previous } => {
-                        json!({"superseded": previous.as_str()})
-                    }
-                };
-                Ok(json!({"fact": fact_json(&outcome.fact), "status": status}))
+                Ok(json!({"fact": fact_json(&outcome.fact), "status": status_json(&outcome.status)}))
             }
             .await,
         )
@@ -350,6 +405,94 @@ impl MemoryTools {
     ) -> Result<CallToolResult, ErrorData> {
         let scoped = self.scoped(&context)?;
         answer(self.search(&scoped, args).await)
+    }
+
+    /// The kinds of structured memory registered in the namespace.
+    #[tool(
+        description = "List the kinds of structured memory you can store: each kind's name, the JSON Schema its data follows, and the fields that identify one memory (a new memory with the same values replaces it)."
+    )]
+    pub async fn list_memory_kinds(
+        &self,
+        Parameters(_args): Parameters<ListKindsArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let kinds = self.memories.kinds(scoped.scope().namespace()).await?;
+                Ok(json!({ "kinds": kinds }))
+            }
+            .await,
+        )
+    }
+
+    /// Stores a structured memory.
+    #[tool(
+        description = "Store a structured memory: a kind from list_memory_kinds and data following its schema. Returns the memory's id and whether it was created, a duplicate, or superseded the memory with the same identifying values."
+    )]
+    pub async fn store_memory(
+        &self,
+        Parameters(args): Parameters<StoreMemoryArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let ttl = args.ttl.as_deref().map(str::parse).transpose()?;
+                let embedding = self
+                    .embed(&memory_core::registry::canonical_json(&args.data))
+                    .await?;
+                let memory = NewMemory {
+                    id: args.id,
+                    tags: args.tags,
+                    confidence: args.confidence,
+                    ttl,
+                    embedding: Some(embedding),
+                    ..NewMemory::new(args.kind, args.data)
+                };
+                let outcome = self.memories.store(scoped.scope(), memory).await?;
+                Ok(json!({"memory": outcome.memory, "status": status_json(&outcome.status)}))
+            }
+            .await,
+        )
+    }
+
+    /// Searches structured memories, own and shared.
+    #[tool(
+        description = "Search structured memories by words and meaning: your own, those other agents shared with you, or both (default). Each result has the memory's kind, data, relevance, confidence, whether it is the latest version, and its source."
+    )]
+    pub async fn search_memories(
+        &self,
+        Parameters(args): Parameters<SearchMemoriesArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let scope = match args.scope.as_deref() {
+                    None | Some("all") => SearchScope::All,
+                    Some("own") => SearchScope::Own,
+                    Some("shared") => SearchScope::Shared,
+                    Some(other) => {
+                        return Err(MemoryError::invalid(format!(
+                            "scope {other:?} is not own, shared or all"
+                        )))
+                    }
+                };
+                let query = MemoryQuery {
+                    vector: Some(self.embed(&args.query).await?),
+                    text: Some(args.query),
+                    kind: args.kind,
+                    tags: args.tags,
+                    limit: args.limit,
+                    scope,
+                    ..MemoryQuery::default()
+                };
+                let hits = self.memories.search(scoped.scope(), query).await?;
+                Ok(json!({ "memories": hits }))
+            }
+            .await,
+        )
     }
 
     /// The working-memory document.
@@ -542,7 +685,8 @@ impl ServerHandler for MemoryTools {
             ))
             .with_instructions(
                 "Long-term memory of one user: facts (remember, recall, forget, search_memory), \
-                 a working-memory document (get_working_memory, update_working_memory) and past \
+                 structured memories of registered kinds (list_memory_kinds, store_memory, \
+                 search_memories), a working-memory document (get_working_memory, update_working_memory) and past \
                  conversations (list_conversations, show_conversation). Recall before answering \
                  questions about the user; remember what they tell you about themselves.",
             )
