@@ -67,9 +67,13 @@ type Errors = Arc<Mutex<Vec<String>>>;
 
 /// A memory extracting with `chat`, recording what reaches `on_error`.
 fn memory(chat: OpenAiChat) -> (Memory, Errors) {
+    memory_with(chat, extracting())
+}
+
+fn memory_with(chat: OpenAiChat, config: MemoryConfig) -> (Memory, Errors) {
     let errors = Errors::default();
     let memory = Memory::builder(Arc::new(InMemoryBackend::new()))
-        .config(extracting())
+        .config(config)
         .extractor(Arc::new(ModelExtractor::new(chat)))
         .on_error({
             let errors = errors.clone();
@@ -232,9 +236,9 @@ async fn the_model_writes_the_summary_prepare_uses() {
     assert!(!input.contains("In April"), "only what left the window");
 }
 
-/// With kinds registered in the facts' namespace, the prompt names them with their schemas,
-/// and the memories the model returns are stored as memories of their kind; one of an
-/// unknown kind goes to `on_error` and the rest are kept.
+/// With kinds registered in the facts' namespace, the prompt names those `extract.kinds`
+/// offers with their schemas, and the memories the model returns are stored as memories of
+/// their kind; one of an unknown kind goes to `on_error` and the rest are kept.
 #[tokio::test]
 async fn registered_kinds_are_offered_and_their_memories_stored() {
     let reply = json!({
@@ -245,7 +249,9 @@ async fn registered_kinds_are_offered_and_their_memories_stored() {
         ],
     });
     let server = serving(completion(&reply.to_string())).await;
-    let (memory, errors) = memory(chat(&server));
+    let mut config = extracting();
+    config.extract.kinds = vec!["Preference".into()];
+    let (memory, errors) = memory_with(chat(&server), config);
     let scope = Scope::for_subject("user-1").unwrap();
     let memories = Memories::new(Arc::clone(memory.backend()));
     let schema = json!({"type": "object", "required": ["category", "value"]});
@@ -254,6 +260,10 @@ async fn registered_kinds_are_offered_and_their_memories_stored() {
             scope.namespace(),
             KindSpec::new("Preference", schema).unique_on(["category"]),
         )
+        .await
+        .unwrap();
+    memories
+        .register_kind(scope.namespace(), KindSpec::new("Unoffered", json!({})))
         .await
         .unwrap();
     let ExtractionReport::Ran { stored, .. } = commit_turn(&memory, &scope).await else {
@@ -279,6 +289,10 @@ async fn registered_kinds_are_offered_and_their_memories_stored() {
         .as_str()
         .unwrap()
         .to_owned();
+    assert!(
+        !prompt.contains("Unoffered"),
+        "only the kinds extract.kinds names"
+    );
     assert!(
         prompt.contains(r#""kind":"Preference""#)
             && prompt.contains(r#""required":["category","value"]"#),

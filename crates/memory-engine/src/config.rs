@@ -249,6 +249,10 @@ pub struct ExtractConfig {
     /// `model-extractor` feature.
     #[serde(alias = "extractWith", alias = "model")]
     pub extract_with: Option<String>,
+    /// Only these registered kinds are offered to the extractor (zkStash's `schemas`); empty:
+    /// every kind registered in the facts' namespace.
+    #[serde(alias = "schemas")]
+    pub kinds: Vec<String>,
     /// How long extracted facts last unless the extractor gives one (`"30s"`, `"15m"`, `"1h"`,
     /// `"7d"`); none: permanent.
     pub ttl: Option<Ttl>,
@@ -262,6 +266,7 @@ impl Default for ExtractConfig {
             enabled: false,
             min_confidence: 0.7,
             extract_with: None,
+            kinds: Vec::new(),
             ttl: None,
             tags: Vec::new(),
         }

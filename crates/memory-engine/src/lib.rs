@@ -1170,8 +1170,13 @@ impl Memory {
             return Ok(ExtractionReport::Skipped);
         };
         let facts_scope = self.facts_scope(scope);
-        let kinds =
-            memory_core::registry::kinds(self.backend.as_ref(), facts_scope.namespace()).await?;
+        let offered = &self.config.extract.kinds;
+        let kinds: Vec<KindSpec> =
+            memory_core::registry::kinds(self.backend.as_ref(), facts_scope.namespace())
+                .await?
+                .into_iter()
+                .filter(|k| offered.is_empty() || offered.contains(&k.name))
+                .collect();
         let proposed = extractor
             .extract_into(scope, conversation, &fresh, &kinds)
             .await?;
