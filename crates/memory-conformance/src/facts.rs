@@ -909,25 +909,13 @@ pub async fn set_expiry_expires_a_fact_and_none_makes_it_permanent(ctx: &Ctx) {
 pub async fn set_expiry_many_changes_only_live_facts_of_the_scope(ctx: &Ctx) {
     let b = ctx.backend();
     let now = ctx.clock_now();
-    let old = remember(
-        ctx,
-        NewFact {
-            key: Some("city".into()),
-            ..NewFact::new("lives in Lyon")
-        },
-    )
-    .await
-    .fact;
+    let city = |text: &str| NewFact {
+        key: Some("city".into()),
+        ..NewFact::new(text)
+    };
+    let old = remember(ctx, city("lives in Lyon")).await.fact;
     ctx.clock().advance(Duration::from_millis(1));
-    let new = remember(
-        ctx,
-        NewFact {
-            key: Some("city".into()),
-            ..NewFact::new("lives in Oslo")
-        },
-    )
-    .await
-    .fact;
+    let new = remember(ctx, city("lives in Oslo")).await.fact;
     let plain = remember(ctx, NewFact::new("likes tea")).await.fact;
     let expired = remember(
         ctx,

@@ -65,6 +65,17 @@ impl Fact {
     pub fn is_current(&self) -> bool {
         self.superseded_by.is_none()
     }
+
+    /// [`FactStore::set_expiry`]'s rule for one fact in hand: a live fact takes the new expiry
+    /// and `updated_at = now` (true); an expired one is left as it is (false).
+    pub fn apply_expiry(&mut self, expires_at: Option<Timestamp>, now: Timestamp) -> bool {
+        if self.is_expired(now) {
+            return false;
+        }
+        self.expires_at = expires_at;
+        self.updated_at = now;
+        true
+    }
 }
 
 /// What [`FactStore::remember`] stores.

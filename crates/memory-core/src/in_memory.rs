@@ -534,15 +534,15 @@ impl FactStore for InMemoryBackend {
         let Some(facts) = state.facts.get_mut(scope) else {
             return Ok(Vec::new());
         };
-        let mut changed = Vec::new();
-        for id in ids {
-            if let Some(fact) = facts.get_mut(id).filter(|f| !f.is_expired(now)) {
-                fact.expires_at = expires_at;
-                fact.updated_at = now;
-                changed.push(id.clone());
-            }
-        }
-        Ok(changed)
+        Ok(ids
+            .iter()
+            .filter(|id| {
+                facts
+                    .get_mut(*id)
+                    .is_some_and(|f| f.apply_expiry(expires_at, now))
+            })
+            .cloned()
+            .collect())
     }
 }
 

@@ -4,6 +4,8 @@
 //! the turn.
 #![cfg(feature = "http")]
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,9 +14,11 @@ use memory_core::{FactQuery, InMemoryBackend, Message, NewConversation, Scope};
 use memory_embed::OpenAiChat;
 use memory_engine::config::MemoryConfig;
 use memory_engine::{ExtractionReport, Memories, Memory, MemoryQuery, ModelExtractor};
-use serde_json::{json, Value};
+use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use common::requests;
 
 /// A chat completion whose message is `content`.
 fn completion(content: &str) -> ResponseTemplate {
@@ -43,16 +47,6 @@ fn chat(server: &MockServer) -> OpenAiChat {
         .max_retries(2)
         .build()
         .expect("a chat client")
-}
-
-async fn requests(server: &MockServer) -> Vec<Value> {
-    server
-        .received_requests()
-        .await
-        .expect("recording is on")
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
-        .collect()
 }
 
 fn extracting() -> MemoryConfig {

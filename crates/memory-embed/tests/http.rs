@@ -1,6 +1,8 @@
 //! The OpenAI-compatible embedder against a local HTTP server that speaks the embeddings API.
 #![cfg(feature = "http")]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +14,8 @@ use memory_engine::Memory;
 use serde_json::{json, Value};
 use wiremock::matchers::{header, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use common::requests;
 
 const DIMS: usize = 64;
 
@@ -63,16 +67,6 @@ fn embedder(server: &MockServer) -> memory_embed::OpenAiEmbedderBuilder {
 
 fn texts(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("text number {i}")).collect()
-}
-
-async fn requests(server: &MockServer) -> Vec<Value> {
-    server
-        .received_requests()
-        .await
-        .expect("recording is on")
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).expect("JSON"))
-        .collect()
 }
 
 #[tokio::test]

@@ -622,11 +622,11 @@ impl FactStore for RedbStore {
             let mut changed = Vec::new();
             for id in ids {
                 let key = key_of(scope, "f", &[id.as_str()]);
-                if let Some(mut fact) = read::<Fact>(table, &key)?.filter(|f| !f.is_expired(now)) {
-                    fact.expires_at = expires_at;
-                    fact.updated_at = now;
-                    write(table, &key, &fact)?;
-                    changed.push(id.clone());
+                if let Some(mut fact) = read::<Fact>(table, &key)? {
+                    if fact.apply_expiry(expires_at, now) {
+                        write(table, &key, &fact)?;
+                        changed.push(id.clone());
+                    }
                 }
             }
             Ok(changed)
