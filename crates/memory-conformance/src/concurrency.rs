@@ -171,6 +171,97 @@ pub async fn concurrent_compare_and_append_has_one_winner(ctx: &Ctx) {
     assert_eq!(load(ctx, &c.id, LoadOptions::raw()).await.len(), 1);
 }
 
+/// Concurrent writes that fail and writes that succeed keep their own outcomes (a store that
+/// shares one transaction between concurrent writes must not let one's failure undo or fail
+/// another): of 8 writers, those with a stale expected seq see `Conflict`, those appending to
+/// a missing conversation see `NotFound`, and every other append and remember lands.
+pub async fn concurrent_writes_keep_their_own_outcomes(ctx: &Ctx) {
+    let c = conversation(ctx, ctx.scope()).await;
+    ctx.backend()
+        .append(
+            ctx.scope(),
+            &c.id,
+            vec![text("seed", Role::User, "seed")],
+            AppendOptions::default(),
+        )
+        .await
+        .must("seed");
+    let missing = memory_core::ConversationId::new("never-created").must("id");
+    for round in 0..5 {
+        let results = race(ctx, WRITERS, |backend, scope, w| {
+            let (id, missing) = (c.id.clone(), missing.clone());
+            async move {
+                let message = vec![text(&format!("r{round}-w{w}"), Role::User, "mixed")];
+                let appended = match w % 4 {
+                    // Stale: the seed's seq was passed before this round began.
+                    1 => {
+                        let stale = AppendOptions {
+                            expected_last_seq: Some(0),
+                            ..AppendOptions::default()
+                        };
+                        backend.append(&scope, &id, message, stale).await
+                    }
+                    3 => {
+                        backend
+                            .append(&scope, &missing, message, AppendOptions::default())
+                            .await
+                    }
+                    _ => {
+                        backend
+                            .append(&scope, &id, message, AppendOptions::default())
+                            .await
+                    }
+                };
+                let remembered = backend
+                    .remember(
+                        &scope,
+                        NewFact::new(format!("round {round} writer {w} remembers")),
+                        RememberOptions::default(),
+                    )
+                    .await;
+                Ok::<_, memory_core::MemoryError>((appended.map(|_| ()), remembered.map(|_| ())))
+            }
+        })
+        .await;
+        for (w, result) in results.into_iter().enumerate() {
+            let (appended, remembered) = result.must("the writer's task");
+            remembered.must("every remember lands");
+            let expected: fn(&memory_core::MemoryError) -> bool = match w % 4 {
+                1 => memory_core::MemoryError::is_conflict,
+                3 => memory_core::MemoryError::is_not_found,
+                _ => {
+                    appended.must("a plain append lands");
+                    continue;
+                }
+            };
+            assert!(
+                appended.as_ref().is_err_and(expected),
+                "round {round} writer {w}: a stale append conflicts, one to a missing \
+                 conversation is not found: {appended:?}"
+            );
+        }
+    }
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
+    let mut ids: Vec<String> = loaded.iter().map(|m| m.message.id.to_string()).collect();
+    ids.sort();
+    let mut expected: Vec<String> = (0..5)
+        .flat_map(|round| {
+            (0..WRITERS)
+                .filter(|w| w % 2 == 0)
+                .map(move |w| format!("r{round}-w{w}"))
+        })
+        .chain(std::iter::once("seed".to_owned()))
+        .collect();
+    expected.sort();
+    assert_eq!(ids, expected, "exactly the plain appends landed");
+    let facts = ctx
+        .backend()
+        .list_facts(ctx.scope(), memory_core::FactQuery::default())
+        .await
+        .must("list facts");
+    assert_eq!(facts.items.len(), 5 * WRITERS, "every remember landed once");
+}
+
 /// Of concurrent working-memory compare-and-sets from one revision exactly one wins.
 pub async fn concurrent_working_memory_compare_and_set_has_one_winner(ctx: &Ctx) {
     let key = WorkingMemoryKey::User;

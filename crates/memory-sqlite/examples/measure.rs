@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use memory_core::{
     AppendOptions, ConversationId, ConversationStore, LoadOptions, Message, NewConversation, Scope,
+    WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
 use memory_sqlite::SqliteStore;
 
@@ -77,6 +78,68 @@ async fn main() {
         );
     }
 
+    // Group commit: 8 writers, each appending single messages to its own conversation.
+    let store = std::sync::Arc::new(store);
+    for writers in [1usize, 8] {
+        let per_writer = 4_000 / writers;
+        let mut ids = Vec::new();
+        for _ in 0..writers {
+            ids.push(thread(&store, &scope).await);
+        }
+        let started = Instant::now();
+        let tasks: Vec<_> = ids
+            .into_iter()
+            .map(|id| {
+                let (store, scope) = (store.clone(), scope.clone());
+                tokio::spawn(async move {
+                    for i in 0..per_writer {
+                        store
+                            .append(
+                                &scope,
+                                &id,
+                                vec![Message::user(format!("message {i}"))],
+                                AppendOptions::default(),
+                            )
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let took = started.elapsed();
+        println!(
+            "append, {writers} writer(s), batches of 1: {:>8.0} messages/s",
+            (per_writer * writers) as f64 / took.as_secs_f64()
+        );
+    }
+
+    // Working memory: alternating get and set of one user document.
+    let started = Instant::now();
+    for i in 0..2_000 {
+        if i % 2 == 0 {
+            store
+                .get_working_memory(&scope, &WorkingMemoryKey::User)
+                .await
+                .unwrap();
+        } else {
+            store
+                .set_working_memory(
+                    &scope,
+                    &WorkingMemoryKey::User,
+                    WorkingMemoryUpdate::markdown(format!("notes {i}")),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    println!(
+        "working memory, 50/50 get/set: {:?} per operation",
+        started.elapsed() / 2_000
+    );
+
     // The floor under every call: one trivial statement through sqlx's SQLite worker thread.
     let pool = sqlx::SqlitePool::connect("sqlite::memory:").await.unwrap();
     let started = Instant::now();
@@ -89,7 +152,7 @@ async fn main() {
     );
 
     let facts = Scope::new("measure", "user-facts").unwrap();
-    let (first, last) = memory_conformance::support::remember_growth(&store, &facts).await;
+    let (first, last) = memory_conformance::support::remember_growth(&*store, &facts).await;
     println!(
         "remember: among the first 100 facts {first:?}, at 10,000 {last:?}, ratio {:.2}",
         last.as_secs_f64() / first.as_secs_f64()

@@ -82,6 +82,114 @@ async fn fetch_conversation(
     conversation_from(scope, &row)
 }
 
+/// An append inside a write transaction: one read (the conversation and which of the batch's
+/// ids it holds) and, when something is new, one write (the messages and the conversation's
+/// new last seq, in one statement string: each statement is a hop to sqlx's worker thread).
+async fn append_in(
+    conn: &mut SqliteConnection,
+    scope: Scope,
+    id: ConversationId,
+    messages: Vec<Message>,
+    options: AppendOptions,
+    now: Timestamp,
+) -> Result<AppendReceipt> {
+    let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
+    let rows: Vec<(i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
+        "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
+         LEFT JOIN messages m
+           ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+         WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(&scope))
+    .bind(id.as_str())
+    .bind(to_json(&ids))
+    .fetch_all(&mut *conn)
+    .await
+    .db()?;
+    let Some(&(pk, last_seq, _, _)) = rows.first() else {
+        return Err(MemoryError::not_found("conversation", id.as_str()));
+    };
+    let last_seq = seq_from_db(last_seq);
+    let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::with_capacity(rows.len());
+    for (_, _, seq, body) in rows {
+        if let (Some(seq), Some(body)) = (seq, body) {
+            let message = message_from(&body)?;
+            stored.insert(message.id.clone(), (seq_from_db(seq), message));
+        }
+    }
+    let AppendPlan { fresh, mut receipt } = plan_append(last_seq, messages, &options, |id| {
+        stored.get(id).map(|(seq, m)| (*seq, m))
+    })?;
+    if fresh.is_empty() {
+        return Ok(receipt);
+    }
+    // The new messages as one JSON array of [seq, id, role, body] rows; a body is the
+    // message's JSON, carried as a JSON string, so it is stored byte for byte.
+    let rows: Vec<(u64, &str, &str, String)> = fresh
+        .iter()
+        .map(|StoredMessage { seq, message }| {
+            (
+                *seq,
+                message.id.as_str(),
+                message.role.as_str(),
+                to_json(message),
+            )
+        })
+        .collect();
+    sqlx::query(
+        "INSERT INTO messages (conversation, seq, id, role, body)
+         SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?2);
+         UPDATE conversations SET last_seq = ?3, updated_at = ?4 WHERE pk = ?1",
+    )
+    .bind(pk)
+    .bind(to_json(&rows))
+    .bind(seq_to_db(receipt.last_seq))
+    .bind(millis(now))
+    .execute(&mut *conn)
+    .await
+    .db()?;
+    if let Some(max) = options.max_messages {
+        // Seqs are contiguous (nothing deletes single messages), so the oldest beyond the
+        // limit are exactly those at or below last_seq - max.
+        if let Some(cutoff) = receipt.last_seq.checked_sub(max) {
+            receipt.pruned =
+                sqlx::query("DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2")
+                    .bind(pk)
+                    .bind(seq_to_db(cutoff))
+                    .execute(&mut *conn)
+                    .await
+                    .db()?
+                    .rows_affected();
+        }
+    }
+    Ok(receipt)
+}
+
+/// The messages of a one-statement read whose seq-less row says the conversation exists
+/// (not found without it), in seq order.
+fn messages_of_conversation(
+    rows: Vec<(Option<i64>, Option<String>)>,
+    id: &ConversationId,
+) -> Result<Vec<StoredMessage>> {
+    let mut found = false;
+    let mut messages = Vec::with_capacity(rows.len());
+    for row in rows {
+        match row {
+            (Some(seq), Some(body)) => messages.push(StoredMessage {
+                seq: seq_from_db(seq),
+                message: message_from(&body)?,
+            }),
+            _ => found = true,
+        }
+    }
+    if !found {
+        return Err(MemoryError::not_found("conversation", id.as_str()));
+    }
+    messages.sort_unstable_by_key(|m| m.seq);
+    Ok(messages)
+}
+
 #[async_trait]
 impl ConversationStore for SqliteStore {
     async fn create_conversation(
@@ -242,76 +350,10 @@ impl ConversationStore for SqliteStore {
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
         let now = self.clock.now();
-        let mut tx = self.write().await?;
-        // The conversation and those of the batch's ids already stored, in one statement
-        // (every statement costs a hop to sqlx's SQLite worker thread).
-        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-        let rows: Vec<(i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
-            "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
-             LEFT JOIN messages m
-               ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
-             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(to_json(&ids))
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
-        let Some(&(pk, last_seq, _, _)) = rows.first() else {
-            return Err(MemoryError::not_found("conversation", id.as_str()));
-        };
-        let last_seq = seq_from_db(last_seq);
-        let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::with_capacity(rows.len());
-        for (_, _, seq, body) in rows {
-            if let (Some(seq), Some(body)) = (seq, body) {
-                let message = message_from(&body)?;
-                stored.insert(message.id.clone(), (seq_from_db(seq), message));
-            }
-        }
-        let AppendPlan { fresh, mut receipt } = plan_append(last_seq, messages, &options, |id| {
-            stored.get(id).map(|(seq, m)| (*seq, m))
-        })?;
-        if fresh.is_empty() {
-            return Ok(receipt);
-        }
-        for StoredMessage { seq, message } in &fresh {
-            sqlx::query(
-                "INSERT INTO messages (conversation, seq, id, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(pk)
-            .bind(seq_to_db(*seq))
-            .bind(message.id.as_str())
-            .bind(message.role.as_str())
-            .bind(to_json(message))
-            .execute(&mut *tx)
+        let (scope, id) = (scope.clone(), id.clone());
+        self.writer
+            .write(move |conn| Box::pin(append_in(conn, scope, id, messages, options, now)))
             .await
-            .db()?;
-        }
-        if let Some(max) = options.max_messages {
-            // Seqs are contiguous (nothing deletes single messages), so the oldest beyond the
-            // limit are exactly those at or below last_seq - max.
-            if let Some(cutoff) = receipt.last_seq.checked_sub(max) {
-                receipt.pruned =
-                    sqlx::query("DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2")
-                        .bind(pk)
-                        .bind(seq_to_db(cutoff))
-                        .execute(&mut *tx)
-                        .await
-                        .db()?
-                        .rows_affected();
-            }
-        }
-        sqlx::query("UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3")
-            .bind(seq_to_db(receipt.last_seq))
-            .bind(millis(now))
-            .bind(pk)
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        tx.commit().await.db()?;
-        Ok(receipt)
     }
 
     async fn load(
@@ -320,19 +362,25 @@ impl ConversationStore for SqliteStore {
         id: &ConversationId,
         options: LoadOptions,
     ) -> Result<Vec<StoredMessage>> {
-        let mut tx = self.read().await?;
-        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
         let roles = options
             .roles
             .as_ref()
             .map(|roles| to_json(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()));
-        let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT seq, body FROM messages
-             WHERE conversation = ?1 AND seq > ?2 AND seq < ?3
-               AND (?4 IS NULL OR role IN (SELECT value FROM json_each(?4)))
-             ORDER BY seq DESC LIMIT ?5",
+        // One statement, so one snapshot and one hop to sqlx's worker thread: a row without a
+        // seq says the conversation exists, the others are the window.
+        let rows: Vec<(Option<i64>, Option<String>)> = sqlx::query_as(
+            "SELECT NULL, NULL FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+             UNION ALL
+             SELECT * FROM (SELECT seq, body FROM messages
+               WHERE conversation = (SELECT pk FROM conversations
+                                     WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+                 AND seq > ?4 AND seq < ?5
+                 AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
+               ORDER BY seq DESC LIMIT ?7)",
         )
-        .bind(pk)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
         .bind(options.after_seq.map_or(0, seq_to_db))
         .bind(options.before_seq.map_or(i64::MAX, seq_to_db))
         .bind(roles)
@@ -341,21 +389,10 @@ impl ConversationStore for SqliteStore {
                 .last
                 .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
         )
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.reader)
         .await
         .db()?;
-        tx.commit().await.db()?;
-        let mut window = rows
-            .into_iter()
-            .map(|(seq, body)| {
-                Ok(StoredMessage {
-                    seq: seq_from_db(seq),
-                    message: message_from(&body)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        window.reverse();
-        Ok(window)
+        messages_of_conversation(rows, id)
     }
 
     async fn load_seqs(
@@ -364,8 +401,6 @@ impl ConversationStore for SqliteStore {
         id: &ConversationId,
         seqs: &[u64],
     ) -> Result<Vec<StoredMessage>> {
-        let mut tx = self.read().await?;
-        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
         // A seq past i64::MAX was never stored.
         let wanted = to_json(
             &seqs
@@ -373,25 +408,22 @@ impl ConversationStore for SqliteStore {
                 .filter_map(|&s| i64::try_from(s).ok())
                 .collect::<Vec<_>>(),
         );
-        let rows: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT seq, body FROM messages
-             WHERE conversation = ?1 AND seq IN (SELECT value FROM json_each(?2))
-             ORDER BY seq",
+        let rows: Vec<(Option<i64>, Option<String>)> = sqlx::query_as(
+            "SELECT NULL, NULL FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+             UNION ALL
+             SELECT seq, body FROM messages
+             WHERE conversation = (SELECT pk FROM conversations
+                                   WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+               AND seq IN (SELECT value FROM json_each(?4))",
         )
-        .bind(pk)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
         .bind(wanted)
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.reader)
         .await
         .db()?;
-        tx.commit().await.db()?;
-        rows.into_iter()
-            .map(|(seq, body)| {
-                Ok(StoredMessage {
-                    seq: seq_from_db(seq),
-                    message: message_from(&body)?,
-                })
-            })
-            .collect()
+        messages_of_conversation(rows, id)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {

@@ -32,30 +32,53 @@ pub(crate) fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
     WorkingMemoryFormat::parse(text).ok_or_else(|| corrupt("working memory format", text))
 }
 
+/// A key's slot and its document, in one statement (one snapshot, one hop to sqlx's worker
+/// thread): for a conversation's key, a first row carries the conversation's pk (none: not
+/// found); the document's row, if any, follows.
 async fn read_working(
     conn: &mut SqliteConnection,
     scope: &Scope,
-    slot: i64,
-) -> Result<Option<WorkingMemory>> {
-    let row: Option<(String, String, i64, i64)> = sqlx::query_as(
-        "SELECT content, format, revision, updated_at FROM working_memory
-         WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3",
+    key: &WorkingMemoryKey,
+) -> Result<(i64, Option<WorkingMemory>)> {
+    type Row = (Option<i64>, Option<String>, Option<String>, i64, i64);
+    let conversation = match key {
+        WorkingMemoryKey::Conversation(id) => Some(id.as_str()),
+        WorkingMemoryKey::User => None,
+    };
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT pk, NULL, NULL, 0, 0 FROM conversations
+         WHERE ?3 IS NOT NULL AND namespace = ?1 AND subject = ?2 AND id = ?3
+         UNION ALL
+         SELECT NULL, content, format, revision, updated_at FROM working_memory
+         WHERE namespace = ?1 AND subject = ?2 AND conversation = CASE WHEN ?3 IS NULL THEN 0
+               ELSE (SELECT pk FROM conversations
+                     WHERE namespace = ?1 AND subject = ?2 AND id = ?3) END",
     )
     .bind(scope.namespace().as_str())
     .bind(subject_of(scope))
-    .bind(slot)
-    .fetch_optional(conn)
+    .bind(conversation)
+    .fetch_all(conn)
     .await
     .db()?;
-    row.map(|(content, format, revision, updated_at)| {
-        Ok(WorkingMemory {
-            content,
-            format: format_from(&format)?,
-            revision: seq_from_db(revision),
-            updated_at: Timestamp::from_millis(updated_at),
-        })
-    })
-    .transpose()
+    let mut slot = conversation.is_none().then_some(0);
+    let mut found = None;
+    for (pk, content, format, revision, updated_at) in rows {
+        match (pk, content, format) {
+            (Some(pk), _, _) => slot = Some(pk),
+            (None, Some(content), Some(format)) => {
+                found = Some(WorkingMemory {
+                    content,
+                    format: format_from(&format)?,
+                    revision: seq_from_db(revision),
+                    updated_at: Timestamp::from_millis(updated_at),
+                });
+            }
+            _ => return Err(corrupt("working memory", "a row without content")),
+        }
+    }
+    let slot =
+        slot.ok_or_else(|| MemoryError::not_found("conversation", conversation.unwrap_or("")))?;
+    Ok((slot, found))
 }
 
 /// Writes a working-memory document into its slot (set and restore).
@@ -116,11 +139,8 @@ impl WorkingMemoryStore for SqliteStore {
         scope: &Scope,
         key: &WorkingMemoryKey,
     ) -> Result<Option<WorkingMemory>> {
-        let mut tx = self.read().await?;
-        let slot = working_slot(&mut tx, scope, key).await?;
-        let found = read_working(&mut tx, scope, slot).await?;
-        tx.commit().await.db()?;
-        Ok(found)
+        let mut conn = self.reader.acquire().await.db()?;
+        Ok(read_working(&mut conn, scope, key).await?.1)
     }
 
     async fn set_working_memory(
@@ -130,15 +150,17 @@ impl WorkingMemoryStore for SqliteStore {
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
         let now = self.clock.now();
-        let mut tx = self.write().await?;
-        let slot = working_slot(&mut tx, scope, key).await?;
-        let current = read_working(&mut tx, scope, slot)
-            .await?
-            .map_or(0, |w| w.revision);
-        let stored = update.apply(current, now)?;
-        write_working(&mut tx, scope, slot, &stored).await?;
-        tx.commit().await.db()?;
-        Ok(stored)
+        let (scope, key) = (scope.clone(), key.clone());
+        self.writer
+            .write(move |conn| {
+                Box::pin(async move {
+                    let (slot, current) = read_working(conn, &scope, &key).await?;
+                    let stored = update.apply(current.map_or(0, |w| w.revision), now)?;
+                    write_working(conn, &scope, slot, &stored).await?;
+                    Ok(stored)
+                })
+            })
+            .await
     }
 
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
@@ -294,7 +316,7 @@ impl CheckpointStore for SqliteStore {
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
         .bind(id.as_str())
-        .execute(&self.writer)
+        .execute(self.writer.pool())
         .await
         .db()?
         .rows_affected();
@@ -325,7 +347,7 @@ impl CacheStore for SqliteStore {
         ttl: Option<Duration>,
     ) -> Result<()> {
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
-        let mut conn = self.writer.acquire().await.db()?;
+        let mut conn = self.writer.pool().acquire().await.db()?;
         put_cache(&mut conn, namespace, key, &value, expires).await
     }
 
@@ -370,7 +392,7 @@ impl CacheStore for SqliteStore {
         )
         .bind(namespace.as_str())
         .bind(key)
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer.pool())
         .await
         .db()?;
         let now = millis(self.clock.now());

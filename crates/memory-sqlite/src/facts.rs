@@ -82,6 +82,129 @@ pub(crate) async fn insert_tokens(
     Ok(())
 }
 
+/// A remember inside a write transaction.
+async fn remember_in(
+    conn: &mut SqliteConnection,
+    scope: Scope,
+    new: NewFact,
+    options: RememberOptions,
+    now: Timestamp,
+) -> Result<RememberOutcome> {
+    let (namespace, subject) = (scope.namespace().as_str(), subject_of(&scope));
+    // Expired facts are never returned: the scope's are purged before deciding anything, in
+    // the same statement string as the duplicate check (one hop to sqlx's worker thread).
+    let same = sqlx::query(concat!(
+        "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?5;
+         SELECT ",
+        fact_columns!(),
+        " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+          AND key IS ?3 AND text = ?4 LIMIT 1"
+    ))
+    .bind(namespace)
+    .bind(subject)
+    .bind(new.key.as_deref())
+    .bind(&new.text)
+    .bind(millis(now))
+    .fetch_optional(&mut *conn)
+    .await
+    .db()?;
+    if let Some(row) = same {
+        return Ok(RememberOutcome {
+            fact: fact_from(&scope, &row)?,
+            status: RememberStatus::Duplicate,
+            evicted: Vec::new(),
+        });
+    }
+    let fact = new.into_fact(&scope, now);
+    let mut status = RememberStatus::Created;
+    if let Some(key) = &fact.key {
+        // The current fact of the key is superseded and its tokens leave the index (history
+        // is not recalled).
+        let previous: Option<String> = sqlx::query_scalar(
+            "DELETE FROM fact_tokens WHERE fact IN (SELECT pk FROM facts
+                 WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL);
+             UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
+             WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
+             RETURNING id",
+        )
+        .bind(millis(now))
+        .bind(fact.id.as_str())
+        .bind(namespace)
+        .bind(subject)
+        .bind(key)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?;
+        if let Some(previous) = previous {
+            status = RememberStatus::Superseded {
+                previous: FactId::new(previous).map_err(|e| corrupt("fact id", e))?,
+            };
+        }
+    }
+    // The fact and its tokens in one statement string.
+    let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
+    let pk: i64 = sqlx::query_scalar(
+        "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
+             embedding, created_at, updated_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12);
+         INSERT INTO fact_tokens (namespace, subject, token, fact)
+         SELECT ?1, ?2, value, (SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+         FROM json_each(?13);
+         SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+    )
+    .bind(namespace)
+    .bind(subject)
+    .bind(fact.id.as_str())
+    .bind(&fact.text)
+    .bind(fact.kind.as_deref())
+    .bind(fact.key.as_deref())
+    .bind(to_json(&fact.tags))
+    .bind(fact.score.map(f64::from))
+    .bind(fact.source.as_ref().map(to_json))
+    .bind(fact.embedding.as_deref().map(encode_f32_le))
+    .bind(millis(now))
+    .bind(fact.expires_at.map(millis))
+    .bind(to_json(&tokens))
+    .fetch_one(&mut *conn)
+    .await
+    .db()?;
+    let mut evicted = Vec::new();
+    if let Some(max) = options.max_facts {
+        // The core's eviction order: lowest score first (none lowest), oldest, then id.
+        let victims: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT pk, id FROM facts
+             WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
+             ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
+             LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
+                           AND subject = ?2 AND superseded_by IS NULL) - ?4)",
+        )
+        .bind(namespace)
+        .bind(subject)
+        .bind(pk)
+        .bind(i64::try_from(max).unwrap_or(i64::MAX))
+        .fetch_all(&mut *conn)
+        .await
+        .db()?;
+        if !victims.is_empty() {
+            let pks: Vec<i64> = victims.iter().map(|(pk, _)| *pk).collect();
+            sqlx::query("DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))")
+                .bind(to_json(&pks))
+                .execute(&mut *conn)
+                .await
+                .db()?;
+        }
+        evicted = victims
+            .into_iter()
+            .map(|(_, id)| FactId::new(id).map_err(|e| corrupt("fact id", e)))
+            .collect::<Result<Vec<_>>>()?;
+    }
+    Ok(RememberOutcome {
+        fact,
+        status,
+        evicted,
+    })
+}
+
 #[async_trait]
 impl FactStore for SqliteStore {
     async fn remember(
@@ -91,121 +214,10 @@ impl FactStore for SqliteStore {
         options: RememberOptions,
     ) -> Result<RememberOutcome> {
         let now = self.clock.now();
-        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
-        let mut tx = self.write().await?;
-        // Expired facts are never returned: purge the scope's before deciding anything.
-        sqlx::query("DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3")
-            .bind(namespace)
-            .bind(subject)
-            .bind(millis(now))
-            .execute(&mut *tx)
+        let scope = scope.clone();
+        self.writer
+            .write(move |conn| Box::pin(remember_in(conn, scope, new, options, now)))
             .await
-            .db()?;
-        let same = sqlx::query(concat!(
-            "SELECT ",
-            fact_columns!(),
-            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
-              AND key IS ?3 AND text = ?4 LIMIT 1"
-        ))
-        .bind(namespace)
-        .bind(subject)
-        .bind(new.key.as_deref())
-        .bind(&new.text)
-        .fetch_optional(&mut *tx)
-        .await
-        .db()?;
-        if let Some(row) = same {
-            return Ok(RememberOutcome {
-                fact: fact_from(scope, &row)?,
-                status: RememberStatus::Duplicate,
-                evicted: Vec::new(),
-            });
-        }
-        let fact = new.into_fact(scope, now);
-        let mut status = RememberStatus::Created;
-        if let Some(key) = &fact.key {
-            let previous: Option<(i64, String)> = sqlx::query_as(
-                "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
-                 WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
-                 RETURNING pk, id",
-            )
-            .bind(millis(now))
-            .bind(fact.id.as_str())
-            .bind(namespace)
-            .bind(subject)
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await
-            .db()?;
-            if let Some((previous_pk, previous_id)) = previous {
-                // History is not recalled: its tokens leave the index.
-                sqlx::query("DELETE FROM fact_tokens WHERE fact = ?1")
-                    .bind(previous_pk)
-                    .execute(&mut *tx)
-                    .await
-                    .db()?;
-                status = RememberStatus::Superseded {
-                    previous: FactId::new(previous_id).map_err(|e| corrupt("fact id", e))?,
-                };
-            }
-        }
-        let pk: i64 = sqlx::query_scalar(
-            "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
-                 embedding, created_at, updated_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12) RETURNING pk",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .bind(fact.id.as_str())
-        .bind(&fact.text)
-        .bind(fact.kind.as_deref())
-        .bind(fact.key.as_deref())
-        .bind(to_json(&fact.tags))
-        .bind(fact.score.map(f64::from))
-        .bind(fact.source.as_ref().map(to_json))
-        .bind(fact.embedding.as_deref().map(encode_f32_le))
-        .bind(millis(now))
-        .bind(fact.expires_at.map(millis))
-        .fetch_one(&mut *tx)
-        .await
-        .db()?;
-        insert_tokens(&mut tx, scope, pk, &fact.text).await?;
-        let mut evicted = Vec::new();
-        if let Some(max) = options.max_facts {
-            // The core's eviction order: lowest score first (none lowest), oldest, then id.
-            let victims: Vec<(i64, String)> = sqlx::query_as(
-                "SELECT pk, id FROM facts
-                 WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
-                 ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
-                 LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
-                               AND subject = ?2 AND superseded_by IS NULL) - ?4)",
-            )
-            .bind(namespace)
-            .bind(subject)
-            .bind(pk)
-            .bind(i64::try_from(max).unwrap_or(i64::MAX))
-            .fetch_all(&mut *tx)
-            .await
-            .db()?;
-            if !victims.is_empty() {
-                let pks: Vec<i64> = victims.iter().map(|(pk, _)| *pk).collect();
-                sqlx::query("DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))")
-                    .bind(to_json(&pks))
-                    .execute(&mut *tx)
-                    .await
-                    .db()?;
-            }
-            evicted = victims
-                .into_iter()
-                .map(|(_, id)| FactId::new(id).map_err(|e| corrupt("fact id", e)))
-                .collect::<Result<Vec<_>>>()?;
-        }
-        tx.commit().await.db()?;
-        Ok(RememberOutcome {
-            fact,
-            status,
-            evicted,
-        })
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
@@ -348,7 +360,7 @@ impl FactStore for SqliteStore {
         .bind(subject_of(scope))
         .bind(id.as_str())
         .bind(millis(self.clock.now()))
-        .fetch_optional(&self.writer)
+        .fetch_optional(self.writer.pool())
         .await
         .db()?;
         Ok(live == Some(true))
@@ -372,7 +384,7 @@ impl FactStore for SqliteStore {
         .bind(to_json(&ids))
         .bind(expires_at.map(millis))
         .bind(millis(self.clock.now()))
-        .fetch_all(&self.writer)
+        .fetch_all(self.writer.pool())
         .await
         .db()?;
         changed

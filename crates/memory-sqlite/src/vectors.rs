@@ -277,7 +277,7 @@ impl VectorStore for SqliteStore {
         let removed = sqlx::query("DELETE FROM collections WHERE namespace = ?1 AND name = ?2")
             .bind(namespace.as_str())
             .bind(name)
-            .execute(&self.writer)
+            .execute(self.writer.pool())
             .await
             .db()?
             .rows_affected();
