@@ -196,7 +196,7 @@ async fn main() -> Result<(), String> {
                 let dir = args.common.data.join("run-sqlite");
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-                let (ours, raw) = sqlite::open(&dir.join("memory.db")).await;
+                let (ours, raws) = sqlite::open(&dir.join("memory.db")).await;
                 // VoltAgent's adapters are libSQL, i.e. SQLite: its peer is the SQLite store.
                 let peer = if let Some(install) = &args.voltagent {
                     Some(Arc::new(VoltAgent::start(install, &dir).await?))
@@ -207,7 +207,7 @@ async fn main() -> Result<(), String> {
                     None
                 };
                 tables.extend(
-                    common(&args.common, backend, &ours, &raw, peer.as_ref(), &texts).await,
+                    common(&args.common, backend, &ours, &raws, peer.as_ref(), &texts).await,
                 );
                 if args.common.wants("W5") {
                     eprintln!("bench: sqlite W5");
@@ -245,7 +245,17 @@ async fn main() -> Result<(), String> {
                 };
                 let schema = postgres::schema(args.common.quick);
                 let (ours, raw) = postgres::open(url, schema).await;
-                tables.extend(common(&args.common, backend, &ours, &raw, None, &texts).await);
+                tables.extend(
+                    common(
+                        &args.common,
+                        backend,
+                        &ours,
+                        std::slice::from_ref(&raw),
+                        None,
+                        &texts,
+                    )
+                    .await,
+                );
                 if args.common.wants("W5") {
                     eprintln!("bench: postgres W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");
@@ -262,7 +272,17 @@ async fn main() -> Result<(), String> {
                 };
                 let prefix = memory_bench_backends::redis::prefix(args.common.quick);
                 let (ours, raw) = memory_bench_backends::redis::open(url, prefix).await;
-                tables.extend(common(&args.common, backend, &ours, &raw, None, &texts).await);
+                tables.extend(
+                    common(
+                        &args.common,
+                        backend,
+                        &ours,
+                        std::slice::from_ref(&raw),
+                        None,
+                        &texts,
+                    )
+                    .await,
+                );
                 if args.common.wants("W5") {
                     eprintln!("bench: redis W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");

@@ -93,51 +93,45 @@ impl RawDriver for RawSqlite {
         .expect("probe");
         let (pk, last_seq, stored, _) = rows.first().cloned().expect("the conversation exists");
         assert!(stored.is_none(), "the benchmark appends new messages only");
-        let mut seq = last_seq;
-        for message in messages {
-            seq += 1;
-            sqlx::query(
-                "INSERT INTO messages (conversation, seq, id, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(pk)
-            .bind(seq)
-            .bind(message.id.as_str())
-            .bind(message.role.as_str())
-            .bind(serde_json::to_string(message).expect("message serializes"))
-            .execute(&mut *tx)
-            .await
-            .expect("insert message");
-        }
-        sqlx::query("UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3")
-            .bind(seq)
-            .bind(Timestamp::now().as_millis())
-            .bind(pk)
-            .execute(&mut *tx)
-            .await
-            .expect("update conversation");
+        // The store's write: the messages from one JSON array and the conversation's seq, in
+        // one statement string.
+        let rows: Vec<(i64, &str, &str, String)> = messages
+            .iter()
+            .zip(last_seq + 1..)
+            .map(|(m, seq)| {
+                let body = serde_json::to_string(m).expect("message serializes");
+                (seq, m.id.as_str(), m.role.as_str(), body)
+            })
+            .collect();
+        sqlx::query(
+            "INSERT INTO messages (conversation, seq, id, role, body)
+             SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?2);
+             UPDATE conversations SET last_seq = ?3, updated_at = ?4 WHERE pk = ?1",
+        )
+        .bind(pk)
+        .bind(serde_json::to_string(&rows).expect("rows serialize"))
+        .bind(last_seq + messages.len() as i64)
+        .bind(Timestamp::now().as_millis())
+        .execute(&mut *tx)
+        .await
+        .expect("insert messages");
         tx.commit().await.expect("commit");
     }
 
     async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
-        let mut tx = self.reader.begin().await.expect("begin");
-        let pk: i64 = sqlx::query_scalar(
-            "SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+        // One statement, its own snapshot.
+        let bodies: Vec<String> = sqlx::query_scalar(
+            "SELECT body FROM messages WHERE conversation = (SELECT pk FROM conversations
+                 WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+             ORDER BY seq DESC LIMIT ?4",
         )
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
         .bind(id.as_str())
-        .fetch_one(&mut *tx)
-        .await
-        .expect("conversation");
-        let bodies: Vec<String> = sqlx::query_scalar(
-            "SELECT body FROM messages WHERE conversation = ?1 ORDER BY seq DESC LIMIT ?2",
-        )
-        .bind(pk)
         .bind(n as i64)
-        .fetch_all(&mut *tx)
+        .fetch_all(&self.reader)
         .await
         .expect("messages");
-        tx.commit().await.expect("commit");
         bodies
             .iter()
             .rev()
@@ -374,7 +368,9 @@ fn register_sqlite_vec() {
 }
 
 /// The store memory-sqlite opens on `path`, and the raw driver on the same file.
-pub async fn open(path: &Path) -> (Arc<dyn memory_core::MemoryBackend>, Arc<dyn RawDriver>) {
+/// The store on a fresh file, with its raw sides: raw sqlx, then the engine's limit (the
+/// reference of the ratios).
+pub async fn open(path: &Path) -> (Arc<dyn memory_core::MemoryBackend>, Vec<Arc<dyn RawDriver>>) {
     let readers = std::thread::available_parallelism()
         .map_or(2, |n| n.get() as u32)
         .max(2);
@@ -385,5 +381,282 @@ pub async fn open(path: &Path) -> (Arc<dyn memory_core::MemoryBackend>, Arc<dyn 
         .await
         .expect("open the SQLite store");
     let raw = RawSqlite::open(path, readers).await;
-    (memory_core::Checked::wrap(Arc::new(store)), Arc::new(raw))
+    let engine = EngineSqlite::open(path);
+    (
+        memory_core::Checked::wrap(Arc::new(store)),
+        vec![Arc::new(raw), Arc::new(engine)],
+    )
+}
+
+/// The engine's limit: the same work as the store on rusqlite, one connection on a dedicated
+/// thread, prepared statements cached — what a program gets from SQLite with the plainest
+/// client and no async runtime between it and the engine.
+pub struct EngineSqlite {
+    jobs: std::sync::Mutex<std::sync::mpsc::Sender<EngineJob>>,
+}
+
+type EngineJob = Box<dyn FnOnce(&mut rusqlite::Connection) + Send>;
+
+impl EngineSqlite {
+    /// Opens the file memory-sqlite made, with the store's settings (WAL,
+    /// `synchronous=NORMAL`, 5 s busy timeout, foreign keys).
+    pub fn open(path: &Path) -> Self {
+        let conn = rusqlite::Connection::open(path).expect("open the file with rusqlite");
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
+        )
+        .expect("the store's pragmas");
+        let (jobs, queue) = std::sync::mpsc::channel::<EngineJob>();
+        std::thread::spawn(move || {
+            let mut conn = conn;
+            for job in queue {
+                job(&mut conn);
+            }
+        });
+        Self {
+            jobs: std::sync::Mutex::new(jobs),
+        }
+    }
+
+    /// Runs `work` on the engine's thread and waits for its value.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut rusqlite::Connection) -> T + Send + 'static,
+    ) -> T {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.jobs
+            .lock()
+            .expect("engine queue")
+            .send(Box::new(move |conn| {
+                let _ = reply.send(work(conn));
+            }))
+            .expect("the engine thread runs");
+        answer.await.expect("the engine thread answers")
+    }
+}
+
+#[async_trait]
+impl RawDriver for EngineSqlite {
+    fn name(&self) -> String {
+        "engine limit (rusqlite)".into()
+    }
+
+    async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
+        let (namespace, subject, id) = owned(scope, id.as_str());
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+                     resource_slug, record_id, created_at, updated_at, last_seq)
+                 VALUES (?1, ?2, ?3, NULL, NULL, '{}', NULL, NULL, ?4, ?4, 0)",
+            )
+            .and_then(|mut s| s.execute(rusqlite::params![namespace, subject, id, now()]))
+            .expect("insert conversation");
+        })
+        .await;
+    }
+
+    async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]) {
+        let (namespace, subject, id) = owned(scope, id.as_str());
+        let rows: Vec<(String, String, String)> = messages
+            .iter()
+            .map(|m| {
+                (
+                    m.id.to_string(),
+                    m.role.as_str().to_owned(),
+                    serde_json::to_string(m).expect("message serializes"),
+                )
+            })
+            .collect();
+        self.run(move |conn| {
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .expect("begin");
+            let ids: Vec<&str> = rows.iter().map(|(id, _, _)| id.as_str()).collect();
+            let ids = serde_json::to_string(&ids).expect("ids serialize");
+            // The store's idempotency probe: the conversation and the batch's ids stored.
+            let (pk, last_seq, stored): (i64, i64, Option<i64>) = tx
+                .prepare_cached(
+                    "SELECT c.pk, c.last_seq, m.seq FROM conversations c
+                     LEFT JOIN messages m
+                       ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+                     WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
+                )
+                .and_then(|mut s| {
+                    s.query_row(rusqlite::params![namespace, subject, id, ids], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                })
+                .expect("probe");
+            assert!(stored.is_none(), "the benchmark appends new messages only");
+            let mut seq = last_seq;
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO messages (conversation, seq, id, role, body)
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )
+                    .expect("prepare insert");
+                for (id, role, body) in &rows {
+                    seq += 1;
+                    insert
+                        .execute(rusqlite::params![pk, seq, id, role, body])
+                        .expect("insert message");
+                }
+            }
+            tx.prepare_cached(
+                "UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3",
+            )
+            .and_then(|mut s| s.execute(rusqlite::params![seq, now(), pk]))
+            .expect("update conversation");
+            tx.commit().expect("commit");
+        })
+        .await;
+    }
+
+    async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
+        let (namespace, subject, id) = owned(scope, id.as_str());
+        let bodies: Vec<String> = self
+            .run(move |conn| {
+                conn.prepare_cached(
+                    "SELECT body FROM messages WHERE conversation = (SELECT pk FROM conversations
+                         WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+                     ORDER BY seq DESC LIMIT ?4",
+                )
+                .and_then(|mut s| {
+                    s.query_map(rusqlite::params![namespace, subject, id, n as i64], |r| {
+                        r.get(0)
+                    })?
+                    .collect()
+                })
+                .expect("messages")
+            })
+            .await;
+        bodies
+            .iter()
+            .rev()
+            .map(|b| serde_json::from_str(b).expect("a message"))
+            .collect()
+    }
+
+    async fn get_working(&self, scope: &Scope) -> Option<String> {
+        let (namespace, subject, _) = owned(scope, "");
+        self.run(move |conn| {
+            use rusqlite::OptionalExtension as _;
+            conn.prepare_cached(
+                "SELECT content FROM working_memory
+                 WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
+            )
+            .and_then(|mut s| {
+                s.query_row(rusqlite::params![namespace, subject], |r| r.get(0))
+                    .optional()
+            })
+            .expect("get working memory")
+        })
+        .await
+    }
+
+    async fn set_working(&self, scope: &Scope, content: &str) {
+        let (namespace, subject, content) = owned(scope, content);
+        self.run(move |conn| {
+            use rusqlite::OptionalExtension as _;
+            let tx = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+                .expect("begin");
+            let revision: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT revision FROM working_memory
+                     WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
+                )
+                .and_then(|mut s| {
+                    s.query_row(rusqlite::params![namespace, subject], |r| r.get(0))
+                        .optional()
+                })
+                .expect("read revision");
+            tx.prepare_cached(
+                "INSERT INTO working_memory
+                     (namespace, subject, conversation, content, format, revision, updated_at)
+                 VALUES (?1, ?2, 0, ?3, 'markdown', ?4, ?5)
+                 ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                     content = excluded.content, format = excluded.format,
+                     revision = excluded.revision, updated_at = excluded.updated_at",
+            )
+            .and_then(|mut s| {
+                s.execute(rusqlite::params![
+                    namespace,
+                    subject,
+                    content,
+                    revision.unwrap_or(0) + 1,
+                    now()
+                ])
+            })
+            .expect("write working memory");
+            tx.commit().expect("commit");
+        })
+        .await;
+    }
+
+    async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
+        let query_tokens = tokenize(text);
+        let tokens: Vec<&String> = query_tokens.iter().collect();
+        let tokens = serde_json::to_string(&tokens).expect("tokens serialize");
+        let (namespace, subject, _) = owned(scope, "");
+        // The store's candidates, ranked by the core rules as the store does.
+        let rows: Vec<(String, String)> = self
+            .run(move |conn| {
+                conn.prepare_cached(
+                    "SELECT id, text FROM facts WHERE pk IN (
+                         SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
+                           AND token IN (SELECT value FROM json_each(?4)))
+                       AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)",
+                )
+                .and_then(|mut s| {
+                    s.query_map(rusqlite::params![namespace, subject, now(), tokens], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?
+                    .collect()
+                })
+                .expect("recall")
+            })
+            .await;
+        memory_bench::workloads::rank(&query_tokens, rows, limit)
+    }
+
+    async fn list_page(
+        &self,
+        scope: &Scope,
+        after: Option<(i64, String)>,
+        limit: usize,
+    ) -> Vec<(i64, String)> {
+        let (namespace, subject, _) = owned(scope, "");
+        self.run(move |conn| {
+            let (created_at, id) = after.unwrap_or((i64::MAX, String::new()));
+            conn.prepare_cached(
+                "SELECT created_at, id FROM conversations WHERE namespace = ?1 AND subject = ?2
+                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?5",
+            )
+            .and_then(|mut s| {
+                s.query_map(
+                    rusqlite::params![namespace, subject, created_at, id, limit as i64],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?
+                .collect()
+            })
+            .expect("list")
+        })
+        .await
+    }
+}
+
+/// A scope's namespace and subject column, and one more string, owned for the engine thread.
+fn owned(scope: &Scope, other: &str) -> (String, String, String) {
+    (
+        scope.namespace().as_str().to_owned(),
+        subject_of(scope).to_owned(),
+        other.to_owned(),
+    )
+}
+
+fn now() -> i64 {
+    Timestamp::now().as_millis()
 }

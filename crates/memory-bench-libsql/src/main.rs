@@ -215,7 +215,15 @@ async fn main() -> Result<(), String> {
     let path = dir.join("memory.db");
     let (store, raw) = open(&path).await;
     let ours: Arc<dyn MemoryBackend> = memory_core::Checked::wrap(store);
-    let mut tables = common(&args.common, "libsql", &ours, &raw, None, &texts).await;
+    let mut tables = common(
+        &args.common,
+        "libsql",
+        &ours,
+        std::slice::from_ref(&raw),
+        None,
+        &texts,
+    )
+    .await;
     if args.common.wants("W5") {
         eprintln!("bench: libsql W5");
         let (base, queries) = texts.vectors.clone().expect("loaded for W5");

@@ -120,20 +120,22 @@ pub async fn common(
     args: &Common,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
+    raws: &[Arc<dyn RawDriver>],
     peer: Option<&Arc<VoltAgent>>,
     texts: &Texts,
 ) -> Vec<Table> {
+    let raw = &raws[0];
     let sizes = &args.sizes();
     let mut tables = Vec::new();
     if args.wants("W1") {
         eprintln!("bench: {backend} W1");
-        tables.extend(workloads::append(sizes, backend, ours, raw, peer, &texts.paragraphs).await);
+        tables.extend(workloads::append(sizes, backend, ours, raws, peer, &texts.paragraphs).await);
     }
     if args.wants("W2") {
         eprintln!("bench: {backend} W2");
-        tables
-            .extend(workloads::load_tail(sizes, backend, ours, raw, peer, &texts.paragraphs).await);
+        tables.extend(
+            workloads::load_tail(sizes, backend, ours, raws, peer, &texts.paragraphs).await,
+        );
     }
     if args.wants("W3") {
         eprintln!("bench: {backend} W3");
@@ -148,7 +150,7 @@ pub async fn common(
     if args.wants("W9") {
         eprintln!("bench: {backend} W9");
         tables.extend(
-            workloads::working_memory(sizes, backend, ours, raw, peer, &texts.paragraphs).await,
+            workloads::working_memory(sizes, backend, ours, raws, peer, &texts.paragraphs).await,
         );
     }
     if args.wants("W10") {

@@ -248,7 +248,7 @@ pub async fn append(
     sizes: &Sizes,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
+    raws: &[Arc<dyn RawDriver>],
     peer: Option<&Arc<VoltAgent>>,
     paragraphs: &[String],
 ) -> Vec<Table> {
@@ -268,7 +268,9 @@ pub async fn append(
                 .collect()
         };
         let ours_threads = Arc::new(threads("ours"));
-        let raw_threads = Arc::new(threads("raw"));
+        let raw_threads: Vec<Arc<Vec<(Scope, ConversationId)>>> = (0..raws.len())
+            .map(|r| Arc::new(threads(&format!("raw{r}"))))
+            .collect();
         for (scope, id) in ours_threads.iter() {
             ours.create_conversation(
                 scope,
@@ -280,8 +282,10 @@ pub async fn append(
             .await
             .expect("create conversation");
         }
-        for (scope, id) in raw_threads.iter() {
-            raw.create_conversation(scope, id).await;
+        for (raw, threads) in raws.iter().zip(&raw_threads) {
+            for (scope, id) in threads.iter() {
+                raw.create_conversation(scope, id).await;
+            }
         }
         let peer_threads = Arc::new(threads("peer"));
         if let Some(peer) = peer {
@@ -322,23 +326,30 @@ pub async fn append(
                 },
             )
         });
-        let mut raw_round = 0;
-        let mut raw_side = FnSide::new(raw.name(), || {
-            let jobs = make_jobs(raw_round, &texts);
-            raw_round += 1;
-            let (driver, threads) = (raw.clone(), raw_threads.clone());
-            run_clients(
-                writers,
-                jobs,
-                move |(c, messages): (usize, Vec<Message>)| {
-                    let (driver, threads) = (driver.clone(), threads.clone());
-                    async move {
-                        let (scope, id) = &threads[c];
-                        driver.append(scope, id, &messages).await;
-                    }
-                },
-            )
-        });
+        let mut raw_sides: Vec<_> = raws
+            .iter()
+            .zip(&raw_threads)
+            .map(|(raw, threads)| {
+                let (raw, threads, texts) = (raw.clone(), threads.clone(), texts.clone());
+                let mut raw_round = 0;
+                FnSide::new(raw.name(), move || {
+                    let jobs = make_jobs(raw_round, &texts);
+                    raw_round += 1;
+                    let (driver, threads) = (raw.clone(), threads.clone());
+                    run_clients(
+                        writers,
+                        jobs,
+                        move |(c, messages): (usize, Vec<Message>)| {
+                            let (driver, threads) = (driver.clone(), threads.clone());
+                            async move {
+                                let (scope, id) = &threads[c];
+                                driver.append(scope, id, &messages).await;
+                            }
+                        },
+                    )
+                })
+            })
+            .collect();
         let mut peer_round = 0;
         let mut peer_side = peer.map(|peer| {
             let texts = texts.clone();
@@ -360,7 +371,8 @@ pub async fn append(
                 }
             })
         });
-        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side, &mut raw_side];
+        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+        sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
         if let Some(peer) = peer_side.as_mut() {
             sides.push(peer);
         }
@@ -372,7 +384,7 @@ pub async fn append(
                 sizes.rounds
             ),
             sizes.rounds,
-            1,
+            raws.len(),
             &mut sides,
         )
         .await;
@@ -724,7 +736,7 @@ pub async fn load_tail(
     sizes: &Sizes,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
+    raws: &[Arc<dyn RawDriver>],
     peer: Option<&Arc<VoltAgent>>,
     paragraphs: &[String],
 ) -> Vec<Table> {
@@ -752,20 +764,25 @@ pub async fn load_tail(
                 Round::sequential(latencies)
             }
         });
-        let (raw_scope, raw_id) = (scope.clone(), id.clone());
-        let mut raw_side = FnSide::new(raw.name(), || {
-            let (driver, scope, id) = (raw.clone(), raw_scope.clone(), raw_id.clone());
-            async move {
-                let mut latencies = Vec::with_capacity(loads);
-                for _ in 0..loads {
-                    let t = Instant::now();
-                    let window = driver.load_last(&scope, &id, 50).await;
-                    latencies.push(t.elapsed());
-                    assert_eq!(window.len(), 50);
-                }
-                Round::sequential(latencies)
-            }
-        });
+        let mut raw_sides: Vec<_> = raws
+            .iter()
+            .map(|raw| {
+                let (raw, raw_scope, raw_id) = (raw.clone(), scope.clone(), id.clone());
+                FnSide::new(raw.name(), move || {
+                    let (driver, scope, id) = (raw.clone(), raw_scope.clone(), raw_id.clone());
+                    async move {
+                        let mut latencies = Vec::with_capacity(loads);
+                        for _ in 0..loads {
+                            let t = Instant::now();
+                            let window = driver.load_last(&scope, &id, 50).await;
+                            latencies.push(t.elapsed());
+                            assert_eq!(window.len(), 50);
+                        }
+                        Round::sequential(latencies)
+                    }
+                })
+            })
+            .collect();
         let peer_id = format!("w2-peer-{length}");
         if let Some(peer) = peer {
             peer.call(json!({ "op": "create", "threads": [[subject_name(&scope), peer_id]] }))
@@ -793,7 +810,8 @@ pub async fn load_tail(
                 async move { peer.round(request).await }
             })
         });
-        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side, &mut raw_side];
+        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+        sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
         if let Some(peer) = peer_side.as_mut() {
             sides.push(peer);
         }
@@ -806,7 +824,7 @@ pub async fn load_tail(
                 sizes.rounds
             ),
             sizes.rounds,
-            1,
+            raws.len(),
             &mut sides,
         )
         .await;
@@ -973,7 +991,7 @@ pub async fn working_memory(
     sizes: &Sizes,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
+    raws: &[Arc<dyn RawDriver>],
     peer: Option<&Arc<VoltAgent>>,
     paragraphs: &[String],
 ) -> Vec<Table> {
@@ -1011,25 +1029,31 @@ pub async fn working_memory(
             Round::sequential(latencies)
         }
     });
-    let raw_contents = contents.clone();
-    let mut raw_side = FnSide::new(raw.name(), || {
-        let (driver, contents) = (raw.clone(), raw_contents.clone());
-        async move {
-            let mut latencies = Vec::with_capacity(ops);
-            for i in 0..ops {
-                // Other subjects than ours: each side reads what it wrote.
-                let scope = subject(40_000 + (i / 2) % 100);
-                let t = Instant::now();
-                if i % 2 == 0 {
-                    driver.get_working(&scope).await;
-                } else {
-                    driver.set_working(&scope, &contents[i]).await;
+    let mut raw_sides: Vec<_> = raws
+        .iter()
+        .enumerate()
+        .map(|(r, raw)| {
+            let (raw, raw_contents) = (raw.clone(), contents.clone());
+            FnSide::new(raw.name(), move || {
+                let (driver, contents) = (raw.clone(), raw_contents.clone());
+                async move {
+                    let mut latencies = Vec::with_capacity(ops);
+                    for i in 0..ops {
+                        // Other subjects than ours: each side reads what it wrote.
+                        let scope = subject(40_000 + 1_000 * r + (i / 2) % 100);
+                        let t = Instant::now();
+                        if i % 2 == 0 {
+                            driver.get_working(&scope).await;
+                        } else {
+                            driver.set_working(&scope, &contents[i]).await;
+                        }
+                        latencies.push(t.elapsed());
+                    }
+                    Round::sequential(latencies)
                 }
-                latencies.push(t.elapsed());
-            }
-            Round::sequential(latencies)
-        }
-    });
+            })
+        })
+        .collect();
     let mut peer_side = peer.map(|peer| {
         let ops: Vec<Value> = (0..ops)
             .map(|i| {
@@ -1047,7 +1071,8 @@ pub async fn working_memory(
             async move { peer.round(request).await }
         })
     });
-    let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side, &mut raw_side];
+    let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+    sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
     if let Some(peer) = peer_side.as_mut() {
         sides.push(peer);
     }
@@ -1058,7 +1083,7 @@ pub async fn working_memory(
             sizes.rounds
         ),
         sizes.rounds,
-        1,
+        raws.len(),
         &mut sides,
     )
     .await;

@@ -150,17 +150,52 @@ impl WorkingMemoryStore for SqliteStore {
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
         let now = self.clock.now();
-        let (scope, key) = (scope.clone(), key.clone());
-        self.writer
-            .write(move |conn| {
-                Box::pin(async move {
-                    let (slot, current) = read_working(conn, &scope, &key).await?;
-                    let stored = update.apply(current.map_or(0, |w| w.revision), now)?;
-                    write_working(conn, &scope, slot, &stored).await?;
-                    Ok(stored)
-                })
-            })
-            .await
+        let conversation = match key {
+            WorkingMemoryKey::Conversation(id) => Some(id.as_str()),
+            WorkingMemoryKey::User => None,
+        };
+        // One statement, atomic on its own: the key's slot, the compare-and-set check and the
+        // write with its revision bump. No row back means the conversation is missing or the
+        // expected revision differs: a second read says which.
+        let revision: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO working_memory
+                 (namespace, subject, conversation, content, format, revision, updated_at)
+             SELECT ?1, ?2, slot, ?4, ?5, 1, ?6 FROM (
+                 SELECT CASE WHEN ?3 IS NULL THEN 0 ELSE (SELECT pk FROM conversations
+                     WHERE namespace = ?1 AND subject = ?2 AND id = ?3) END AS slot)
+             WHERE slot IS NOT NULL AND (?7 IS NULL OR ?7 = coalesce((SELECT revision
+                 FROM working_memory WHERE namespace = ?1 AND subject = ?2
+                   AND conversation = slot), 0))
+             ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+                 content = excluded.content, format = excluded.format,
+                 revision = working_memory.revision + 1, updated_at = excluded.updated_at
+             RETURNING revision",
+        )
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(conversation)
+        .bind(&update.content)
+        .bind(update.format.as_str())
+        .bind(millis(now))
+        .bind(update.expected_revision.map(seq_to_db))
+        .fetch_optional(self.writer.pool())
+        .await
+        .db()?;
+        if let Some(revision) = revision {
+            return Ok(WorkingMemory {
+                content: update.content,
+                format: update.format,
+                revision: seq_from_db(revision),
+                updated_at: now,
+            });
+        }
+        let mut conn = self.reader.acquire().await.db()?;
+        let (_, current) = read_working(&mut conn, scope, key).await?;
+        update.check_revision(current.map_or(0, |w| w.revision))?;
+        Err(MemoryError::Unavailable {
+            backend: crate::db::BACKEND,
+            source: "working memory changed between the write and its check".into(),
+        })
     }
 
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {

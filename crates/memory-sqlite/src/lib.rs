@@ -23,9 +23,9 @@
 //!   starts with `BEGIN IMMEDIATE`, so it holds the write lock before it reads: writers in
 //!   other processes wait in the busy handler (`busy_timeout`), and no read-then-write
 //!   transaction can fail to upgrade its lock. Reads use the reader pool and never block writes.
-//! - **Group commit.** Appends, remembers and working-memory sets that arrive while another
+//! - **Group commit.** Appends and remembers that arrive while another
 //!   write is running share its successor's transaction, each answering with its own outcome
-//!   (its receipt, its `Conflict`): 8 writers commit several times faster than one.
+//!   (its receipt, its `Conflict`): 8 writers commit about twice as fast as one.
 //! - **Few statements.** Every statement is a hop to sqlx's worker thread, so a hot path sends
 //!   as few as its work allows: a read is one statement (its own snapshot), an append is one
 //!   read and one statement string that writes the messages and the conversation's seq.
