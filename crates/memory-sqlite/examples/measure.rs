@@ -175,6 +175,33 @@ async fn main() {
         }
     }
     let (long_load, short_load) = (median(rounds.0), median(rounds.1));
+    // The front layer's share: the same loads through `Checked` (validation, retry, span,
+    // sanitizing the window), interleaved with the bare store's.
+    let checked = memory_core::Checked::wrap(store.clone());
+    let mut split = (Vec::new(), Vec::new());
+    for _ in 0..21 {
+        let started = Instant::now();
+        for _ in 0..100 {
+            store
+                .load(&scope, &long, LoadOptions::last(50))
+                .await
+                .unwrap();
+        }
+        split.0.push(started.elapsed() / 100);
+        let started = Instant::now();
+        for _ in 0..100 {
+            checked
+                .load(&scope, &long, LoadOptions::last(50))
+                .await
+                .unwrap();
+        }
+        split.1.push(started.elapsed() / 100);
+    }
+    println!(
+        "load last 50: bare store {:?}, through the front layer {:?}",
+        median(split.0),
+        median(split.1)
+    );
     println!(
         "load last 50: 100,000-message thread {long_load:?}, 100-message thread {short_load:?}, ratio {:.2}",
         long_load.as_secs_f64() / short_load.as_secs_f64()

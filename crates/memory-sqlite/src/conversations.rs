@@ -10,7 +10,7 @@ use memory_core::{
     MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
 };
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::Row;
+use sqlx::{Connection, Row};
 
 use crate::db::{
     corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult,
@@ -164,6 +164,39 @@ async fn append_in(
         }
     }
     Ok(receipt)
+}
+
+/// The selected messages of a conversation, newest first, in one statement (none when the
+/// conversation is missing).
+async fn window_rows(
+    conn: &mut SqliteConnection,
+    scope: &Scope,
+    id: &ConversationId,
+    options: &LoadOptions,
+    roles: Option<&str>,
+) -> Result<Vec<(i64, String)>> {
+    sqlx::query_as(
+        "SELECT seq, body FROM messages
+         WHERE conversation = (SELECT pk FROM conversations
+                               WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+           AND seq > ?4 AND seq < ?5
+           AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
+         ORDER BY seq DESC LIMIT ?7",
+    )
+    .bind(scope.namespace().as_str())
+    .bind(subject_of(scope))
+    .bind(id.as_str())
+    .bind(options.after_seq.map_or(0, seq_to_db))
+    .bind(options.before_seq.map_or(i64::MAX, seq_to_db))
+    .bind(roles)
+    .bind(
+        options
+            .last
+            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+    )
+    .fetch_all(conn)
+    .await
+    .db()
 }
 
 /// The messages of a one-statement read whose seq-less row says the conversation exists
@@ -366,33 +399,28 @@ impl ConversationStore for SqliteStore {
             .roles
             .as_ref()
             .map(|roles| to_json(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()));
-        // One statement, so one snapshot and one hop to sqlx's worker thread: a row without a
-        // seq says the conversation exists, the others are the window.
-        let rows: Vec<(Option<i64>, Option<String>)> = sqlx::query_as(
-            "SELECT NULL, NULL FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3
-             UNION ALL
-             SELECT * FROM (SELECT seq, body FROM messages
-               WHERE conversation = (SELECT pk FROM conversations
-                                     WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-                 AND seq > ?4 AND seq < ?5
-                 AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
-               ORDER BY seq DESC LIMIT ?7)",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(options.after_seq.map_or(0, seq_to_db))
-        .bind(options.before_seq.map_or(i64::MAX, seq_to_db))
-        .bind(roles)
-        .bind(
-            options
-                .last
-                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
-        )
-        .fetch_all(&self.reader)
-        .await
-        .db()?;
-        messages_of_conversation(rows, id)
+        // One statement, its own snapshot (one hop to sqlx's worker thread). Only an empty
+        // window may mean a missing conversation: it is read again beside the conversation, in
+        // one read transaction.
+        let mut conn = self.reader.acquire().await.db()?;
+        let mut rows = window_rows(&mut conn, scope, id, &options, roles.as_deref()).await?;
+        if rows.is_empty() {
+            let mut tx = conn.begin().await.db()?;
+            conversation_pk(&mut tx, scope, id).await?;
+            rows = window_rows(&mut tx, scope, id, &options, roles.as_deref()).await?;
+            tx.commit().await.db()?;
+        }
+        let mut window = rows
+            .into_iter()
+            .map(|(seq, body)| {
+                Ok(StoredMessage {
+                    seq: seq_from_db(seq),
+                    message: message_from(&body)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        window.reverse();
+        Ok(window)
     }
 
     async fn load_seqs(
