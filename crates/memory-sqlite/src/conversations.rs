@@ -15,6 +15,7 @@ use sqlx::{Connection, Row};
 use crate::db::{
     corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult,
 };
+use crate::writer::GroupTx;
 use crate::SqliteStore;
 
 macro_rules! conversation_columns {
@@ -82,88 +83,173 @@ async fn fetch_conversation(
     conversation_from(scope, &row)
 }
 
-/// An append inside a write transaction: one read (the conversation and which of the batch's
-/// ids it holds) and, when something is new, one write (the messages and the conversation's
-/// new last seq, in one statement string: each statement is a hop to sqlx's worker thread).
-async fn append_in(
-    conn: &mut SqliteConnection,
-    scope: Scope,
-    id: ConversationId,
-    messages: Vec<Message>,
-    options: AppendOptions,
-    now: Timestamp,
-) -> Result<AppendReceipt> {
-    let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-    let rows: Vec<(i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
-        "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
-         LEFT JOIN messages m
-           ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
-         WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
-    )
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(&scope))
-    .bind(id.as_str())
-    .bind(to_json(&ids))
-    .fetch_all(&mut *conn)
-    .await
-    .db()?;
-    let Some(&(pk, last_seq, _, _)) = rows.first() else {
-        return Err(MemoryError::not_found("conversation", id.as_str()));
+/// The appends' read: for each `[index, namespace, subject, conversation id, [message ids]]`
+/// whose conversation exists, a row (index, pk, last seq) and one more per message id it holds.
+macro_rules! append_probe {
+    () => {
+        "SELECT r.value ->> 0, c.pk, c.last_seq, m.seq, m.body FROM json_each(?1) r
+         JOIN conversations c ON c.namespace = r.value ->> 1 AND c.subject = r.value ->> 2
+                             AND c.id = r.value ->> 3
+         LEFT JOIN messages m ON m.conversation = c.pk
+                             AND m.id IN (SELECT value FROM json_each(r.value, '$[4]'))"
     };
-    let last_seq = seq_from_db(last_seq);
-    let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::with_capacity(rows.len());
-    for (_, _, seq, body) in rows {
-        if let (Some(seq), Some(body)) = (seq, body) {
-            let message = message_from(&body)?;
-            stored.insert(message.id.clone(), (seq_from_db(seq), message));
-        }
-    }
-    let AppendPlan { fresh, mut receipt } = plan_append(last_seq, messages, &options, |id| {
-        stored.get(id).map(|(seq, m)| (*seq, m))
-    })?;
-    if fresh.is_empty() {
-        return Ok(receipt);
-    }
-    // The new messages as one JSON array of [seq, id, role, body] rows; a body is the
-    // message's JSON, carried as a JSON string, so it is stored byte for byte.
-    let rows: Vec<(u64, &str, &str, String)> = fresh
+}
+
+/// The appends' write: every new message from one JSON array of `[pk, seq, id, role, body]`,
+/// every conversation's new last seq from one of `[pk, last seq, updated at]`.
+macro_rules! append_write {
+    () => {
+        "INSERT INTO messages (conversation, seq, id, role, body)
+         SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?1);
+         UPDATE conversations SET last_seq = u.value ->> 1, updated_at = u.value ->> 2
+         FROM json_each(?2) u WHERE conversations.pk = u.value ->> 0"
+    };
+}
+
+/// A row of [`append_probe!`]: request index, conversation pk and last seq, and a stored
+/// message's seq and body.
+type ProbeRow = (i64, i64, i64, Option<i64>, Option<String>);
+
+/// An append waiting for the writer, with its own clock reading.
+pub(crate) struct AppendRequest {
+    pub(crate) scope: Scope,
+    pub(crate) id: ConversationId,
+    pub(crate) messages: Vec<Message>,
+    pub(crate) options: AppendOptions,
+    pub(crate) now: Timestamp,
+}
+
+/// The appends of one write group in two statement strings whatever their number: one read
+/// (every conversation and those of each batch's ids it holds) and one write (every new
+/// message, every conversation's new last seq). Each append is decided on its own, in queue
+/// order — two appends to one conversation see each other as they would one after another —
+/// and answers with its receipt or its own error (not found, conflict, invalid input), decided
+/// before anything is written. The outer error is a storage failure: nothing of the group
+/// may be kept.
+pub(crate) async fn append_group(
+    tx: &mut GroupTx,
+    requests: &[AppendRequest],
+) -> Result<Vec<Result<AppendReceipt>>> {
+    // [index, namespace, subject, conversation id, [message ids]]
+    let asked: Vec<(usize, &str, &str, &str, Vec<&str>)> = requests
         .iter()
-        .map(|StoredMessage { seq, message }| {
+        .enumerate()
+        .map(|(i, r)| {
             (
-                *seq,
-                message.id.as_str(),
-                message.role.as_str(),
-                to_json(message),
+                i,
+                r.scope.namespace().as_str(),
+                subject_of(&r.scope),
+                r.id.as_str(),
+                r.messages.iter().map(|m| m.id.as_str()).collect(),
             )
         })
         .collect();
-    sqlx::query(
-        "INSERT INTO messages (conversation, seq, id, role, body)
-         SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each(?2);
-         UPDATE conversations SET last_seq = ?3, updated_at = ?4 WHERE pk = ?1",
-    )
-    .bind(pk)
-    .bind(to_json(&rows))
-    .bind(seq_to_db(receipt.last_seq))
-    .bind(millis(now))
-    .execute(&mut *conn)
-    .await
-    .db()?;
-    if let Some(max) = options.max_messages {
-        // Seqs are contiguous (nothing deletes single messages), so the oldest beyond the
-        // limit are exactly those at or below last_seq - max.
-        if let Some(cutoff) = receipt.last_seq.checked_sub(max) {
-            receipt.pruned =
-                sqlx::query("DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2")
-                    .bind(pk)
-                    .bind(seq_to_db(cutoff))
-                    .execute(&mut *conn)
-                    .await
-                    .db()?
-                    .rows_affected();
+    let probe = tx.first(
+        append_probe!(),
+        concat!("BEGIN IMMEDIATE;\n", append_probe!()),
+    );
+    let rows: Vec<ProbeRow> = sqlx::query_as(probe)
+        .bind(to_json(&asked))
+        .fetch_all(tx.conn())
+        .await
+        .db()?;
+    // Per request: its conversation (pk, last seq); per conversation: the messages known so
+    // far, stored or appended earlier in this group.
+    let mut found: HashMap<usize, (i64, u64)> = HashMap::new();
+    let mut known: HashMap<i64, HashMap<MessageId, (u64, Message)>> = HashMap::new();
+    for (index, pk, last_seq, seq, body) in rows {
+        let index = usize::try_from(index).map_err(|e| corrupt("append index", e))?;
+        found.insert(index, (pk, seq_from_db(last_seq)));
+        if let (Some(seq), Some(body)) = (seq, body) {
+            let message = message_from(&body)?;
+            known
+                .entry(pk)
+                .or_default()
+                .insert(message.id.clone(), (seq_from_db(seq), message));
         }
     }
-    Ok(receipt)
+    let mut last_seqs: HashMap<i64, (u64, Timestamp)> = HashMap::new();
+    // [pk, seq, id, role, body] of every new message; the body is the message's JSON carried
+    // as a JSON string, so it is stored byte for byte.
+    let mut fresh_rows: Vec<(i64, u64, String, &'static str, String)> = Vec::new();
+    let mut prunes: Vec<(usize, i64, u64)> = Vec::new();
+    let mut outcomes = Vec::with_capacity(requests.len());
+    for (i, request) in requests.iter().enumerate() {
+        let Some(&(pk, stored_last)) = found.get(&i) else {
+            outcomes.push(Err(MemoryError::not_found(
+                "conversation",
+                request.id.as_str(),
+            )));
+            continue;
+        };
+        let last_seq = last_seqs.get(&pk).map_or(stored_last, |(seq, _)| *seq);
+        let messages = known.entry(pk).or_default();
+        let plan = plan_append(last_seq, request.messages.clone(), &request.options, |id| {
+            messages.get(id).map(|(seq, m)| (*seq, m))
+        });
+        let AppendPlan { fresh, receipt } = match plan {
+            Ok(plan) => plan,
+            Err(e) => {
+                outcomes.push(Err(e));
+                continue;
+            }
+        };
+        if !fresh.is_empty() {
+            last_seqs.insert(pk, (receipt.last_seq, request.now));
+            if let Some(cutoff) = request
+                .options
+                .max_messages
+                .and_then(|max| receipt.last_seq.checked_sub(max))
+            {
+                prunes.push((i, pk, cutoff));
+            }
+        }
+        for StoredMessage { seq, message } in fresh {
+            fresh_rows.push((
+                pk,
+                seq,
+                message.id.to_string(),
+                message.role.as_str(),
+                to_json(&message),
+            ));
+            messages.insert(message.id.clone(), (seq, message));
+        }
+        outcomes.push(Ok(receipt));
+    }
+    if fresh_rows.is_empty() {
+        return Ok(outcomes);
+    }
+    let conversations: Vec<(i64, i64, i64)> = last_seqs
+        .iter()
+        .map(|(pk, (seq, now))| (*pk, seq_to_db(*seq), millis(*now)))
+        .collect();
+    let write = if prunes.is_empty() {
+        tx.last(append_write!(), concat!(append_write!(), ";\nCOMMIT"))
+    } else {
+        append_write!()
+    };
+    sqlx::query(write)
+        .bind(to_json(&fresh_rows))
+        .bind(to_json(&conversations))
+        .execute(tx.conn())
+        .await
+        .db()?;
+    // Seqs are contiguous (nothing deletes single messages), so with a storage limit the
+    // oldest beyond it are exactly those at or below last_seq - max. Not carrying the COMMIT:
+    // SQLite's change count outlives the DELETE, and sqlx would add it again for the COMMIT.
+    for (i, pk, cutoff) in prunes {
+        let pruned = sqlx::query("DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2")
+            .bind(pk)
+            .bind(seq_to_db(cutoff))
+            .execute(tx.conn())
+            .await
+            .db()?
+            .rows_affected();
+        if let Some(Ok(receipt)) = outcomes.get_mut(i) {
+            receipt.pruned = pruned;
+        }
+    }
+    Ok(outcomes)
 }
 
 /// The selected messages of a conversation, newest first, in one statement (none when the
@@ -382,10 +468,14 @@ impl ConversationStore for SqliteStore {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        let now = self.clock.now();
-        let (scope, id) = (scope.clone(), id.clone());
         self.writer
-            .write(move |conn| Box::pin(append_in(conn, scope, id, messages, options, now)))
+            .append(AppendRequest {
+                scope: scope.clone(),
+                id: id.clone(),
+                messages,
+                options,
+                now: self.clock.now(),
+            })
             .await
     }
 

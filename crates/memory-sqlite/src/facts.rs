@@ -13,6 +13,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
 use crate::db::{corrupt, millis, subject_of, to_json, DbResult};
+use crate::writer::GroupTx;
 use crate::SqliteStore;
 
 macro_rules! fact_columns {
@@ -82,9 +83,36 @@ pub(crate) async fn insert_tokens(
     Ok(())
 }
 
+/// A remember's read: the scope's expired facts purged (expired facts are never returned), then
+/// the current fact of the same key and text, if any.
+macro_rules! remember_probe {
+    () => {
+        concat!(
+            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?5;
+             SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+              AND key IS ?3 AND text = ?4 LIMIT 1"
+        )
+    };
+}
+
+/// A remember's write: the fact, its tokens, and its key.
+macro_rules! remember_insert {
+    () => {
+        "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
+             embedding, created_at, updated_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12);
+         INSERT INTO fact_tokens (namespace, subject, token, fact)
+         SELECT ?1, ?2, value, (SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+         FROM json_each(?13);
+         SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
+    };
+}
+
 /// A remember inside a write transaction.
 async fn remember_in(
-    conn: &mut SqliteConnection,
+    tx: &mut GroupTx,
     scope: Scope,
     new: NewFact,
     options: RememberOptions,
@@ -93,21 +121,19 @@ async fn remember_in(
     let (namespace, subject) = (scope.namespace().as_str(), subject_of(&scope));
     // Expired facts are never returned: the scope's are purged before deciding anything, in
     // the same statement string as the duplicate check (one hop to sqlx's worker thread).
-    let same = sqlx::query(concat!(
-        "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?5;
-         SELECT ",
-        fact_columns!(),
-        " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
-          AND key IS ?3 AND text = ?4 LIMIT 1"
-    ))
-    .bind(namespace)
-    .bind(subject)
-    .bind(new.key.as_deref())
-    .bind(&new.text)
-    .bind(millis(now))
-    .fetch_optional(&mut *conn)
-    .await
-    .db()?;
+    let probe = tx.first(
+        remember_probe!(),
+        concat!("BEGIN IMMEDIATE;\n", remember_probe!()),
+    );
+    let same = sqlx::query(probe)
+        .bind(namespace)
+        .bind(subject)
+        .bind(new.key.as_deref())
+        .bind(&new.text)
+        .bind(millis(now))
+        .fetch_optional(tx.conn())
+        .await
+        .db()?;
     if let Some(row) = same {
         return Ok(RememberOutcome {
             fact: fact_from(&scope, &row)?,
@@ -132,7 +158,7 @@ async fn remember_in(
         .bind(namespace)
         .bind(subject)
         .bind(key)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(tx.conn())
         .await
         .db()?;
         if let Some(previous) = previous {
@@ -143,31 +169,32 @@ async fn remember_in(
     }
     // The fact and its tokens in one statement string.
     let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
-    let pk: i64 = sqlx::query_scalar(
-        "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
-             embedding, created_at, updated_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12);
-         INSERT INTO fact_tokens (namespace, subject, token, fact)
-         SELECT ?1, ?2, value, (SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-         FROM json_each(?13);
-         SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
-    )
-    .bind(namespace)
-    .bind(subject)
-    .bind(fact.id.as_str())
-    .bind(&fact.text)
-    .bind(fact.kind.as_deref())
-    .bind(fact.key.as_deref())
-    .bind(to_json(&fact.tags))
-    .bind(fact.score.map(f64::from))
-    .bind(fact.source.as_ref().map(to_json))
-    .bind(fact.embedding.as_deref().map(encode_f32_le))
-    .bind(millis(now))
-    .bind(fact.expires_at.map(millis))
-    .bind(to_json(&tokens))
-    .fetch_one(&mut *conn)
-    .await
-    .db()?;
+    let insert = if options.max_facts.is_some() {
+        remember_insert!()
+    } else {
+        tx.last(remember_insert!(), concat!(remember_insert!(), ";\nCOMMIT"))
+    };
+    // `fetch_all`, not `fetch_one`: a fetch that stops at its first row would skip the COMMIT.
+    let pk: i64 = sqlx::query_scalar(insert)
+        .bind(namespace)
+        .bind(subject)
+        .bind(fact.id.as_str())
+        .bind(&fact.text)
+        .bind(fact.kind.as_deref())
+        .bind(fact.key.as_deref())
+        .bind(to_json(&fact.tags))
+        .bind(fact.score.map(f64::from))
+        .bind(fact.source.as_ref().map(to_json))
+        .bind(fact.embedding.as_deref().map(encode_f32_le))
+        .bind(millis(now))
+        .bind(fact.expires_at.map(millis))
+        .bind(to_json(&tokens))
+        .fetch_all(tx.conn())
+        .await
+        .db()?
+        .first()
+        .copied()
+        .ok_or_else(|| corrupt("fact", "its insert returned no key"))?;
     let mut evicted = Vec::new();
     if let Some(max) = options.max_facts {
         // The core's eviction order: lowest score first (none lowest), oldest, then id.
@@ -182,14 +209,14 @@ async fn remember_in(
         .bind(subject)
         .bind(pk)
         .bind(i64::try_from(max).unwrap_or(i64::MAX))
-        .fetch_all(&mut *conn)
+        .fetch_all(tx.conn())
         .await
         .db()?;
         if !victims.is_empty() {
             let pks: Vec<i64> = victims.iter().map(|(pk, _)| *pk).collect();
             sqlx::query("DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))")
                 .bind(to_json(&pks))
-                .execute(&mut *conn)
+                .execute(tx.conn())
                 .await
                 .db()?;
         }
@@ -216,7 +243,7 @@ impl FactStore for SqliteStore {
         let now = self.clock.now();
         let scope = scope.clone();
         self.writer
-            .write(move |conn| Box::pin(remember_in(conn, scope, new, options, now)))
+            .write(move |tx| Box::pin(remember_in(tx, scope, new, options, now)))
             .await
     }
 

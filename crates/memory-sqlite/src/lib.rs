@@ -23,12 +23,13 @@
 //!   starts with `BEGIN IMMEDIATE`, so it holds the write lock before it reads: writers in
 //!   other processes wait in the busy handler (`busy_timeout`), and no read-then-write
 //!   transaction can fail to upgrade its lock. Reads use the reader pool and never block writes.
-//! - **Group commit.** Appends and remembers that arrive while another
-//!   write is running share its successor's transaction, each answering with its own outcome
-//!   (its receipt, its `Conflict`): 8 writers commit about twice as fast as one.
-//! - **Few statements.** Every statement is a hop to sqlx's worker thread, so a hot path sends
-//!   as few as its work allows: a read is one statement (its own snapshot), an append is one
-//!   read and one statement string that writes the messages and the conversation's seq.
+//! - **Group commit.** Appends and remembers that arrive while another write is running share
+//!   the next transaction, each answering with its own outcome (its receipt, its `Conflict`);
+//!   the group's appends are decided together from one read and stored with one write.
+//! - **Few statements.** Every statement string is a hop to sqlx's worker thread, so a hot path
+//!   sends as few as its work allows: a read is one statement (its own snapshot); `BEGIN
+//!   IMMEDIATE` rides in a group's first statement string and `COMMIT` in its last, so a lone
+//!   append is two hops, its read and its write.
 //! - **Durability.** `synchronous=NORMAL` (the default) survives a crash of the process; a
 //!   power loss or OS crash may roll back the last transactions. [`Synchronous::Full`] makes every
 //!   commit durable against that too, at the cost of an fsync per commit.
