@@ -175,6 +175,26 @@ async fn main() {
         }
     }
     let (long_load, short_load) = (median(rounds.0), median(rounds.1));
+    // An append must not grow with its thread: one message to each, interleaved.
+    let mut appends = (Vec::new(), Vec::new());
+    for round in 0..21 {
+        for (id, samples) in [(&long, &mut appends.0), (&short, &mut appends.1)] {
+            let started = Instant::now();
+            for i in 0..20 {
+                let message = Message::user(format!("late message {round}-{i}"));
+                store
+                    .append(&scope, id, vec![message], AppendOptions::default())
+                    .await
+                    .unwrap();
+            }
+            samples.push(started.elapsed() / 20);
+        }
+    }
+    let (long_append, short_append) = (median(appends.0), median(appends.1));
+    println!(
+        "append 1: 100,000-message thread {long_append:?}, 100-message thread {short_append:?}, ratio {:.2}",
+        long_append.as_secs_f64() / short_append.as_secs_f64()
+    );
     // The front layer's share: the same loads through `Checked` (validation, retry, span,
     // sanitizing the window), interleaved with the bare store's.
     let checked = memory_core::Checked::wrap(store.clone());

@@ -83,15 +83,21 @@ async fn fetch_conversation(
     conversation_from(scope, &row)
 }
 
-/// The appends' read: for each `[index, namespace, subject, conversation id, [message ids]]`
-/// whose conversation exists, a row (index, pk, last seq) and one more per message id it holds.
+/// The appends' read: for each `[namespace, subject, conversation id, [message ids]]` whose
+/// conversation exists, a row (its index, pk, last seq) and one more per message id it holds
+/// (`CROSS JOIN` keeps SQLite's planner to this order: each id is one lookup in `messages_by_id`
+/// however long the thread, where joining on the conversation first scans its messages).
 macro_rules! append_probe {
     () => {
-        "SELECT r.value ->> 0, c.pk, c.last_seq, m.seq, m.body FROM json_each(?1) r
-         JOIN conversations c ON c.namespace = r.value ->> 1 AND c.subject = r.value ->> 2
-                             AND c.id = r.value ->> 3
-         LEFT JOIN messages m ON m.conversation = c.pk
-                             AND m.id IN (SELECT value FROM json_each(r.value, '$[4]'))"
+        "SELECT r.key, c.pk, c.last_seq, NULL, NULL FROM json_each(?1) r
+         CROSS JOIN conversations c ON c.namespace = r.value ->> 0
+                                   AND c.subject = r.value ->> 1 AND c.id = r.value ->> 2
+         UNION ALL
+         SELECT r.key, c.pk, c.last_seq, m.seq, m.body FROM json_each(?1) r
+         CROSS JOIN conversations c ON c.namespace = r.value ->> 0
+                                   AND c.subject = r.value ->> 1 AND c.id = r.value ->> 2
+         CROSS JOIN json_each(r.value, '$[3]') i
+         CROSS JOIN messages m ON m.conversation = c.pk AND m.id = i.value"
     };
 }
 
@@ -130,13 +136,11 @@ pub(crate) async fn append_group(
     tx: &mut GroupTx,
     requests: &[AppendRequest],
 ) -> Result<Vec<Result<AppendReceipt>>> {
-    // [index, namespace, subject, conversation id, [message ids]]
-    let asked: Vec<(usize, &str, &str, &str, Vec<&str>)> = requests
+    // [namespace, subject, conversation id, [message ids]], the request's index its key
+    let asked: Vec<(&str, &str, &str, Vec<&str>)> = requests
         .iter()
-        .enumerate()
-        .map(|(i, r)| {
+        .map(|r| {
             (
-                i,
                 r.scope.namespace().as_str(),
                 subject_of(&r.scope),
                 r.id.as_str(),
