@@ -79,9 +79,12 @@ impl RawDriver for RawSqlite {
         // The same idempotency probe as the store: the conversation and the batch's ids
         // already stored.
         let rows: Vec<(i64, i64, Option<i64>, Option<String>)> = sqlx::query_as(
-            "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
-             LEFT JOIN messages m
-               ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+            "SELECT c.pk, c.last_seq, NULL, NULL FROM conversations c
+             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3
+             UNION ALL
+             SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
+             CROSS JOIN json_each(?4) i
+             CROSS JOIN messages m ON m.conversation = c.pk AND m.id = i.value
              WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
         )
         .bind(scope.namespace().as_str())
@@ -91,8 +94,8 @@ impl RawDriver for RawSqlite {
         .fetch_all(&mut *tx)
         .await
         .expect("probe");
-        let (pk, last_seq, stored, _) = rows.first().cloned().expect("the conversation exists");
-        assert!(stored.is_none(), "the benchmark appends new messages only");
+        let (pk, last_seq, _, _) = rows.first().cloned().expect("the conversation exists");
+        assert_eq!(rows.len(), 1, "the benchmark appends new messages only");
         // The store's write: the messages from one JSON array and the conversation's seq, in
         // one statement string.
         let rows: Vec<(i64, &str, &str, String)> = messages
@@ -475,20 +478,25 @@ impl RawDriver for EngineSqlite {
             let ids: Vec<&str> = rows.iter().map(|(id, _, _)| id.as_str()).collect();
             let ids = serde_json::to_string(&ids).expect("ids serialize");
             // The store's idempotency probe: the conversation and the batch's ids stored.
-            let (pk, last_seq, stored): (i64, i64, Option<i64>) = tx
+            let found: Vec<(i64, i64)> = tx
                 .prepare_cached(
-                    "SELECT c.pk, c.last_seq, m.seq FROM conversations c
-                     LEFT JOIN messages m
-                       ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+                    "SELECT c.pk, c.last_seq FROM conversations c
+                     WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3
+                     UNION ALL
+                     SELECT c.pk, c.last_seq FROM conversations c
+                     CROSS JOIN json_each(?4) i
+                     CROSS JOIN messages m ON m.conversation = c.pk AND m.id = i.value
                      WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
                 )
                 .and_then(|mut s| {
-                    s.query_row(rusqlite::params![namespace, subject, id, ids], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                    })
+                    s.query_map(rusqlite::params![namespace, subject, id, ids], |r| {
+                        Ok((r.get(0)?, r.get(1)?))
+                    })?
+                    .collect()
                 })
                 .expect("probe");
-            assert!(stored.is_none(), "the benchmark appends new messages only");
+            assert_eq!(found.len(), 1, "the benchmark appends new messages only");
+            let (pk, last_seq) = found[0];
             let mut seq = last_seq;
             {
                 let mut insert = tx

@@ -228,13 +228,18 @@ impl ConversationStore for LibsqlStore {
     ) -> Result<AppendReceipt> {
         let now = self.clock.now();
         let tx = self.write().await?;
-        // The conversation and those of the batch's ids already stored, in one statement.
+        // The conversation and those of the batch's ids already stored, in one statement
+        // driven by the ids (`CROSS JOIN` keeps the planner from scanning the conversation's
+        // messages: an append does not grow with its thread).
         let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
         let found = rows(
             &tx,
-            "SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
-             LEFT JOIN messages m
-               ON m.conversation = c.pk AND m.id IN (SELECT value FROM json_each(?4))
+            "SELECT c.pk, c.last_seq, NULL, NULL FROM conversations c
+             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3
+             UNION ALL
+             SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
+             CROSS JOIN json_each(?4) i
+             CROSS JOIN messages m ON m.conversation = c.pk AND m.id = i.value
              WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
             (
                 scope.namespace().as_str(),
