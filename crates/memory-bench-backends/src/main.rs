@@ -245,17 +245,8 @@ async fn main() -> Result<(), String> {
                 };
                 let schema = postgres::schema(args.common.quick);
                 let (ours, raw) = postgres::open(url, schema).await;
-                tables.extend(
-                    common(
-                        &args.common,
-                        backend,
-                        &ours,
-                        std::slice::from_ref(&raw),
-                        None,
-                        &texts,
-                    )
-                    .await,
-                );
+                let raws = [raw];
+                tables.extend(common(&args.common, backend, &ours, &raws, None, &texts).await);
                 if args.common.wants("W5") {
                     eprintln!("bench: postgres W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");
@@ -272,17 +263,8 @@ async fn main() -> Result<(), String> {
                 };
                 let prefix = memory_bench_backends::redis::prefix(args.common.quick);
                 let (ours, raw) = memory_bench_backends::redis::open(url, prefix).await;
-                tables.extend(
-                    common(
-                        &args.common,
-                        backend,
-                        &ours,
-                        std::slice::from_ref(&raw),
-                        None,
-                        &texts,
-                    )
-                    .await,
-                );
+                let raws = [raw];
+                tables.extend(common(&args.common, backend, &ours, &raws, None, &texts).await);
                 if args.common.wants("W5") {
                     eprintln!("bench: redis W5");
                     let (base, queries) = texts.vectors.clone().expect("loaded for W5");
