@@ -134,7 +134,7 @@ pub(crate) struct AppendRequest {
 /// may be kept.
 pub(crate) async fn append_group(
     tx: &mut GroupTx,
-    requests: &[AppendRequest],
+    requests: Vec<AppendRequest>,
 ) -> Result<Vec<Result<AppendReceipt>>> {
     // [namespace, subject, conversation id, [message ids]], the request's index its key
     let asked: Vec<(&str, &str, &str, Vec<&str>)> = requests
@@ -148,12 +148,13 @@ pub(crate) async fn append_group(
             )
         })
         .collect();
+    let asked = to_json(&asked);
     let probe = tx.first(
         append_probe!(),
         concat!("BEGIN IMMEDIATE;\n", append_probe!()),
     );
     let rows: Vec<ProbeRow> = sqlx::query_as(probe)
-        .bind(to_json(&asked))
+        .bind(asked)
         .fetch_all(tx.conn())
         .await
         .db()?;
@@ -178,7 +179,7 @@ pub(crate) async fn append_group(
     let mut fresh_rows: Vec<(i64, u64, String, &'static str, String)> = Vec::new();
     let mut prunes: Vec<(usize, i64, u64)> = Vec::new();
     let mut outcomes = Vec::with_capacity(requests.len());
-    for (i, request) in requests.iter().enumerate() {
+    for (i, request) in requests.into_iter().enumerate() {
         let Some(&(pk, stored_last)) = found.get(&i) else {
             outcomes.push(Err(MemoryError::not_found(
                 "conversation",
@@ -188,7 +189,7 @@ pub(crate) async fn append_group(
         };
         let last_seq = last_seqs.get(&pk).map_or(stored_last, |(seq, _)| *seq);
         let messages = known.entry(pk).or_default();
-        let plan = plan_append(last_seq, request.messages.clone(), &request.options, |id| {
+        let plan = plan_append(last_seq, request.messages, &request.options, |id| {
             messages.get(id).map(|(seq, m)| (*seq, m))
         });
         let AppendPlan { fresh, receipt } = match plan {

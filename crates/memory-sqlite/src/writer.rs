@@ -280,7 +280,7 @@ async fn run_group(conn: PoolConnection<Sqlite>, group: Vec<Queued>) {
     let mut receipts = Vec::new();
     if !appends.is_empty() {
         tx.last_job = jobs.is_empty();
-        match append_group(&mut tx, &appends).await {
+        match append_group(&mut tx, appends).await {
             Ok(outcomes) => receipts = outcomes,
             Err(e) => failure = Some(e),
         }
