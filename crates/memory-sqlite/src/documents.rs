@@ -32,19 +32,24 @@ pub(crate) fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
     WorkingMemoryFormat::parse(text).ok_or_else(|| corrupt("working memory format", text))
 }
 
-/// A key's slot and its document, in one statement (one snapshot, one hop to sqlx's worker
-/// thread): for a conversation's key, a first row carries the conversation's pk (none: not
-/// found); the document's row, if any, follows.
+/// The conversation of a key's document, none for the subject's own.
+fn conversation_of(key: &WorkingMemoryKey) -> Option<&str> {
+    match key {
+        WorkingMemoryKey::Conversation(id) => Some(id.as_str()),
+        WorkingMemoryKey::User => None,
+    }
+}
+
+/// A key's document, in one statement (one snapshot, one hop to sqlx's worker thread): for a
+/// conversation's key, a first row says the conversation exists (none: not found); the
+/// document's row, if any, follows.
 async fn read_working(
     conn: &mut SqliteConnection,
     scope: &Scope,
     key: &WorkingMemoryKey,
-) -> Result<(i64, Option<WorkingMemory>)> {
+) -> Result<Option<WorkingMemory>> {
     type Row = (Option<i64>, Option<String>, Option<String>, i64, i64);
-    let conversation = match key {
-        WorkingMemoryKey::Conversation(id) => Some(id.as_str()),
-        WorkingMemoryKey::User => None,
-    };
+    let conversation = conversation_of(key);
     let rows: Vec<Row> = sqlx::query_as(
         "SELECT pk, NULL, NULL, 0, 0 FROM conversations
          WHERE ?3 IS NOT NULL AND namespace = ?1 AND subject = ?2 AND id = ?3
@@ -60,11 +65,11 @@ async fn read_working(
     .fetch_all(conn)
     .await
     .db()?;
-    let mut slot = conversation.is_none().then_some(0);
+    let mut exists = conversation.is_none();
     let mut found = None;
     for (pk, content, format, revision, updated_at) in rows {
         match (pk, content, format) {
-            (Some(pk), _, _) => slot = Some(pk),
+            (Some(_), _, _) => exists = true,
             (None, Some(content), Some(format)) => {
                 found = Some(WorkingMemory {
                     content,
@@ -76,9 +81,13 @@ async fn read_working(
             _ => return Err(corrupt("working memory", "a row without content")),
         }
     }
-    let slot =
-        slot.ok_or_else(|| MemoryError::not_found("conversation", conversation.unwrap_or("")))?;
-    Ok((slot, found))
+    if !exists {
+        return Err(MemoryError::not_found(
+            "conversation",
+            conversation.unwrap_or(""),
+        ));
+    }
+    Ok(found)
 }
 
 /// Writes a working-memory document into its slot (set and restore).
@@ -140,7 +149,7 @@ impl WorkingMemoryStore for SqliteStore {
         key: &WorkingMemoryKey,
     ) -> Result<Option<WorkingMemory>> {
         let mut conn = self.reader.acquire().await.db()?;
-        Ok(read_working(&mut conn, scope, key).await?.1)
+        read_working(&mut conn, scope, key).await
     }
 
     async fn set_working_memory(
@@ -150,10 +159,6 @@ impl WorkingMemoryStore for SqliteStore {
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
         let now = self.clock.now();
-        let conversation = match key {
-            WorkingMemoryKey::Conversation(id) => Some(id.as_str()),
-            WorkingMemoryKey::User => None,
-        };
         // One statement, atomic on its own: the key's slot, the compare-and-set check and the
         // write with its revision bump. No row back means the conversation is missing or the
         // expected revision differs: a second read says which.
@@ -173,7 +178,7 @@ impl WorkingMemoryStore for SqliteStore {
         )
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
-        .bind(conversation)
+        .bind(conversation_of(key))
         .bind(&update.content)
         .bind(update.format.as_str())
         .bind(millis(now))
@@ -190,7 +195,7 @@ impl WorkingMemoryStore for SqliteStore {
             });
         }
         let mut conn = self.reader.acquire().await.db()?;
-        let (_, current) = read_working(&mut conn, scope, key).await?;
+        let current = read_working(&mut conn, scope, key).await?;
         update.check_revision(current.map_or(0, |w| w.revision))?;
         Err(MemoryError::Unavailable {
             backend: crate::db::BACKEND,

@@ -18,7 +18,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use memory_core::{AppendReceipt, MemoryError, Result};
 use sqlx::pool::PoolConnection;
@@ -101,17 +101,16 @@ impl Queued {
 }
 
 /// The writer connection and the writes waiting for it.
-#[derive(Clone)]
 pub(crate) struct Writer {
     pool: SqlitePool,
-    queue: Arc<Mutex<Vec<Queued>>>,
+    queue: Mutex<Vec<Queued>>,
 }
 
 impl Writer {
     pub(crate) fn new(pool: SqlitePool) -> Self {
         Self {
             pool,
-            queue: Arc::default(),
+            queue: Mutex::default(),
         }
     }
 
