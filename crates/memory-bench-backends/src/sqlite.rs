@@ -12,6 +12,37 @@ use sqlx::{Row as _, SqlitePool};
 
 use memory_bench::workloads::RawDriver;
 
+// The statements both hand-written sides (raw sqlx and the engine's limit) send, as the store
+// sends them.
+
+/// The store's row of a new, empty conversation.
+const INSERT_CONVERSATION: &str =
+    "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+    resource_slug, record_id, created_at, updated_at, last_seq)
+    VALUES (?1, ?2, ?3, NULL, NULL, '{}', NULL, NULL, ?4, ?4, 0)";
+
+/// The last `?4` messages of a conversation, newest first, in one statement.
+const LOAD_LAST: &str =
+    "SELECT body FROM messages WHERE conversation = (SELECT pk FROM conversations
+    WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+    ORDER BY seq DESC LIMIT ?4";
+
+/// A subject's user working-memory document.
+const GET_WORKING: &str = "SELECT content FROM working_memory
+    WHERE namespace = ?1 AND subject = ?2 AND conversation = 0";
+
+/// Its revision, read before a set.
+const WORKING_REVISION: &str = "SELECT revision FROM working_memory
+    WHERE namespace = ?1 AND subject = ?2 AND conversation = 0";
+
+/// A set of the user document with its new revision.
+const SET_WORKING: &str = "INSERT INTO working_memory
+    (namespace, subject, conversation, content, format, revision, updated_at)
+    VALUES (?1, ?2, 0, ?3, 'markdown', ?4, ?5)
+    ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+    content = excluded.content, format = excluded.format,
+    revision = excluded.revision, updated_at = excluded.updated_at";
+
 /// The statements memory-sqlite runs, by hand on sqlx, on the same file and tables, with the
 /// same pools (one writer connection, `readers` reader connections) and `BEGIN IMMEDIATE`
 /// write transactions.
@@ -55,18 +86,14 @@ impl RawDriver for RawSqlite {
 
     async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
         let now = Timestamp::now().as_millis();
-        sqlx::query(
-            "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
-                 resource_slug, record_id, created_at, updated_at, last_seq)
-             VALUES (?1, ?2, ?3, NULL, NULL, '{}', NULL, NULL, ?4, ?4, 0)",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(now)
-        .execute(&self.writer)
-        .await
-        .expect("insert conversation");
+        sqlx::query(INSERT_CONVERSATION)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .bind(now)
+            .execute(&self.writer)
+            .await
+            .expect("insert conversation");
     }
 
     async fn append(&self, scope: &Scope, id: &ConversationId, messages: &[Message]) {
@@ -123,18 +150,14 @@ impl RawDriver for RawSqlite {
 
     async fn load_last(&self, scope: &Scope, id: &ConversationId, n: usize) -> Vec<Message> {
         // One statement, its own snapshot.
-        let bodies: Vec<String> = sqlx::query_scalar(
-            "SELECT body FROM messages WHERE conversation = (SELECT pk FROM conversations
-                 WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-             ORDER BY seq DESC LIMIT ?4",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(n as i64)
-        .fetch_all(&self.reader)
-        .await
-        .expect("messages");
+        let bodies: Vec<String> = sqlx::query_scalar(LOAD_LAST)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .bind(n as i64)
+            .fetch_all(&self.reader)
+            .await
+            .expect("messages");
         bodies
             .iter()
             .rev()
@@ -143,15 +166,12 @@ impl RawDriver for RawSqlite {
     }
 
     async fn get_working(&self, scope: &Scope) -> Option<String> {
-        sqlx::query_scalar(
-            "SELECT content FROM working_memory
-             WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .fetch_optional(&self.reader)
-        .await
-        .expect("get working memory")
+        sqlx::query_scalar(GET_WORKING)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .fetch_optional(&self.reader)
+            .await
+            .expect("get working memory")
     }
 
     async fn set_working(&self, scope: &Scope, content: &str) {
@@ -160,31 +180,21 @@ impl RawDriver for RawSqlite {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .expect("begin");
-        let revision: Option<i64> = sqlx::query_scalar(
-            "SELECT revision FROM working_memory
-             WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .fetch_optional(&mut *tx)
-        .await
-        .expect("read revision");
-        sqlx::query(
-            "INSERT INTO working_memory
-                 (namespace, subject, conversation, content, format, revision, updated_at)
-             VALUES (?1, ?2, 0, ?3, 'markdown', ?4, ?5)
-             ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-                 content = excluded.content, format = excluded.format,
-                 revision = excluded.revision, updated_at = excluded.updated_at",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(content)
-        .bind(revision.unwrap_or(0) + 1)
-        .bind(Timestamp::now().as_millis())
-        .execute(&mut *tx)
-        .await
-        .expect("write working memory");
+        let revision: Option<i64> = sqlx::query_scalar(WORKING_REVISION)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .fetch_optional(&mut *tx)
+            .await
+            .expect("read revision");
+        sqlx::query(SET_WORKING)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(content)
+            .bind(revision.unwrap_or(0) + 1)
+            .bind(Timestamp::now().as_millis())
+            .execute(&mut *tx)
+            .await
+            .expect("write working memory");
         tx.commit().await.expect("commit");
     }
 
@@ -448,13 +458,9 @@ impl RawDriver for EngineSqlite {
     async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
         let (namespace, subject, id) = owned(scope, id.as_str());
         self.run(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
-                     resource_slug, record_id, created_at, updated_at, last_seq)
-                 VALUES (?1, ?2, ?3, NULL, NULL, '{}', NULL, NULL, ?4, ?4, 0)",
-            )
-            .and_then(|mut s| s.execute(rusqlite::params![namespace, subject, id, now()]))
-            .expect("insert conversation");
+            conn.prepare_cached(INSERT_CONVERSATION)
+                .and_then(|mut s| s.execute(rusqlite::params![namespace, subject, id, now()]))
+                .expect("insert conversation");
         })
         .await;
     }
@@ -526,18 +532,14 @@ impl RawDriver for EngineSqlite {
         let (namespace, subject, id) = owned(scope, id.as_str());
         let bodies: Vec<String> = self
             .run(move |conn| {
-                conn.prepare_cached(
-                    "SELECT body FROM messages WHERE conversation = (SELECT pk FROM conversations
-                         WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-                     ORDER BY seq DESC LIMIT ?4",
-                )
-                .and_then(|mut s| {
-                    s.query_map(rusqlite::params![namespace, subject, id, n as i64], |r| {
-                        r.get(0)
-                    })?
-                    .collect()
-                })
-                .expect("messages")
+                conn.prepare_cached(LOAD_LAST)
+                    .and_then(|mut s| {
+                        s.query_map(rusqlite::params![namespace, subject, id, n as i64], |r| {
+                            r.get(0)
+                        })?
+                        .collect()
+                    })
+                    .expect("messages")
             })
             .await;
         bodies
@@ -551,15 +553,12 @@ impl RawDriver for EngineSqlite {
         let (namespace, subject, _) = owned(scope, "");
         self.run(move |conn| {
             use rusqlite::OptionalExtension as _;
-            conn.prepare_cached(
-                "SELECT content FROM working_memory
-                 WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
-            )
-            .and_then(|mut s| {
-                s.query_row(rusqlite::params![namespace, subject], |r| r.get(0))
-                    .optional()
-            })
-            .expect("get working memory")
+            conn.prepare_cached(GET_WORKING)
+                .and_then(|mut s| {
+                    s.query_row(rusqlite::params![namespace, subject], |r| r.get(0))
+                        .optional()
+                })
+                .expect("get working memory")
         })
         .await
     }
@@ -572,33 +571,23 @@ impl RawDriver for EngineSqlite {
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
                 .expect("begin");
             let revision: Option<i64> = tx
-                .prepare_cached(
-                    "SELECT revision FROM working_memory
-                     WHERE namespace = ?1 AND subject = ?2 AND conversation = 0",
-                )
+                .prepare_cached(WORKING_REVISION)
                 .and_then(|mut s| {
                     s.query_row(rusqlite::params![namespace, subject], |r| r.get(0))
                         .optional()
                 })
                 .expect("read revision");
-            tx.prepare_cached(
-                "INSERT INTO working_memory
-                     (namespace, subject, conversation, content, format, revision, updated_at)
-                 VALUES (?1, ?2, 0, ?3, 'markdown', ?4, ?5)
-                 ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-                     content = excluded.content, format = excluded.format,
-                     revision = excluded.revision, updated_at = excluded.updated_at",
-            )
-            .and_then(|mut s| {
-                s.execute(rusqlite::params![
-                    namespace,
-                    subject,
-                    content,
-                    revision.unwrap_or(0) + 1,
-                    now()
-                ])
-            })
-            .expect("write working memory");
+            tx.prepare_cached(SET_WORKING)
+                .and_then(|mut s| {
+                    s.execute(rusqlite::params![
+                        namespace,
+                        subject,
+                        content,
+                        revision.unwrap_or(0) + 1,
+                        now()
+                    ])
+                })
+                .expect("write working memory");
             tx.commit().expect("commit");
         })
         .await;
