@@ -378,6 +378,103 @@ pub async fn recall_filters_by_tags_and_kind(ctx: &Ctx) {
     assert!(recall(ctx, q(&["nope"], None)).await.is_empty());
 }
 
+/// The filters (tags, kind, minimum score, conversation) apply before the words are weighed:
+/// each word's weight is taken over the facts the query admits, exactly as the reference ranks.
+pub async fn recall_weighs_words_over_the_admitted_facts_only(ctx: &Ctx) {
+    let from = |conversation: &str| {
+        Some(FactSource {
+            conversation_id: cid(conversation),
+            message_ids: vec![MessageId::new("m-1").unwrap()],
+        })
+    };
+    let corpus = [
+        (
+            "deploy the api on friday",
+            &["work", "infra"][..],
+            Some("note"),
+            Some(0.9),
+            from("c-a"),
+        ),
+        (
+            "deploy the garden lights",
+            &["home"][..],
+            Some("note"),
+            Some(0.4),
+            from("c-b"),
+        ),
+        (
+            "api keys rotate on friday",
+            &["work"][..],
+            None,
+            None,
+            from("c-a"),
+        ),
+        (
+            "the api deploy checklist",
+            &["work", "infra"][..],
+            Some("task"),
+            Some(0.7),
+            None,
+        ),
+        ("friday api review", &[][..], None, Some(0.8), from("c-b")),
+        (
+            "deploy deploy deploy",
+            &["work"][..],
+            Some("note"),
+            Some(0.5),
+            from("c-a"),
+        ),
+    ];
+    let mut facts = Vec::new();
+    for (i, (text, tags, kind, score, source)) in corpus.into_iter().enumerate() {
+        ctx.clock().advance(Duration::from_millis(1 + i as u64));
+        let new = NewFact {
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            kind: kind.map(Into::into),
+            score,
+            source,
+            ..NewFact::new(text)
+        };
+        facts.push(remember(ctx, new).await.fact);
+    }
+    let query =
+        |tags: &[&str], kind: Option<&str>, min_score, conversation: Option<&str>| RecallQuery {
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            kind: kind.map(Into::into),
+            min_score,
+            conversation: conversation.map(cid),
+            ..RecallQuery::text("deploy api friday")
+        };
+    let queries = [
+        query(&[], None, None, None),
+        query(&["work"], None, None, None),
+        query(&["work", "infra"], None, None, None),
+        query(&[], Some("note"), None, None),
+        query(&[], None, Some(0.6), None),
+        query(&[], None, None, Some("c-a")),
+        query(&["work"], Some("note"), Some(0.5), Some("c-a")),
+        query(&["nowhere"], None, None, None),
+    ];
+    let relevance_of_one = |q: &RecallQuery| {
+        rank_facts(q, facts.iter().cloned())
+            .iter()
+            .find(|hit| hit.fact.text == "deploy deploy deploy")
+            .map(|hit| hit.relevance)
+    };
+    assert_ne!(
+        relevance_of_one(&queries[0]),
+        relevance_of_one(&queries[1]),
+        "the scenario's filters change the weights"
+    );
+    for q in queries {
+        let got = recall(ctx, q.clone()).await;
+        let want = rank_facts(&q, facts.iter().cloned());
+        let got: Vec<_> = got.iter().map(|h| (&h.fact.text, h.relevance)).collect();
+        let want: Vec<_> = want.iter().map(|h| (&h.fact.text, h.relevance)).collect();
+        assert_eq!(got, want, "query {q:?}");
+    }
+}
+
 /// `min_score` excludes lower-scored and unscored facts.
 pub async fn recall_min_score_excludes_low_and_unscored(ctx: &Ctx) {
     remember(ctx, scored("coffee black", 0.9)).await;

@@ -111,6 +111,7 @@ macro_rules! __with_scenarios {
                 recall_matches_every_unicode_normal_form: None,
                 recall_respects_limit: None,
                 recall_filters_by_tags_and_kind: None,
+                recall_weighs_words_over_the_admitted_facts_only: None,
                 recall_min_score_excludes_low_and_unscored: None,
                 recall_without_tokens_returns_nothing: None,
                 expired_facts_are_never_returned: None,

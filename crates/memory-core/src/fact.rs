@@ -272,19 +272,38 @@ pub struct ScoredFact {
     pub relevance: f64,
 }
 
-fn tie_break(a: &Fact, b: &Fact) -> Ordering {
-    let score = |f: &Fact| f.score.unwrap_or(f32::NEG_INFINITY);
+/// What recall ranks a current, admitted fact by, without its text or the rest of it: a backend
+/// with a token index ([`fact_tokens`]) can read these for a scope's candidates, rank them with
+/// [`rank_candidates`] and fetch only the facts that make the top.
+#[derive(Debug, Clone, Copy)]
+pub struct RecallCandidate<'a> {
+    /// The ascending positions, in the order of the query text's tokens
+    /// ([`lexical::tokenize`]), of the query tokens the fact's text holds
+    /// ([`lexical::held_positions`]); empty when it holds none or the query has no text.
+    pub held: &'a [usize],
+    /// The fact's embedding.
+    pub embedding: Option<&'a [f32]>,
+    /// The fact's score.
+    pub score: Option<f32>,
+    /// When the fact was created.
+    pub created_at: Timestamp,
+    /// The fact's id.
+    pub id: &'a FactId,
+}
+
+fn tie_break(a: &RecallCandidate<'_>, b: &RecallCandidate<'_>) -> Ordering {
+    let score = |f: &RecallCandidate<'_>| f.score.unwrap_or(f32::NEG_INFINITY);
     score(b)
         .total_cmp(&score(a))
         .then_with(|| b.created_at.cmp(&a.created_at))
-        .then_with(|| a.id.cmp(&b.id))
+        .then_with(|| a.id.cmp(b.id))
 }
 
-fn sort_scored(hits: &mut [ScoredFact]) {
+/// Orders hits (positions in `candidates`, relevance) best first.
+fn sort_hits(hits: &mut [(usize, f64)], candidates: &[RecallCandidate<'_>]) {
     hits.sort_by(|a, b| {
-        b.relevance
-            .total_cmp(&a.relevance)
-            .then_with(|| tie_break(&a.fact, &b.fact))
+        b.1.total_cmp(&a.1)
+            .then_with(|| tie_break(&candidates[a.0], &candidates[b.0]))
     });
 }
 
@@ -298,43 +317,79 @@ pub fn rank_facts(
     candidates: impl IntoIterator<Item = Fact>,
 ) -> Vec<ScoredFact> {
     let admitted: Vec<Fact> = candidates.into_iter().filter(|f| query.admits(f)).collect();
+    let query_tokens = query
+        .text
+        .as_deref()
+        .map(lexical::tokenize)
+        .unwrap_or_default();
+    let held: Vec<Vec<usize>> = admitted
+        .iter()
+        .map(|f| lexical::held_positions(&query_tokens, &f.text))
+        .collect();
+    let ranked: Vec<RecallCandidate<'_>> = admitted
+        .iter()
+        .zip(&held)
+        .map(|(f, held)| RecallCandidate {
+            held,
+            embedding: f.embedding.as_deref(),
+            score: f.score,
+            created_at: f.created_at,
+            id: &f.id,
+        })
+        .collect();
+    rank_candidates(query, &ranked)
+        .into_iter()
+        .map(|(position, relevance)| ScoredFact {
+            fact: admitted[position].clone(),
+            relevance,
+        })
+        .collect()
+}
+
+/// [`rank_facts`] over candidates already admitted by the query's filters
+/// ([`RecallQuery::admits`]): the positions in `candidates` of the recalled facts with their
+/// relevances, best first, limited. For lexical recall, candidates holding no query token may be
+/// left out; for semantic or hybrid recall every admitted fact must be there.
+pub fn rank_candidates(
+    query: &RecallQuery,
+    candidates: &[RecallCandidate<'_>],
+) -> Vec<(usize, f64)> {
     let limit = query.limit.unwrap_or(DEFAULT_RECALL_LIMIT);
     let lexical = query.text.as_deref().map(|text| {
-        let query_tokens = lexical::tokenize(text);
-        let tokens: Vec<BTreeSet<String>> = admitted
-            .iter()
-            .map(|f| lexical::matched_tokens(&query_tokens, &f.text))
-            .collect();
-        let relevances = lexical::relevances(&query_tokens, &tokens);
-        let mut hits: Vec<ScoredFact> = admitted
-            .iter()
-            .zip(relevances)
+        let held: Vec<&[usize]> = candidates.iter().map(|c| c.held).collect();
+        let relevances = lexical::relevances_of_held(lexical::tokenize(text).len(), &held);
+        let mut hits: Vec<(usize, f64)> = relevances
+            .into_iter()
+            .enumerate()
             .filter(|(_, relevance)| *relevance > 0.0)
-            .map(|(f, relevance)| ScoredFact {
-                fact: f.clone(),
-                relevance,
-            })
             .collect();
-        sort_scored(&mut hits);
+        sort_hits(&mut hits, candidates);
         hits
     });
     let semantic = query.vector.as_deref().map(|vector| {
-        let mut hits: Vec<ScoredFact> = admitted
+        let mut hits: Vec<(usize, f64)> = candidates
             .iter()
-            .filter_map(|f| {
-                let embedding = f.embedding.as_deref().filter(|e| e.len() == vector.len())?;
-                Some(ScoredFact {
-                    fact: f.clone(),
-                    relevance: f64::from(cosine(vector, embedding)),
-                })
+            .enumerate()
+            .filter_map(|(position, c)| {
+                let embedding = c.embedding.filter(|e| e.len() == vector.len())?;
+                Some((position, f64::from(cosine(vector, embedding))))
             })
             .collect();
-        sort_scored(&mut hits);
+        sort_hits(&mut hits, candidates);
         hits
     });
     let mut ranked = match (lexical, semantic) {
         (Some(hits), None) | (None, Some(hits)) => hits,
-        (Some(lexical), Some(semantic)) => fuse(&[lexical, semantic]),
+        (Some(lexical), Some(semantic)) => {
+            let lists: [Vec<usize>; 2] =
+                [lexical, semantic].map(|hits| hits.into_iter().map(|(p, _)| p).collect());
+            let mut fused: Vec<(usize, f64)> =
+                reciprocal_rank_fusion(lists.iter().map(Vec::as_slice))
+                    .into_iter()
+                    .collect();
+            sort_hits(&mut fused, candidates);
+            fused
+        }
         (None, None) => Vec::new(),
     };
     ranked.truncate(limit);
@@ -362,27 +417,6 @@ where
         }
     }
     fused
-}
-
-fn fuse(lists: &[Vec<ScoredFact>]) -> Vec<ScoredFact> {
-    let ids: Vec<Vec<FactId>> = lists
-        .iter()
-        .map(|list| list.iter().map(|hit| hit.fact.id.clone()).collect())
-        .collect();
-    let scores = reciprocal_rank_fusion(ids.iter().map(Vec::as_slice));
-    let mut facts: HashMap<&FactId, &Fact> = HashMap::new();
-    for hit in lists.iter().flatten() {
-        facts.entry(&hit.fact.id).or_insert(&hit.fact);
-    }
-    let mut hits: Vec<ScoredFact> = facts
-        .into_iter()
-        .map(|(id, fact)| ScoredFact {
-            fact: fact.clone(),
-            relevance: scores[id],
-        })
-        .collect();
-    sort_scored(&mut hits);
-    hits
 }
 
 /// The eviction order of `max_facts`: lowest score first (no score lowest), then oldest, then id.

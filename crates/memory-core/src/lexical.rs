@@ -109,25 +109,52 @@ fn unicode_tokens(text: &str) -> BTreeSet<String> {
 /// assert!(r[3].abs() < 1e-12, "no stemming: painted is not paint");
 /// ```
 pub fn relevances(query_tokens: &BTreeSet<String>, documents: &[BTreeSet<String>]) -> Vec<f64> {
-    let matches = |document: &BTreeSet<String>| query_tokens.iter().any(|t| document.contains(t));
-    let matching: Vec<&BTreeSet<String>> = documents.iter().filter(|d| matches(d)).collect();
-    let n = matching.len() as f64;
-    let weights: Vec<f64> = query_tokens
+    let held: Vec<Vec<usize>> = documents
         .iter()
-        .map(|t| {
-            let df = matching.iter().filter(|d| d.contains(t)).count() as f64;
+        .map(|document| {
+            query_tokens
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| document.contains(*t))
+                .map(|(position, _)| position)
+                .collect()
+        })
+        .collect();
+    relevances_of_held(query_tokens.len(), &held)
+}
+
+/// [`relevances`] from what each document holds of the query, given as the ascending positions
+/// (in the query's token order, that of [`tokenize`]'s set) of the query tokens it holds: what
+/// a backend reads from its token index without the documents' text. `query_len` is the number
+/// of distinct query tokens.
+///
+/// ```
+/// use memory_core::lexical::{relevances, relevances_of_held, tokenize};
+/// let query = tokenize("what did Caroline paint"); // caroline, did, paint, what
+/// let documents = ["what did you paint", "what did you eat"].map(tokenize);
+/// let held: [&[usize]; 2] = [&[1, 2, 3], &[1, 3]];
+/// assert_eq!(relevances_of_held(query.len(), &held), relevances(&query, &documents));
+/// ```
+pub fn relevances_of_held<H: AsRef<[usize]>>(query_len: usize, held: &[H]) -> Vec<f64> {
+    let n = held.iter().filter(|h| !h.as_ref().is_empty()).count() as f64;
+    let mut df = vec![0_usize; query_len];
+    for &position in held.iter().flat_map(AsRef::as_ref) {
+        df[position] += 1;
+    }
+    let weights: Vec<f64> = df
+        .iter()
+        .map(|&df| {
+            let df = df as f64;
             (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
         })
         .collect();
     let total: f64 = weights.iter().sum();
-    documents
-        .iter()
-        .map(|document| {
-            let matched: f64 = query_tokens
+    held.iter()
+        .map(|held| {
+            let matched: f64 = held
+                .as_ref()
                 .iter()
-                .zip(&weights)
-                .filter(|(t, _)| document.contains(*t))
-                .map(|(_, w)| w)
+                .map(|&position| weights[position])
                 .sum();
             if total > 0.0 {
                 matched / total
@@ -135,6 +162,24 @@ pub fn relevances(query_tokens: &BTreeSet<String>, documents: &[BTreeSet<String>
                 0.0
             }
         })
+        .collect()
+}
+
+/// The ascending positions, in `query_tokens`' order, of the query tokens a text holds (what
+/// [`relevances_of_held`] takes for a document).
+///
+/// ```
+/// use memory_core::lexical::{held_positions, tokenize};
+/// let query = tokenize("where does Foo deploy"); // deploy, does, foo, where
+/// assert_eq!(held_positions(&query, "FOO deploys; where?"), [2, 3]);
+/// ```
+pub fn held_positions(query_tokens: &BTreeSet<String>, text: &str) -> Vec<usize> {
+    let held = matched_tokens(query_tokens, text);
+    query_tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| held.contains(*t))
+        .map(|(position, _)| position)
         .collect()
 }
 

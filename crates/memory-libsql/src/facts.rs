@@ -1,14 +1,21 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use libsql::{Connection, Value};
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, order_history, rank_facts};
+use memory_core::fact::{fact_tokens, order_history, rank_candidates, RecallCandidate};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
-    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
-    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+    ConversationId, Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery,
+    RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+
+use memory_sqlite_sql::fact_columns;
+use memory_sqlite_sql::facts::{
+    held_positions, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
 };
 
 use crate::db::{
@@ -17,8 +24,7 @@ use crate::db::{
 use crate::LibsqlStore;
 
 /// Columns read by [`fact_from`], in its order.
-pub(crate) const FACT_COLUMNS: &str = "pk, id, text, kind, key, tags, score, source, embedding, \
-     created_at, updated_at, expires_at, valid_to, superseded_by";
+pub(crate) const FACT_COLUMNS: &str = fact_columns!();
 
 pub(crate) fn fact_from(scope: &Scope, row: &DbRow) -> Result<Fact> {
     let id = |column: usize| -> Result<Option<FactId>> {
@@ -78,6 +84,40 @@ pub(crate) async fn insert_tokens(
     )
     .await?;
     Ok(())
+}
+
+/// A recall candidate as the candidate statements read it.
+struct Candidate {
+    pk: i64,
+    id: FactId,
+    score: Option<f32>,
+    created_at: Timestamp,
+    held: Vec<usize>,
+    embedding: Option<Vec<f32>>,
+}
+
+impl Candidate {
+    fn from_row(row: &DbRow) -> Result<Self> {
+        Ok(Self {
+            pk: row.int(0)?,
+            id: FactId::new(row.string(1)?).map_err(|e| corrupt("fact id", e))?,
+            score: row.opt_real(2)?.map(|s| s as f32),
+            created_at: Timestamp::from_millis(row.int(3)?),
+            held: held_positions(row.opt_string(4)?.as_deref())
+                .map_err(|e| corrupt("token position", e))?,
+            embedding: row.opt_blob(5)?.map(|b| decode_f32_le(&b)),
+        })
+    }
+
+    fn as_recall(&self) -> RecallCandidate<'_> {
+        RecallCandidate {
+            held: &self.held,
+            embedding: self.embedding.as_deref(),
+            score: self.score,
+            created_at: self.created_at,
+            id: &self.id,
+        }
+    }
 }
 
 #[async_trait]
@@ -209,49 +249,69 @@ impl FactStore for LibsqlStore {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        let now = millis(self.clock.now());
+        let query_tokens: Vec<String> = query
+            .text
+            .as_deref()
+            .map(tokenize)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let semantic = query.vector.is_some();
+        if query_tokens.is_empty() && !semantic {
+            return Ok(Vec::new());
+        }
+        // Rank what the token index tells of the candidates, then read only the top facts; both
+        // in one read transaction, so the facts are those that were ranked.
         let tx = self.read().await?;
-        let found = if query.vector.is_some() {
-            // Semantic (or hybrid) recall compares against every current fact's embedding.
-            rows(
-                &tx,
-                &format!(
-                    "SELECT {FACT_COLUMNS} FROM facts
-                     WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
-                       AND (expires_at IS NULL OR expires_at > ?3)"
-                ),
-                (scope.namespace().as_str(), subject_of(scope), now),
-            )
-            .await?
+        let sql = if semantic {
+            RECALL_CANDIDATES_ALL
         } else {
-            let tokens: Vec<String> = query
-                .text
-                .as_deref()
-                .map(tokenize)
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            if tokens.is_empty() {
-                return Ok(Vec::new());
-            }
-            rows(
-                &tx,
-                &format!(
-                    "SELECT {FACT_COLUMNS} FROM facts WHERE pk IN (
-                         SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
-                           AND token IN (SELECT value FROM json_each(?4)))
-                       AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)"
-                ),
-                (
-                    scope.namespace().as_str(),
-                    subject_of(scope),
-                    now,
-                    to_json(&tokens),
-                ),
-            )
-            .await?
+            RECALL_CANDIDATES_HOLDING
         };
-        Ok(rank_facts(&query, facts_from(scope, &found)?))
+        let found = rows(
+            &tx,
+            sql,
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                millis(self.clock.now()),
+                to_json(&query_tokens),
+                query.kind.as_deref(),
+                query.min_score.map(f64::from),
+                to_json(&query.tags),
+                query.conversation.as_ref().map(ConversationId::as_str),
+            ),
+        )
+        .await?;
+        let candidates = found
+            .iter()
+            .map(Candidate::from_row)
+            .collect::<Result<Vec<_>>>()?;
+        let ranked = rank_candidates(
+            &query,
+            &candidates
+                .iter()
+                .map(Candidate::as_recall)
+                .collect::<Vec<_>>(),
+        );
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pks: Vec<i64> = ranked.iter().map(|&(at, _)| candidates[at].pk).collect();
+        let mut facts: HashMap<i64, Fact> = rows(&tx, FACTS_BY_PKS, [to_json(&pks)])
+            .await?
+            .iter()
+            .map(|row| Ok((row.int(0)?, fact_from(scope, row)?)))
+            .collect::<Result<_>>()?;
+        ranked
+            .into_iter()
+            .map(|(at, relevance)| {
+                let fact = facts
+                    .remove(&candidates[at].pk)
+                    .ok_or_else(|| corrupt("fact", "ranked fact missing from its transaction"))?;
+                Ok(ScoredFact { fact, relevance })
+            })
+            .collect()
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {

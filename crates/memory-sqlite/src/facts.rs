@@ -1,13 +1,19 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, order_history, rank_facts};
+use memory_core::fact::{fact_tokens, order_history, rank_candidates, RecallCandidate};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
-    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
-    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+    ConversationId, Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery,
+    RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+use memory_sqlite_sql::fact_columns;
+use memory_sqlite_sql::facts::{
+    held_positions, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
 };
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
@@ -15,13 +21,6 @@ use sqlx::Row;
 use crate::db::{corrupt, millis, subject_of, to_json, DbResult};
 use crate::writer::GroupTx;
 use crate::SqliteStore;
-
-macro_rules! fact_columns {
-    () => {
-        "pk, id, text, kind, key, tags, score, source, embedding, created_at, updated_at, \
-         expires_at, valid_to, superseded_by"
-    };
-}
 
 pub(crate) fn fact_from(scope: &Scope, row: &SqliteRow) -> Result<Fact> {
     let id = |column: &str| -> Result<Option<FactId>> {
@@ -232,6 +231,41 @@ async fn remember_in(
     })
 }
 
+/// A recall candidate as the candidate statements read it.
+struct Candidate {
+    pk: i64,
+    id: FactId,
+    score: Option<f32>,
+    created_at: Timestamp,
+    held: Vec<usize>,
+    embedding: Option<Vec<f32>>,
+}
+
+impl Candidate {
+    fn from_row(row: &SqliteRow) -> Result<Self> {
+        let held =
+            held_positions(row.get("positions")).map_err(|e| corrupt("token position", e))?;
+        Ok(Self {
+            pk: row.get("pk"),
+            id: FactId::new(row.get::<String, _>("id")).map_err(|e| corrupt("fact id", e))?,
+            score: row.get::<Option<f64>, _>("score").map(|s| s as f32),
+            created_at: Timestamp::from_millis(row.get("created_at")),
+            held,
+            embedding: row.get::<Option<&[u8]>, _>("embedding").map(decode_f32_le),
+        })
+    }
+
+    fn as_recall(&self) -> RecallCandidate<'_> {
+        RecallCandidate {
+            held: &self.held,
+            embedding: self.embedding.as_deref(),
+            score: self.score,
+            created_at: self.created_at,
+            id: &self.id,
+        }
+    }
+}
+
 #[async_trait]
 impl FactStore for SqliteStore {
     async fn remember(
@@ -248,49 +282,71 @@ impl FactStore for SqliteStore {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        let now = millis(self.clock.now());
-        let rows = if query.vector.is_some() {
-            // Semantic (or hybrid) recall compares against every current fact's embedding.
-            sqlx::query(concat!(
-                "SELECT ",
-                fact_columns!(),
-                " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
-                  AND (expires_at IS NULL OR expires_at > ?3)"
-            ))
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(now)
-            .fetch_all(&self.reader)
-            .await
-            .db()?
+        let query_tokens: Vec<String> = query
+            .text
+            .as_deref()
+            .map(tokenize)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        let semantic = query.vector.is_some();
+        if query_tokens.is_empty() && !semantic {
+            return Ok(Vec::new());
+        }
+        // Rank what the token index tells of the candidates, then read only the top facts; both
+        // in one read transaction, so the facts are those that were ranked.
+        let mut tx = self.reader.begin().await.db()?;
+        let sql = if semantic {
+            RECALL_CANDIDATES_ALL
         } else {
-            let tokens: Vec<String> = query
-                .text
-                .as_deref()
-                .map(tokenize)
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            if tokens.is_empty() {
-                return Ok(Vec::new());
-            }
-            sqlx::query(concat!(
-                "SELECT ",
-                fact_columns!(),
-                " FROM facts WHERE pk IN (
-                      SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
-                        AND token IN (SELECT value FROM json_each(?4)))
-                  AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)"
-            ))
+            RECALL_CANDIDATES_HOLDING
+        };
+        let rows = sqlx::query(sql)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
-            .bind(now)
-            .bind(to_json(&tokens))
-            .fetch_all(&self.reader)
+            .bind(millis(self.clock.now()))
+            .bind(to_json(&query_tokens))
+            .bind(query.kind.as_deref())
+            .bind(query.min_score.map(f64::from))
+            .bind(to_json(&query.tags))
+            .bind(query.conversation.as_ref().map(ConversationId::as_str))
+            .fetch_all(&mut *tx)
             .await
-            .db()?
-        };
-        Ok(rank_facts(&query, facts_from(scope, &rows)?))
+            .db()?;
+        let candidates = rows
+            .iter()
+            .map(Candidate::from_row)
+            .collect::<Result<Vec<_>>>()?;
+        let ranked = rank_candidates(
+            &query,
+            &candidates
+                .iter()
+                .map(Candidate::as_recall)
+                .collect::<Vec<_>>(),
+        );
+        if ranked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pks: Vec<i64> = ranked.iter().map(|&(at, _)| candidates[at].pk).collect();
+        let rows = sqlx::query(FACTS_BY_PKS)
+            .bind(to_json(&pks))
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        tx.commit().await.db()?;
+        let mut facts: HashMap<i64, Fact> = rows
+            .iter()
+            .map(|row| Ok((row.get::<i64, _>("pk"), fact_from(scope, row)?)))
+            .collect::<Result<_>>()?;
+        ranked
+            .into_iter()
+            .map(|(at, relevance)| {
+                let fact = facts
+                    .remove(&candidates[at].pk)
+                    .ok_or_else(|| corrupt("fact", "ranked fact missing from its transaction"))?;
+                Ok(ScoredFact { fact, relevance })
+            })
+            .collect()
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {

@@ -1,0 +1,15 @@
+//! The SQL that agent memory's SQLite-family backends (`memory-sqlite` on sqlx, `memory-libsql`
+//! on libsql) send alike, written once.
+//!
+//! This crate is text and a little parsing, never a driver: each backend links its own SQLite
+//! (sqlx's bundled one, or libSQL's), and the two must not meet in one binary. Statements use
+//! numbered placeholders (`?1`), which both drivers bind positionally; where a statement reads
+//! free text, it does so in a way both schemas serve (memory-libsql stores free text as BLOB).
+//!
+//! ```
+//! use memory_sqlite_sql::facts::{held_positions, RECALL_CANDIDATES_HOLDING};
+//! assert!(RECALL_CANDIDATES_HOLDING.contains("fact_tokens"));
+//! assert_eq!(held_positions(Some("3,0")), Ok(vec![0, 3]));
+//! ```
+
+pub mod facts;
