@@ -1,13 +1,16 @@
 //! Versioned schema migrations: the decision shared by every SQL backend of which embedded
 //! migrations to apply, and the refusals (a newer schema, an edited migration).
 //!
-//! A backend embeds its migrations (`include_str!`), reads the versions and checksums it has
-//! recorded under its own lock (SQLite `BEGIN IMMEDIATE`, Postgres advisory lock), asks
-//! [`pending`] what to run, runs it in the same transaction and records each with its checksum.
+//! A backend embeds its migrations (`include_str!`), opens a transaction under its own lock
+//! (SQLite `BEGIN IMMEDIATE`, Postgres an advisory lock) and hands it to [`apply_pending`] as a
+//! [`MigrationTarget`]: the runner reads the versions and checksums recorded there, asks
+//! [`pending`] what to run, runs each in the same transaction and records it with its checksum.
 
+use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use crate::error::{MemoryError, Result};
+use crate::time::Timestamp;
 
 /// One embedded migration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +133,43 @@ pub fn pending<'a>(
     Ok(todo)
 }
 
+/// What the migration runner asks of a database, inside the transaction (and lock) the
+/// backend opened for it: a small driver trait, so the runner is written once.
+#[async_trait]
+pub trait MigrationTarget: Send {
+    /// What the ledger of applied migrations records (creating the ledger when missing, unless
+    /// the backend made it already).
+    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>>;
+    /// Runs a migration's SQL (several statements).
+    async fn run(&mut self, migration: &Migration) -> Result<()>;
+    /// Records a migration as applied, with its checksum and when.
+    async fn record(
+        &mut self,
+        migration: &Migration,
+        checksum: &str,
+        applied_at: Timestamp,
+    ) -> Result<()>;
+}
+
+/// Applies the migrations of `known` that `target` has not recorded ([`pending`]: a newer or
+/// edited schema is refused before anything runs), in order, each recorded as it runs. Returns
+/// the versions applied. The caller commits.
+pub async fn apply_pending(
+    target: &mut (impl MigrationTarget + ?Sized),
+    known: &[Migration],
+    backend: &'static str,
+) -> Result<Vec<u32>> {
+    let recorded = target.recorded().await?;
+    let todo = pending(known, &recorded, backend)?;
+    for migration in &todo {
+        target.run(migration).await?;
+        target
+            .record(migration, &migration.checksum(), Timestamp::now())
+            .await?;
+    }
+    Ok(todo.iter().map(|m| m.version).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +211,51 @@ mod tests {
         let err = pending(KNOWN, &[applied(3, "x".into())], "test").unwrap_err();
         let text = std::error::Error::source(&err).unwrap().to_string();
         assert!(text.contains("version 3") && text.contains("(2)"), "{text}");
+    }
+
+    /// A ledger in memory and the SQL it was asked to run.
+    #[derive(Default)]
+    struct Ledger {
+        recorded: Vec<AppliedMigration>,
+        ran: Vec<&'static str>,
+    }
+
+    #[async_trait]
+    impl MigrationTarget for Ledger {
+        async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
+            Ok(self.recorded.clone())
+        }
+        async fn run(&mut self, migration: &Migration) -> Result<()> {
+            self.ran.push(migration.sql);
+            Ok(())
+        }
+        async fn record(&mut self, m: &Migration, checksum: &str, _: Timestamp) -> Result<()> {
+            self.recorded.push(applied(m.version, checksum.to_owned()));
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_runner_applies_and_records_what_is_pending_once() {
+        let mut ledger = Ledger::default();
+        ledger.recorded.push(applied(1, KNOWN[0].checksum()));
+        assert_eq!(
+            apply_pending(&mut ledger, KNOWN, "test").await.unwrap(),
+            [2]
+        );
+        assert_eq!(ledger.ran, [KNOWN[1].sql]);
+        assert_eq!(ledger.recorded[1], applied(2, KNOWN[1].checksum()));
+        assert!(apply_pending(&mut ledger, KNOWN, "test")
+            .await
+            .unwrap()
+            .is_empty());
+        let mut edited = Ledger::default();
+        edited.recorded.push(applied(1, "0".repeat(64)));
+        assert!(apply_pending(&mut edited, KNOWN, "test").await.is_err());
+        assert!(
+            edited.ran.is_empty(),
+            "nothing runs once the schema is refused"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ use memory_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorIndexKind, VectorSearch,
 };
+use memory_sqlite_sql as sql;
 
 use crate::db::{execute, millis, subject_of, BACKEND};
 use crate::vectors::delete_scope_vectors;
@@ -61,43 +62,14 @@ impl MemoryBackend for LibsqlStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let tx = self.write().await?;
         let mut receipt = DeletionReceipt::default();
-        // Expired facts go uncounted: the receipt counts what readers could see.
         execute(
             &tx,
-            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3",
+            sql::facts::PURGE_EXPIRED,
             (namespace, subject, millis(self.clock.now())),
         )
         .await?;
-        // Children first, so each count is what was removed (cascades would hide them).
-        for (count, sql) in [
-            (
-                &mut receipt.messages,
-                "DELETE FROM messages WHERE conversation IN
-                     (SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2)",
-            ),
-            (
-                &mut receipt.cursors,
-                "DELETE FROM cursors WHERE conversation IN
-                     (SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2)",
-            ),
-            (
-                &mut receipt.working_memory,
-                "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2",
-            ),
-            (
-                &mut receipt.conversations,
-                "DELETE FROM conversations WHERE namespace = ?1 AND subject = ?2",
-            ),
-            (
-                &mut receipt.facts,
-                "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2",
-            ),
-            (
-                &mut receipt.checkpoints,
-                "DELETE FROM checkpoints WHERE namespace = ?1 AND subject = ?2",
-            ),
-        ] {
-            *count = execute(&tx, sql, (namespace, subject)).await?;
+        for (count, statement) in sql::forget::subject_rows(&mut receipt) {
+            *count = execute(&tx, statement, (namespace, subject)).await?;
         }
         receipt.vectors = delete_scope_vectors(&tx, scope).await?;
         tx.commit().await?;

@@ -10,6 +10,7 @@ use memory_core::{
     ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
     MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
 };
+use memory_sqlite_sql as sql;
 
 use crate::db::{
     corrupt, count_to_db, execute, metadata_from, millis, opt_text, row, rows, seq_from_db,
@@ -48,7 +49,7 @@ pub(crate) async fn conversation_pk(
 ) -> Result<(i64, u64)> {
     let found = row(
         conn,
-        "SELECT pk, last_seq FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+        sql::conversations::PK_AND_LAST_SEQ,
         (scope.namespace().as_str(), subject_of(scope), id.as_str()),
     )
     .await?
@@ -86,10 +87,7 @@ impl ConversationStore for LibsqlStore {
         let tx = self.write().await?;
         let inserted = execute(
             &tx,
-            "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
-                 resource_slug, record_id, created_at, updated_at, last_seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 0)
-             ON CONFLICT (namespace, subject, id) DO NOTHING",
+            sql::conversations::INSERT,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),
@@ -183,8 +181,7 @@ impl ConversationStore for LibsqlStore {
         conversation.updated_at = now;
         execute(
             &tx,
-            "UPDATE conversations SET title = ?1, metadata = ?2, updated_at = ?3
-             WHERE namespace = ?4 AND subject = ?5 AND id = ?6",
+            sql::conversations::UPDATE_TITLE_AND_METADATA,
             (
                 opt_text(conversation.title.as_deref()),
                 to_json(&conversation.metadata),
@@ -209,12 +206,12 @@ impl ConversationStore for LibsqlStore {
         // Messages and cursors go by foreign-key cascade; working memory and vectors by hand.
         execute(
             &tx,
-            "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3",
+            sql::documents::DELETE_WORKING_MEMORY,
             (scope.namespace().as_str(), subject_of(scope), pk),
         )
         .await?;
         crate::vectors::delete_conversation_vectors(&tx, scope, id).await?;
-        execute(&tx, "DELETE FROM conversations WHERE pk = ?1", [pk]).await?;
+        execute(&tx, sql::conversations::DELETE_BY_PK, [pk]).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -286,7 +283,7 @@ impl ConversationStore for LibsqlStore {
             if let Some(cutoff) = receipt.last_seq.checked_sub(max) {
                 receipt.pruned = execute(
                     &tx,
-                    "DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2",
+                    sql::conversations::DELETE_MESSAGES_THROUGH,
                     (pk, seq_to_db(cutoff)),
                 )
                 .await?;
@@ -384,14 +381,10 @@ impl ConversationStore for LibsqlStore {
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         let tx = self.read().await?;
         let (pk, _) = conversation_pk(&tx, scope, id).await?;
-        let value = row(
-            &tx,
-            "SELECT value FROM cursors WHERE conversation = ?1 AND name = ?2",
-            (pk, name),
-        )
-        .await?
-        .map(|r| r.int(0))
-        .transpose()?;
+        let value = row(&tx, sql::conversations::CURSOR, (pk, name))
+            .await?
+            .map(|r| r.int(0))
+            .transpose()?;
         tx.commit().await?;
         Ok(value.map(seq_from_db))
     }
@@ -407,9 +400,7 @@ impl ConversationStore for LibsqlStore {
         let (pk, _) = conversation_pk(&tx, scope, id).await?;
         let value = row(
             &tx,
-            "INSERT INTO cursors (conversation, name, value) VALUES (?1, ?2, ?3)
-             ON CONFLICT (conversation, name) DO UPDATE SET value = max(value, excluded.value)
-             RETURNING value",
+            sql::conversations::ADVANCE_CURSOR,
             (pk, name, seq_to_db(seq)),
         )
         .await?

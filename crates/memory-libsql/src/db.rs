@@ -6,25 +6,17 @@
 //! hold NUL) is bound and stored as a blob ([`text`]). A libsql row of an embedded database is
 //! a view of its statement's current step, so rows are copied out ([`DbRow`]) before the next.
 
+use async_trait::async_trait;
 use libsql::{params::IntoParams, Connection, Value};
-use memory_core::migration::{pending, AppliedMigration, Migration};
+use memory_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use memory_sqlite_sql::migrations;
 
 pub(crate) const BACKEND: &str = "libsql";
 
-/// The schema, oldest first. Never edit an entry once released: add a new one.
-pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "initial",
-        sql: include_str!("../migrations/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "remember_by_index",
-        sql: include_str!("../migrations/0002_remember_by_index.sql"),
-    },
-];
+/// The schema, oldest first (the SQLite family's SQL crate holds it). Never edit an entry once
+/// released: add a new one.
+pub const MIGRATIONS: &[Migration] = migrations::LIBSQL;
 
 /// `.db()?` turns a driver error into the contract's error kinds.
 pub(crate) trait DbResult<T> {
@@ -222,12 +214,44 @@ pub(crate) fn count_to_db(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_memory_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT    NOT NULL,
-    checksum   TEXT    NOT NULL,
-    applied_at INTEGER NOT NULL
-)";
+/// The migration runner's view of a `BEGIN IMMEDIATE` transaction.
+struct Ledger<'a>(&'a Connection);
+
+#[async_trait]
+impl MigrationTarget for Ledger<'_> {
+    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
+        execute(self.0, migrations::CREATE_LEDGER, ()).await?;
+        rows(self.0, migrations::RECORDED, ())
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(AppliedMigration {
+                    version: u32::try_from(row.int(0)?).unwrap_or(u32::MAX),
+                    checksum: row.string(1)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn run(&mut self, migration: &Migration) -> Result<()> {
+        self.0.execute_batch(migration.sql).await.db().map(drop)
+    }
+
+    async fn record(
+        &mut self,
+        migration: &Migration,
+        checksum: &str,
+        applied_at: Timestamp,
+    ) -> Result<()> {
+        let row = (
+            i64::from(migration.version),
+            migration.name,
+            checksum,
+            applied_at.as_millis(),
+        );
+        execute(self.0, migrations::RECORD, row).await.map(drop)
+    }
+}
 
 /// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
 /// processes opening the same file at once migrate it exactly once. Returns the versions applied.
@@ -236,56 +260,17 @@ pub(crate) async fn migrate(conn: &Connection, known: &[Migration]) -> Result<Ve
         .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
         .await
         .db()?;
-    execute(&tx, CREATE_LEDGER, ()).await?;
-    let applied = rows(
-        &tx,
-        "SELECT version, checksum FROM agent_memory_migrations ORDER BY version",
-        (),
-    )
-    .await?
-    .iter()
-    .map(|row| {
-        Ok(AppliedMigration {
-            version: u32::try_from(row.int(0)?).unwrap_or(u32::MAX),
-            checksum: row.string(1)?,
-        })
-    })
-    .collect::<Result<Vec<_>>>()?;
-    let todo: Vec<Migration> = pending(known, &applied, BACKEND)?
-        .into_iter()
-        .copied()
-        .collect();
-    for migration in &todo {
-        tx.execute_batch(migration.sql).await.db()?;
-        execute(
-            &tx,
-            "INSERT INTO agent_memory_migrations (version, name, checksum, applied_at)
-             VALUES (?1, ?2, ?3, ?4)",
-            (
-                i64::from(migration.version),
-                migration.name,
-                migration.checksum(),
-                Timestamp::now().as_millis(),
-            ),
-        )
-        .await?;
-    }
+    let applied = apply_pending(&mut Ledger(&tx), known, BACKEND).await?;
     tx.commit().await.db()?;
-    Ok(todo.iter().map(|m| m.version).collect())
+    Ok(applied)
 }
 
 /// The schema version recorded in the database (0 when never migrated).
 pub(crate) async fn schema_version(conn: &Connection) -> Result<u32> {
-    let exists = row(
-        conn,
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_memory_migrations'",
-        (),
-    )
-    .await?;
-    if exists.is_none() {
+    if row(conn, migrations::LEDGER_EXISTS, ()).await?.is_none() {
         return Ok(0);
     }
-    let version = row(conn, "SELECT max(version) FROM agent_memory_migrations", ())
+    let version = row(conn, migrations::SCHEMA_VERSION, ())
         .await?
         .map(|row| row.opt_int(0))
         .transpose()?

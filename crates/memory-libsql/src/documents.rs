@@ -10,6 +10,7 @@ use memory_core::{
     MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
     WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
+use memory_sqlite_sql as sql;
 
 use crate::conversations::conversation_pk;
 use crate::db::{
@@ -69,12 +70,7 @@ pub(crate) async fn write_working(
 ) -> Result<()> {
     execute(
         conn,
-        "INSERT INTO working_memory
-             (namespace, subject, conversation, content, format, revision, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-             content = excluded.content, format = excluded.format,
-             revision = excluded.revision, updated_at = excluded.updated_at",
+        sql::documents::SET_WORKING_MEMORY,
         (
             scope.namespace().as_str(),
             subject_of(scope),
@@ -99,9 +95,7 @@ pub(crate) async fn put_cache(
 ) -> Result<()> {
     execute(
         conn,
-        "INSERT INTO cache (namespace, key, value, expires_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (namespace, key) DO UPDATE SET
-             value = excluded.value, expires_at = excluded.expires_at",
+        sql::documents::SET_CACHE,
         (
             namespace.as_str(),
             key,
@@ -150,7 +144,7 @@ impl WorkingMemoryStore for LibsqlStore {
         let slot = working_slot(&tx, scope, key).await?;
         let removed = execute(
             &tx,
-            "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3",
+            sql::documents::DELETE_WORKING_MEMORY,
             (scope.namespace().as_str(), subject_of(scope), slot),
         )
         .await?;
@@ -204,10 +198,7 @@ impl CheckpointStore for LibsqlStore {
         let tx = self.write().await?;
         let inserted = execute(
             &tx,
-            "INSERT INTO checkpoints
-                 (namespace, subject, id, workflow, status, state, version, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?7)
-             ON CONFLICT (namespace, subject, id) DO NOTHING",
+            sql::documents::INSERT_CHECKPOINT,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),
@@ -246,8 +237,7 @@ impl CheckpointStore for LibsqlStore {
         update.apply_to(&mut checkpoint, now)?;
         execute(
             &tx,
-            "UPDATE checkpoints SET status = ?1, state = ?2, version = ?3, updated_at = ?4
-             WHERE namespace = ?5 AND subject = ?6 AND id = ?7",
+            sql::documents::UPDATE_CHECKPOINT,
             (
                 checkpoint.status.as_str(),
                 to_json(&checkpoint.state),
@@ -286,7 +276,7 @@ impl CheckpointStore for LibsqlStore {
         let tx = self.write().await?;
         let removed = execute(
             &tx,
-            "DELETE FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+            sql::documents::DELETE_CHECKPOINT,
             (scope.namespace().as_str(), subject_of(scope), id.as_str()),
         )
         .await?;
@@ -301,8 +291,7 @@ impl CacheStore for LibsqlStore {
         let tx = self.read().await?;
         row(
             &tx,
-            "SELECT value FROM cache WHERE namespace = ?1 AND key = ?2
-               AND (expires_at IS NULL OR expires_at > ?3)",
+            sql::documents::CACHE_GET,
             (namespace.as_str(), key, millis(self.clock.now())),
         )
         .await?
@@ -331,9 +320,7 @@ impl CacheStore for LibsqlStore {
         let tx = self.read().await?;
         let found = rows(
             &tx,
-            "SELECT key, value FROM cache
-             WHERE namespace = ?1 AND key IN (SELECT value FROM json_each(?2))
-               AND (expires_at IS NULL OR expires_at > ?3)",
+            sql::documents::CACHE_GET_MANY,
             (namespace.as_str(), to_json(&keys), millis(self.clock.now())),
         )
         .await?;
@@ -362,14 +349,10 @@ impl CacheStore for LibsqlStore {
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
         let tx = self.write().await?;
-        let removed = row(
-            &tx,
-            "DELETE FROM cache WHERE namespace = ?1 AND key = ?2 RETURNING expires_at",
-            (namespace.as_str(), key),
-        )
-        .await?
-        .map(|row| row.opt_int(0))
-        .transpose()?;
+        let removed = row(&tx, sql::documents::CACHE_DELETE, (namespace.as_str(), key))
+            .await?
+            .map(|row| row.opt_int(0))
+            .transpose()?;
         tx.commit().await?;
         let now = millis(self.clock.now());
         Ok(removed.is_some_and(|expires| expires.is_none_or(|at| at > now)))

@@ -13,6 +13,7 @@ use memory_core::{
     RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
 };
 
+use memory_sqlite_sql as sql;
 use memory_sqlite_sql::fact_columns;
 use memory_sqlite_sql::facts::{
     held_positions, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
@@ -73,8 +74,7 @@ pub(crate) async fn insert_tokens(
     let tokens: Vec<String> = fact_tokens(text).into_iter().collect();
     execute(
         conn,
-        "INSERT INTO fact_tokens (namespace, subject, token, fact)
-         SELECT ?1, ?2, value, ?3 FROM json_each(?4)",
+        sql::facts::INSERT_TOKENS,
         (
             scope.namespace().as_str(),
             subject_of(scope),
@@ -134,7 +134,7 @@ impl FactStore for LibsqlStore {
         // Expired facts are never returned: purge the scope's before deciding anything.
         execute(
             &tx,
-            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3",
+            sql::facts::PURGE_EXPIRED,
             (namespace, subject, millis(now)),
         )
         .await?;
@@ -174,12 +174,7 @@ impl FactStore for LibsqlStore {
             .await?;
             if let Some(previous) = previous {
                 // History is not recalled: its tokens leave the index.
-                execute(
-                    &tx,
-                    "DELETE FROM fact_tokens WHERE fact = ?1",
-                    [previous.int(0)?],
-                )
-                .await?;
+                execute(&tx, sql::facts::DELETE_TOKENS, [previous.int(0)?]).await?;
                 status = RememberStatus::Superseded {
                     previous: FactId::new(previous.string(1)?)
                         .map_err(|e| corrupt("fact id", e))?,
@@ -215,11 +210,7 @@ impl FactStore for LibsqlStore {
             // The core's eviction order: lowest score first (none lowest), oldest, then id.
             let victims = rows(
                 &tx,
-                "SELECT pk, id FROM facts
-                 WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
-                 ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
-                 LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
-                               AND subject = ?2 AND superseded_by IS NULL) - ?4)",
+                sql::facts::EVICTION_VICTIMS,
                 (namespace, subject, pk, count_to_db(max)),
             )
             .await?;
@@ -228,12 +219,7 @@ impl FactStore for LibsqlStore {
                     .iter()
                     .map(|v| v.int(0))
                     .collect::<Result<Vec<_>>>()?;
-                execute(
-                    &tx,
-                    "DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))",
-                    [to_json(&pks)],
-                )
-                .await?;
+                execute(&tx, sql::facts::DELETE_BY_PKS, [to_json(&pks)]).await?;
             }
             evicted = victims
                 .iter()
@@ -400,8 +386,7 @@ impl FactStore for LibsqlStore {
         // An expired fact is removed too, but was already gone to readers: not reported.
         let live = row(
             &tx,
-            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
-             RETURNING expires_at IS NULL OR expires_at > ?4",
+            sql::facts::DELETE_BY_ID,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),
@@ -424,10 +409,7 @@ impl FactStore for LibsqlStore {
         // One statement: all the ids or none.
         let changed = rows(
             &tx,
-            "UPDATE facts SET expires_at = ?4, updated_at = ?5
-             WHERE namespace = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))
-               AND (expires_at IS NULL OR expires_at > ?5)
-             RETURNING id",
+            sql::facts::SET_EXPIRY,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),

@@ -9,6 +9,7 @@ use memory_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,
 };
+use memory_sqlite_sql as sql;
 
 use crate::conversations::{
     conversation_from, conversation_pk, message_from, CONVERSATION_COLUMNS,
@@ -174,15 +175,7 @@ impl TransferStore for LibsqlStore {
                 .ok_or_else(|| corrupt("conversation reference", pk))
         };
 
-        for row in rows(
-            &tx,
-            "SELECT m.conversation, m.seq, m.body FROM messages m
-             JOIN conversations c ON c.pk = m.conversation
-             WHERE c.namespace = ?1 AND c.subject = ?2",
-            (namespace, subject),
-        )
-        .await?
-        {
+        for row in rows(&tx, sql::transfer::EXPORT_MESSAGES, (namespace, subject)).await? {
             records.push(Record::Message {
                 scope: scope.clone(),
                 conversation_id: id_of(row.int(0)?)?,
@@ -193,15 +186,7 @@ impl TransferStore for LibsqlStore {
             });
         }
 
-        for row in rows(
-            &tx,
-            "SELECT k.conversation, k.name, k.value FROM cursors k
-             JOIN conversations c ON c.pk = k.conversation
-             WHERE c.namespace = ?1 AND c.subject = ?2",
-            (namespace, subject),
-        )
-        .await?
-        {
+        for row in rows(&tx, sql::transfer::EXPORT_CURSORS, (namespace, subject)).await? {
             records.push(Record::Cursor {
                 scope: scope.clone(),
                 conversation_id: id_of(row.int(0)?)?,
@@ -212,8 +197,7 @@ impl TransferStore for LibsqlStore {
 
         for row in rows(
             &tx,
-            "SELECT conversation, content, format, revision, updated_at FROM working_memory
-             WHERE namespace = ?1 AND subject = ?2",
+            sql::transfer::EXPORT_WORKING_MEMORY,
             (namespace, subject),
         )
         .await?
@@ -315,14 +299,7 @@ async fn restore_one(
             // An upsert, not a REPLACE: replacing the row would cascade to its messages.
             execute(
                 conn,
-                "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
-                     resource_slug, record_id, created_at, updated_at, last_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (namespace, subject, id) DO UPDATE SET
-                     agent = excluded.agent, title = excluded.title,
-                     metadata = excluded.metadata, resource_slug = excluded.resource_slug,
-                     record_id = excluded.record_id, created_at = excluded.created_at,
-                     updated_at = excluded.updated_at, last_seq = excluded.last_seq",
+                sql::transfer::RESTORE_CONVERSATION,
                 (
                     c.scope.namespace().as_str(),
                     subject_of(&c.scope),
@@ -349,8 +326,7 @@ async fn restore_one(
             // references messages, so nothing else goes with it).
             execute(
                 conn,
-                "INSERT OR REPLACE INTO messages (conversation, seq, id, role, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                sql::transfer::RESTORE_MESSAGE,
                 (
                     pk,
                     seq_to_db(seq),
@@ -370,7 +346,7 @@ async fn restore_one(
             let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
             execute(
                 conn,
-                "INSERT OR REPLACE INTO cursors (conversation, name, value) VALUES (?1, ?2, ?3)",
+                sql::transfer::RESTORE_CURSOR,
                 (pk, name, seq_to_db(value)),
             )
             .await?;
@@ -382,16 +358,7 @@ async fn restore_one(
         Record::Fact { fact } => {
             let pk = row(
                 conn,
-                "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
-                     embedding, created_at, updated_at, expires_at, valid_to, superseded_by)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-                 ON CONFLICT (namespace, subject, id) DO UPDATE SET
-                     text = excluded.text, kind = excluded.kind, key = excluded.key,
-                     tags = excluded.tags, score = excluded.score, source = excluded.source,
-                     embedding = excluded.embedding, created_at = excluded.created_at,
-                     updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                     valid_to = excluded.valid_to, superseded_by = excluded.superseded_by
-                 RETURNING pk",
+                sql::transfer::RESTORE_FACT,
                 (
                     fact.scope.namespace().as_str(),
                     subject_of(&fact.scope),
@@ -414,7 +381,7 @@ async fn restore_one(
             .ok_or_else(|| corrupt("fact", "upsert returned no row"))?
             .int(0)?;
             // The lexical index holds current facts only.
-            execute(conn, "DELETE FROM fact_tokens WHERE fact = ?1", [pk]).await?;
+            execute(conn, sql::facts::DELETE_TOKENS, [pk]).await?;
             if fact.is_current() {
                 insert_tokens(conn, &fact.scope, pk, &fact.text).await?;
             }
@@ -438,10 +405,7 @@ async fn restore_one(
         Record::Checkpoint { scope, checkpoint } => {
             execute(
                 conn,
-                "INSERT OR REPLACE INTO checkpoints
-                     (namespace, subject, id, workflow, status, state, version, created_at,
-                      updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                sql::transfer::RESTORE_CHECKPOINT,
                 (
                     scope.namespace().as_str(),
                     subject_of(&scope),

@@ -1,16 +1,18 @@
-//! What is specific to libSQL: migrations, several stores on one file, the DiskANN index
-//! (recall on 20,000 vectors, a dropped collection's table), and the builder.
+//! libSQL on its file: the SQLite family's file tests (migrations, several stores on one file,
+//! written once in memory-sqlite-sql), the DiskANN index (recall on 20,000 vectors, a dropped
+//! collection's table), and the builder.
 
-use std::sync::Arc;
+use std::path::Path;
 
 use memory_conformance::support::clustered_vectors;
 use memory_core::exact::ExactIndex;
 use memory_core::migration::Migration;
 use memory_core::{
-    AppendOptions, CollectionSpec, ConversationStore, LoadOptions, MemoryBackend, Message,
-    Metadata, Metric, NewConversation, Scope, VectorId, VectorQuery, VectorRecord, VectorStore,
+    CollectionSpec, ConversationStore, MemoryBackend, Metadata, Metric, NewConversation, Scope,
+    VectorId, VectorQuery, VectorRecord, VectorStore,
 };
 use memory_libsql::{LibsqlStore, MIGRATIONS};
+use memory_sqlite_sql::store_tests::FileStore;
 
 fn scope() -> Scope {
     Scope::new("libsql-tests", "user-1").unwrap()
@@ -20,185 +22,47 @@ async fn open(path: &std::path::Path) -> LibsqlStore {
     LibsqlStore::builder().path(path).open().await.unwrap()
 }
 
-#[tokio::test]
-async fn a_fresh_file_is_migrated_to_the_latest_version_and_reopens() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nested/folder/memory.db");
-    let store = open(&path).await;
-    let latest = MIGRATIONS.last().unwrap().version;
-    assert_eq!(store.schema_version().await.unwrap(), Some(latest));
-    let thread = store
-        .create_conversation(&scope(), NewConversation::default())
-        .await
-        .unwrap();
-    drop(store);
-    let again = open(&path).await;
-    assert_eq!(again.schema_version().await.unwrap(), Some(latest));
-    again.get_conversation(&scope(), &thread.id).await.unwrap();
-}
+/// The SQLite family's file tests (migrations, two stores on one file), on this store.
+struct LibsqlFile;
 
-#[tokio::test]
-async fn an_older_database_is_upgraded_keeping_its_data() {
-    const V1: Migration = Migration {
-        version: 1,
-        name: "notes",
-        sql: "CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('kept');",
-    };
-    const V2: Migration = Migration {
-        version: 2,
-        name: "notes-author",
-        sql: "ALTER TABLE notes ADD COLUMN author TEXT;",
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("memory.db");
-    assert_eq!(
-        memory_libsql::migrate_file_with(&path, &[V1])
+#[async_trait::async_trait]
+impl FileStore for LibsqlFile {
+    type Store = LibsqlStore;
+    const MIGRATIONS: &'static [Migration] = MIGRATIONS;
+
+    async fn open(path: &Path) -> memory_core::Result<LibsqlStore> {
+        LibsqlStore::builder().path(path).open().await
+    }
+
+    async fn migrate_file_with(
+        path: &Path,
+        migrations: &[Migration],
+    ) -> memory_core::Result<Vec<u32>> {
+        memory_libsql::migrate_file_with(path, migrations).await
+    }
+
+    async fn read_note(path: &Path) -> (String, Option<String>) {
+        let conn = libsql::Builder::new_local(path)
+            .build()
             .await
-            .unwrap(),
-        [1]
-    );
-    assert_eq!(
-        memory_libsql::migrate_file_with(&path, &[V1, V2])
+            .unwrap()
+            .connect()
+            .unwrap();
+        let mut rows = conn
+            .query("SELECT body, author FROM notes", ())
             .await
-            .unwrap(),
-        [2]
-    );
-    assert!(memory_libsql::migrate_file_with(&path, &[V1, V2])
-        .await
-        .unwrap()
-        .is_empty());
-    let conn = libsql::Builder::new_local(&path)
-        .build()
-        .await
-        .unwrap()
-        .connect()
-        .unwrap();
-    let mut rows = conn
-        .query("SELECT body, author FROM notes", ())
-        .await
-        .unwrap();
-    let row = rows.next().await.unwrap().unwrap();
-    assert_eq!(
-        row.get_value(0).unwrap(),
-        libsql::Value::Text("kept".into())
-    );
-    assert_eq!(row.get_value(1).unwrap(), libsql::Value::Null);
-}
-
-#[tokio::test]
-async fn a_newer_database_is_refused_with_a_clear_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("memory.db");
-    let mut newer = MIGRATIONS.to_vec();
-    newer.push(Migration {
-        version: MIGRATIONS.len() as u32 + 1,
-        name: "from-the-future",
-        sql: "CREATE TABLE future (x);",
-    });
-    memory_libsql::migrate_file_with(&path, &newer)
-        .await
-        .unwrap();
-    let err = LibsqlStore::builder().path(&path).open().await.unwrap_err();
-    let cause = std::error::Error::source(&err).unwrap().to_string();
-    assert!(cause.contains("newer than this build"), "{cause}");
-}
-
-#[tokio::test]
-async fn an_edited_migration_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("memory.db");
-    let edited = Migration {
-        sql: "CREATE TABLE something_else (x);",
-        ..MIGRATIONS[0]
-    };
-    memory_libsql::migrate_file_with(&path, &[edited])
-        .await
-        .unwrap();
-    let err = LibsqlStore::builder().path(&path).open().await.unwrap_err();
-    let cause = std::error::Error::source(&err).unwrap().to_string();
-    assert!(
-        cause.contains("was changed after it was applied"),
-        "{cause}"
-    );
-}
-
-/// Two stores on one file are two processes as far as SQLite is concerned: separate
-/// connections, so only `BEGIN IMMEDIATE` and the busy timeout keep their appends apart.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn writers_on_separate_connections_never_lose_an_append() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("memory.db");
-    let stores = [Arc::new(open(&path).await), Arc::new(open(&path).await)];
-    let thread = stores[0]
-        .create_conversation(&scope(), NewConversation::default())
-        .await
-        .unwrap();
-    let mut tasks = Vec::new();
-    for (w, store) in stores.iter().cycle().take(8).enumerate() {
-        let (store, id) = (Arc::clone(store), thread.id.clone());
-        tasks.push(tokio::spawn(async move {
-            for i in 0..25 {
-                let batch = vec![
-                    Message::user(format!("w{w} m{i}a")),
-                    Message::user(format!("w{w} m{i}b")),
-                ];
-                store
-                    .append(&scope(), &id, batch, AppendOptions::default())
-                    .await
-                    .unwrap();
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let all = stores[1]
-        .load(&scope(), &thread.id, LoadOptions::raw())
-        .await
-        .unwrap();
-    assert_eq!(all.len(), 8 * 25 * 2);
-    assert!(
-        all.iter().enumerate().all(|(i, m)| m.seq == i as u64 + 1),
-        "seqs are 1..=400"
-    );
-    for pair in all.chunks(2) {
-        // A batch is contiguous: its two messages are never split by another writer's.
-        assert_eq!(
-            pair[0].message.text().trim_end_matches('a'),
-            pair[1].message.text().trim_end_matches('b')
-        );
+            .unwrap();
+        let row = rows.next().await.unwrap().unwrap();
+        let text = |column| match row.get_value(column).unwrap() {
+            libsql::Value::Text(text) => Some(text),
+            libsql::Value::Null => None,
+            other => panic!("not text: {other:?}"),
+        };
+        (text(0).unwrap(), text(1))
     }
 }
 
-/// A search through one store sees writes and deletions made through another on the same
-/// file: the index lives in the database, not in the process.
-#[tokio::test]
-async fn searches_see_writes_from_another_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("memory.db");
-    let (a, b) = (open(&path).await, open(&path).await);
-    let scope = scope();
-    a.ensure_collection(
-        scope.namespace(),
-        CollectionSpec::new("docs", 2, "test-model"),
-    )
-    .await
-    .unwrap();
-    let record = |id: &str, v: [f32; 2]| VectorRecord::new(VectorId::new(id).unwrap(), v.to_vec());
-    a.upsert_vectors(&scope, "docs", vec![record("east", [1.0, 0.0])])
-        .await
-        .unwrap();
-    let query = VectorQuery::new(vec![0.0, 1.0], 1);
-    let first = a.search(&scope, "docs", query.clone()).await.unwrap();
-    assert_eq!(first[0].record.id.as_str(), "east");
-    b.upsert_vectors(&scope, "docs", vec![record("north", [0.0, 1.0])])
-        .await
-        .unwrap();
-    let second = a.search(&scope, "docs", query.clone()).await.unwrap();
-    assert_eq!(second[0].record.id.as_str(), "north");
-    b.forget_all(&scope).await.unwrap();
-    assert!(a.search(&scope, "docs", query).await.unwrap().is_empty());
-}
+memory_sqlite_sql::store_tests!(LibsqlFile);
 
 /// The acceptance figure of the DiskANN path: 20,000 clustered 384-dim vectors over ten
 /// subjects, so the caller's scope keeps 10% of the rows, and recall@10 against the exact top

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use bytes::{BufMut, BytesMut};
-use memory_core::migration::{pending, AppliedMigration, Migration};
+use memory_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
@@ -290,6 +290,65 @@ pub(crate) fn from_db(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
+/// The migration runner's view of the migrating transaction, in `schema`.
+struct Ledger<'a> {
+    tx: &'a deadpool_postgres::Transaction<'a>,
+    schema: &'a str,
+}
+
+#[async_trait]
+impl MigrationTarget for Ledger<'_> {
+    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
+        let schema = self.schema;
+        Ok(self
+            .tx
+            .rows(
+                &format!(
+                    "SELECT version, checksum FROM {schema}.agent_memory_migrations ORDER BY version"
+                ),
+                &[],
+            )
+            .await?
+            .iter()
+            .map(|row| AppliedMigration {
+                version: u32::try_from(row.get::<_, i32>(0)).unwrap_or(u32::MAX),
+                checksum: row.get(1),
+            })
+            .collect())
+    }
+
+    async fn run(&mut self, migration: &Migration) -> Result<()> {
+        self.tx
+            .batch_execute(&migration.sql.replace("{schema}", self.schema))
+            .await
+            .db()
+    }
+
+    async fn record(
+        &mut self,
+        migration: &Migration,
+        checksum: &str,
+        applied_at: Timestamp,
+    ) -> Result<()> {
+        let schema = self.schema;
+        self.tx
+            .exec(
+                &format!(
+                    "INSERT INTO {schema}.agent_memory_migrations (version, name, checksum, applied_at)
+                     VALUES ($1, $2, $3, $4)"
+                ),
+                &[
+                    &i32::try_from(migration.version).unwrap_or(i32::MAX),
+                    &migration.name,
+                    &checksum,
+                    &applied_at.as_millis(),
+                ],
+            )
+            .await
+            .map(drop)
+    }
+}
+
 /// Applies the pending migrations of `known` in one transaction under an advisory lock keyed by
 /// the schema, so several processes starting at once migrate exactly once; with `pgvector`,
 /// creates the `vector` extension when the server has it (under a lock of the database's) and
@@ -343,42 +402,7 @@ pub(crate) async fn migrate(
         .await
         .db()?;
     }
-    let applied: Vec<AppliedMigration> = tx
-        .rows(
-            &format!(
-                "SELECT version, checksum FROM {schema}.agent_memory_migrations ORDER BY version"
-            ),
-            &[],
-        )
-        .await?
-        .iter()
-        .map(|row| AppliedMigration {
-            version: u32::try_from(row.get::<_, i32>(0)).unwrap_or(u32::MAX),
-            checksum: row.get(1),
-        })
-        .collect();
-    let todo: Vec<Migration> = pending(known, &applied, BACKEND)?
-        .into_iter()
-        .copied()
-        .collect();
-    for migration in &todo {
-        tx.batch_execute(&migration.sql.replace("{schema}", schema))
-            .await
-            .db()?;
-        tx.exec(
-            &format!(
-                "INSERT INTO {schema}.agent_memory_migrations (version, name, checksum, applied_at)
-                 VALUES ($1, $2, $3, $4)"
-            ),
-            &[
-                &i32::try_from(migration.version).unwrap_or(i32::MAX),
-                &migration.name,
-                &migration.checksum(),
-                &Timestamp::now().as_millis(),
-            ],
-        )
-        .await?;
-    }
+    let applied = apply_pending(&mut Ledger { tx: &tx, schema }, known, BACKEND).await?;
     tx.commit().await.db()?;
-    Ok(todo.iter().map(|m| m.version).collect())
+    Ok(applied)
 }

@@ -89,3 +89,36 @@ pub fn held_positions(column: Option<&str>) -> Result<Vec<usize>, ParseIntError>
     held.sort_unstable();
     Ok(held)
 }
+
+/// Deletes a subject's expired facts: `?1` namespace, `?2` subject, `?3` now.
+pub const PURGE_EXPIRED: &str = "DELETE FROM facts
+    WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3";
+
+/// Indexes a fact's tokens: `?1` namespace, `?2` subject, `?3` fact pk, `?4` tokens (JSON array).
+pub const INSERT_TOKENS: &str = "INSERT INTO fact_tokens (namespace, subject, token, fact)
+    SELECT ?1, ?2, value, ?3 FROM json_each(?4)";
+
+/// The current facts `max_facts` evicts, in eviction order: `?1` namespace, `?2` subject, `?3` the
+/// new fact's pk (never evicted), `?4` max facts.
+pub const EVICTION_VICTIMS: &str = "SELECT pk, id FROM facts
+    WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
+    ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
+    LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
+                  AND subject = ?2 AND superseded_by IS NULL) - ?4)";
+
+/// Deletes facts: `?1` pks (JSON array).
+pub const DELETE_BY_PKS: &str = "DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))";
+
+/// Deletes a fact, returning whether it was live: `?1` namespace, `?2` subject, `?3` id, `?4` now.
+pub const DELETE_BY_ID: &str = "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+    RETURNING expires_at IS NULL OR expires_at > ?4";
+
+/// Sets the expiry of a subject's live facts among ids, returning theirs: `?1` namespace, `?2`
+/// subject, `?3` ids (JSON array), `?4` expires at, `?5` now.
+pub const SET_EXPIRY: &str = "UPDATE facts SET expires_at = ?4, updated_at = ?5
+    WHERE namespace = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))
+      AND (expires_at IS NULL OR expires_at > ?5)
+    RETURNING id";
+
+/// Drops a fact's tokens from the index: `?1` fact pk.
+pub const DELETE_TOKENS: &str = "DELETE FROM fact_tokens WHERE fact = ?1";

@@ -1,5 +1,6 @@
-//! The SQL that agent memory's SQLite-family backends (`memory-sqlite` on sqlx, `memory-libsql`
-//! on libsql) send alike, written once.
+//! The SQL of agent memory's SQLite-family backends (`memory-sqlite` on sqlx, `memory-libsql`
+//! on libsql), written once: their schemas and migrations ([`migrations`]) and the statements
+//! both send alike.
 //!
 //! This crate is text and a little parsing, never a driver: each backend links its own SQLite
 //! (sqlx's bundled one, or libSQL's), and the two must not meet in one binary. Statements use
@@ -12,4 +13,11 @@
 //! assert_eq!(held_positions(Some("3,0")), Ok(vec![0, 3]));
 //! ```
 
+pub mod conversations;
+pub mod documents;
 pub mod facts;
+pub mod forget;
+pub mod migrations;
+#[cfg(feature = "store-tests")]
+pub mod store_tests;
+pub mod transfer;

@@ -5,6 +5,7 @@ use memory_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorSearch,
 };
+use memory_sqlite_sql as sql;
 
 use crate::db::{millis, subject_of, DbResult, BACKEND};
 use crate::vectors::bump_generations;
@@ -47,44 +48,15 @@ impl MemoryBackend for SqliteStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut tx = self.write().await?;
         let mut receipt = DeletionReceipt::default();
-        // Expired facts go uncounted: the receipt counts what readers could see.
-        sqlx::query("DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3")
+        sqlx::query(sql::facts::PURGE_EXPIRED)
             .bind(namespace)
             .bind(subject)
             .bind(millis(self.clock.now()))
             .execute(&mut *tx)
             .await
             .db()?;
-        // Children first, so each count is what was removed (cascades would hide them).
-        for (count, sql) in [
-            (
-                &mut receipt.messages,
-                "DELETE FROM messages WHERE conversation IN
-                     (SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2)",
-            ),
-            (
-                &mut receipt.cursors,
-                "DELETE FROM cursors WHERE conversation IN
-                     (SELECT pk FROM conversations WHERE namespace = ?1 AND subject = ?2)",
-            ),
-            (
-                &mut receipt.working_memory,
-                "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2",
-            ),
-            (
-                &mut receipt.conversations,
-                "DELETE FROM conversations WHERE namespace = ?1 AND subject = ?2",
-            ),
-            (
-                &mut receipt.facts,
-                "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2",
-            ),
-            (
-                &mut receipt.checkpoints,
-                "DELETE FROM checkpoints WHERE namespace = ?1 AND subject = ?2",
-            ),
-        ] {
-            *count = sqlx::query(sql)
+        for (count, statement) in sql::forget::subject_rows(&mut receipt) {
+            *count = sqlx::query(statement)
                 .bind(namespace)
                 .bind(subject)
                 .execute(&mut *tx)

@@ -9,6 +9,7 @@ use memory_core::{
     ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
     MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
 };
+use memory_sqlite_sql as sql;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::{Connection, Row};
 
@@ -50,15 +51,13 @@ pub(crate) async fn conversation_pk(
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<(i64, u64)> {
-    let row: Option<(i64, i64)> = sqlx::query_as(
-        "SELECT pk, last_seq FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
-    )
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(scope))
-    .bind(id.as_str())
-    .fetch_optional(conn)
-    .await
-    .db()?;
+    let row: Option<(i64, i64)> = sqlx::query_as(sql::conversations::PK_AND_LAST_SEQ)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .fetch_optional(conn)
+        .await
+        .db()?;
     row.map(|(pk, last)| (pk, seq_from_db(last)))
         .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
 }
@@ -243,7 +242,7 @@ pub(crate) async fn append_group(
     // oldest beyond it are exactly those at or below last_seq - max. Not carrying the COMMIT:
     // SQLite's change count outlives the DELETE, and sqlx would add it again for the COMMIT.
     for (i, pk, cutoff) in prunes {
-        let pruned = sqlx::query("DELETE FROM messages WHERE conversation = ?1 AND seq <= ?2")
+        let pruned = sqlx::query(sql::conversations::DELETE_MESSAGES_THROUGH)
             .bind(pk)
             .bind(seq_to_db(cutoff))
             .execute(tx.conn())
@@ -324,24 +323,19 @@ impl ConversationStore for SqliteStore {
         let now = self.clock.now();
         let conversation = new.into_conversation(scope, now);
         let mut tx = self.write().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
-                 resource_slug, record_id, created_at, updated_at, last_seq)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 0)
-             ON CONFLICT (namespace, subject, id) DO NOTHING",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(conversation.id.as_str())
-        .bind(conversation.agent.as_deref())
-        .bind(conversation.title.as_deref())
-        .bind(to_json(&conversation.metadata))
-        .bind(conversation.resource_slug.as_deref())
-        .bind(conversation.record_id.as_deref())
-        .bind(millis(now))
-        .execute(&mut *tx)
-        .await
-        .db()?;
+        let inserted = sqlx::query(sql::conversations::INSERT)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(conversation.id.as_str())
+            .bind(conversation.agent.as_deref())
+            .bind(conversation.title.as_deref())
+            .bind(to_json(&conversation.metadata))
+            .bind(conversation.resource_slug.as_deref())
+            .bind(conversation.record_id.as_deref())
+            .bind(millis(now))
+            .execute(&mut *tx)
+            .await
+            .db()?;
         if inserted.rows_affected() == 0 {
             return Err(MemoryError::AlreadyExists {
                 entity: "conversation",
@@ -424,19 +418,16 @@ impl ConversationStore for SqliteStore {
             conversation.metadata = metadata;
         }
         conversation.updated_at = now;
-        sqlx::query(
-            "UPDATE conversations SET title = ?1, metadata = ?2, updated_at = ?3
-             WHERE namespace = ?4 AND subject = ?5 AND id = ?6",
-        )
-        .bind(conversation.title.as_deref())
-        .bind(to_json(&conversation.metadata))
-        .bind(millis(now))
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .execute(&mut *tx)
-        .await
-        .db()?;
+        sqlx::query(sql::conversations::UPDATE_TITLE_AND_METADATA)
+            .bind(conversation.title.as_deref())
+            .bind(to_json(&conversation.metadata))
+            .bind(millis(now))
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .db()?;
         tx.commit().await.db()?;
         Ok(conversation)
     }
@@ -449,7 +440,7 @@ impl ConversationStore for SqliteStore {
             Err(e) => return Err(e),
         };
         // Messages and cursors go by foreign-key cascade; working memory and vectors by hand.
-        sqlx::query("DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3")
+        sqlx::query(sql::documents::DELETE_WORKING_MEMORY)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
             .bind(pk)
@@ -457,7 +448,7 @@ impl ConversationStore for SqliteStore {
             .await
             .db()?;
         crate::vectors::delete_conversation_vectors(&mut tx, scope, id).await?;
-        sqlx::query("DELETE FROM conversations WHERE pk = ?1")
+        sqlx::query(sql::conversations::DELETE_BY_PK)
             .bind(pk)
             .execute(&mut *tx)
             .await
@@ -552,13 +543,12 @@ impl ConversationStore for SqliteStore {
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         let mut tx = self.read().await?;
         let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
-        let value: Option<i64> =
-            sqlx::query_scalar("SELECT value FROM cursors WHERE conversation = ?1 AND name = ?2")
-                .bind(pk)
-                .bind(name)
-                .fetch_optional(&mut *tx)
-                .await
-                .db()?;
+        let value: Option<i64> = sqlx::query_scalar(sql::conversations::CURSOR)
+            .bind(pk)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await
+            .db()?;
         tx.commit().await.db()?;
         Ok(value.map(seq_from_db))
     }
@@ -572,17 +562,13 @@ impl ConversationStore for SqliteStore {
     ) -> Result<u64> {
         let mut tx = self.write().await?;
         let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
-        let value: i64 = sqlx::query_scalar(
-            "INSERT INTO cursors (conversation, name, value) VALUES (?1, ?2, ?3)
-             ON CONFLICT (conversation, name) DO UPDATE SET value = max(value, excluded.value)
-             RETURNING value",
-        )
-        .bind(pk)
-        .bind(name)
-        .bind(seq_to_db(seq))
-        .fetch_one(&mut *tx)
-        .await
-        .db()?;
+        let value: i64 = sqlx::query_scalar(sql::conversations::ADVANCE_CURSOR)
+            .bind(pk)
+            .bind(name)
+            .bind(seq_to_db(seq))
+            .fetch_one(&mut *tx)
+            .await
+            .db()?;
         tx.commit().await.db()?;
         Ok(seq_from_db(value))
     }

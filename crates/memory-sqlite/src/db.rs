@@ -1,25 +1,17 @@
 //! Driver glue: error mapping, column codecs and the migration runner.
 
-use memory_core::migration::{pending, AppliedMigration, Migration};
+use async_trait::async_trait;
+use memory_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use memory_sqlite_sql::migrations;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::SqlitePool;
 
 pub(crate) const BACKEND: &str = "sqlite";
 
-/// The schema, oldest first. Never edit an entry once released: add a new one.
-pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "initial",
-        sql: include_str!("../migrations/0001_initial.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "remember_by_index",
-        sql: include_str!("../migrations/0002_remember_by_index.sql"),
-    },
-];
+/// The schema, oldest first (the SQLite family's SQL crate holds it). Never edit an entry once
+/// released: add a new one.
+pub const MIGRATIONS: &[Migration] = migrations::SQLITE;
 
 /// `.db()?` turns a driver error into the contract's error kinds.
 pub(crate) trait DbResult<T> {
@@ -92,70 +84,76 @@ pub(crate) fn seq_from_db(seq: i64) -> u64 {
     u64::try_from(seq).unwrap_or(0)
 }
 
-const CREATE_LEDGER: &str = "CREATE TABLE IF NOT EXISTS agent_memory_migrations (
-    version    INTEGER PRIMARY KEY,
-    name       TEXT    NOT NULL,
-    checksum   TEXT    NOT NULL,
-    applied_at INTEGER NOT NULL
-)";
+/// The migration runner's view of a `BEGIN IMMEDIATE` transaction.
+struct Ledger<'a>(&'a mut SqliteConnection);
+
+#[async_trait]
+impl MigrationTarget for Ledger<'_> {
+    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
+        sqlx::query(migrations::CREATE_LEDGER)
+            .execute(&mut *self.0)
+            .await
+            .db()?;
+        let rows: Vec<(i64, String)> = sqlx::query_as(migrations::RECORDED)
+            .fetch_all(&mut *self.0)
+            .await
+            .db()?;
+        Ok(rows
+            .into_iter()
+            .map(|(version, checksum)| AppliedMigration {
+                version: u32::try_from(version).unwrap_or(u32::MAX),
+                checksum,
+            })
+            .collect())
+    }
+
+    async fn run(&mut self, migration: &Migration) -> Result<()> {
+        sqlx::raw_sql(migration.sql)
+            .execute(&mut *self.0)
+            .await
+            .db()
+            .map(drop)
+    }
+
+    async fn record(
+        &mut self,
+        migration: &Migration,
+        checksum: &str,
+        applied_at: Timestamp,
+    ) -> Result<()> {
+        sqlx::query(migrations::RECORD)
+            .bind(i64::from(migration.version))
+            .bind(migration.name)
+            .bind(checksum)
+            .bind(applied_at.as_millis())
+            .execute(&mut *self.0)
+            .await
+            .db()
+            .map(drop)
+    }
+}
 
 /// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
 /// processes opening the same file at once migrate it exactly once. Returns the versions applied.
 pub(crate) async fn migrate(pool: &SqlitePool, known: &[Migration]) -> Result<Vec<u32>> {
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.db()?;
-    sqlx::query(CREATE_LEDGER).execute(&mut *tx).await.db()?;
-    let todo: Vec<Migration> = pending(known, &applied(&mut tx).await?, BACKEND)?
-        .into_iter()
-        .copied()
-        .collect();
-    for migration in &todo {
-        sqlx::raw_sql(migration.sql).execute(&mut *tx).await.db()?;
-        sqlx::query(
-            "INSERT INTO agent_memory_migrations (version, name, checksum, applied_at)
-             VALUES (?1, ?2, ?3, ?4)",
-        )
-        .bind(i64::from(migration.version))
-        .bind(migration.name)
-        .bind(migration.checksum())
-        .bind(Timestamp::now().as_millis())
-        .execute(&mut *tx)
-        .await
-        .db()?;
-    }
+    let applied = apply_pending(&mut Ledger(&mut tx), known, BACKEND).await?;
     tx.commit().await.db()?;
-    Ok(todo.iter().map(|m| m.version).collect())
-}
-
-async fn applied(conn: &mut SqliteConnection) -> Result<Vec<AppliedMigration>> {
-    let rows: Vec<(i64, String)> =
-        sqlx::query_as("SELECT version, checksum FROM agent_memory_migrations ORDER BY version")
-            .fetch_all(conn)
-            .await
-            .db()?;
-    Ok(rows
-        .into_iter()
-        .map(|(version, checksum)| AppliedMigration {
-            version: u32::try_from(version).unwrap_or(u32::MAX),
-            checksum,
-        })
-        .collect())
+    Ok(applied)
 }
 
 /// The schema version recorded in the database (0 when never migrated).
 pub(crate) async fn schema_version(pool: &SqlitePool) -> Result<u32> {
-    let exists: Option<i64> = sqlx::query_scalar(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'agent_memory_migrations'",
-    )
-    .fetch_optional(pool)
-    .await
-    .db()?;
+    let exists: Option<i64> = sqlx::query_scalar(migrations::LEDGER_EXISTS)
+        .fetch_optional(pool)
+        .await
+        .db()?;
     if exists.is_none() {
         return Ok(0);
     }
-    let version: Option<i64> =
-        sqlx::query_scalar("SELECT max(version) FROM agent_memory_migrations")
-            .fetch_one(pool)
-            .await
-            .db()?;
+    let version: Option<i64> = sqlx::query_scalar(migrations::SCHEMA_VERSION)
+        .fetch_one(pool)
+        .await
+        .db()?;
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
 }

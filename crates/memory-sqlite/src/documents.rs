@@ -9,6 +9,7 @@ use memory_core::{
     MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
     WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
+use memory_sqlite_sql as sql;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
@@ -97,24 +98,17 @@ pub(crate) async fn write_working(
     slot: i64,
     memory: &WorkingMemory,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO working_memory
-             (namespace, subject, conversation, content, format, revision, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
-             content = excluded.content, format = excluded.format,
-             revision = excluded.revision, updated_at = excluded.updated_at",
-    )
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(scope))
-    .bind(slot)
-    .bind(&memory.content)
-    .bind(memory.format.as_str())
-    .bind(seq_to_db(memory.revision))
-    .bind(millis(memory.updated_at))
-    .execute(conn)
-    .await
-    .db()?;
+    sqlx::query(sql::documents::SET_WORKING_MEMORY)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(slot)
+        .bind(&memory.content)
+        .bind(memory.format.as_str())
+        .bind(seq_to_db(memory.revision))
+        .bind(millis(memory.updated_at))
+        .execute(conn)
+        .await
+        .db()?;
     Ok(())
 }
 
@@ -126,18 +120,14 @@ pub(crate) async fn put_cache(
     value: &[u8],
     expires_at: Option<Timestamp>,
 ) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO cache (namespace, key, value, expires_at) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (namespace, key) DO UPDATE SET
-             value = excluded.value, expires_at = excluded.expires_at",
-    )
-    .bind(namespace.as_str())
-    .bind(key)
-    .bind(value)
-    .bind(expires_at.map(millis))
-    .execute(conn)
-    .await
-    .db()?;
+    sqlx::query(sql::documents::SET_CACHE)
+        .bind(namespace.as_str())
+        .bind(key)
+        .bind(value)
+        .bind(expires_at.map(millis))
+        .execute(conn)
+        .await
+        .db()?;
     Ok(())
 }
 
@@ -206,16 +196,14 @@ impl WorkingMemoryStore for SqliteStore {
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
         let mut tx = self.write().await?;
         let slot = working_slot(&mut tx, scope, key).await?;
-        let removed = sqlx::query(
-            "DELETE FROM working_memory WHERE namespace = ?1 AND subject = ?2 AND conversation = ?3",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(slot)
-        .execute(&mut *tx)
-        .await
-        .db()?
-        .rows_affected();
+        let removed = sqlx::query(sql::documents::DELETE_WORKING_MEMORY)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(slot)
+            .execute(&mut *tx)
+            .await
+            .db()?
+            .rows_affected();
         tx.commit().await.db()?;
         Ok(removed > 0)
     }
@@ -270,22 +258,17 @@ impl CheckpointStore for SqliteStore {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
         let now = self.clock.now();
         let mut tx = self.write().await?;
-        let inserted = sqlx::query(
-            "INSERT INTO checkpoints
-                 (namespace, subject, id, workflow, status, state, version, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?7)
-             ON CONFLICT (namespace, subject, id) DO NOTHING",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(new.id.as_str())
-        .bind(&new.workflow)
-        .bind(new.status.as_str())
-        .bind(to_json(&new.state))
-        .bind(millis(now))
-        .execute(&mut *tx)
-        .await
-        .db()?;
+        let inserted = sqlx::query(sql::documents::INSERT_CHECKPOINT)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(new.id.as_str())
+            .bind(&new.workflow)
+            .bind(new.status.as_str())
+            .bind(to_json(&new.state))
+            .bind(millis(now))
+            .execute(&mut *tx)
+            .await
+            .db()?;
         if inserted.rows_affected() == 0 {
             return Err(MemoryError::AlreadyExists {
                 entity: "checkpoint",
@@ -311,20 +294,17 @@ impl CheckpointStore for SqliteStore {
         let mut tx = self.write().await?;
         let mut checkpoint = fetch_checkpoint(&mut tx, scope, id).await?;
         update.apply_to(&mut checkpoint, now)?;
-        sqlx::query(
-            "UPDATE checkpoints SET status = ?1, state = ?2, version = ?3, updated_at = ?4
-             WHERE namespace = ?5 AND subject = ?6 AND id = ?7",
-        )
-        .bind(checkpoint.status.as_str())
-        .bind(to_json(&checkpoint.state))
-        .bind(seq_to_db(checkpoint.version))
-        .bind(millis(now))
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .execute(&mut *tx)
-        .await
-        .db()?;
+        sqlx::query(sql::documents::UPDATE_CHECKPOINT)
+            .bind(checkpoint.status.as_str())
+            .bind(to_json(&checkpoint.state))
+            .bind(seq_to_db(checkpoint.version))
+            .bind(millis(now))
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .db()?;
         tx.commit().await.db()?;
         Ok(checkpoint)
     }
@@ -350,16 +330,14 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
-        let removed = sqlx::query(
-            "DELETE FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .execute(self.writer.pool())
-        .await
-        .db()?
-        .rows_affected();
+        let removed = sqlx::query(sql::documents::DELETE_CHECKPOINT)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .execute(self.writer.pool())
+            .await
+            .db()?
+            .rows_affected();
         Ok(removed > 0)
     }
 }
@@ -367,16 +345,13 @@ impl CheckpointStore for SqliteStore {
 #[async_trait]
 impl CacheStore for SqliteStore {
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
-        sqlx::query_scalar(
-            "SELECT value FROM cache WHERE namespace = ?1 AND key = ?2
-               AND (expires_at IS NULL OR expires_at > ?3)",
-        )
-        .bind(namespace.as_str())
-        .bind(key)
-        .bind(millis(self.clock.now()))
-        .fetch_optional(&self.reader)
-        .await
-        .db()
+        sqlx::query_scalar(sql::documents::CACHE_GET)
+            .bind(namespace.as_str())
+            .bind(key)
+            .bind(millis(self.clock.now()))
+            .fetch_optional(&self.reader)
+            .await
+            .db()
     }
 
     async fn cache_set(
@@ -396,17 +371,13 @@ impl CacheStore for SqliteStore {
         namespace: &Namespace,
         keys: &[String],
     ) -> Result<Vec<Option<Vec<u8>>>> {
-        let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(
-            "SELECT key, value FROM cache
-             WHERE namespace = ?1 AND key IN (SELECT value FROM json_each(?2))
-               AND (expires_at IS NULL OR expires_at > ?3)",
-        )
-        .bind(namespace.as_str())
-        .bind(to_json(&keys))
-        .bind(millis(self.clock.now()))
-        .fetch_all(&self.reader)
-        .await
-        .db()?;
+        let rows: Vec<(String, Vec<u8>)> = sqlx::query_as(sql::documents::CACHE_GET_MANY)
+            .bind(namespace.as_str())
+            .bind(to_json(&keys))
+            .bind(millis(self.clock.now()))
+            .fetch_all(&self.reader)
+            .await
+            .db()?;
         let found: HashMap<String, Vec<u8>> = rows.into_iter().collect();
         Ok(keys.iter().map(|key| found.get(key).cloned()).collect())
     }
@@ -427,14 +398,12 @@ impl CacheStore for SqliteStore {
     }
 
     async fn cache_delete(&self, namespace: &Namespace, key: &str) -> Result<bool> {
-        let removed: Option<Option<i64>> = sqlx::query_scalar(
-            "DELETE FROM cache WHERE namespace = ?1 AND key = ?2 RETURNING expires_at",
-        )
-        .bind(namespace.as_str())
-        .bind(key)
-        .fetch_optional(self.writer.pool())
-        .await
-        .db()?;
+        let removed: Option<Option<i64>> = sqlx::query_scalar(sql::documents::CACHE_DELETE)
+            .bind(namespace.as_str())
+            .bind(key)
+            .fetch_optional(self.writer.pool())
+            .await
+            .db()?;
         let now = millis(self.clock.now());
         Ok(removed.is_some_and(|expires| expires.is_none_or(|at| at > now)))
     }

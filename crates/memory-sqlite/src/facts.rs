@@ -11,6 +11,7 @@ use memory_core::{
     ConversationId, Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery,
     RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
 };
+use memory_sqlite_sql as sql;
 use memory_sqlite_sql::fact_columns;
 use memory_sqlite_sql::facts::{
     held_positions, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
@@ -68,17 +69,14 @@ pub(crate) async fn insert_tokens(
     text: &str,
 ) -> Result<()> {
     let tokens: Vec<String> = fact_tokens(text).into_iter().collect();
-    sqlx::query(
-        "INSERT INTO fact_tokens (namespace, subject, token, fact)
-         SELECT ?1, ?2, value, ?3 FROM json_each(?4)",
-    )
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(scope))
-    .bind(pk)
-    .bind(to_json(&tokens))
-    .execute(conn)
-    .await
-    .db()?;
+    sqlx::query(sql::facts::INSERT_TOKENS)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(pk)
+        .bind(to_json(&tokens))
+        .execute(conn)
+        .await
+        .db()?;
     Ok(())
 }
 
@@ -197,23 +195,17 @@ async fn remember_in(
     let mut evicted = Vec::new();
     if let Some(max) = options.max_facts {
         // The core's eviction order: lowest score first (none lowest), oldest, then id.
-        let victims: Vec<(i64, String)> = sqlx::query_as(
-            "SELECT pk, id FROM facts
-             WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL AND pk != ?3
-             ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
-             LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
-                           AND subject = ?2 AND superseded_by IS NULL) - ?4)",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .bind(pk)
-        .bind(i64::try_from(max).unwrap_or(i64::MAX))
-        .fetch_all(tx.conn())
-        .await
-        .db()?;
+        let victims: Vec<(i64, String)> = sqlx::query_as(sql::facts::EVICTION_VICTIMS)
+            .bind(namespace)
+            .bind(subject)
+            .bind(pk)
+            .bind(i64::try_from(max).unwrap_or(i64::MAX))
+            .fetch_all(tx.conn())
+            .await
+            .db()?;
         if !victims.is_empty() {
             let pks: Vec<i64> = victims.iter().map(|(pk, _)| *pk).collect();
-            sqlx::query("DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))")
+            sqlx::query(sql::facts::DELETE_BY_PKS)
                 .bind(to_json(&pks))
                 .execute(tx.conn())
                 .await
@@ -435,17 +427,14 @@ impl FactStore for SqliteStore {
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         // An expired fact is removed too, but was already gone to readers: not reported.
-        let live: Option<bool> = sqlx::query_scalar(
-            "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
-             RETURNING expires_at IS NULL OR expires_at > ?4",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(millis(self.clock.now()))
-        .fetch_optional(self.writer.pool())
-        .await
-        .db()?;
+        let live: Option<bool> = sqlx::query_scalar(sql::facts::DELETE_BY_ID)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .bind(millis(self.clock.now()))
+            .fetch_optional(self.writer.pool())
+            .await
+            .db()?;
         Ok(live == Some(true))
     }
 
@@ -456,20 +445,15 @@ impl FactStore for SqliteStore {
         expires_at: Option<Timestamp>,
     ) -> Result<Vec<FactId>> {
         // One statement: all the ids or none.
-        let changed: Vec<String> = sqlx::query_scalar(
-            "UPDATE facts SET expires_at = ?4, updated_at = ?5
-             WHERE namespace = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))
-               AND (expires_at IS NULL OR expires_at > ?5)
-             RETURNING id",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(to_json(&ids))
-        .bind(expires_at.map(millis))
-        .bind(millis(self.clock.now()))
-        .fetch_all(self.writer.pool())
-        .await
-        .db()?;
+        let changed: Vec<String> = sqlx::query_scalar(sql::facts::SET_EXPIRY)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(to_json(&ids))
+            .bind(expires_at.map(millis))
+            .bind(millis(self.clock.now()))
+            .fetch_all(self.writer.pool())
+            .await
+            .db()?;
         changed
             .into_iter()
             .map(|id| FactId::new(id).map_err(|e| corrupt("fact id", e)))

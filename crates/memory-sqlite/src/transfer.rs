@@ -9,6 +9,7 @@ use memory_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemory, WorkingMemoryKey,
 };
+use memory_sqlite_sql as sql;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
@@ -152,16 +153,12 @@ impl TransferStore for SqliteStore {
                 .ok_or_else(|| corrupt("conversation reference", pk))
         };
 
-        let messages: Vec<(i64, i64, String)> = sqlx::query_as(
-            "SELECT m.conversation, m.seq, m.body FROM messages m
-             JOIN conversations c ON c.pk = m.conversation
-             WHERE c.namespace = ?1 AND c.subject = ?2",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let messages: Vec<(i64, i64, String)> = sqlx::query_as(sql::transfer::EXPORT_MESSAGES)
+            .bind(namespace)
+            .bind(subject)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
         for (pk, seq, body) in messages {
             records.push(Record::Message {
                 scope: scope.clone(),
@@ -173,16 +170,12 @@ impl TransferStore for SqliteStore {
             });
         }
 
-        let cursors: Vec<(i64, String, i64)> = sqlx::query_as(
-            "SELECT k.conversation, k.name, k.value FROM cursors k
-             JOIN conversations c ON c.pk = k.conversation
-             WHERE c.namespace = ?1 AND c.subject = ?2",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let cursors: Vec<(i64, String, i64)> = sqlx::query_as(sql::transfer::EXPORT_CURSORS)
+            .bind(namespace)
+            .bind(subject)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
         for (pk, name, value) in cursors {
             records.push(Record::Cursor {
                 scope: scope.clone(),
@@ -192,15 +185,13 @@ impl TransferStore for SqliteStore {
             });
         }
 
-        let documents: Vec<(i64, String, String, i64, i64)> = sqlx::query_as(
-            "SELECT conversation, content, format, revision, updated_at FROM working_memory
-             WHERE namespace = ?1 AND subject = ?2",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let documents: Vec<(i64, String, String, i64, i64)> =
+            sqlx::query_as(sql::transfer::EXPORT_WORKING_MEMORY)
+                .bind(namespace)
+                .bind(subject)
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
         for (slot, content, format, revision, updated_at) in documents {
             let key = match slot {
                 0 => WorkingMemoryKey::User,
@@ -308,30 +299,21 @@ async fn restore_one(
         }
         Record::Conversation { conversation: c } => {
             // An upsert, not a REPLACE: replacing the row would cascade to its messages.
-            sqlx::query(
-                "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
-                     resource_slug, record_id, created_at, updated_at, last_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (namespace, subject, id) DO UPDATE SET
-                     agent = excluded.agent, title = excluded.title,
-                     metadata = excluded.metadata, resource_slug = excluded.resource_slug,
-                     record_id = excluded.record_id, created_at = excluded.created_at,
-                     updated_at = excluded.updated_at, last_seq = excluded.last_seq",
-            )
-            .bind(c.scope.namespace().as_str())
-            .bind(subject_of(&c.scope))
-            .bind(c.id.as_str())
-            .bind(c.agent.as_deref())
-            .bind(c.title.as_deref())
-            .bind(to_json(&c.metadata))
-            .bind(c.resource_slug.as_deref())
-            .bind(c.record_id.as_deref())
-            .bind(millis(c.created_at))
-            .bind(millis(c.updated_at))
-            .bind(seq_to_db(c.last_seq))
-            .execute(conn)
-            .await
-            .db()?;
+            sqlx::query(sql::transfer::RESTORE_CONVERSATION)
+                .bind(c.scope.namespace().as_str())
+                .bind(subject_of(&c.scope))
+                .bind(c.id.as_str())
+                .bind(c.agent.as_deref())
+                .bind(c.title.as_deref())
+                .bind(to_json(&c.metadata))
+                .bind(c.resource_slug.as_deref())
+                .bind(c.record_id.as_deref())
+                .bind(millis(c.created_at))
+                .bind(millis(c.updated_at))
+                .bind(seq_to_db(c.last_seq))
+                .execute(conn)
+                .await
+                .db()?;
         }
         Record::Message {
             scope,
@@ -341,18 +323,15 @@ async fn restore_one(
             let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
             // REPLACE drops the message stored at this seq or under this id (no table
             // references messages, so nothing else goes with it).
-            sqlx::query(
-                "INSERT OR REPLACE INTO messages (conversation, seq, id, role, body)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .bind(pk)
-            .bind(seq_to_db(seq))
-            .bind(message.id.as_str())
-            .bind(message.role.as_str())
-            .bind(to_json(&message))
-            .execute(conn)
-            .await
-            .db()?;
+            sqlx::query(sql::transfer::RESTORE_MESSAGE)
+                .bind(pk)
+                .bind(seq_to_db(seq))
+                .bind(message.id.as_str())
+                .bind(message.role.as_str())
+                .bind(to_json(&message))
+                .execute(conn)
+                .await
+                .db()?;
         }
         Record::Cursor {
             scope,
@@ -361,53 +340,40 @@ async fn restore_one(
             value,
         } => {
             let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
-            sqlx::query(
-                "INSERT OR REPLACE INTO cursors (conversation, name, value) VALUES (?1, ?2, ?3)",
-            )
-            .bind(pk)
-            .bind(name)
-            .bind(seq_to_db(value))
-            .execute(conn)
-            .await
-            .db()?;
+            sqlx::query(sql::transfer::RESTORE_CURSOR)
+                .bind(pk)
+                .bind(name)
+                .bind(seq_to_db(value))
+                .execute(conn)
+                .await
+                .db()?;
         }
         Record::WorkingMemory { scope, key, memory } => {
             let slot = working_slot(conn, &scope, &key).await?;
             write_working(conn, &scope, slot, &memory).await?;
         }
         Record::Fact { fact } => {
-            let pk: i64 = sqlx::query_scalar(
-                "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
-                     embedding, created_at, updated_at, expires_at, valid_to, superseded_by)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
-                 ON CONFLICT (namespace, subject, id) DO UPDATE SET
-                     text = excluded.text, kind = excluded.kind, key = excluded.key,
-                     tags = excluded.tags, score = excluded.score, source = excluded.source,
-                     embedding = excluded.embedding, created_at = excluded.created_at,
-                     updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                     valid_to = excluded.valid_to, superseded_by = excluded.superseded_by
-                 RETURNING pk",
-            )
-            .bind(fact.scope.namespace().as_str())
-            .bind(subject_of(&fact.scope))
-            .bind(fact.id.as_str())
-            .bind(&fact.text)
-            .bind(fact.kind.as_deref())
-            .bind(fact.key.as_deref())
-            .bind(to_json(&fact.tags))
-            .bind(fact.score.map(f64::from))
-            .bind(fact.source.as_ref().map(to_json))
-            .bind(fact.embedding.as_deref().map(encode_f32_le))
-            .bind(millis(fact.created_at))
-            .bind(millis(fact.updated_at))
-            .bind(fact.expires_at.map(millis))
-            .bind(fact.valid_to.map(millis))
-            .bind(fact.superseded_by.as_ref().map(FactId::as_str))
-            .fetch_one(&mut *conn)
-            .await
-            .db()?;
+            let pk: i64 = sqlx::query_scalar(sql::transfer::RESTORE_FACT)
+                .bind(fact.scope.namespace().as_str())
+                .bind(subject_of(&fact.scope))
+                .bind(fact.id.as_str())
+                .bind(&fact.text)
+                .bind(fact.kind.as_deref())
+                .bind(fact.key.as_deref())
+                .bind(to_json(&fact.tags))
+                .bind(fact.score.map(f64::from))
+                .bind(fact.source.as_ref().map(to_json))
+                .bind(fact.embedding.as_deref().map(encode_f32_le))
+                .bind(millis(fact.created_at))
+                .bind(millis(fact.updated_at))
+                .bind(fact.expires_at.map(millis))
+                .bind(fact.valid_to.map(millis))
+                .bind(fact.superseded_by.as_ref().map(FactId::as_str))
+                .fetch_one(&mut *conn)
+                .await
+                .db()?;
             // The lexical index holds current facts only.
-            sqlx::query("DELETE FROM fact_tokens WHERE fact = ?1")
+            sqlx::query(sql::facts::DELETE_TOKENS)
                 .bind(pk)
                 .execute(&mut *conn)
                 .await
@@ -434,24 +400,19 @@ async fn restore_one(
             touched.push(collection.pk);
         }
         Record::Checkpoint { scope, checkpoint } => {
-            sqlx::query(
-                "INSERT OR REPLACE INTO checkpoints
-                     (namespace, subject, id, workflow, status, state, version, created_at,
-                      updated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(&scope))
-            .bind(checkpoint.id.as_str())
-            .bind(&checkpoint.workflow)
-            .bind(checkpoint.status.as_str())
-            .bind(to_json(&checkpoint.state))
-            .bind(seq_to_db(checkpoint.version))
-            .bind(millis(checkpoint.created_at))
-            .bind(millis(checkpoint.updated_at))
-            .execute(conn)
-            .await
-            .db()?;
+            sqlx::query(sql::transfer::RESTORE_CHECKPOINT)
+                .bind(scope.namespace().as_str())
+                .bind(subject_of(&scope))
+                .bind(checkpoint.id.as_str())
+                .bind(&checkpoint.workflow)
+                .bind(checkpoint.status.as_str())
+                .bind(to_json(&checkpoint.state))
+                .bind(seq_to_db(checkpoint.version))
+                .bind(millis(checkpoint.created_at))
+                .bind(millis(checkpoint.updated_at))
+                .execute(conn)
+                .await
+                .db()?;
         }
         Record::CacheEntry {
             namespace,

@@ -1,0 +1,37 @@
+//! Conversations: their rows, message trims and cursors.
+
+/// A conversation's row and last seq: `?1` namespace, `?2` subject, `?3` id.
+pub const PK_AND_LAST_SEQ: &str = "SELECT pk, last_seq FROM conversations
+    WHERE namespace = ?1 AND subject = ?2 AND id = ?3";
+
+/// Deletes a conversation's messages up to a seq: `?1` conversation pk, `?2` seq.
+pub const DELETE_MESSAGES_THROUGH: &str = "DELETE FROM messages
+    WHERE conversation = ?1 AND seq <= ?2";
+
+/// Creates a conversation unless its id is taken (no row changed then): `?1` namespace, `?2`
+/// subject, `?3` id, `?4` agent, `?5` title, `?6` metadata, `?7` resource slug, `?8` record id,
+/// `?9` now.
+pub const INSERT: &str =
+    "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+        resource_slug, record_id, created_at, updated_at, last_seq)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, 0)
+    ON CONFLICT (namespace, subject, id) DO NOTHING";
+
+/// Sets a conversation's title and metadata: `?1` title, `?2` metadata, `?3` now, `?4` namespace,
+/// `?5` subject, `?6` id.
+pub const UPDATE_TITLE_AND_METADATA: &str =
+    "UPDATE conversations SET title = ?1, metadata = ?2, updated_at = ?3
+    WHERE namespace = ?4 AND subject = ?5 AND id = ?6";
+
+/// Deletes a conversation (its messages and cursors cascade): `?1` pk.
+pub const DELETE_BY_PK: &str = "DELETE FROM conversations WHERE pk = ?1";
+
+/// A cursor's value: `?1` conversation pk, `?2` name.
+pub const CURSOR: &str = "SELECT value FROM cursors WHERE conversation = ?1 AND name = ?2";
+
+/// Moves a cursor forward only, returning where it stands: `?1` conversation pk, `?2` name, `?3`
+/// value.
+pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (conversation, name, value)
+    VALUES (?1, ?2, ?3)
+    ON CONFLICT (conversation, name) DO UPDATE SET value = max(value, excluded.value)
+    RETURNING value";

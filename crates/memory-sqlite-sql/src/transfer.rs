@@ -1,0 +1,55 @@
+//! Export and restore: a subject's rows read out, and written back as they were.
+
+/// A subject's messages: `?1` namespace, `?2` subject.
+pub const EXPORT_MESSAGES: &str = "SELECT m.conversation, m.seq, m.body FROM messages m
+    JOIN conversations c ON c.pk = m.conversation
+    WHERE c.namespace = ?1 AND c.subject = ?2";
+
+/// A subject's cursors: `?1` namespace, `?2` subject.
+pub const EXPORT_CURSORS: &str = "SELECT k.conversation, k.name, k.value FROM cursors k
+    JOIN conversations c ON c.pk = k.conversation
+    WHERE c.namespace = ?1 AND c.subject = ?2";
+
+/// A subject's working-memory documents: `?1` namespace, `?2` subject.
+pub const EXPORT_WORKING_MEMORY: &str =
+    "SELECT conversation, content, format, revision, updated_at FROM working_memory
+    WHERE namespace = ?1 AND subject = ?2";
+
+/// Writes an exported conversation over whatever has its id.
+pub const RESTORE_CONVERSATION: &str =
+    "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,
+        resource_slug, record_id, created_at, updated_at, last_seq)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+    ON CONFLICT (namespace, subject, id) DO UPDATE SET
+        agent = excluded.agent, title = excluded.title,
+        metadata = excluded.metadata, resource_slug = excluded.resource_slug,
+        record_id = excluded.record_id, created_at = excluded.created_at,
+        updated_at = excluded.updated_at, last_seq = excluded.last_seq";
+
+/// Writes an exported message.
+pub const RESTORE_MESSAGE: &str =
+    "INSERT OR REPLACE INTO messages (conversation, seq, id, role, body)
+    VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// Writes an exported cursor.
+pub const RESTORE_CURSOR: &str = "INSERT OR REPLACE INTO cursors (conversation, name, value)
+    VALUES (?1, ?2, ?3)";
+
+/// Writes an exported fact over whatever has its id, returning its pk.
+pub const RESTORE_FACT: &str =
+    "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
+        embedding, created_at, updated_at, expires_at, valid_to, superseded_by)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+    ON CONFLICT (namespace, subject, id) DO UPDATE SET
+        text = excluded.text, kind = excluded.kind, key = excluded.key,
+        tags = excluded.tags, score = excluded.score, source = excluded.source,
+        embedding = excluded.embedding, created_at = excluded.created_at,
+        updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+        valid_to = excluded.valid_to, superseded_by = excluded.superseded_by
+    RETURNING pk";
+
+/// Writes an exported checkpoint.
+pub const RESTORE_CHECKPOINT: &str = "INSERT OR REPLACE INTO checkpoints
+        (namespace, subject, id, workflow, status, state, version, created_at,
+         updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
