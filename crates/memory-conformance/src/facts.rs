@@ -475,6 +475,44 @@ pub async fn recall_weighs_words_over_the_admitted_facts_only(ctx: &Ctx) {
     }
 }
 
+/// Past the limit the order still decides which facts come back: among facts holding the same
+/// query words (equally relevant), score, then recency, then id pick the first `limit`.
+pub async fn recall_picks_past_the_limit_by_score_recency_then_id(ctx: &Ctx) {
+    let mut facts = Vec::new();
+    for i in 0..12 {
+        // One instant, no score: only the ids tell these apart.
+        let new = NewFact::new(format!("alpha beta same instant {i:02}"));
+        facts.push(remember(ctx, new).await.fact);
+    }
+    for i in 0..12 {
+        ctx.clock().advance(Duration::from_millis(1 + (i % 3)));
+        let new = NewFact {
+            score: [None, Some(0.5), Some(0.9)][i as usize % 3],
+            ..NewFact::new(format!("alpha gamma moment {i:02}"))
+        };
+        facts.push(remember(ctx, new).await.fact);
+    }
+    for (query, limit) in [
+        ("alpha", 5),
+        ("alpha", 13),
+        ("beta", 4),
+        ("gamma", 3),
+        ("alpha beta", 7),
+        ("alpha gamma", 2),
+    ] {
+        let q = RecallQuery {
+            limit: Some(limit),
+            ..RecallQuery::text(query)
+        };
+        let got = recall(ctx, q.clone()).await;
+        let want = rank_facts(&q, facts.iter().cloned());
+        assert_eq!(got.len(), limit.min(want.len()));
+        let got: Vec<_> = got.iter().map(|h| (&h.fact.text, h.relevance)).collect();
+        let want: Vec<_> = want.iter().map(|h| (&h.fact.text, h.relevance)).collect();
+        assert_eq!(got, want, "{query:?} limit {limit}");
+    }
+}
+
 /// `min_score` excludes lower-scored and unscored facts.
 pub async fn recall_min_score_excludes_low_and_unscored(ctx: &Ctx) {
     remember(ctx, scored("coffee black", 0.9)).await;

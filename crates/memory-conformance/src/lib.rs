@@ -110,6 +110,7 @@ macro_rules! __with_scenarios {
                 recall_is_case_insensitive_over_unicode: None,
                 recall_matches_every_unicode_normal_form: None,
                 recall_respects_limit: None,
+                recall_picks_past_the_limit_by_score_recency_then_id: None,
                 recall_filters_by_tags_and_kind: None,
                 recall_weighs_words_over_the_admitted_facts_only: None,
                 recall_min_score_excludes_low_and_unscored: None,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use libsql::{Connection, Value};
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, order_history, rank_candidates, RecallCandidate};
+use memory_core::fact::{fact_tokens, order_history, rank_candidates};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -16,7 +16,7 @@ use memory_core::{
 use memory_sqlite_sql as sql;
 use memory_sqlite_sql::fact_columns;
 use memory_sqlite_sql::facts::{
-    held_positions, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
+    parse_holding, Candidate, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
 };
 
 use crate::db::{
@@ -86,38 +86,17 @@ pub(crate) async fn insert_tokens(
     Ok(())
 }
 
-/// A recall candidate as the candidate statements read it.
-struct Candidate {
-    pk: i64,
-    id: FactId,
-    score: Option<f32>,
-    created_at: Timestamp,
-    held: Vec<usize>,
-    embedding: Option<Vec<f32>>,
-}
-
-impl Candidate {
-    fn from_row(row: &DbRow) -> Result<Self> {
-        Ok(Self {
-            pk: row.int(0)?,
-            id: FactId::new(row.string(1)?).map_err(|e| corrupt("fact id", e))?,
-            score: row.opt_real(2)?.map(|s| s as f32),
-            created_at: Timestamp::from_millis(row.int(3)?),
-            held: held_positions(row.opt_string(4)?.as_deref())
-                .map_err(|e| corrupt("token position", e))?,
-            embedding: row.opt_blob(5)?.map(|b| decode_f32_le(&b)),
-        })
-    }
-
-    fn as_recall(&self) -> RecallCandidate<'_> {
-        RecallCandidate {
-            held: &self.held,
-            embedding: self.embedding.as_deref(),
-            score: self.score,
-            created_at: self.created_at,
-            id: &self.id,
-        }
-    }
+/// A semantic recall's candidate row.
+fn candidate_from(row: &DbRow) -> Result<Candidate> {
+    Candidate::new(
+        row.int(0)?,
+        row.string(1)?,
+        row.opt_real(2)?,
+        row.int(3)?,
+        row.opt_string(4)?.as_deref(),
+        row.opt_blob(5)?.as_deref(),
+    )
+    .map_err(|e| corrupt("recall candidate", e))
 }
 
 #[async_trait]
@@ -249,30 +228,29 @@ impl FactStore for LibsqlStore {
         // Rank what the token index tells of the candidates, then read only the top facts; both
         // in one read transaction, so the facts are those that were ranked.
         let tx = self.read().await?;
-        let sql = if semantic {
-            RECALL_CANDIDATES_ALL
+        let params = (
+            scope.namespace().as_str(),
+            subject_of(scope),
+            millis(self.clock.now()),
+            to_json(&query_tokens),
+            query.kind.as_deref(),
+            query.min_score.map(f64::from),
+            to_json(&query.tags),
+            query.conversation.as_ref().map(ConversationId::as_str),
+        );
+        let candidates = if semantic {
+            rows(&tx, RECALL_CANDIDATES_ALL, params)
+                .await?
+                .iter()
+                .map(candidate_from)
+                .collect::<Result<Vec<_>>>()?
         } else {
-            RECALL_CANDIDATES_HOLDING
+            let json = row(&tx, RECALL_CANDIDATES_HOLDING, params)
+                .await?
+                .ok_or_else(|| corrupt("recall candidates", "no row"))?
+                .string(0)?;
+            parse_holding(&json).map_err(|e| corrupt("recall candidate", e))?
         };
-        let found = rows(
-            &tx,
-            sql,
-            (
-                scope.namespace().as_str(),
-                subject_of(scope),
-                millis(self.clock.now()),
-                to_json(&query_tokens),
-                query.kind.as_deref(),
-                query.min_score.map(f64::from),
-                to_json(&query.tags),
-                query.conversation.as_ref().map(ConversationId::as_str),
-            ),
-        )
-        .await?;
-        let candidates = found
-            .iter()
-            .map(Candidate::from_row)
-            .collect::<Result<Vec<_>>>()?;
         let ranked = rank_candidates(
             &query,
             &candidates

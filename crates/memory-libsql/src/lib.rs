@@ -46,6 +46,9 @@
 //!   process; [`Synchronous::Full`] survives power loss too, at an fsync per commit.
 //! - **Migrations** are embedded ([`MIGRATIONS`]), applied on open under `BEGIN IMMEDIATE` and
 //!   recorded with SHA-256 checksums in `agent_memory_migrations`.
+//! - **One SQL with SQLite.** The schema, its migrations and every statement the two stores send
+//!   alike (fact recall through the token index among them, which never reads a fact's text to
+//!   rank it) live once in `memory-sqlite-sql`, a crate of text.
 //! - **Calls block briefly.** libSQL's embedded engine runs a statement on the calling thread;
 //!   like any embedded SQLite, use a multi-threaded Tokio runtime.
 //!

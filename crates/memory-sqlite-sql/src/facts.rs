@@ -4,14 +4,18 @@
 //! score, age, id and (for semantic recall) embedding — ranks those with
 //! `memory_core::fact::rank_candidates`, then reads only the facts that made the top
 //! ([`FACTS_BY_PKS`]), in the same read transaction. No fact's text is decoded or tokenized to
-//! rank it.
+//! rank it, and a lexical recall's candidates come back as one value.
 //!
 //! The candidate statements bind: `?1` namespace, `?2` subject (`''` for the shared scope), `?3`
 //! now (milliseconds), `?4` the query's distinct tokens as a JSON array in their sorted order,
 //! `?5` kind, `?6` minimum score (REAL), `?7` the required tags (JSON array), `?8` the
-//! conversation id. Each returns `pk, id, score, created_at, positions, embedding`.
+//! conversation id.
 
 use std::num::ParseIntError;
+
+use memory_core::exact::decode_f32_le;
+use memory_core::fact::RecallCandidate;
+use memory_core::{FactId, Timestamp};
 
 /// The columns of a whole fact, in the order the backends decode them.
 #[macro_export]
@@ -23,14 +27,15 @@ macro_rules! fact_columns {
 }
 
 /// The recall query's filters on a fact `f` (a current, unexpired fact of the kind, score,
-/// tags and conversation asked for): `RecallQuery::admits` in SQL.
+/// tags and conversation asked for): `RecallQuery::admits` in SQL. (No tags asked, `'[]'`: the
+/// tag test, a table-valued function per fact, is not run.)
 macro_rules! recall_admits {
     () => {
         "f.superseded_by IS NULL AND (f.expires_at IS NULL OR f.expires_at > ?3)
            AND (?5 IS NULL OR f.kind = ?5) AND (?6 IS NULL OR f.score >= ?6)
            AND (?8 IS NULL OR json_extract(f.source, '$.conversation_id') = ?8)
-           AND NOT EXISTS (SELECT 1 FROM json_each(?7) wanted
-                           WHERE wanted.value NOT IN (SELECT value FROM json_each(f.tags)))"
+           AND (?7 = '[]' OR NOT EXISTS (SELECT 1 FROM json_each(?7) wanted
+                           WHERE wanted.value NOT IN (SELECT value FROM json_each(f.tags))))"
     };
 }
 
@@ -46,23 +51,110 @@ macro_rules! held_tokens {
     };
 }
 
-/// Lexical recall's candidates: the admitted facts that hold a query token (no embedding).
-pub const RECALL_CANDIDATES_HOLDING: &str = concat!(
-    held_tokens!(),
-    "SELECT f.pk, f.id, f.score, f.created_at, held.positions, NULL AS embedding
-     FROM held JOIN facts f ON f.pk = held.fact WHERE ",
-    recall_admits!()
-);
+/// The body of [`RECALL_CANDIDATES_HOLDING`].
+macro_rules! holding {
+    () => {
+        concat!(
+            held_tokens!(),
+            "SELECT json_group_array(json_array(f.pk, f.id, f.score, f.created_at, held.positions))
+             FROM held JOIN facts f ON f.pk = held.fact WHERE ",
+            recall_admits!()
+        )
+    };
+}
+
+/// The body of [`RECALL_CANDIDATES_ALL`].
+macro_rules! every {
+    () => {
+        concat!(
+            held_tokens!(),
+            "SELECT f.pk, f.id, f.score, f.created_at, held.positions, f.embedding
+             FROM facts f LEFT JOIN held ON held.fact = f.pk
+             WHERE f.namespace = ?1 AND f.subject = ?2 AND ",
+            recall_admits!()
+        )
+    };
+}
+
+/// Lexical recall's candidates — the admitted facts that hold a query token — as one JSON
+/// array of `[pk, id, score, created_at, positions]` ([`parse_holding`]): one row however many
+/// facts match, so a driver that pays for every row (sqlx's SQLite hands rows one by one across
+/// threads) pays once.
+pub const RECALL_CANDIDATES_HOLDING: &str = holding!();
+
+/// A recall candidate as the candidate statements tell of it, ready to rank
+/// ([`as_recall`](Self::as_recall)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// The fact's row.
+    pub pk: i64,
+    /// Its id.
+    pub id: FactId,
+    /// Its score.
+    pub score: Option<f32>,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// The positions of the query tokens it holds, ascending.
+    pub held: Vec<usize>,
+    /// Its embedding (semantic and hybrid recall).
+    pub embedding: Option<Vec<f32>>,
+}
+
+impl Candidate {
+    /// A candidate from the columns `pk, id, score, created_at, positions, embedding`; the error
+    /// names what does not decode.
+    pub fn new(
+        pk: i64,
+        id: String,
+        score: Option<f64>,
+        created_at: i64,
+        positions: Option<&str>,
+        embedding: Option<&[u8]>,
+    ) -> Result<Self, String> {
+        Ok(Self {
+            pk,
+            id: FactId::new(id).map_err(|e| format!("fact id: {e}"))?,
+            score: score.map(|s| s as f32),
+            created_at: Timestamp::from_millis(created_at),
+            held: held_positions(positions).map_err(|e| format!("token position: {e}"))?,
+            embedding: embedding.map(decode_f32_le),
+        })
+    }
+
+    /// What the core ranks it by.
+    pub fn as_recall(&self) -> RecallCandidate<'_> {
+        RecallCandidate {
+            held: &self.held,
+            embedding: self.embedding.as_deref(),
+            score: self.score,
+            created_at: self.created_at,
+            id: &self.id,
+        }
+    }
+}
+
+/// The candidates in [`RECALL_CANDIDATES_HOLDING`]'s one value; the error names what does not
+/// decode.
+///
+/// ```
+/// use memory_sqlite_sql::facts::parse_holding;
+/// let rows = parse_holding(r#"[[7,"f-1",0.5,1000,"2,0"],[9,"f-2",null,2000,"1"]]"#).unwrap();
+/// assert_eq!((rows[0].pk, rows[0].held.as_slice(), rows[1].score), (7, &[0, 2][..], None));
+/// ```
+pub fn parse_holding(json: &str) -> Result<Vec<Candidate>, String> {
+    type Row = (i64, String, Option<f64>, i64, Option<String>);
+    let rows: Vec<Row> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    rows.into_iter()
+        .map(|(pk, id, score, created_at, positions)| {
+            Candidate::new(pk, id, score, created_at, positions.as_deref(), None)
+        })
+        .collect()
+}
 
 /// Semantic and hybrid recall's candidates: every admitted fact of the scope, with its
-/// embedding and the query tokens it holds (`positions` NULL when none).
-pub const RECALL_CANDIDATES_ALL: &str = concat!(
-    held_tokens!(),
-    "SELECT f.pk, f.id, f.score, f.created_at, held.positions, f.embedding
-     FROM facts f LEFT JOIN held ON held.fact = f.pk
-     WHERE f.namespace = ?1 AND f.subject = ?2 AND ",
-    recall_admits!()
-);
+/// embedding and the query tokens it holds (`positions` NULL when none): rows of `pk, id,
+/// score, created_at, positions, embedding`.
+pub const RECALL_CANDIDATES_ALL: &str = every!();
 
 /// Whole facts by their `pk`s (`?1`, a JSON array), in no particular order.
 pub const FACTS_BY_PKS: &str = concat!(
@@ -70,6 +162,23 @@ pub const FACTS_BY_PKS: &str = concat!(
     fact_columns!(),
     " FROM facts WHERE pk IN (SELECT value FROM json_each(?1))"
 );
+
+/// A recall's read transaction in two statement strings, two hops fewer than `BEGIN` and
+/// `COMMIT` sent alone: [`RECALL_CANDIDATES_HOLDING`] or [`RECALL_CANDIDATES_ALL`] after
+/// `BEGIN`, then [`FACTS_BY_PKS`] before `COMMIT` (run it to its end: a fetch that stops at its
+/// first row would never reach the `COMMIT`).
+pub mod in_one_transaction {
+    /// `BEGIN`, then [`RECALL_CANDIDATES_HOLDING`](super::RECALL_CANDIDATES_HOLDING).
+    pub const HOLDING: &str = concat!("BEGIN;\n", holding!());
+    /// `BEGIN`, then [`RECALL_CANDIDATES_ALL`](super::RECALL_CANDIDATES_ALL).
+    pub const ALL: &str = concat!("BEGIN;\n", every!());
+    /// [`FACTS_BY_PKS`](super::FACTS_BY_PKS), then `COMMIT`.
+    pub const FACTS_BY_PKS: &str = concat!(
+        "SELECT ",
+        fact_columns!(),
+        " FROM facts WHERE pk IN (SELECT value FROM json_each(?1));\nCOMMIT"
+    );
+}
 
 /// A candidate's `positions` column as `rank_candidates` takes it: ascending positions.
 ///

@@ -4,8 +4,9 @@ use async_trait::async_trait;
 use memory_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use memory_sqlite_sql::migrations;
+use sqlx::pool::PoolConnection;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::SqlitePool;
+use sqlx::{Sqlite, SqlitePool};
 
 pub(crate) const BACKEND: &str = "sqlite";
 
@@ -156,4 +157,38 @@ pub(crate) async fn schema_version(pool: &SqlitePool) -> Result<u32> {
         .await
         .db()?;
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}
+
+/// A read transaction whose `BEGIN` rides in its first statement string and `COMMIT` in its
+/// last (two hops to sqlx's worker thread fewer than `begin()` and `commit()`). Dropped before
+/// [`finish`](Self::finish) — an error, a cancelled future — it closes its connection rather
+/// than return it to the pool mid-transaction.
+pub(crate) struct ReadTx {
+    conn: PoolConnection<Sqlite>,
+    open: bool,
+}
+
+impl ReadTx {
+    /// A reader connection for statements that open the transaction themselves.
+    pub(crate) async fn acquire(pool: &SqlitePool) -> Result<Self> {
+        let conn = pool.acquire().await.db()?;
+        Ok(Self { conn, open: true })
+    }
+
+    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
+
+    /// The statement string that ends with `COMMIT` ran to its end.
+    pub(crate) fn finish(mut self) {
+        self.open = false;
+    }
+}
+
+impl Drop for ReadTx {
+    fn drop(&mut self) {
+        if self.open {
+            self.conn.close_on_drop();
+        }
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, order_history, rank_candidates, RecallCandidate};
+use memory_core::fact::{fact_tokens, order_history, rank_candidates};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -13,13 +13,11 @@ use memory_core::{
 };
 use memory_sqlite_sql as sql;
 use memory_sqlite_sql::fact_columns;
-use memory_sqlite_sql::facts::{
-    held_positions, FACTS_BY_PKS, RECALL_CANDIDATES_ALL, RECALL_CANDIDATES_HOLDING,
-};
+use memory_sqlite_sql::facts::{in_one_transaction, parse_holding, Candidate};
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
-use crate::db::{corrupt, millis, subject_of, to_json, DbResult};
+use crate::db::{corrupt, millis, subject_of, to_json, DbResult, ReadTx};
 use crate::writer::GroupTx;
 use crate::SqliteStore;
 
@@ -223,39 +221,17 @@ async fn remember_in(
     })
 }
 
-/// A recall candidate as the candidate statements read it.
-struct Candidate {
-    pk: i64,
-    id: FactId,
-    score: Option<f32>,
-    created_at: Timestamp,
-    held: Vec<usize>,
-    embedding: Option<Vec<f32>>,
-}
-
-impl Candidate {
-    fn from_row(row: &SqliteRow) -> Result<Self> {
-        let held =
-            held_positions(row.get("positions")).map_err(|e| corrupt("token position", e))?;
-        Ok(Self {
-            pk: row.get("pk"),
-            id: FactId::new(row.get::<String, _>("id")).map_err(|e| corrupt("fact id", e))?,
-            score: row.get::<Option<f64>, _>("score").map(|s| s as f32),
-            created_at: Timestamp::from_millis(row.get("created_at")),
-            held,
-            embedding: row.get::<Option<&[u8]>, _>("embedding").map(decode_f32_le),
-        })
-    }
-
-    fn as_recall(&self) -> RecallCandidate<'_> {
-        RecallCandidate {
-            held: &self.held,
-            embedding: self.embedding.as_deref(),
-            score: self.score,
-            created_at: self.created_at,
-            id: &self.id,
-        }
-    }
+/// A semantic recall's candidate row.
+fn candidate_from(row: &SqliteRow) -> Result<Candidate> {
+    Candidate::new(
+        row.get("pk"),
+        row.get("id"),
+        row.get("score"),
+        row.get("created_at"),
+        row.get("positions"),
+        row.get("embedding"),
+    )
+    .map_err(|e| corrupt("recall candidate", e))
 }
 
 #[async_trait]
@@ -287,28 +263,37 @@ impl FactStore for SqliteStore {
         }
         // Rank what the token index tells of the candidates, then read only the top facts; both
         // in one read transaction, so the facts are those that were ranked.
-        let mut tx = self.reader.begin().await.db()?;
-        let sql = if semantic {
-            RECALL_CANDIDATES_ALL
-        } else {
-            RECALL_CANDIDATES_HOLDING
+        let mut tx = ReadTx::acquire(&self.reader).await?;
+        let bound = |sql| {
+            sqlx::query(sql)
+                .bind(scope.namespace().as_str())
+                .bind(subject_of(scope))
+                .bind(millis(self.clock.now()))
+                .bind(to_json(&query_tokens))
+                .bind(query.kind.as_deref())
+                .bind(query.min_score.map(f64::from))
+                .bind(to_json(&query.tags))
+                .bind(query.conversation.as_ref().map(ConversationId::as_str))
         };
-        let rows = sqlx::query(sql)
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(millis(self.clock.now()))
-            .bind(to_json(&query_tokens))
-            .bind(query.kind.as_deref())
-            .bind(query.min_score.map(f64::from))
-            .bind(to_json(&query.tags))
-            .bind(query.conversation.as_ref().map(ConversationId::as_str))
-            .fetch_all(&mut *tx)
-            .await
-            .db()?;
-        let candidates = rows
-            .iter()
-            .map(Candidate::from_row)
-            .collect::<Result<Vec<_>>>()?;
+        let candidates = if semantic {
+            let rows = bound(in_one_transaction::ALL)
+                .fetch_all(tx.conn())
+                .await
+                .db()?;
+            rows.iter()
+                .map(candidate_from)
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            let rows = bound(in_one_transaction::HOLDING)
+                .fetch_all(tx.conn())
+                .await
+                .db()?;
+            let json: &str = rows
+                .first()
+                .ok_or_else(|| corrupt("recall candidates", "no row"))?
+                .get(0);
+            parse_holding(json).map_err(|e| corrupt("recall candidate", e))?
+        };
         let ranked = rank_candidates(
             &query,
             &candidates
@@ -316,16 +301,13 @@ impl FactStore for SqliteStore {
                 .map(Candidate::as_recall)
                 .collect::<Vec<_>>(),
         );
-        if ranked.is_empty() {
-            return Ok(Vec::new());
-        }
         let pks: Vec<i64> = ranked.iter().map(|&(at, _)| candidates[at].pk).collect();
-        let rows = sqlx::query(FACTS_BY_PKS)
+        let rows = sqlx::query(in_one_transaction::FACTS_BY_PKS)
             .bind(to_json(&pks))
-            .fetch_all(&mut *tx)
+            .fetch_all(tx.conn())
             .await
             .db()?;
-        tx.commit().await.db()?;
+        tx.finish();
         let mut facts: HashMap<i64, Fact> = rows
             .iter()
             .map(|row| Ok((row.get::<i64, _>("pk"), fact_from(scope, row)?)))

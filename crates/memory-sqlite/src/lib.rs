@@ -36,9 +36,13 @@
 //! - **Migrations** are embedded ([`MIGRATIONS`]), applied on open under `BEGIN IMMEDIATE` and
 //!   recorded with SHA-256 checksums in `agent_memory_migrations`. An older database is upgraded;
 //!   a newer one, or one whose recorded migration differs from the embedded one, is refused.
-//! - **Lexical recall** reads candidates from a token table (`fact_tokens`, the core tokens of
-//!   every current fact) and ranks them with [`memory_core::fact::rank_facts`], so results are
-//!   exactly the core definition.
+//! - **Recall** reads from a token table (`fact_tokens`, the core tokens of every current fact)
+//!   which query tokens each candidate holds, never its text, ranks the candidates with
+//!   [`memory_core::fact::rank_candidates`] (exactly the core definition), then reads only the
+//!   facts that made the top, in the same read transaction. A lexical recall's candidates come
+//!   back as one JSON value (sqlx hands rows one by one across threads: thousands of rows cost
+//!   more than the query); a semantic or hybrid recall reads every admitted fact's embedding. The
+//!   statements are the SQLite family's (`memory-sqlite-sql`).
 //! - **Vectors** are little-endian `f32` blobs. Search is an exact scan in Rust over a contiguous
 //!   matrix ([`memory_core::exact::ExactIndex`]) cached per collection and subject, and checked
 //!   against the collection's `generation` (bumped by every write, from any process) in the
