@@ -1,5 +1,6 @@
 //! SQLite: the hand-written sqlx side, and sqlite-vec as the exact-KNN reference.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::Arc;
@@ -7,10 +8,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use memory_core::lexical::tokenize;
 use memory_core::{ConversationId, Message, Scope, Timestamp};
+use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
 
-use memory_bench::workloads::RawDriver;
+use memory_bench::workloads::{in_rank_order, query_tokens_json, rank_holding, RawDriver};
 
 // The statements both hand-written sides (raw sqlx and the engine's limit) send, as the store
 // sends them.
@@ -199,29 +201,29 @@ impl RawDriver for RawSqlite {
     }
 
     async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
-        let query_tokens = tokenize(text);
-        let tokens: Vec<&String> = query_tokens.iter().collect();
-        // The store's statement, every column; the ranking needs only id and text.
-        let rows: Vec<SqliteRow> = sqlx::query(
-            "SELECT pk, id, text, kind, key, tags, score, source, embedding, created_at,
-                    updated_at, expires_at, valid_to, superseded_by
-             FROM facts WHERE pk IN (
-                 SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
-                   AND token IN (SELECT value FROM json_each(?4)))
-               AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)",
-        )
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(Timestamp::now().as_millis())
-        .bind(serde_json::to_string(&tokens).expect("tokens serialize"))
-        .fetch_all(&self.reader)
-        .await
-        .expect("recall");
-        let rows = rows
-            .iter()
-            .map(|r| (r.get::<String, _>("id"), r.get::<String, _>("text")))
-            .collect();
-        memory_bench::workloads::rank(&query_tokens, rows, limit)
+        // The store's statements: candidates from the token index, ranked, the top read whole,
+        // in one read transaction.
+        let mut tx = self.reader.begin().await.expect("begin");
+        let json: String = sqlx::query_scalar(RECALL_CANDIDATES_HOLDING)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(now())
+            .bind(query_tokens_json(text))
+            .bind(None::<&str>)
+            .bind(None::<f64>)
+            .bind("[]")
+            .bind(None::<&str>)
+            .fetch_one(&mut *tx)
+            .await
+            .expect("recall candidates");
+        let top = rank_holding(text, &json, limit);
+        let rows: Vec<SqliteRow> = sqlx::query(FACTS_BY_PKS)
+            .bind(serde_json::to_string(&top).expect("pks serialize"))
+            .fetch_all(&mut *tx)
+            .await
+            .expect("the top facts");
+        tx.commit().await.expect("commit");
+        in_rank_order(&top, rows.iter().map(|r| (r.get("pk"), r.get("text"))))
     }
 
     async fn list_page(
@@ -395,10 +397,109 @@ pub async fn open(path: &Path) -> (Arc<dyn memory_core::MemoryBackend>, Vec<Arc<
         .expect("open the SQLite store");
     let raw = RawSqlite::open(path, readers).await;
     let engine = EngineSqlite::open(path);
+    let bm25 = Bm25Sqlite {
+        engine: EngineSqlite::open(path),
+        indexed: tokio::sync::OnceCell::new(),
+    };
     (
         memory_core::Checked::wrap(Arc::new(store)),
-        vec![Arc::new(raw), Arc::new(engine)],
+        vec![Arc::new(raw), Arc::new(engine), Arc::new(bm25)],
     )
+}
+
+/// What a user would reach for instead of our lexical ranking: SQLite FTS5 over the facts'
+/// text, `bm25` order, on rusqlite like the engine's limit. The index holds each fact's text and
+/// a token naming its scope, and a query asks for the scope's token AND any of the query's
+/// tokens (a scope filter applied after the match would rank every subject's matches first);
+/// the scope column weighs nothing in `bm25`. W4 only: the index is filled from the facts table
+/// at its first query.
+pub struct Bm25Sqlite {
+    engine: EngineSqlite,
+    indexed: tokio::sync::OnceCell<()>,
+}
+
+/// The W4-only side is asked for nothing else.
+const RECALL_ONLY: &str = "the bm25 side runs in W4 only";
+
+#[async_trait]
+impl RawDriver for Bm25Sqlite {
+    fn name(&self) -> String {
+        "FTS5 bm25 (rusqlite)".into()
+    }
+
+    fn alternative_ranking(&self) -> bool {
+        true
+    }
+
+    async fn create_conversation(&self, _: &Scope, _: &ConversationId) {
+        unreachable!("{RECALL_ONLY}")
+    }
+
+    async fn append(&self, _: &Scope, _: &ConversationId, _: &[Message]) {
+        unreachable!("{RECALL_ONLY}")
+    }
+
+    async fn load_last(&self, _: &Scope, _: &ConversationId, _: usize) -> Vec<Message> {
+        unreachable!("{RECALL_ONLY}")
+    }
+
+    async fn get_working(&self, _: &Scope) -> Option<String> {
+        unreachable!("{RECALL_ONLY}")
+    }
+
+    async fn set_working(&self, _: &Scope, _: &str) {
+        unreachable!("{RECALL_ONLY}")
+    }
+
+    async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
+        self.indexed
+            .get_or_init(|| {
+                self.engine.run(|conn| {
+                    conn.execute_batch(
+                        "DROP TABLE IF EXISTS bench_fts;
+                         CREATE VIRTUAL TABLE bench_fts USING fts5(text, scope);
+                         INSERT INTO bench_fts (rowid, text, scope)
+                             SELECT pk, text, 's' || hex(namespace || '/' || subject)
+                             FROM facts WHERE superseded_by IS NULL;",
+                    )
+                    .expect("build the FTS5 index");
+                })
+            })
+            .await;
+        let query: Vec<String> = tokenize(text)
+            .into_iter()
+            .map(|t| format!("\"{t}\""))
+            .collect();
+        if query.is_empty() {
+            return Vec::new();
+        }
+        let scope_token: String = format!("{}/{}", scope.namespace().as_str(), subject_of(scope))
+            .bytes()
+            .fold(String::new(), |mut hex, b| {
+                // SQLite's hex(): uppercase, as the index was filled.
+                let _ = write!(hex, "{b:02X}");
+                hex
+            });
+        let query = format!("scope : s{scope_token} AND text : ({})", query.join(" OR "));
+        self.engine
+            .run(move |conn| {
+                conn.prepare_cached(
+                    "SELECT f.text FROM bench_fts JOIN facts f ON f.pk = bench_fts.rowid
+                     WHERE bench_fts MATCH ?1 AND (f.expires_at IS NULL OR f.expires_at > ?2)
+                     ORDER BY bm25(bench_fts, 1.0, 0.0) LIMIT ?3",
+                )
+                .and_then(|mut s| {
+                    s.query_map(rusqlite::params![query, now(), limit as i64], |r| r.get(0))?
+                        .collect()
+                })
+                .expect("bm25 recall")
+            })
+            .await
+    }
+
+    async fn list_page(&self, _: &Scope, _: Option<(i64, String)>, _: usize) -> Vec<(i64, String)> {
+        unreachable!("{RECALL_ONLY}")
+    }
 }
 
 /// The engine's limit: the same work as the store on rusqlite, one connection on a dedicated
@@ -594,29 +695,42 @@ impl RawDriver for EngineSqlite {
     }
 
     async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
-        let query_tokens = tokenize(text);
-        let tokens: Vec<&String> = query_tokens.iter().collect();
-        let tokens = serde_json::to_string(&tokens).expect("tokens serialize");
-        let (namespace, subject, _) = owned(scope, "");
-        // The store's candidates, ranked by the core rules as the store does.
-        let rows: Vec<(String, String)> = self
-            .run(move |conn| {
-                conn.prepare_cached(
-                    "SELECT id, text FROM facts WHERE pk IN (
-                         SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
-                           AND token IN (SELECT value FROM json_each(?4)))
-                       AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)",
-                )
+        let (namespace, subject, text) = owned(scope, text);
+        self.run(move |conn| {
+            let tx = conn.transaction().expect("begin");
+            let json: String = tx
+                .prepare_cached(RECALL_CANDIDATES_HOLDING)
                 .and_then(|mut s| {
-                    s.query_map(rusqlite::params![namespace, subject, now(), tokens], |r| {
-                        Ok((r.get(0)?, r.get(1)?))
-                    })?
-                    .collect()
+                    let none: Option<String> = None;
+                    s.query_row(
+                        rusqlite::params![
+                            namespace,
+                            subject,
+                            now(),
+                            query_tokens_json(&text),
+                            none,
+                            none,
+                            "[]",
+                            none
+                        ],
+                        |r| r.get(0),
+                    )
                 })
-                .expect("recall")
-            })
-            .await;
-        memory_bench::workloads::rank(&query_tokens, rows, limit)
+                .expect("recall candidates");
+            let top = rank_holding(&text, &json, limit);
+            let texts = tx
+                .prepare_cached(FACTS_BY_PKS)
+                .and_then(|mut s| {
+                    s.query_map([serde_json::to_string(&top).expect("pks serialize")], |r| {
+                        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(2)?))
+                    })?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .expect("the top facts");
+            tx.commit().expect("commit");
+            in_rank_order(&top, texts)
+        })
+        .await
     }
 
     async fn list_page(

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use libsql::{Connection, Database, TransactionBehavior, Value};
-use memory_bench::workloads::{rank, RawDriver};
-use memory_core::lexical::tokenize;
+use memory_bench::workloads::{in_rank_order, query_tokens_json, rank_holding, RawDriver};
 use memory_core::{ConversationId, Message, Scope, Timestamp};
+use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use tokio::sync::Mutex;
 
 /// memory-libsql's statements by hand.
@@ -272,36 +272,39 @@ impl RawDriver for RawLibsql {
     }
 
     async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String> {
-        let query_tokens = tokenize(text);
-        let tokens: Vec<&String> = query_tokens.iter().collect();
         let conn = self.reader().await;
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Deferred)
             .await
             .expect("begin");
-        // The store's statement, every column; the ranking needs only id and text.
+        // The store's statements: candidates from the token index, ranked, the top read whole.
         let found = rows(
             &tx,
-            "SELECT pk, id, text, kind, key, tags, score, source, embedding, created_at,
-                    updated_at, expires_at, valid_to, superseded_by
-             FROM facts WHERE pk IN (
-                 SELECT fact FROM fact_tokens WHERE namespace = ?1 AND subject = ?2
-                   AND token IN (SELECT value FROM json_each(?4)))
-               AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?3)",
+            RECALL_CANDIDATES_HOLDING,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),
                 Timestamp::now().as_millis(),
-                serde_json::to_string(&tokens).expect("tokens serialize"),
+                query_tokens_json(text),
+                Value::Null,
+                Value::Null,
+                "[]",
+                Value::Null,
             ),
         )
         .await;
+        let top = rank_holding(text, &string(&found[0][0]), limit);
+        let facts = rows(
+            &tx,
+            FACTS_BY_PKS,
+            [serde_json::to_string(&top).expect("pks serialize")],
+        )
+        .await;
         tx.commit().await.expect("commit");
-        let found = found
-            .iter()
-            .map(|row| (string(&row[1]), string(&row[2])))
-            .collect();
-        rank(&query_tokens, found, limit)
+        in_rank_order(
+            &top,
+            facts.iter().map(|row| (int(&row[0]), string(&row[2]))),
+        )
     }
 
     async fn list_page(

@@ -124,17 +124,22 @@ pub async fn common(
     peer: Option<&Arc<VoltAgent>>,
     texts: &Texts,
 ) -> Vec<Table> {
+    let (raws, alternatives): (Vec<_>, Vec<_>) = raws
+        .iter()
+        .cloned()
+        .partition(|raw| !raw.alternative_ranking());
     let raw = &raws[0];
     let sizes = &args.sizes();
     let mut tables = Vec::new();
     if args.wants("W1") {
         eprintln!("bench: {backend} W1");
-        tables.extend(workloads::append(sizes, backend, ours, raws, peer, &texts.paragraphs).await);
+        tables
+            .extend(workloads::append(sizes, backend, ours, &raws, peer, &texts.paragraphs).await);
     }
     if args.wants("W2") {
         eprintln!("bench: {backend} W2");
         tables.extend(
-            workloads::load_tail(sizes, backend, ours, raws, peer, &texts.paragraphs).await,
+            workloads::load_tail(sizes, backend, ours, &raws, peer, &texts.paragraphs).await,
         );
     }
     if args.wants("W3") {
@@ -143,19 +148,28 @@ pub async fn common(
     }
     if args.wants("W4") {
         eprintln!("bench: {backend} W4");
+        let sides: Vec<_> = raws.iter().chain(&alternatives).cloned().collect();
         tables.extend(
-            workloads::recall(sizes, backend, ours, raw, &texts.sentences, &texts.queries).await,
+            workloads::recall(
+                sizes,
+                backend,
+                ours,
+                &sides,
+                &texts.sentences,
+                &texts.queries,
+            )
+            .await,
         );
     }
     if args.wants("W9") {
         eprintln!("bench: {backend} W9");
         tables.extend(
-            workloads::working_memory(sizes, backend, ours, raws, peer, &texts.paragraphs).await,
+            workloads::working_memory(sizes, backend, ours, &raws, peer, &texts.paragraphs).await,
         );
     }
     if args.wants("W10") {
         eprintln!("bench: {backend} W10");
-        tables.extend(workloads::agent_turn(sizes, backend, ours, raw, &texts.paragraphs).await);
+        tables.extend(workloads::agent_turn(sizes, backend, ours, &raws, &texts.paragraphs).await);
     }
     if args.wants("W7") {
         eprintln!("bench: {backend} W7");

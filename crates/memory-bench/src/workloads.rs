@@ -3,6 +3,7 @@
 //! by hand on the driver, on the same tables or keys, with the same pool and transaction shape.
 //! The ratio ours ÷ raw is the cost of the abstraction.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -119,8 +120,15 @@ pub trait RawDriver: Send + Sync + 'static {
     async fn get_working(&self, scope: &Scope) -> Option<String>;
     /// Writes the subject's user working-memory document, bumping its revision.
     async fn set_working(&self, scope: &Scope, content: &str);
-    /// Texts of the `limit` current facts ranked first for `text` by the core lexical rules.
+    /// Texts of the `limit` current facts ranked first for `text` by the core lexical rules
+    /// (by another ranking where [`alternative_ranking`](Self::alternative_ranking) says so).
     async fn recall(&self, scope: &Scope, text: &str, limit: usize) -> Vec<String>;
+    /// A side that stands for what a user might reach for instead of our lexical ranking (SQLite
+    /// FTS5's bm25): it runs in W4 only, and its top `limit` is compared with ours (overlap)
+    /// instead of required to be the same.
+    fn alternative_ranking(&self) -> bool {
+        false
+    }
     /// A turn's semantic recall: the messages before the conversation's last `window` nearest
     /// to the query, read in one request where the engine can rank vectors itself. `None` where
     /// it cannot: SQLite, libSQL and Redis hold vectors that the store ranks in the client, so
@@ -562,7 +570,7 @@ pub async fn agent_turn(
     sizes: &Sizes,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
+    raws: &[Arc<dyn RawDriver>],
     paragraphs: &[String],
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
@@ -659,40 +667,50 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
             }
         })
     });
-    let mut raw_side = FnSide::new(format!("{} minimal reads", raw.name()), || {
-        let (raw, texts, scope, id) = (raw.clone(), texts.clone(), scope.clone(), id.clone());
-        run_clients(1, (0..prepares).collect(), move |n: usize| {
+    let mut raw_sides: Vec<_> = raws
+        .iter()
+        .map(|raw| {
             let (raw, texts, scope, id) = (raw.clone(), texts.clone(), scope.clone(), id.clone());
-            async move {
-                let question = nth(&texts, 2 * n);
-                let vector = HashingEmbedder::new(384).embed_one(question);
-                let recall = MessageRecall {
-                    collection: memory_engine::MESSAGE_COLLECTION,
-                    vector: &vector,
-                    window: WINDOW,
-                    limit: CANDIDATES,
-                    min_score: THRESHOLD,
-                };
-                let reads = futures::join!(
-                    raw.load_last(&scope, &id, WINDOW),
-                    raw.get_working(&scope),
-                    raw.recall(&scope, question, 8),
-                    raw.recall_messages(&scope, &id, &recall),
-                );
-                std::hint::black_box(reads);
-            }
+            FnSide::new(format!("{} minimal reads", raw.name()), move || {
+                let (raw, texts, scope, id) =
+                    (raw.clone(), texts.clone(), scope.clone(), id.clone());
+                run_clients(1, (0..prepares).collect(), move |n: usize| {
+                    let (raw, texts, scope, id) =
+                        (raw.clone(), texts.clone(), scope.clone(), id.clone());
+                    async move {
+                        let question = nth(&texts, 2 * n);
+                        let vector = HashingEmbedder::new(384).embed_one(question);
+                        let recall = MessageRecall {
+                            collection: memory_engine::MESSAGE_COLLECTION,
+                            vector: &vector,
+                            window: WINDOW,
+                            limit: CANDIDATES,
+                            min_score: THRESHOLD,
+                        };
+                        let reads = futures::join!(
+                            raw.load_last(&scope, &id, WINDOW),
+                            raw.get_working(&scope),
+                            raw.recall(&scope, question, 8),
+                            raw.recall_messages(&scope, &id, &recall),
+                        );
+                        std::hint::black_box(reads);
+                    }
+                })
+            })
         })
-    });
+        .collect();
+    let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+    sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
     let alone = compare(
         "W10 one session: prepare alone, against its minimal reads",
         format!(
-            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; the raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round where the engine ranks vectors (PostgreSQL with pgvector; elsewhere no vector search: a lower bound)",
+            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; each raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round where the engine ranks vectors (PostgreSQL with pgvector; elsewhere no vector search: a lower bound)",
             2 * turns * sizes.rounds,
             sizes.rounds
         ),
         sizes.rounds,
-        1,
-        &mut [&mut ours_side, &mut raw_side],
+        raws.len(),
+        &mut sides,
     )
     .await;
     vec![concurrent, alone]
@@ -862,7 +880,7 @@ pub async fn recall(
     sizes: &Sizes,
     backend: &str,
     ours: &Arc<dyn MemoryBackend>,
-    raw: &Arc<dyn RawDriver>,
+    raws: &[Arc<dyn RawDriver>],
     sentences: &[String],
     queries: &[String],
 ) -> Vec<Table> {
@@ -931,22 +949,26 @@ pub async fn recall(
                 Round::sequential(latencies)
             }
         });
-        let (raw_scope, raw_queries) = (scope.clone(), queries.clone());
-        let hits_raw = Arc::new(AtomicUsize::new(0));
-        let mut raw_side = FnSide::new(raw.name(), || {
-            let (driver, scope, queries) = (raw.clone(), raw_scope.clone(), raw_queries.clone());
-            let hits = hits_raw.clone();
-            async move {
-                let mut latencies = Vec::with_capacity(queries.len());
-                for q in queries.iter() {
-                    let t = Instant::now();
-                    let found = driver.recall(&scope, q, 10).await;
-                    latencies.push(t.elapsed());
-                    hits.fetch_add(found.len(), Ordering::Relaxed);
-                }
-                Round::sequential(latencies)
-            }
-        });
+        let mut raw_sides: Vec<_> = raws
+            .iter()
+            .map(|raw| {
+                let (raw, scope, queries) = (raw.clone(), scope.clone(), queries.clone());
+                FnSide::new(raw.name(), move || {
+                    let (driver, scope, queries) = (raw.clone(), scope.clone(), queries.clone());
+                    async move {
+                        let mut latencies = Vec::with_capacity(queries.len());
+                        for q in queries.iter() {
+                            let t = Instant::now();
+                            driver.recall(&scope, q, 10).await;
+                            latencies.push(t.elapsed());
+                        }
+                        Round::sequential(latencies)
+                    }
+                })
+            })
+            .collect();
+        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+        sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
         let mut table = compare(
             format!("W4 lexical recall, limit 10: {label}"),
             format!(
@@ -956,19 +978,45 @@ pub async fn recall(
                 queries.len()
             ),
             sizes.rounds,
-            1,
-            &mut [&mut ours_side, &mut raw_side],
+            raws.iter().filter(|raw| !raw.alternative_ranking()).count(),
+            &mut sides,
         )
         .await;
-        let (hits_ours, hits_raw) = (
-            hits_ours.load(Ordering::Relaxed),
-            hits_raw.load(Ordering::Relaxed),
-        );
-        assert_eq!(hits_ours, hits_raw, "both sides recall as many facts");
+        let hits_ours = hits_ours.load(Ordering::Relaxed);
         table.notes.push(format!(
             "hits per query: {:.1}",
             hits_ours as f64 / (queries.len() * sizes.rounds) as f64
         ));
+        // What each side recalls, against ours, outside the timed rounds.
+        let mut ours_top = Vec::with_capacity(queries.len());
+        for q in queries.iter() {
+            let found = ours
+                .recall(&scope, RecallQuery::text(q.clone()))
+                .await
+                .expect("recall");
+            ours_top.push(
+                found
+                    .into_iter()
+                    .map(|hit| hit.fact.text)
+                    .collect::<Vec<_>>(),
+            );
+        }
+        let wanted: usize = ours_top.iter().map(Vec::len).sum();
+        for raw in raws {
+            let mut shared = 0;
+            for (q, ours) in queries.iter().zip(&ours_top) {
+                let theirs = raw.recall(&scope, q, 10).await;
+                if !raw.alternative_ranking() {
+                    assert_eq!(theirs.len(), ours.len(), "{} recalls as many", raw.name());
+                }
+                shared += theirs.iter().filter(|text| ours.contains(text)).count();
+            }
+            table.notes.push(format!(
+                "{}: overlap@10 with ours {:.1}% ({shared} of {wanted} recalled facts)",
+                raw.name(),
+                100.0 * shared as f64 / wanted.max(1) as f64
+            ));
+        }
         tables.push(table);
     }
     tables
@@ -1135,6 +1183,37 @@ pub fn rank(
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     scored.truncate(limit);
     scored.into_iter().map(|(_, _, text)| text).collect()
+}
+
+/// The query's tokens as the candidate statement binds them: a JSON array in token order.
+pub fn query_tokens_json(text: &str) -> String {
+    let tokens: Vec<String> = memory_core::lexical::tokenize(text).into_iter().collect();
+    serde_json::to_string(&tokens).expect("tokens serialize")
+}
+
+/// The `pk`s of the top `limit` of the SQLite family's lexical candidates
+/// (`memory_sqlite_sql::facts::RECALL_CANDIDATES_HOLDING`) by the core's ranking, as the store
+/// ranks them.
+pub fn rank_holding(text: &str, json: &str, limit: usize) -> Vec<i64> {
+    use memory_sqlite_sql::facts::{parse_holding, Candidate};
+    let query = RecallQuery {
+        limit: Some(limit),
+        ..RecallQuery::text(text)
+    };
+    let candidates = parse_holding(json).expect("candidates");
+    let ranked: Vec<_> = candidates.iter().map(Candidate::as_recall).collect();
+    memory_core::fact::rank_candidates(&query, &ranked)
+        .into_iter()
+        .map(|(at, _)| candidates[at].pk)
+        .collect()
+}
+
+/// Texts of `(pk, text)` rows in the order of `top`.
+pub fn in_rank_order(top: &[i64], rows: impl IntoIterator<Item = (i64, String)>) -> Vec<String> {
+    let mut texts: HashMap<i64, String> = rows.into_iter().collect();
+    top.iter()
+        .map(|pk| texts.remove(pk).expect("a ranked fact is read"))
+        .collect()
 }
 
 /// Time per operation in microseconds, for notes.
