@@ -1195,16 +1195,15 @@ pub fn query_tokens_json(text: &str) -> String {
 /// (`memory_sqlite_sql::facts::RECALL_CANDIDATES_HOLDING`) by the core's ranking, as the store
 /// ranks them.
 pub fn rank_holding(text: &str, json: &str, limit: usize) -> Vec<i64> {
-    use memory_sqlite_sql::facts::{parse_holding, Candidate};
+    use memory_sqlite_sql::facts::{parse_holding, rank};
     let query = RecallQuery {
         limit: Some(limit),
         ..RecallQuery::text(text)
     };
     let candidates = parse_holding(json).expect("candidates");
-    let ranked: Vec<_> = candidates.iter().map(Candidate::as_recall).collect();
-    memory_core::fact::rank_candidates(&query, &ranked)
+    rank(&query, &candidates)
         .into_iter()
-        .map(|(at, _)| candidates[at].pk)
+        .map(|(pk, _)| pk)
         .collect()
 }
 

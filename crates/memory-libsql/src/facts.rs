@@ -1,11 +1,9 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use libsql::{Connection, Value};
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, order_history, rank_candidates};
+use memory_core::fact::{fact_tokens, order_history};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -251,31 +249,17 @@ impl FactStore for LibsqlStore {
                 .string(0)?;
             parse_holding(&json).map_err(|e| corrupt("recall candidate", e))?
         };
-        let ranked = rank_candidates(
-            &query,
-            &candidates
-                .iter()
-                .map(Candidate::as_recall)
-                .collect::<Vec<_>>(),
-        );
+        let ranked = sql::facts::rank(&query, &candidates);
         if ranked.is_empty() {
             return Ok(Vec::new());
         }
-        let pks: Vec<i64> = ranked.iter().map(|&(at, _)| candidates[at].pk).collect();
-        let mut facts: HashMap<i64, Fact> = rows(&tx, FACTS_BY_PKS, [to_json(&pks)])
+        let pks: Vec<i64> = ranked.iter().map(|&(pk, _)| pk).collect();
+        let facts: Vec<(i64, Fact)> = rows(&tx, FACTS_BY_PKS, [to_json(&pks)])
             .await?
             .iter()
             .map(|row| Ok((row.int(0)?, fact_from(scope, row)?)))
             .collect::<Result<_>>()?;
-        ranked
-            .into_iter()
-            .map(|(at, relevance)| {
-                let fact = facts
-                    .remove(&candidates[at].pk)
-                    .ok_or_else(|| corrupt("fact", "ranked fact missing from its transaction"))?;
-                Ok(ScoredFact { fact, relevance })
-            })
-            .collect()
+        sql::facts::in_rank_order(ranked, facts).map_err(|e| corrupt("fact", e))
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {

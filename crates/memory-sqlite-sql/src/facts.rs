@@ -11,11 +11,12 @@
 //! `?5` kind, `?6` minimum score (REAL), `?7` the required tags (JSON array), `?8` the
 //! conversation id.
 
+use std::collections::HashMap;
 use std::num::ParseIntError;
 
 use memory_core::exact::decode_f32_le;
-use memory_core::fact::RecallCandidate;
-use memory_core::{FactId, Timestamp};
+use memory_core::fact::{rank_candidates, RecallCandidate};
+use memory_core::{Fact, FactId, RecallQuery, ScoredFact, Timestamp};
 
 /// The columns of a whole fact, in the order the backends decode them.
 #[macro_export]
@@ -131,6 +132,34 @@ impl Candidate {
             id: &self.id,
         }
     }
+}
+
+/// The `pk`s of the candidates the recall returns, best first, with their relevances: the
+/// core's ranking ([`rank_candidates`]) of what the candidate statements read.
+pub fn rank(query: &RecallQuery, candidates: &[Candidate]) -> Vec<(i64, f64)> {
+    let recall: Vec<RecallCandidate<'_>> = candidates.iter().map(Candidate::as_recall).collect();
+    rank_candidates(query, &recall)
+        .into_iter()
+        .map(|(at, relevance)| (candidates[at].pk, relevance))
+        .collect()
+}
+
+/// The recalled facts in rank order, from the `(pk, fact)`s [`FACTS_BY_PKS`] read in the same
+/// transaction; the error names a ranked fact that is missing.
+pub fn in_rank_order(
+    ranked: Vec<(i64, f64)>,
+    facts: impl IntoIterator<Item = (i64, Fact)>,
+) -> Result<Vec<ScoredFact>, String> {
+    let mut facts: HashMap<i64, Fact> = facts.into_iter().collect();
+    ranked
+        .into_iter()
+        .map(|(pk, relevance)| {
+            let fact = facts
+                .remove(&pk)
+                .ok_or_else(|| format!("ranked fact {pk} missing from its transaction"))?;
+            Ok(ScoredFact { fact, relevance })
+        })
+        .collect()
 }
 
 /// The candidates in [`RECALL_CANDIDATES_HOLDING`]'s one value; the error names what does not

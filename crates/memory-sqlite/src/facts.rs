@@ -1,10 +1,8 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use memory_core::exact::{decode_f32_le, encode_f32_le};
-use memory_core::fact::{fact_tokens, order_history, rank_candidates};
+use memory_core::fact::{fact_tokens, order_history};
 use memory_core::lexical::tokenize;
 use memory_core::page::page_newest_first;
 use memory_core::{
@@ -294,33 +292,19 @@ impl FactStore for SqliteStore {
                 .get(0);
             parse_holding(json).map_err(|e| corrupt("recall candidate", e))?
         };
-        let ranked = rank_candidates(
-            &query,
-            &candidates
-                .iter()
-                .map(Candidate::as_recall)
-                .collect::<Vec<_>>(),
-        );
-        let pks: Vec<i64> = ranked.iter().map(|&(at, _)| candidates[at].pk).collect();
+        let ranked = sql::facts::rank(&query, &candidates);
+        let pks: Vec<i64> = ranked.iter().map(|&(pk, _)| pk).collect();
         let rows = sqlx::query(in_one_transaction::FACTS_BY_PKS)
             .bind(to_json(&pks))
             .fetch_all(tx.conn())
             .await
             .db()?;
         tx.finish();
-        let mut facts: HashMap<i64, Fact> = rows
+        let facts: Vec<(i64, Fact)> = rows
             .iter()
             .map(|row| Ok((row.get::<i64, _>("pk"), fact_from(scope, row)?)))
             .collect::<Result<_>>()?;
-        ranked
-            .into_iter()
-            .map(|(at, relevance)| {
-                let fact = facts
-                    .remove(&candidates[at].pk)
-                    .ok_or_else(|| corrupt("fact", "ranked fact missing from its transaction"))?;
-                Ok(ScoredFact { fact, relevance })
-            })
-            .collect()
+        sql::facts::in_rank_order(ranked, facts).map_err(|e| corrupt("fact", e))
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
