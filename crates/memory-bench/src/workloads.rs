@@ -1170,11 +1170,12 @@ pub fn rank(
     rows: Vec<(String, String)>,
     limit: usize,
 ) -> Vec<String> {
-    let tokens: Vec<_> = rows
+    let query = memory_core::lexical::QueryTokens::new(query_tokens);
+    let held: Vec<Vec<usize>> = rows
         .iter()
-        .map(|(_, text)| memory_core::lexical::matched_tokens(query_tokens, text))
+        .map(|(_, text)| query.held_positions(text))
         .collect();
-    let relevance = memory_core::lexical::relevances(query_tokens, &tokens);
+    let relevance = memory_core::lexical::relevances_of_held(query.len(), &held);
     let mut scored: Vec<(f64, String, String)> = rows
         .into_iter()
         .zip(relevance)

@@ -322,9 +322,10 @@ pub fn rank_facts(
         .as_deref()
         .map(lexical::tokenize)
         .unwrap_or_default();
+    let query_tokens = lexical::QueryTokens::new(&query_tokens);
     let held: Vec<Vec<usize>> = admitted
         .iter()
-        .map(|f| lexical::held_positions(&query_tokens, &f.text))
+        .map(|f| query_tokens.held_positions(&f.text))
         .collect();
     let ranked: Vec<RecallCandidate<'_>> = admitted
         .iter()

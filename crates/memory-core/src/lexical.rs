@@ -17,7 +17,7 @@
 //! No stemming and no stop-word list: both are language-specific, and the tokens are what every
 //! backend indexes. The weighting does what a stop-word list would, in any language.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use unicode_normalization::UnicodeNormalization;
 
@@ -42,38 +42,6 @@ pub fn tokenize(text: &str) -> BTreeSet<String> {
             .collect();
     }
     unicode_tokens(text)
-}
-
-/// The query tokens a text holds: `tokenize(text) ∩ query_tokens`, without allocating the
-/// text's other tokens (what ranking needs of a candidate).
-///
-/// ```
-/// use memory_core::lexical::{matched_tokens, tokenize};
-/// let query = tokenize("where does Foo deploy");
-/// let held: Vec<_> = matched_tokens(&query, "FOO deploys to fly.io").into_iter().collect();
-/// assert_eq!(held, ["foo"]);
-/// ```
-pub fn matched_tokens(query_tokens: &BTreeSet<String>, text: &str) -> BTreeSet<String> {
-    if !text.is_ascii() {
-        return unicode_tokens(text)
-            .into_iter()
-            .filter(|t| query_tokens.contains(t))
-            .collect();
-    }
-    let mut held = BTreeSet::new();
-    let mut lowered = String::new();
-    for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
-        if run.len() < MIN_TOKEN_CHARS {
-            continue;
-        }
-        lowered.clear();
-        lowered.push_str(run);
-        lowered.make_ascii_lowercase();
-        if query_tokens.contains(&lowered) && !held.contains(&lowered) {
-            held.insert(lowered.clone());
-        }
-    }
-    held
 }
 
 fn unicode_tokens(text: &str) -> BTreeSet<String> {
@@ -166,7 +134,8 @@ pub fn relevances_of_held<H: AsRef<[usize]>>(query_len: usize, held: &[H]) -> Ve
 }
 
 /// The ascending positions, in `query_tokens`' order, of the query tokens a text holds (what
-/// [`relevances_of_held`] takes for a document).
+/// [`relevances_of_held`] takes for a document). To look in many texts for one query, make a
+/// [`QueryTokens`] once.
 ///
 /// ```
 /// use memory_core::lexical::{held_positions, tokenize};
@@ -174,13 +143,88 @@ pub fn relevances_of_held<H: AsRef<[usize]>>(query_len: usize, held: &[H]) -> Ve
 /// assert_eq!(held_positions(&query, "FOO deploys; where?"), [2, 3]);
 /// ```
 pub fn held_positions(query_tokens: &BTreeSet<String>, text: &str) -> Vec<usize> {
-    let held = matched_tokens(query_tokens, text);
-    query_tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| held.contains(*t))
-        .map(|(position, _)| position)
-        .collect()
+    QueryTokens::new(query_tokens).held_positions(text)
+}
+
+/// A query's distinct tokens, made ready to be looked for in many texts (the candidates a
+/// ranking weighs): each of a text's words costs one hash lookup, and none of its other
+/// tokens is allocated.
+///
+/// ```
+/// use memory_core::lexical::{tokenize, QueryTokens};
+/// let query = QueryTokens::new(&tokenize("where does Foo deploy")); // deploy, does, foo, where
+/// assert_eq!(query.len(), 4);
+/// assert_eq!(query.held_positions("FOO deploys; where?"), [2, 3]);
+/// assert_eq!(query.held_positions("Ünïcode: WHERE does it"), [1, 3]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct QueryTokens {
+    /// Each token's position in the query's token order.
+    positions: HashMap<String, usize>,
+    /// Bit `n` is set when some token is `n` bytes long (`n` < 64; bit 63 stands for longer):
+    /// most words of a text are rejected by their length alone.
+    lengths: u64,
+}
+
+impl QueryTokens {
+    /// Readies `query_tokens` (as [`tokenize`] makes them).
+    pub fn new(query_tokens: &BTreeSet<String>) -> Self {
+        let positions: HashMap<String, usize> = query_tokens
+            .iter()
+            .enumerate()
+            .map(|(position, token)| (token.clone(), position))
+            .collect();
+        let lengths = positions
+            .keys()
+            .fold(0, |bits, t| bits | length_bit(t.len()));
+        Self { positions, lengths }
+    }
+
+    /// How many distinct tokens the query has.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether the query has no token.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// The ascending positions of the query tokens `text` holds, as [`held_positions`].
+    pub fn held_positions(&self, text: &str) -> Vec<usize> {
+        let mut held = Vec::new();
+        if self.positions.is_empty() {
+            return held;
+        }
+        if !text.is_ascii() {
+            held.extend(
+                unicode_tokens(text)
+                    .iter()
+                    .filter_map(|token| self.positions.get(token).copied()),
+            );
+            held.sort_unstable();
+            return held;
+        }
+        let mut lowered = String::new();
+        for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+            if run.len() < MIN_TOKEN_CHARS || self.lengths & length_bit(run.len()) == 0 {
+                continue;
+            }
+            lowered.clear();
+            lowered.push_str(run);
+            lowered.make_ascii_lowercase();
+            if let Some(&position) = self.positions.get(&lowered) {
+                held.push(position);
+            }
+        }
+        held.sort_unstable();
+        held.dedup();
+        held
+    }
+}
+
+fn length_bit(len: usize) -> u64 {
+    1 << len.min(63)
 }
 
 #[cfg(test)]
@@ -209,15 +253,27 @@ mod tests {
     }
 
     #[test]
-    fn matched_tokens_are_the_intersection() {
-        let query = tokenize("Straße CAFÉ deploy region east");
+    fn held_positions_are_those_of_the_intersection() {
+        // Words past 63 bytes share one length bit: a 70-byte token, and a 72-byte word.
+        let (long, longer) = ("x".repeat(70), "X".repeat(72));
+        let query = tokenize(&format!("Straße CAFÉ deploy region east {long}"));
+        let ready = QueryTokens::new(&query);
         for text in [
-            "deploy to us-east, not the region",
+            "deploy to us-east, not the region; DEPLOY east again",
             "STRASSE und straße im Café",
             "nothing here",
+            &long.to_uppercase(),
+            &longer,
+            "",
         ] {
-            let want: BTreeSet<String> = tokenize(text).intersection(&query).cloned().collect();
-            assert_eq!(matched_tokens(&query, text), want, "{text:?}");
+            let held = tokenize(text);
+            let want: Vec<usize> = query
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| held.contains(*t))
+                .map(|(position, _)| position)
+                .collect();
+            assert_eq!(ready.held_positions(text), want, "{text:?}");
         }
     }
 

@@ -39,7 +39,7 @@ mod schema;
 mod session;
 mod working;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -1371,12 +1371,12 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
 /// nearness and their lexical relevance to `query` (the one lexical definition, over each
 /// message as it was embedded: speaker, day and text). Ties keep the nearer first.
 fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_core::VectorHit> {
-    let query = tokenize(query);
-    let documents: Vec<BTreeSet<String>> = hits
+    let query = lexical::QueryTokens::new(&tokenize(query));
+    let held: Vec<Vec<usize>> = hits
         .iter()
-        .map(|hit| lexical::matched_tokens(&query, &said(hit)))
+        .map(|hit| query.held_positions(&said(hit)))
         .collect();
-    let relevance = lexical::relevances(&query, &documents);
+    let relevance = lexical::relevances_of_held(query.len(), &held);
     let nearness: Vec<usize> = (0..hits.len()).collect();
     let mut lexical: Vec<usize> = nearness
         .iter()
