@@ -183,6 +183,13 @@ impl ReadTx {
     pub(crate) fn finish(mut self) {
         self.open = false;
     }
+
+    /// Ends the transaction by a `COMMIT` of its own (when no statement string ended it).
+    pub(crate) async fn commit(mut self) -> Result<()> {
+        sqlx::query("COMMIT").execute(self.conn()).await.db()?;
+        self.finish();
+        Ok(())
+    }
 }
 
 impl Drop for ReadTx {

@@ -12,7 +12,7 @@ use memory_core::{
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
-use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult};
+use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult, ReadTx};
 use crate::SqliteStore;
 
 /// Matrices by `(collection pk, subject)`, each at the collection generation it was read at.
@@ -29,20 +29,37 @@ fn metric_from(text: &str) -> Result<Metric> {
     Metric::parse(text).ok_or_else(|| corrupt("metric", text))
 }
 
+/// A namespace's collection by name.
+macro_rules! find_collection_statement {
+    () => {
+        "SELECT pk, name, dims, metric, model, generation FROM collections
+         WHERE namespace = ?1 AND name = ?2"
+    };
+}
+const FIND_COLLECTION: &str = find_collection_statement!();
+
 pub(crate) async fn find_collection(
     conn: &mut SqliteConnection,
     namespace: &Namespace,
     name: &str,
 ) -> Result<Option<CollectionRow>> {
-    let row: Option<(i64, String, i64, String, String, i64)> = sqlx::query_as(
-        "SELECT pk, name, dims, metric, model, generation FROM collections
-         WHERE namespace = ?1 AND name = ?2",
-    )
-    .bind(namespace.as_str())
-    .bind(name)
-    .fetch_optional(conn)
-    .await
-    .db()?;
+    find_collection_with(conn, FIND_COLLECTION, namespace, name).await
+}
+
+/// [`find_collection`] by `statement`, which is [`FIND_COLLECTION`] after statements that
+/// return nothing (a `BEGIN`).
+async fn find_collection_with(
+    conn: &mut SqliteConnection,
+    statement: &'static str,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<Option<CollectionRow>> {
+    let row: Option<(i64, String, i64, String, String, i64)> = sqlx::query_as(statement)
+        .bind(namespace.as_str())
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+        .db()?;
     row.map(|(pk, name, dims, metric, model, generation)| {
         Ok(CollectionRow {
             pk,
@@ -388,30 +405,54 @@ impl VectorStore for SqliteStore {
         collection: &str,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
-        let mut tx = self.read().await?;
-        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
-        collection.spec.check_vector(&query.vector)?;
-        let index = self.matrix(&mut tx, &collection, subject_of(scope)).await?;
-        let best = index.search(&query);
-        if best.is_empty() {
-            tx.commit().await.db()?;
-            return Ok(Vec::new());
-        }
+        // One read transaction in two hops when the matrix is held: `BEGIN` rides with the
+        // collection's row, `COMMIT` with the hits' rows.
+        let mut tx = ReadTx::acquire(&self.reader).await?;
+        let found = find_collection_with(
+            tx.conn(),
+            concat!("BEGIN;\n", find_collection_statement!()),
+            scope.namespace(),
+            collection,
+        )
+        .await?;
+        let best = match found {
+            Some(collection) => match collection.spec.check_vector(&query.vector) {
+                Ok(()) => {
+                    let index = self
+                        .matrix(tx.conn(), &collection, subject_of(scope))
+                        .await?;
+                    Ok((collection, index.search(&query), index))
+                }
+                Err(invalid) => Err(invalid),
+            },
+            None => Err(MemoryError::not_found("collection", collection)),
+        };
+        let (collection, best, index) = match best {
+            Ok(found) if !found.1.is_empty() => found,
+            nothing => {
+                tx.commit().await?;
+                return nothing.map(|_| Vec::new());
+            }
+        };
         let ids: Vec<&str> = best
             .iter()
             .map(|(row, _)| index.id(*row).as_str())
             .collect();
+        // The vectors are most of a row's bytes: read only when asked for.
         let rows = sqlx::query(
-            "SELECT id, vector, text, metadata, conversation_id FROM vectors
-             WHERE collection = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3))",
+            "SELECT id, CASE WHEN ?4 THEN vector END AS vector, text, metadata, conversation_id
+             FROM vectors
+             WHERE collection = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3));
+             COMMIT",
         )
         .bind(collection.pk)
         .bind(subject_of(scope))
         .bind(to_json(&ids))
-        .fetch_all(&mut *tx)
+        .bind(query.include_vectors)
+        .fetch_all(tx.conn())
         .await
         .db()?;
-        tx.commit().await.db()?;
+        tx.finish();
         let mut records: HashMap<VectorId, VectorRecord> = rows
             .iter()
             .map(|row| record_from(row, query.include_vectors).map(|r| (r.id.clone(), r)))
