@@ -6,13 +6,18 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use memory_core::exact::ExactIndex;
 use memory_core::lexical::tokenize;
-use memory_core::{ConversationId, Message, Scope, Timestamp};
+use memory_core::{
+    ConversationId, Filter, Message, Metric, Scope, Timestamp, VectorId, VectorQuery,
+};
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
 
-use memory_bench::workloads::{in_rank_order, query_tokens_json, rank_holding, RawDriver};
+use memory_bench::workloads::{
+    in_rank_order, query_tokens_json, rank_holding, MessageRecall, RawDriver,
+};
 
 // The statements both hand-written sides (raw sqlx and the engine's limit) send, as the store
 // sends them.
@@ -509,7 +514,22 @@ pub struct EngineSqlite {
     jobs: std::sync::Mutex<std::sync::mpsc::Sender<EngineJob>>,
 }
 
-type EngineJob = Box<dyn FnOnce(&mut rusqlite::Connection) + Send>;
+/// The message vectors of one (collection, subject) as the engine's thread holds them while
+/// the collection's generation stays, as the store holds its matrices.
+struct HeldMatrix {
+    collection: i64,
+    generation: i64,
+    subject: String,
+    index: Arc<ExactIndex>,
+}
+
+/// What the engine's thread owns: its connection and the matrix it holds.
+struct Engine {
+    conn: rusqlite::Connection,
+    held: Option<HeldMatrix>,
+}
+
+type EngineJob = Box<dyn FnOnce(&mut Engine) + Send>;
 
 impl EngineSqlite {
     /// Opens the file memory-sqlite made, with the store's settings (WAL,
@@ -523,9 +543,9 @@ impl EngineSqlite {
         .expect("the store's pragmas");
         let (jobs, queue) = std::sync::mpsc::channel::<EngineJob>();
         std::thread::spawn(move || {
-            let mut conn = conn;
+            let mut engine = Engine { conn, held: None };
             for job in queue {
-                job(&mut conn);
+                job(&mut engine);
             }
         });
         Self {
@@ -533,17 +553,25 @@ impl EngineSqlite {
         }
     }
 
-    /// Runs `work` on the engine's thread and waits for its value.
+    /// Runs `work` on the engine's connection, on its thread, and waits for its value.
     async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut rusqlite::Connection) -> T + Send + 'static,
+    ) -> T {
+        self.run_engine(move |engine| work(&mut engine.conn)).await
+    }
+
+    /// Runs `work` on the engine's thread and waits for its value.
+    async fn run_engine<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Engine) -> T + Send + 'static,
     ) -> T {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.jobs
             .lock()
             .expect("engine queue")
-            .send(Box::new(move |conn| {
-                let _ = reply.send(work(conn));
+            .send(Box::new(move |engine| {
+                let _ = reply.send(work(engine));
             }))
             .expect("the engine thread runs");
         answer.await.expect("the engine thread answers")
@@ -733,6 +761,132 @@ impl RawDriver for EngineSqlite {
         .await
     }
 
+    /// The store's own work, as the engine would do it: in one read transaction, the
+    /// collection's generation, the subject's vectors (read once, then held while the
+    /// generation stays), the nearest before the window ranked in the client, and their
+    /// messages.
+    async fn recall_messages(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        recall: &MessageRecall<'_>,
+    ) -> Option<Vec<Message>> {
+        use rusqlite::OptionalExtension as _;
+        let (namespace, subject, id) = owned(scope, id.as_str());
+        let collection = recall.collection.to_owned();
+        let (vector, window, limit, min_score) = (
+            recall.vector.to_vec(),
+            recall.window,
+            recall.limit,
+            recall.min_score,
+        );
+        let bodies: Vec<String> = self
+            .run_engine(move |engine| {
+                let tx = engine.conn.transaction().expect("begin");
+                let (pk, generation, dims, metric): (i64, i64, i64, String) = tx
+                    .prepare_cached(
+                        "SELECT pk, generation, dims, metric FROM collections
+                         WHERE namespace = ?1 AND name = ?2",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(rusqlite::params![namespace, collection], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                        })
+                        .optional()
+                    })
+                    .expect("the collection")?;
+                let held = engine.held.as_ref().filter(|held| {
+                    (held.collection, held.generation, held.subject.as_str())
+                        == (pk, generation, subject.as_str())
+                });
+                let index = if let Some(held) = held {
+                    held.index.clone()
+                } else {
+                    let index = Arc::new(read_matrix(&tx, pk, &subject, dims, &metric));
+                    engine.held = Some(HeldMatrix {
+                        collection: pk,
+                        generation,
+                        subject: subject.clone(),
+                        index: index.clone(),
+                    });
+                    index
+                };
+                let (conversation, last_seq): (i64, i64) = tx
+                    .prepare_cached(
+                        "SELECT pk, last_seq FROM conversations
+                         WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+                    )
+                    .and_then(|mut s| {
+                        s.query_row(rusqlite::params![namespace, subject, id], |r| {
+                            Ok((r.get(0)?, r.get(1)?))
+                        })
+                    })
+                    .expect("the conversation");
+                let before = last_seq - window as i64 + 1;
+                let mut query = VectorQuery::new(vector, limit).with_filter(Filter::and([
+                    Filter::eq("conversation_id", id.as_str()),
+                    Filter::range("seq").lt(before as f64),
+                ]));
+                query.min_score = Some(min_score);
+                // As the store does: the hits' rows (their text and metadata), then their
+                // messages by seq.
+                let ids: Vec<&str> = index
+                    .search(&query)
+                    .iter()
+                    .map(|(row, _)| index.id(*row).as_str())
+                    .collect();
+                let metadata: Vec<String> = tx
+                    .prepare_cached(
+                        "SELECT id, text, metadata, conversation_id FROM vectors
+                         WHERE collection = ?1 AND subject = ?2
+                           AND id IN (SELECT value FROM json_each(?3))",
+                    )
+                    .and_then(|mut s| {
+                        s.query_map(
+                            rusqlite::params![
+                                pk,
+                                subject,
+                                serde_json::to_string(&ids).expect("ids serialize")
+                            ],
+                            |r| r.get(2),
+                        )?
+                        .collect()
+                    })
+                    .expect("the hits' rows");
+                let seqs: Vec<u64> = metadata
+                    .iter()
+                    .filter_map(|m| {
+                        serde_json::from_str::<serde_json::Value>(m).ok()?["seq"].as_u64()
+                    })
+                    .collect();
+                let bodies = tx
+                    .prepare_cached(
+                        "SELECT body FROM messages WHERE conversation = ?1
+                           AND seq IN (SELECT value FROM json_each(?2))",
+                    )
+                    .and_then(|mut s| {
+                        s.query_map(
+                            rusqlite::params![
+                                conversation,
+                                serde_json::to_string(&seqs).expect("seqs serialize")
+                            ],
+                            |r| r.get(0),
+                        )?
+                        .collect::<rusqlite::Result<Vec<String>>>()
+                    })
+                    .expect("the recalled messages");
+                tx.commit().expect("commit");
+                Some(bodies)
+            })
+            .await?;
+        Some(
+            bodies
+                .iter()
+                .map(|body| serde_json::from_str(body).expect("a message"))
+                .collect(),
+        )
+    }
+
     async fn list_page(
         &self,
         scope: &Scope,
@@ -757,6 +911,37 @@ impl RawDriver for EngineSqlite {
         })
         .await
     }
+}
+
+/// A subject's vectors of a collection, as the store reads them into its matrix.
+fn read_matrix(
+    tx: &rusqlite::Transaction<'_>,
+    collection: i64,
+    subject: &str,
+    dims: i64,
+    metric: &str,
+) -> ExactIndex {
+    let mut index = ExactIndex::new(
+        usize::try_from(dims).expect("dimensions the store wrote"),
+        Metric::parse(metric).expect("a metric the store wrote"),
+    );
+    let mut statement = tx
+        .prepare_cached(
+            "SELECT id, vector, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
+        )
+        .expect("prepare");
+    let mut rows = statement
+        .query(rusqlite::params![collection, subject])
+        .expect("vectors");
+    while let Some(row) = rows.next().expect("a vector row") {
+        let metadata: String = row.get(2).expect("metadata");
+        index.push_le_bytes(
+            VectorId::new(row.get::<_, String>(0).expect("id")).expect("a vector id"),
+            row.get_ref(1).expect("vector").as_blob().expect("a blob"),
+            serde_json::from_str(&metadata).expect("metadata"),
+        );
+    }
+    index
 }
 
 /// A scope's namespace and subject column, and one more string, owned for the engine thread.

@@ -130,9 +130,10 @@ pub trait RawDriver: Send + Sync + 'static {
         false
     }
     /// A turn's semantic recall: the messages before the conversation's last `window` nearest
-    /// to the query, read in one request where the engine can rank vectors itself. `None` where
-    /// it cannot: SQLite, libSQL and Redis hold vectors that the store ranks in the client, so
-    /// their minimal reads have no vector search to stand for.
+    /// to the query, read in one request where the engine can rank vectors itself (pgvector),
+    /// or as the store does where it ranks them in the client (SQLite's engine side: the
+    /// subject's vectors held while the collection's generation stays). `None` on a side that
+    /// does not do it: its minimal reads have no vector search, a lower bound.
     async fn recall_messages(
         &self,
         _scope: &Scope,
@@ -648,9 +649,8 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
 
     // One session alone, its thread now holding the turns above: the latency a turn's
     // `prepare` adds, against the reads its context needs made by hand at once — the window,
-    // the user's working memory, the lexical fact ranking and, where the engine ranks vectors
-    // itself (pgvector), the recalled messages in one statement. Where the store ranks vectors
-    // in the client, the reference has no vector search: a lower bound.
+    // the user's working memory, the lexical fact ranking and the recalled messages (see
+    // `RawDriver::recall_messages` for which sides search vectors).
     let (scope, id) = threads[0].clone();
     let prepares = turns * 4;
     let mut ours_side = FnSide::new("ours prepare", || {
@@ -704,7 +704,7 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
     let alone = compare(
         "W10 one session: prepare alone, against its minimal reads",
         format!(
-            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; each raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round where the engine ranks vectors (PostgreSQL with pgvector; elsewhere no vector search: a lower bound)",
+            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; each raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit); a side without it is a lower bound",
             2 * turns * sizes.rounds,
             sizes.rounds
         ),
