@@ -380,13 +380,20 @@ impl ConversationStore for LibsqlStore {
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
         let tx = self.read().await?;
-        let (pk, _) = conversation_pk(&tx, scope, id).await?;
-        let value = row(&tx, sql::conversations::CURSOR, (pk, name))
-            .await?
-            .map(|r| r.int(0))
-            .transpose()?;
+        let found = row(
+            &tx,
+            sql::conversations::CURSOR,
+            (
+                scope.namespace().as_str(),
+                subject_of(scope),
+                id.as_str(),
+                name,
+            ),
+        )
+        .await?
+        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
         tx.commit().await?;
-        Ok(value.map(seq_from_db))
+        Ok(found.opt_int(0)?.map(seq_from_db))
     }
 
     async fn advance_cursor(

@@ -26,8 +26,12 @@ pub const UPDATE_TITLE_AND_METADATA: &str =
 /// Deletes a conversation (its messages and cursors cascade): `?1` pk.
 pub const DELETE_BY_PK: &str = "DELETE FROM conversations WHERE pk = ?1";
 
-/// A cursor's value: `?1` conversation pk, `?2` name.
-pub const CURSOR: &str = "SELECT value FROM cursors WHERE conversation = ?1 AND name = ?2";
+/// A conversation's cursor, in one statement (its own snapshot): one row when the conversation
+/// (`?1` namespace, `?2` subject, `?3` id) exists, holding the value of its cursor `?4` (NULL when
+/// never advanced); no row when the conversation does not.
+pub const CURSOR: &str = "SELECT cursors.value FROM conversations
+    LEFT JOIN cursors ON cursors.conversation = conversations.pk AND cursors.name = ?4
+    WHERE conversations.namespace = ?1 AND conversations.subject = ?2 AND conversations.id = ?3";
 
 /// Moves a cursor forward only, returning where it stands: `?1` conversation pk, `?2` name, `?3`
 /// value.

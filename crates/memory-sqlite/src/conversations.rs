@@ -541,15 +541,15 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        let mut tx = self.read().await?;
-        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
-        let value: Option<i64> = sqlx::query_scalar(sql::conversations::CURSOR)
-            .bind(pk)
+        let found: Option<Option<i64>> = sqlx::query_scalar(sql::conversations::CURSOR)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
             .bind(name)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(&self.reader)
             .await
             .db()?;
-        tx.commit().await.db()?;
+        let value = found.ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
         Ok(value.map(seq_from_db))
     }
 
