@@ -408,30 +408,30 @@ impl VectorStore for SqliteStore {
         // One read transaction in two hops when the matrix is held: `BEGIN` rides with the
         // collection's row, `COMMIT` with the hits' rows.
         let mut tx = ReadTx::acquire(&self.reader).await?;
-        let found = find_collection_with(
-            tx.conn(),
-            concat!("BEGIN;\n", find_collection_statement!()),
-            scope.namespace(),
-            collection,
-        )
-        .await?;
-        let best = match found {
-            Some(collection) => match collection.spec.check_vector(&query.vector) {
-                Ok(()) => {
-                    let index = self
-                        .matrix(tx.conn(), &collection, subject_of(scope))
-                        .await?;
-                    Ok((collection, index.search(&query), index))
-                }
-                Err(invalid) => Err(invalid),
-            },
-            None => Err(MemoryError::not_found("collection", collection)),
-        };
-        let (collection, best, index) = match best {
+        let found = async {
+            let found = find_collection_with(
+                tx.conn(),
+                concat!("BEGIN;\n", find_collection_statement!()),
+                scope.namespace(),
+                collection,
+            )
+            .await?
+            .ok_or_else(|| MemoryError::not_found("collection", collection))?;
+            found.spec.check_vector(&query.vector)?;
+            let index = self.matrix(tx.conn(), &found, subject_of(scope)).await?;
+            Ok::<_, MemoryError>((found, index.search(&query), index))
+        }
+        .await;
+        let (collection, best, index) = match found {
             Ok(found) if !found.1.is_empty() => found,
-            nothing => {
+            Ok(_) => {
                 tx.commit().await?;
-                return nothing.map(|_| Vec::new());
+                return Ok(Vec::new());
+            }
+            Err(error) => {
+                // Ends the transaction if it began; a connection that cannot is closed.
+                let _ = tx.commit().await;
+                return Err(error);
             }
         };
         let ids: Vec<&str> = best
