@@ -408,8 +408,8 @@ impl VectorStore for SqliteStore {
         // One read transaction in two hops when the matrix is held: `BEGIN` rides with the
         // collection's row, `COMMIT` with the hits' rows.
         let mut tx = ReadTx::acquire(&self.reader).await?;
-        let found = async {
-            let found = find_collection_with(
+        let searched = async {
+            let row = find_collection_with(
                 tx.conn(),
                 concat!("BEGIN;\n", find_collection_statement!()),
                 scope.namespace(),
@@ -417,12 +417,12 @@ impl VectorStore for SqliteStore {
             )
             .await?
             .ok_or_else(|| MemoryError::not_found("collection", collection))?;
-            found.spec.check_vector(&query.vector)?;
-            let index = self.matrix(tx.conn(), &found, subject_of(scope)).await?;
-            Ok::<_, MemoryError>((found, index.search(&query), index))
+            row.spec.check_vector(&query.vector)?;
+            let index = self.matrix(tx.conn(), &row, subject_of(scope)).await?;
+            Ok::<_, MemoryError>((row, index.search(&query), index))
         }
         .await;
-        let (collection, best, index) = match found {
+        let (collection, best, index) = match searched {
             Ok(found) if !found.1.is_empty() => found,
             Ok(_) => {
                 tx.commit().await?;
