@@ -319,7 +319,8 @@ impl Setting {
     }
 
     /// The settings every run measures: the engine's defaults as the README configures them
-    /// (window 10, limit 10 of the 50 nearest ranked hybrid: a context of at most 20 turns),
+    /// (window 10, limit 10 of the 50 nearest ranked hybrid, vectors carrying the conversation
+    /// before them: a context of at most 20 turns), the same with each message embedded alone,
     /// the same recalling by the embedding alone (candidates = limit), the same 20 turns with a
     /// window of 4 and 16 recalled, and the README's settings until Q1 was measured (limit 3,
     /// threshold 0.6).
@@ -331,11 +332,18 @@ impl Setting {
         );
         vec![
             Self::recall(
-                "defaults: window 10, limit 10 of 50 candidates",
+                "defaults: window 10, limit 10 of 50 candidates, context weight 0.4",
                 window,
                 limit,
                 defaults.semantic_recall.threshold,
             ),
+            Self::recall(
+                "defaults, each message embedded alone: context weight 0",
+                window,
+                limit,
+                defaults.semantic_recall.threshold,
+            )
+            .context_weight(0.0),
             Self::recall("embedding alone: candidates 10", window, limit, 0.0).candidates(limit),
             Self::recall("window 4, limit 16", 4, 16, 0.0),
             Self::recall(
@@ -345,6 +353,13 @@ impl Setting {
                 0.6,
             ),
         ]
+    }
+
+    /// The same with messages' vectors carrying `weight` of the conversation before them.
+    #[must_use]
+    pub fn context_weight(mut self, weight: f32) -> Self {
+        self.config.semantic_recall.context_weight = weight;
+        self
     }
 
     /// The same with `candidates` messages ranked again.
@@ -448,16 +463,21 @@ pub async fn evaluate(
     let rankings = ["semantic", "lexical", "hybrid", "bm25", "semantic + bm25"];
     let mut ranked: BTreeMap<(usize, usize), BTreeMap<usize, Tally>> = BTreeMap::new();
     for (index, dialogue) in dialogues.iter().enumerate() {
-        let scope = Scope::new("locomo", format!("d{index}")).map_err(err)?;
+        // Each setting stores the conversation in its own scope: what a commit stores (the
+        // vectors' context) is a setting too. The embedder remembers its vectors, so the model
+        // runs once per text whatever the number of settings.
+        let scopes: Vec<Scope> = (0..settings.len())
+            .map(|s| Scope::new("locomo", format!("d{index}-s{s}")).map_err(err))
+            .collect::<Result<_, _>>()?;
         let id = ConversationId::new(format!("dialogue-{index}")).map_err(err)?;
-        let new = NewConversation {
-            id: Some(id.clone()),
-            ..NewConversation::default()
-        };
-        backend
-            .create_conversation(&scope, new)
-            .await
-            .map_err(err)?;
+        for scope in &scopes {
+            let new = NewConversation {
+                id: Some(id.clone()),
+                ..NewConversation::default()
+            };
+            backend.create_conversation(scope, new).await.map_err(err)?;
+        }
+        let scope = &scopes[0];
         let said: Vec<Message> = dialogue
             .turns
             .iter()
@@ -473,10 +493,12 @@ pub async fn evaluate(
                 .position(|t| t.dia.0 != session)
                 .map_or(dialogue.turns.len(), |n| start + n);
             seq_to_dia.extend(dialogue.turns[start..end].iter().map(|t| t.dia));
-            memories[0]
-                .commit(&scope, &id, said[start..end].to_vec())
-                .await
-                .map_err(err)?;
+            for (memory, scope) in memories.iter().zip(&scopes) {
+                memory
+                    .commit(scope, &id, said[start..end].to_vec())
+                    .await
+                    .map_err(err)?;
+            }
             start = end;
         }
         // The rankings alone rank every turn as a fact of the turn's text in each form.
@@ -492,7 +514,7 @@ pub async fn evaluate(
                     .map(|(turn, (text, vector))| {
                         let mut fact = NewFact::new(text);
                         fact.embedding = Some(vector);
-                        let mut fact = fact.into_fact(&scope, turn.at);
+                        let mut fact = fact.into_fact(scope, turn.at);
                         // Turn order breaks ties the way recency would.
                         fact.key = Some(format!("{}-{}", turn.dia.0, turn.dia.1));
                         fact
@@ -517,7 +539,7 @@ pub async fn evaluate(
             };
             for (s, memory) in memories.iter().enumerate() {
                 let context = memory
-                    .prepare(&scope, &id, &question.text)
+                    .prepare(&scopes[s], &id, &question.text)
                     .await
                     .map_err(err)?;
                 let found = count(&mut context.messages.iter().filter_map(|m| {

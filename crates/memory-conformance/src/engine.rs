@@ -411,6 +411,9 @@ pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
     config.conversation.window_size = 1;
     config.semantic_recall.enabled = true;
     config.semantic_recall.threshold = 0.3;
+    // Each message embedded alone: the threshold then admits the hotel message only, not the
+    // reply that would carry it.
+    config.semantic_recall.context_weight = 0.0;
     let memory = Memory::builder(ctx.backend_arc())
         .config(config)
         .embedder(embedder.clone())
@@ -981,6 +984,56 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
         .await
         .must("prepare");
     assert_eq!(context.embedder, None, "no tier embedded the input");
+}
+
+/// By default a message's vector carries the conversation before it (`context_weight`), across
+/// commits: a reply that names nothing of the question is recalled by what it answered; with a
+/// weight of 0 each message is embedded alone and a message nearer on its own wins.
+pub async fn semantic_recall_finds_a_reply_by_what_it_answered(ctx: &Ctx) {
+    let embedder = Arc::new(ScriptedEmbedder {
+        rules: vec![
+            ("Paris", [1.0, 0.0, 0.0, 0.0]),
+            ("loved", [0.0, 1.0, 0.0, 0.0]),
+            ("museum", [0.1, 0.0, 0.995, 0.0]),
+        ],
+    });
+    let default_weight = MemoryConfig::default().semantic_recall.context_weight;
+    for (weight, recalled_seqs) in [(default_weight, [1, 2]), (0.0, [1, 3])] {
+        let mut config = config();
+        config.conversation.window_size = 1;
+        config.semantic_recall.enabled = true;
+        config.semantic_recall.limit = 2;
+        config.semantic_recall.context_weight = weight;
+        let memory = Memory::builder(ctx.backend_arc())
+            .config(config)
+            .embedder(embedder.clone())
+            .build()
+            .must("build memory");
+        let c = conversation(ctx, ctx.scope()).await;
+        // One commit per message: the context crosses commits through the stored vectors.
+        for message in [
+            text("m0", Role::User, "Did you go to Paris?"),
+            text("m1", Role::Assistant, "yes, loved every minute"),
+            text("m2", Role::User, "the museum was closed though"),
+            text("m3", Role::Assistant, "bye"),
+        ] {
+            memory
+                .commit(ctx.scope(), &c.id, vec![message])
+                .await
+                .must("commit");
+        }
+        let context = memory
+            .prepare(ctx.scope(), &c.id, "Paris?")
+            .await
+            .must("prepare");
+        let mut recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        recalled.sort_unstable();
+        assert_eq!(
+            recalled, recalled_seqs,
+            "context weight {weight}: {:?}",
+            context.recalled
+        );
+    }
 }
 
 /// Knowledge comes from the configured shared collections, above the threshold, best first,

@@ -608,6 +608,9 @@ impl Memory {
     /// - Embedding and extraction are driven by per-conversation cursors, not by what this call
     ///   appended: resending the same history embeds and extracts nothing twice, and a crash
     ///   between the append and either step is made up by the next commit.
+    /// - A message's vector carries `semantic_recall.context_weight` of the stored vector of the
+    ///   message said before it (in this commit or an earlier one), so a reply is found by what
+    ///   it answered.
     /// - Extracted facts below `min_confidence` are dropped; the rest are remembered with the
     ///   configured tags, their confidence as score, their source messages and an embedding,
     ///   keeping at most `facts.max_facts`.
@@ -938,7 +941,16 @@ impl Memory {
                 .iter()
                 .map(|m| embedded_text(&m.message))
                 .collect();
-            let vectors = self.embed_all(&texts).await?;
+            let weight = self.config.semantic_recall.context_weight;
+            let (vectors, before) = futures::join!(self.embed_all(&texts), async {
+                if weight > 0.0 {
+                    self.vector_before(scope, conversation, with_text[0].seq)
+                        .await
+                } else {
+                    Ok(None)
+                }
+            });
+            let vectors = in_context(vectors?, before?, weight);
             let records: Vec<VectorRecord> = with_text
                 .iter()
                 .zip(vectors)
@@ -970,6 +982,37 @@ impl Memory {
             .advance_cursor(scope, conversation, EMBEDDED_CURSOR, last)
             .await?;
         Ok(Some(with_text.len()))
+    }
+
+    /// The stored vector of the last message said before `seq` (user or assistant), which the
+    /// next vector carries a share of; `None` when there is no such message or it was never
+    /// embedded (no text, or semantic recall was off then).
+    async fn vector_before(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        seq: u64,
+    ) -> Result<Option<Vec<f32>>> {
+        let options = LoadOptions {
+            last: Some(1),
+            before_seq: Some(seq),
+            roles: Some(vec![Role::User, Role::Assistant]),
+            sanitize: false,
+            ..LoadOptions::default()
+        };
+        let Some(previous) = self.backend.load(scope, conversation, options).await?.pop() else {
+            return Ok(None);
+        };
+        let id = message_vector_id(conversation, &previous);
+        match self
+            .backend
+            .get_vector(scope, MESSAGE_COLLECTION, &id)
+            .await
+        {
+            Ok(record) => Ok(Some(record.vector)),
+            Err(error) if error.is_not_found() => Ok(None),
+            Err(error) => Err(error),
+        }
     }
 
     /// What the query finds, searched as soon as it is embedded: the conversation's messages
@@ -1389,6 +1432,39 @@ fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_co
     order.sort_by(|a, b| fused[b].total_cmp(&fused[a]).then(a.cmp(b)));
     let mut slots: Vec<Option<memory_core::VectorHit>> = hits.into_iter().map(Some).collect();
     order.into_iter().filter_map(|i| slots[i].take()).collect()
+}
+
+/// Messages' vectors in conversational context, in order: each the unit sum of its own unit
+/// embedding and `weight` times the vector before it in context (`before` for the first), so a
+/// message carries the conversation before it, fading by `weight` per message. A vector of
+/// another length than the one before it (another embedder's) starts afresh.
+fn in_context(embedded: Vec<Vec<f32>>, before: Option<Vec<f32>>, weight: f32) -> Vec<Vec<f32>> {
+    let mut previous = before;
+    embedded
+        .into_iter()
+        .map(|own| {
+            let mut vector = unit(own);
+            if let Some(previous) = previous.as_ref().filter(|p| p.len() == vector.len()) {
+                for (value, carried) in vector.iter_mut().zip(previous) {
+                    *value += weight * carried;
+                }
+                vector = unit(vector);
+            }
+            previous = Some(vector.clone());
+            vector
+        })
+        .collect()
+}
+
+/// `vector` scaled to length 1 (a zero vector stays as it is).
+fn unit(mut vector: Vec<f32>) -> Vec<f32> {
+    let norm = memory_core::similarity::norm(&vector);
+    if norm > 0.0 {
+        for value in &mut vector {
+            *value /= norm;
+        }
+    }
+    vector
 }
 
 /// A message hit's text as it was embedded, from the record (its bare text alone for records

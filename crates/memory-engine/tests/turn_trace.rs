@@ -294,10 +294,18 @@ async fn a_commit_embeds_what_it_appended_without_reading_it_back() {
         "{calls:?}"
     );
     // The embedded cursor is read beside the append and stands just before the new messages:
-    // they are embedded as sent, with no read of what follows the cursor.
+    // they are embedded as sent, with no read of what follows the cursor. What is read is the
+    // message said before them and its vector, which the new vectors carry a share of.
     assert_eq!(
         calls.names,
-        ["append", "cursor", "upsert_vectors", "advance_cursor"],
+        [
+            "append",
+            "cursor",
+            "load",
+            "get_vector",
+            "upsert_vectors",
+            "advance_cursor"
+        ],
         "{calls:?}"
     );
     let vectors = memory
