@@ -319,7 +319,7 @@ impl Setting {
     }
 
     /// The settings every run measures: the engine's defaults as the README configures them
-    /// (window 10, limit 10 of the 50 nearest ranked hybrid, vectors carrying the conversation
+    /// (window 10, limit 10 of the 100 nearest ranked hybrid, vectors carrying the conversation
     /// before them: a context of at most 20 turns), the same with each message embedded alone,
     /// the same recalling by the embedding alone (candidates = limit), the same 20 turns with a
     /// window of 4 and 16 recalled, and the README's settings until Q1 was measured (limit 3,
@@ -330,13 +330,14 @@ impl Setting {
             defaults.conversation.window_size,
             defaults.semantic_recall.limit,
         );
+        let recall = &defaults.semantic_recall;
+        let named = format!(
+            "defaults: window {window}, limit {limit} of {} candidates, context weight {}",
+            recall.candidate_count(),
+            recall.context_weight
+        );
         vec![
-            Self::recall(
-                "defaults: window 10, limit 10 of 50 candidates, context weight 0.4",
-                window,
-                limit,
-                defaults.semantic_recall.threshold,
-            ),
+            Self::recall(&named, window, limit, defaults.semantic_recall.threshold),
             Self::recall(
                 "defaults, each message embedded alone: context weight 0",
                 window,

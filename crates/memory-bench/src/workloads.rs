@@ -576,13 +576,17 @@ pub async fn agent_turn(
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
     const WINDOW: usize = 10;
-    // The engine's defaults: 10 recalled of the 50 nearest, ranked again (hybrid).
-    const RECALLED: usize = 10;
-    const CANDIDATES: usize = 50;
-    const THRESHOLD: f32 = 0.0;
+    // The engine's defaults: the best `limit` of the nearest `candidates`, ranked again
+    // (hybrid), whatever their similarity.
+    let defaults = memory_engine::config::SemanticRecallConfig::default();
+    let (recalled, candidates, threshold) = (
+        defaults.limit,
+        defaults.candidate_count(),
+        defaults.threshold,
+    );
     let config = memory_engine::config::MemoryConfig::from_yaml(&format!(
         "conversation: {{ enabled: true, window_size: {WINDOW} }}
-semantic_recall: {{ enabled: true, limit: {RECALLED}, candidates: {CANDIDATES}, threshold: {THRESHOLD}, merge: prepend }}
+semantic_recall: {{ enabled: true, limit: {recalled}, candidates: {candidates}, threshold: {threshold}, merge: prepend }}
 facts: {{ enabled: true }}
 inject: {{ limit: 8, token_budget: 400 }}
 working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\n- plan:\" }}",
@@ -684,8 +688,8 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
                             collection: memory_engine::MESSAGE_COLLECTION,
                             vector: &vector,
                             window: WINDOW,
-                            limit: CANDIDATES,
-                            min_score: THRESHOLD,
+                            limit: candidates,
+                            min_score: threshold,
                         };
                         let reads = futures::join!(
                             raw.load_last(&scope, &id, WINDOW),

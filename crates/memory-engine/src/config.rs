@@ -187,9 +187,11 @@ pub struct SemanticRecallConfig {
     #[serde(alias = "mergeStrategy")]
     pub merge: MergeStrategy,
     /// How many of the nearest older messages are ranked again, lexically and semantically
-    /// fused, before the best `limit` are recalled (50 by default; at most `limit` makes recall
-    /// purely semantic). On a long-conversation benchmark the fusion finds evidence the
-    /// embedding alone ranks too low: names, places, rare words of the question.
+    /// fused, before the best `limit` are recalled (100 by default; at most `limit` makes
+    /// recall purely semantic). On a long-conversation benchmark the fusion finds evidence the
+    /// embedding alone ranks too low: names, places, rare words of the question; 100
+    /// candidates found 1.5 points more than 50 there, for about 0.4 ms more per turn on
+    /// SQLite (W10).
     pub candidates: usize,
     /// How much of the conversation before it a message's vector carries (0.4 by default; 0
     /// embeds each message alone): the stored vector is the unit sum of the message's own
@@ -215,7 +217,7 @@ impl Default for SemanticRecallConfig {
             limit: 10,
             threshold: 0.0,
             merge: MergeStrategy::Append,
-            candidates: 50,
+            candidates: 100,
             context_weight: 0.4,
         }
     }
