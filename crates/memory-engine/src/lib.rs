@@ -1436,9 +1436,13 @@ fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_co
 
 /// Messages' vectors in conversational context, in order: each the unit sum of its own unit
 /// embedding and `weight` times the vector before it in context (`before` for the first), so a
-/// message carries the conversation before it, fading by `weight` per message. A vector of
-/// another length than the one before it (another embedder's) starts afresh.
+/// message carries the conversation before it, fading by `weight` per message (the collection
+/// compares by cosine, so scaling changes no ranking). A vector of another length than the one
+/// before it (another embedder's) starts afresh. A weight of 0 keeps the embedder's vectors.
 fn in_context(embedded: Vec<Vec<f32>>, before: Option<Vec<f32>>, weight: f32) -> Vec<Vec<f32>> {
+    if weight == 0.0 {
+        return embedded;
+    }
     let mut previous = before;
     embedded
         .into_iter()
