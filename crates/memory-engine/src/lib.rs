@@ -942,15 +942,16 @@ impl Memory {
                 .map(|m| embedded_text(&m.message))
                 .collect();
             let weight = self.config.semantic_recall.context_weight;
-            let (vectors, before) = futures::join!(self.embed_all(&texts), async {
-                if weight > 0.0 {
+            // A weight of 0 keeps the embedder's vectors, with nothing read for them.
+            let vectors = if weight > 0.0 {
+                let (vectors, before) = futures::join!(
+                    self.embed_all(&texts),
                     self.vector_before(scope, conversation, with_text[0].seq)
-                        .await
-                } else {
-                    Ok(None)
-                }
-            });
-            let vectors = in_context(vectors?, before?, weight);
+                );
+                in_context(vectors?, before?, weight)
+            } else {
+                self.embed_all(&texts).await?
+            };
             let records: Vec<VectorRecord> = with_text
                 .iter()
                 .zip(vectors)
@@ -1438,11 +1439,8 @@ fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_co
 /// embedding and `weight` times the vector before it in context (`before` for the first), so a
 /// message carries the conversation before it, fading by `weight` per message (the collection
 /// compares by cosine, so scaling changes no ranking). A vector of another length than the one
-/// before it (another embedder's) starts afresh. A weight of 0 keeps the embedder's vectors.
+/// before it (another embedder's) starts afresh.
 fn in_context(embedded: Vec<Vec<f32>>, before: Option<Vec<f32>>, weight: f32) -> Vec<Vec<f32>> {
-    if weight == 0.0 {
-        return embedded;
-    }
     let mut previous = before;
     embedded
         .into_iter()
