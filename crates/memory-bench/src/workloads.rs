@@ -575,23 +575,19 @@ pub async fn agent_turn(
     paragraphs: &[String],
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
-    const WINDOW: usize = 10;
-    // The engine's defaults: the best `limit` of the nearest `candidates`, ranked again
-    // (hybrid), whatever their similarity.
-    let defaults = memory_engine::config::SemanticRecallConfig::default();
-    let (recalled, candidates, threshold) = (
-        defaults.limit,
-        defaults.candidate_count(),
-        defaults.threshold,
-    );
-    let config = memory_engine::config::MemoryConfig::from_yaml(&format!(
-        "conversation: {{ enabled: true, window_size: {WINDOW} }}
-semantic_recall: {{ enabled: true, limit: {recalled}, candidates: {candidates}, threshold: {threshold}, merge: prepend }}
+    // The engine's defaults with semantic recall on: the window they give, and the best
+    // `limit` of the nearest `candidates`, ranked again (hybrid), whatever their similarity.
+    let config = memory_engine::config::MemoryConfig::from_yaml(
+        "conversation: { enabled: true }
+semantic_recall: { enabled: true, merge: prepend }
 facts: {{ enabled: true }}
 inject: {{ limit: 8, token_budget: 400 }}
-working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\n- plan:\" }}",
-    ))
+working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n- plan:\" }",
+    )
     .expect("a valid configuration");
+    let window = config.window_size();
+    let recall = &config.semantic_recall;
+    let (candidates, threshold) = (recall.candidate_count(), recall.threshold);
     let memory = Arc::new(
         memory_engine::Memory::builder(ours.clone())
             .config(config)
@@ -642,7 +638,7 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
     let concurrent = compare(
         "W10 agent turn: prepare + commit, 32 concurrent sessions",
         format!(
-            "{backend}; window 10, semantic recall (hashing embedder), facts, working memory; {turns} turns per session per round, {} rounds; the p99 column is the per-turn p99",
+            "{backend}; window {window}, semantic recall (hashing embedder), facts, working memory; {turns} turns per session per round, {} rounds; the p99 column is the per-turn p99",
             sizes.rounds
         ),
         sizes.rounds,
@@ -687,12 +683,12 @@ working_memory: {{ enabled: true, scope: user, template: \"# Profile\\n- name:\\
                         let recall = MessageRecall {
                             collection: memory_engine::MESSAGE_COLLECTION,
                             vector: &vector,
-                            window: WINDOW,
+                            window,
                             limit: candidates,
                             min_score: threshold,
                         };
                         let reads = futures::join!(
-                            raw.load_last(&scope, &id, WINDOW),
+                            raw.load_last(&scope, &id, window),
                             raw.get_working(&scope),
                             raw.recall(&scope, question, 8),
                             raw.recall_messages(&scope, &id, &recall),

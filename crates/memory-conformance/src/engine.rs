@@ -152,7 +152,7 @@ pub async fn twenty_turn_conversation_keeps_window_summary_budget_and_facts(ctx:
     let summarizer = Arc::new(SeqSummarizer::default());
     let extractor = Arc::new(ScriptedExtractor::default());
     let mut config = config();
-    config.conversation.window_size = WINDOW;
+    config.conversation.window_size = Some(WINDOW);
     config.conversation.summarize = true;
     config.facts.enabled = true;
     config.extract.enabled = true;
@@ -408,7 +408,7 @@ pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
     });
     let errors = Arc::new(AtomicUsize::new(0));
     let mut config = config();
-    config.conversation.window_size = 1;
+    config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     config.semantic_recall.threshold = 0.3;
     // Each message embedded alone: the threshold then admits the hotel message only, not the
@@ -754,7 +754,7 @@ pub async fn working_memory_tools_follow_the_schema(ctx: &Ctx) {
 /// conversation, merged by each strategy; commits embed each message once.
 pub async fn semantic_recall_merges_older_messages_by_strategy(ctx: &Ctx) {
     let mut config = config();
-    config.conversation.window_size = 2;
+    config.conversation.window_size = Some(2);
     config.semantic_recall.enabled = true;
     config.semantic_recall.limit = 2;
     config.semantic_recall.threshold = 0.3;
@@ -849,7 +849,7 @@ pub async fn semantic_recall_merges_older_messages_by_strategy(ctx: &Ctx) {
 /// its record's text stay as sent.
 pub async fn semantic_recall_knows_who_spoke_and_when(ctx: &Ctx) {
     let mut config = config();
-    config.conversation.window_size = 1;
+    config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     config.semantic_recall.limit = 1;
     config.semantic_recall.threshold = 0.0;
@@ -938,7 +938,7 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
         ],
     });
     let mut config = config();
-    config.conversation.window_size = 1;
+    config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     config.semantic_recall.limit = 1;
     let c = conversation(ctx, ctx.scope()).await;
@@ -986,6 +986,57 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
     assert_eq!(context.embedder, None, "no tier embedded the input");
 }
 
+/// By default the lexical side of message recall reads English: a message holding another form
+/// of the question's word ("painted" for "paint") is recalled over a nearer one holding only
+/// the question's stop words; matching words as written (`language: null`), neither matches and
+/// the nearer wins.
+pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
+    let embedder = Arc::new(ScriptedEmbedder {
+        rules: vec![
+            ("Caroline", [1.0, 0.0, 0.0, 0.0]),
+            ("swimming", [0.9, 0.436, 0.0, 0.0]),
+            ("lake", [0.5, 0.0, 0.866, 0.0]),
+        ],
+    });
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = vec![
+        text("m0", Role::User, "she painted a lake at dawn"),
+        text("m1", Role::User, "what did you do? went swimming"),
+        text("m2", Role::User, "bye"),
+    ];
+    let mut config = config();
+    config.conversation.window_size = Some(1);
+    config.semantic_recall.enabled = true;
+    config.semantic_recall.limit = 1;
+    let memory = |config: MemoryConfig| {
+        Memory::builder(ctx.backend_arc())
+            .config(config)
+            .embedder(embedder.clone())
+            .build()
+            .must("build memory")
+    };
+    memory(config.clone())
+        .commit(ctx.scope(), &c.id, said)
+        .await
+        .must("commit");
+    let default_language = MemoryConfig::default().semantic_recall.language;
+    for (language, seq) in [(default_language, 1), (None, 2)] {
+        let mut config = config.clone();
+        config.semantic_recall.language = language;
+        let context = memory(config)
+            .prepare(ctx.scope(), &c.id, "What did Caroline paint?")
+            .await
+            .must("prepare");
+        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        assert_eq!(
+            recalled,
+            [seq],
+            "language {language:?}: {:?}",
+            context.recalled
+        );
+    }
+}
+
 /// By default a message's vector carries the conversation before it (`context_weight`), across
 /// commits: a reply that names nothing of the question is recalled by what it answered; with a
 /// weight of 0 each message is embedded alone and a message nearer on its own wins.
@@ -1000,7 +1051,7 @@ pub async fn semantic_recall_finds_a_reply_by_what_it_answered(ctx: &Ctx) {
     let default_weight = MemoryConfig::default().semantic_recall.context_weight;
     for (weight, recalled_seqs) in [(default_weight, [1, 2]), (0.0, [1, 3])] {
         let mut config = config();
-        config.conversation.window_size = 1;
+        config.conversation.window_size = Some(1);
         config.semantic_recall.enabled = true;
         config.semantic_recall.limit = 2;
         config.semantic_recall.context_weight = weight;

@@ -14,11 +14,20 @@
 //! - Order: relevance descending, fact score descending (no score last), `created_at`
 //!   descending, id ascending.
 //!
-//! No stemming and no stop-word list: both are language-specific, and the tokens are what every
-//! backend indexes. The weighting does what a stop-word list would, in any language.
+//! No stemming and no stop-word list in the tokens: both are language-specific, and the tokens
+//! are what every backend indexes. The weighting does what a stop-word list would, in any
+//! language.
+//!
+//! Recall of messages ranks the candidates of a vector search in the engine, over their text,
+//! so it can afford one step more where a [`Language`] is set: each token is brought to its
+//! stem ([`terms`]: "painted" is "paint") and the question's stop words are left out
+//! ([`query_terms`]: "what", "did", "the" decide nothing among a hundred candidates, few of
+//! which hold them). The relevance is the same weighting over those terms.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
+use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 
 /// Shortest token kept, in characters.
@@ -42,6 +51,207 @@ pub fn tokenize(text: &str) -> BTreeSet<String> {
             .collect();
     }
     unicode_tokens(text)
+}
+
+/// A language whose word forms recall of messages folds together ([`terms`]) and whose stop
+/// words it leaves out of a question ([`query_terms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Language {
+    /// Snowball's English stemmer, and English function words as stop words.
+    English,
+}
+
+impl Language {
+    /// The stem of a token (as [`tokenize`] makes them).
+    ///
+    /// ```
+    /// use memory_core::lexical::Language;
+    /// assert_eq!(Language::English.stem("painted"), "paint");
+    /// assert_eq!(Language::English.stem("paintings"), "paint");
+    /// ```
+    pub fn stem(self, token: &str) -> Cow<'_, str> {
+        match self {
+            Self::English => {
+                rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English).stem(token)
+            }
+        }
+    }
+
+    /// Whether a token (as [`tokenize`] makes them) is one of the language's stop words.
+    pub fn is_stop_word(self, token: &str) -> bool {
+        match self {
+            Self::English => ENGLISH_STOP_WORDS.binary_search(&token).is_ok(),
+        }
+    }
+}
+
+/// English function words of at least [`MIN_TOKEN_CHARS`] characters (shorter ones are no
+/// tokens), sorted: what a question is built of rather than what it asks about.
+const ENGLISH_STOP_WORDS: &[&str] = &[
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "and",
+    "any",
+    "are",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "can",
+    "could",
+    "did",
+    "does",
+    "doing",
+    "done",
+    "down",
+    "during",
+    "each",
+    "else",
+    "ever",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "into",
+    "its",
+    "itself",
+    "just",
+    "may",
+    "might",
+    "more",
+    "most",
+    "much",
+    "must",
+    "myself",
+    "nor",
+    "not",
+    "now",
+    "off",
+    "once",
+    "only",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "too",
+    "under",
+    "until",
+    "upon",
+    "very",
+    "was",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "would",
+    "yet",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// The distinct terms of a text in `language`: its tokens ([`tokenize`]) brought to their
+/// stems; without a language, its tokens.
+///
+/// ```
+/// use memory_core::lexical::{terms, Language};
+/// let terms: Vec<_> = terms("She painted lakes", Some(Language::English)).into_iter().collect();
+/// assert_eq!(terms, ["lake", "paint", "she"]);
+/// ```
+pub fn terms(text: &str, language: Option<Language>) -> BTreeSet<String> {
+    let tokens = tokenize(text);
+    match language {
+        None => tokens,
+        Some(language) => tokens
+            .iter()
+            .map(|token| language.stem(token).into_owned())
+            .collect(),
+    }
+}
+
+/// The distinct terms of a question in `language`: its tokens without the language's stop
+/// words (all of them when nothing else is left), brought to their stems; without a language,
+/// its tokens.
+///
+/// ```
+/// use memory_core::lexical::{query_terms, Language};
+/// let english = Some(Language::English);
+/// let asked: Vec<_> = query_terms("What did Caroline paint?", english).into_iter().collect();
+/// assert_eq!(asked, ["carolin", "paint"]);
+/// let only_stop_words: Vec<_> = query_terms("What was that?", english).into_iter().collect();
+/// assert_eq!(only_stop_words, ["that", "was", "what"]);
+/// ```
+pub fn query_terms(text: &str, language: Option<Language>) -> BTreeSet<String> {
+    let tokens = tokenize(text);
+    let Some(language) = language else {
+        return tokens;
+    };
+    let asked: Vec<&String> = tokens
+        .iter()
+        .filter(|token| !language.is_stop_word(token))
+        .collect();
+    if asked.is_empty() {
+        return terms(text, Some(language));
+    }
+    asked
+        .into_iter()
+        .map(|token| language.stem(token).into_owned())
+        .collect()
 }
 
 fn unicode_tokens(text: &str) -> BTreeSet<String> {
@@ -164,6 +374,8 @@ pub struct QueryTokens {
     /// Bit `n` is set when some token is `n` bytes long (`n` < 64; bit 63 stands for longer):
     /// most words of a text are rejected by their length alone.
     lengths: u64,
+    /// The tokens' first characters (a stem keeps its word's).
+    first_chars: Vec<char>,
 }
 
 impl QueryTokens {
@@ -177,7 +389,15 @@ impl QueryTokens {
         let lengths = positions
             .keys()
             .fold(0, |bits, t| bits | length_bit(t.len()));
-        Self { positions, lengths }
+        let mut first_chars: Vec<char> =
+            positions.keys().filter_map(|t| t.chars().next()).collect();
+        first_chars.sort_unstable();
+        first_chars.dedup();
+        Self {
+            positions,
+            lengths,
+            first_chars,
+        }
     }
 
     /// How many distinct tokens the query has.
@@ -188,6 +408,63 @@ impl QueryTokens {
     /// Whether the query has no token.
     pub fn is_empty(&self) -> bool {
         self.positions.is_empty()
+    }
+
+    /// The ascending positions of the query's terms that `text` holds in `language` (its
+    /// [`terms`]): [`held_positions`] without a language.
+    ///
+    /// ```
+    /// use memory_core::lexical::{query_terms, Language, QueryTokens};
+    /// let english = Some(Language::English);
+    /// let asked = "what did Caroline paint";
+    /// let query = QueryTokens::new(&query_terms(asked, english)); // carolin, paint
+    /// assert_eq!(query.held_terms("Caroline painted a lake", english), [0, 1]);
+    /// let as_written = QueryTokens::new(&query_terms(asked, None)); // caroline, did, paint, what
+    /// assert_eq!(as_written.held_terms("Caroline painted a lake", None), [0]);
+    /// ```
+    pub fn held_terms(&self, text: &str, language: Option<Language>) -> Vec<usize> {
+        let Some(language) = language else {
+            return self.held_positions(text);
+        };
+        let mut held = Vec::new();
+        if self.positions.is_empty() {
+            return held;
+        }
+        // A stem keeps its word's first letter and is never longer than the word, so most
+        // words are passed over before the stemmer runs (it costs ~0.2 µs a word).
+        let shortest = self.positions.keys().map(String::len).min().unwrap_or(0);
+        let might_hold = |token: &str| {
+            token.len() >= shortest
+                && token
+                    .chars()
+                    .next()
+                    .is_some_and(|first| self.first_chars.contains(&first))
+        };
+        let mut look_up = |token: &str| {
+            if might_hold(token) {
+                if let Some(&position) = self.positions.get(language.stem(token).as_ref()) {
+                    held.push(position);
+                }
+            }
+        };
+        if text.is_ascii() {
+            let mut lowered = String::new();
+            for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+                if run.len() >= MIN_TOKEN_CHARS {
+                    lowered.clear();
+                    lowered.push_str(run);
+                    lowered.make_ascii_lowercase();
+                    look_up(&lowered);
+                }
+            }
+        } else {
+            for token in &unicode_tokens(text) {
+                look_up(token);
+            }
+        }
+        held.sort_unstable();
+        held.dedup();
+        held
     }
 
     /// The ascending positions of the query tokens `text` holds, as [`held_positions`].
@@ -230,6 +507,53 @@ fn length_bit(len: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn english_stop_words_are_sorted_tokens() {
+        assert!(ENGLISH_STOP_WORDS.windows(2).all(|w| w[0] < w[1]));
+        for word in ENGLISH_STOP_WORDS {
+            assert_eq!(tokenize(word).into_iter().collect::<Vec<_>>(), [*word]);
+        }
+    }
+
+    #[test]
+    fn english_terms_fold_word_forms_and_keep_other_scripts() {
+        let english = Some(Language::English);
+        let query = query_terms("Which paintings did Straße ОКНО show?", english);
+        for text in ["she painted it", "the painting", "Straße", "окно"] {
+            assert!(
+                !QueryTokens::new(&query)
+                    .held_terms(text, english)
+                    .is_empty(),
+                "{text} holds a term of {query:?}"
+            );
+        }
+        assert!(QueryTokens::new(&query)
+            .held_terms("which did show", english)
+            .contains(&query.iter().position(|t| t == "show").unwrap()));
+        assert!(!query.iter().any(|t| t == "which" || t == "did"));
+    }
+
+    #[test]
+    fn an_english_stem_keeps_its_first_letter_and_is_never_longer() {
+        // What `held_terms` passes words over by; the Snowball exceptions and the suffixes
+        // that add a letter back ("hoping" is "hope") included.
+        let words = "dying lying tying skies news gently ugly early only singly sky idly howe \
+            atlas cosmos bias andes generate generous communism arsenal succeeded proceed \
+            exceed hoping luxuriated conflated troubled sized hopping filing agreed feed bled \
+            yes years say youth yelling you're ÿear überlegen straße naïve caféteria";
+        for word in tokenize(words) {
+            let stem = Language::English.stem(&word);
+            assert!(stem.len() <= word.len(), "{word} -> {stem}");
+            assert_eq!(stem.chars().next(), word.chars().next(), "{word} -> {stem}");
+            let query = QueryTokens::new(&terms(&word, Some(Language::English)));
+            assert_eq!(
+                query.held_terms(&word, Some(Language::English)),
+                [0],
+                "{word}"
+            );
+        }
+    }
 
     #[test]
     fn tokens_are_unicode_lowercased_and_at_least_three_chars() {

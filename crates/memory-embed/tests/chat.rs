@@ -202,7 +202,7 @@ async fn the_model_writes_the_summary_prepare_uses() {
     let server = serving(completion(r#"{"summary": "The user planned a trip."}"#)).await;
     let mut config = MemoryConfig::default();
     config.conversation.enabled = true;
-    config.conversation.window_size = 2;
+    config.conversation.window_size = Some(2);
     config.conversation.summarize = true;
     let memory = Memory::builder(Arc::new(InMemoryBackend::new()))
         .config(config)

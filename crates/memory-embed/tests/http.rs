@@ -245,7 +245,7 @@ async fn the_engine_recalls_through_the_http_embedder() {
     let server = serving(EmbeddingsApi).await;
     let mut config = MemoryConfig::default();
     config.conversation.enabled = true;
-    config.conversation.window_size = 1;
+    config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     // Messages are embedded with their speaker and day (`embedded_text`), the query alone.
     config.semantic_recall.threshold = 0.3;

@@ -13,7 +13,7 @@
 //! facts: { enabled: true, namespace: support }
 //! semantic_recall: { enabled: true, merge: interleave }
 //! ")?;
-//! assert_eq!(config.conversation.window_size, 12);
+//! assert_eq!(config.conversation.window_size, Some(12));
 //! assert_eq!(config.semantic_recall.merge, MergeStrategy::Interleave);
 //! assert_eq!(config.knowledge.retrieval_limit, 5); // defaults fill the rest
 //!
@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use memory_core::error::{MemoryError, Result};
+pub use memory_core::lexical::Language;
 use memory_core::scope::Namespace;
 use memory_core::time::Ttl;
 
@@ -52,27 +53,23 @@ pub struct MemoryConfig {
     pub extract: ExtractConfig,
 }
 
-/// The conversation tier.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The conversation tier (off by default).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConversationConfig {
     /// Whether recent messages are loaded into the context.
     pub enabled: bool,
-    /// How many recent messages the window holds (at least 1).
+    /// How many recent messages the window holds (at least 1). Unset by default: the 10 most
+    /// recent, or the 6 most recent when semantic recall is on, whose `limit` (14) older
+    /// messages best matching the input then fill a context of at most 20
+    /// ([`MemoryConfig::window_size`]). On a long-conversation benchmark (`cargo xtask
+    /// recall`, all-MiniLM-L6-v2) 6 + 14 put 66.0% of the turns that answer a question into
+    /// the context, 10 + 10 60.8%: a question about an older exchange is answered by what
+    /// recall finds, not by the window. Set it to keep more recent turns verbatim.
     #[serde(alias = "windowSize")]
-    pub window_size: usize,
+    pub window_size: Option<usize>,
     /// Whether messages older than the window are summarised (needs a `Summarizer`).
     pub summarize: bool,
-}
-
-impl Default for ConversationConfig {
-    fn default() -> Self {
-        Self {
-            enabled: false,
-            window_size: 10,
-            summarize: false,
-        }
-    }
 }
 
 /// The knowledge tier: similarity search over collections of the namespace's shared scope.
@@ -171,7 +168,7 @@ pub enum MergeStrategy {
 pub struct SemanticRecallConfig {
     /// Whether messages are embedded on commit and recalled on prepare.
     pub enabled: bool,
-    /// Most messages recalled (10 by default: with the default window a context of at most 20
+    /// Most messages recalled (14 by default: with the default window a context of at most 20
     /// messages).
     #[serde(alias = "semanticLimit")]
     pub limit: usize,
@@ -201,6 +198,14 @@ pub struct SemanticRecallConfig {
     /// (`cargo xtask recall`, all-MiniLM-L6-v2) weights from 0.3 to 0.5 put 2 to 2.5 points
     /// more of the answering turns into the context than 0; 0.2 and 0.6 less than they.
     pub context_weight: f32,
+    /// The language of the conversation, for the lexical side of the ranking (English by
+    /// default; `null` matches words as written, in any language): word forms fold to their
+    /// stems ("painted" finds "paint") and the question's stop words ("what", "did", "the")
+    /// are left out. On a long-conversation benchmark (`cargo xtask recall`) English put 66.0%
+    /// of the answering turns into the context against 63.5% for `null` with all-MiniLM-L6-v2,
+    /// and 54.1% against 49.6% with the hashing embedder. Facts' recall matches words as
+    /// written: their tokens are what every backend indexes.
+    pub language: Option<Language>,
 }
 
 impl SemanticRecallConfig {
@@ -214,11 +219,12 @@ impl Default for SemanticRecallConfig {
     fn default() -> Self {
         Self {
             enabled: false,
-            limit: 10,
+            limit: 14,
             threshold: 0.0,
             merge: MergeStrategy::Append,
             candidates: 100,
             context_weight: 0.4,
+            language: Some(Language::English),
         }
     }
 }
@@ -304,10 +310,40 @@ fn check_positive(field: &str, value: usize) -> Result<()> {
     }
 }
 
+/// The window when `conversation.window_size` is unset and semantic recall is off.
+pub const DEFAULT_WINDOW: usize = 10;
+/// The window when `conversation.window_size` is unset and semantic recall is on.
+pub const DEFAULT_WINDOW_WITH_RECALL: usize = 6;
+
 impl MemoryConfig {
+    /// How many recent messages the window holds: `conversation.window_size` when set, else
+    /// [`DEFAULT_WINDOW`] (10), or [`DEFAULT_WINDOW_WITH_RECALL`] (6) when semantic recall is
+    /// on.
+    ///
+    /// ```
+    /// use memory_engine::config::MemoryConfig;
+    /// let mut config = MemoryConfig::default();
+    /// assert_eq!(config.window_size(), 10);
+    /// config.semantic_recall.enabled = true;
+    /// assert_eq!(config.window_size(), 6); // + 14 recalled: a context of at most 20
+    /// config.conversation.window_size = Some(12);
+    /// assert_eq!(config.window_size(), 12);
+    /// ```
+    pub fn window_size(&self) -> usize {
+        self.conversation
+            .window_size
+            .unwrap_or(if self.semantic_recall.enabled {
+                DEFAULT_WINDOW_WITH_RECALL
+            } else {
+                DEFAULT_WINDOW
+            })
+    }
+
     /// Checks every field; the error names the first one at fault (`facts.namespace`, …).
     pub fn validate(&self) -> Result<()> {
-        check_positive("conversation.window_size", self.conversation.window_size)?;
+        if let Some(window) = self.conversation.window_size {
+            check_positive("conversation.window_size", window)?;
+        }
         if self
             .extract
             .extract_with
@@ -445,7 +481,7 @@ mod tests {
         let config = MemoryConfig::default();
         config.validate().unwrap();
         assert!(!config.conversation.enabled);
-        assert_eq!(config.conversation.window_size, 10);
+        assert_eq!(config.window_size(), 10);
         assert_eq!(config.knowledge.retrieval_limit, 5);
         assert!((config.knowledge.similarity_threshold - 0.7).abs() < f32::EPSILON);
         assert_eq!(config.facts.max_facts, 100);
@@ -539,7 +575,7 @@ workingMemory:
             "[conversation]\nenabled = true\nwindow_size = 4\n\n[inject]\ntoken_budget = 200\n",
         )
         .unwrap();
-        assert_eq!(config.conversation.window_size, 4);
+        assert_eq!(config.conversation.window_size, Some(4));
         assert_eq!(config.inject.token_budget, Some(200));
         let error = MemoryConfig::from_toml("[facts]\nnamespace = \"Bad Name\"\n").unwrap_err();
         assert!(error.to_string().contains("facts.namespace"), "{error}");

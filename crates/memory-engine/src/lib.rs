@@ -73,7 +73,7 @@ use memory_core::fact::{
     reciprocal_rank_fusion, Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus,
 };
 use memory_core::filter::Filter;
-use memory_core::lexical::{self, tokenize};
+use memory_core::lexical::{self, Language};
 use memory_core::message::{Message, Part, Role, StoredMessage};
 use memory_core::registry::KindSpec;
 use memory_core::scope::{ConversationId, MessageId, Namespace, Scope, VectorId};
@@ -527,7 +527,7 @@ impl Memory {
             self.backend.get_conversation(scope, conversation),
             async {
                 if config.conversation.enabled {
-                    let last = LoadOptions::last(config.conversation.window_size);
+                    let last = LoadOptions::last(config.window_size());
                     self.backend.load(scope, conversation, last).await
                 } else {
                     Ok(Vec::new())
@@ -1081,7 +1081,7 @@ impl Memory {
     fn first_message_search_k(&self) -> usize {
         let config = &self.config;
         let window = if config.conversation.enabled {
-            config.conversation.window_size
+            config.window_size()
         } else {
             0
         };
@@ -1142,7 +1142,7 @@ impl Memory {
                 .await?;
         }
         hits.truncate(candidates);
-        let mut hits = hybrid_order(text, hits);
+        let mut hits = hybrid_order(text, hits, self.config.semantic_recall.language);
         hits.truncate(self.config.semantic_recall.limit);
         let seqs: Vec<u64> = hits.iter().filter_map(seq_of).collect();
         let mut by_seq: HashMap<u64, StoredMessage> = self
@@ -1413,12 +1413,17 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
 
 /// Message search hits, nearest first, in hybrid order: reciprocal-rank fusion of their
 /// nearness and their lexical relevance to `query` (the one lexical definition, over each
-/// message as it was embedded: speaker, day and text). Ties keep the nearer first.
-fn hybrid_order(query: &str, hits: Vec<memory_core::VectorHit>) -> Vec<memory_core::VectorHit> {
-    let query = lexical::QueryTokens::new(&tokenize(query));
+/// message as it was embedded: speaker, day and text, over their terms in `language`). Ties
+/// keep the nearer first.
+fn hybrid_order(
+    query: &str,
+    hits: Vec<memory_core::VectorHit>,
+    language: Option<Language>,
+) -> Vec<memory_core::VectorHit> {
+    let query = lexical::QueryTokens::new(&lexical::query_terms(query, language));
     let held: Vec<Vec<usize>> = hits
         .iter()
-        .map(|hit| query.held_positions(&said(hit)))
+        .map(|hit| query.held_terms(&said(hit), language))
         .collect();
     let relevance = lexical::relevances_of_held(query.len(), &held);
     let nearness: Vec<usize> = (0..hits.len()).collect();
