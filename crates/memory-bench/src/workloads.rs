@@ -580,8 +580,8 @@ pub async fn agent_turn(
     let config = memory_engine::config::MemoryConfig::from_yaml(
         "conversation: { enabled: true }
 semantic_recall: { enabled: true, merge: prepend }
-facts: {{ enabled: true }}
-inject: {{ limit: 8, token_budget: 400 }}
+facts: { enabled: true }
+inject: { limit: 8, token_budget: 400 }
 working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n- plan:\" }",
     )
     .expect("a valid configuration");
