@@ -115,6 +115,14 @@ fn memory(ctx: &Ctx, config: MemoryConfig) -> Memory {
         .must("build memory")
 }
 
+fn memory_embedding(ctx: &Ctx, config: MemoryConfig, embedder: &Arc<ScriptedEmbedder>) -> Memory {
+    Memory::builder(ctx.backend_arc())
+        .config(config)
+        .embedder(embedder.clone())
+        .build()
+        .must("build memory")
+}
+
 fn seqs(messages: &[StoredMessage]) -> Vec<u64> {
     messages.iter().map(|m| m.seq).collect()
 }
@@ -947,13 +955,7 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
         text("m1", Role::User, "the Zanzibar flight was long"),
         text("m2", Role::User, "bye"),
     ];
-    let memory = |config: MemoryConfig| {
-        Memory::builder(ctx.backend_arc())
-            .config(config)
-            .embedder(embedder.clone())
-            .build()
-            .must("build memory")
-    };
+    let memory = |config: MemoryConfig| memory_embedding(ctx, config, &embedder);
     memory(config.clone())
         .commit(ctx.scope(), &c.id, said)
         .await
@@ -1008,32 +1010,20 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
     config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     config.semantic_recall.limit = 1;
-    let memory = |config: MemoryConfig| {
-        Memory::builder(ctx.backend_arc())
-            .config(config)
-            .embedder(embedder.clone())
-            .build()
-            .must("build memory")
-    };
-    memory(config.clone())
+    memory_embedding(ctx, config.clone(), &embedder)
         .commit(ctx.scope(), &c.id, said)
         .await
         .must("commit");
     let default_language = MemoryConfig::default().semantic_recall.language;
     for (language, seq) in [(default_language, 1), (None, 2)] {
-        let mut config = config.clone();
         config.semantic_recall.language = language;
-        let context = memory(config)
+        let recalled = memory_embedding(ctx, config.clone(), &embedder)
             .prepare(ctx.scope(), &c.id, "What did Caroline paint?")
             .await
-            .must("prepare");
-        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
-        assert_eq!(
-            recalled,
-            [seq],
-            "language {language:?}: {:?}",
-            context.recalled
-        );
+            .must("prepare")
+            .recalled;
+        let seqs: Vec<u64> = recalled.iter().map(|r| r.message.seq).collect();
+        assert_eq!(seqs, [seq], "language {language:?}: {recalled:?}");
     }
 }
 
