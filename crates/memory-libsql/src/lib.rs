@@ -94,15 +94,8 @@ pub const DEFAULT_PATH: &str = "./.agent-memory/memory-libsql.db";
 /// than a DiskANN query there (see the crate docs and `measure-libsql`).
 pub const DEFAULT_INDEX_MIN_ROWS: usize = 2_000;
 
-/// SQLite's `synchronous` setting for a database file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Synchronous {
-    /// fsync at checkpoints only: safe against process crashes (the default).
-    #[default]
-    Normal,
-    /// fsync at every commit: safe against power loss too.
-    Full,
-}
+/// SQLite's `synchronous` setting for the database file (the SQLite family's one).
+pub use memory_sqlite_sql::Synchronous;
 
 /// Where the database lives.
 #[derive(Clone, PartialEq, Eq)]
@@ -308,10 +301,7 @@ async fn connect(database: &Database, config: &LibsqlConfig) -> Result<Connectio
         return Ok(conn);
     }
     conn.busy_timeout(config.busy_timeout).db()?;
-    let synchronous = match config.synchronous {
-        Synchronous::Normal => "NORMAL",
-        Synchronous::Full => "FULL",
-    };
+    let synchronous = config.synchronous.pragma_value();
     // `journal_mode` answers with a row, so it is a query; an in-memory database keeps "memory".
     db::rows(&conn, "PRAGMA journal_mode = WAL", ()).await?;
     conn.execute_batch(&format!(

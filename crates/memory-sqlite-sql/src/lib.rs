@@ -21,3 +21,27 @@ pub mod migrations;
 #[cfg(feature = "store-tests")]
 pub mod store_tests;
 pub mod transfer;
+
+/// SQLite's `synchronous` setting for a database file, as both backends take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// fsync at checkpoints only: safe against process crashes (the default).
+    #[default]
+    Normal,
+    /// fsync at every commit: safe against power loss too.
+    Full,
+}
+
+impl Synchronous {
+    /// The value of `PRAGMA synchronous` that sets it.
+    ///
+    /// ```
+    /// assert_eq!(memory_sqlite_sql::Synchronous::Full.pragma_value(), "FULL");
+    /// ```
+    pub fn pragma_value(self) -> &'static str {
+        match self {
+            Self::Normal => "NORMAL",
+            Self::Full => "FULL",
+        }
+    }
+}

@@ -91,15 +91,8 @@ const TABLE_COUNTS: &[(&str, &str)] = &[
 /// the `agent-memory` CLI by default.
 pub const DEFAULT_PATH: &str = "./.agent-memory/memory.db";
 
-/// SQLite's `synchronous` setting for the database file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Synchronous {
-    /// fsync at checkpoints only: safe against process crashes (the default).
-    #[default]
-    Normal,
-    /// fsync at every commit: safe against power loss too.
-    Full,
-}
+/// SQLite's `synchronous` setting for the database file (the SQLite family's one).
+pub use memory_sqlite_sql::Synchronous;
 
 /// Where the database lives.
 #[derive(Clone, PartialEq, Eq)]
