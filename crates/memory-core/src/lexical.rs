@@ -272,9 +272,46 @@ pub struct QueryTokens {
     /// Bit `n` is set when some token is `n` bytes long (`n` < 64; bit 63 stands for longer):
     /// most words of a text are rejected by their length alone.
     lengths: u64,
-    /// What a word must begin with to stem to one of the tokens ([`stem_prefix`]), distinct,
+    /// Set when the tokens are a question's terms in a language ([`QueryTokens::of_question`]).
+    stems: Option<Stems>,
+}
+
+/// How a question's terms in a language are found among a text's words.
+#[derive(Debug, Clone)]
+struct Stems {
+    language: Language,
+    /// What a word must begin with to stem to one of the terms ([`stem_prefix`]), distinct,
     /// grouped by first character (sorted by it): a word is compared with its own group only.
-    stem_prefixes: Vec<(char, Vec<String>)>,
+    prefixes: Vec<(char, Vec<String>)>,
+}
+
+impl Stems {
+    fn new<'t>(language: Language, terms: impl Iterator<Item = &'t String>) -> Self {
+        let mut prefixes: Vec<(char, Vec<String>)> = Vec::new();
+        for prefix in terms.map(|t| stem_prefix(t)).collect::<BTreeSet<_>>() {
+            let first = prefix.chars().next().unwrap_or_default();
+            match prefixes.last_mut() {
+                Some((group, same)) if *group == first => same.push(prefix.to_owned()),
+                _ => prefixes.push((first, vec![prefix.to_owned()])),
+            }
+        }
+        Self { language, prefixes }
+    }
+
+    /// Whether `word` (a token, or an ASCII one before lowercasing) begins with a term's stem
+    /// prefix: only then can it stem to the term, so most words are passed over before the
+    /// stemmer runs (~0.2 µs a word).
+    fn might_stem_to_a_term(&self, word: &str) -> bool {
+        let first = word.chars().next().unwrap_or_default().to_ascii_lowercase();
+        let group = self
+            .prefixes
+            .binary_search_by_key(&first, |(group, _)| *group)
+            .map_or(&[][..], |at| &self.prefixes[at].1);
+        group.iter().any(|prefix| {
+            word.get(..prefix.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+        })
+    }
 }
 
 impl QueryTokens {
@@ -288,23 +325,28 @@ impl QueryTokens {
         let lengths = positions
             .keys()
             .fold(0, |bits, t| bits | length_bit(t.len()));
-        let mut stem_prefixes: Vec<(char, Vec<String>)> = Vec::new();
-        for prefix in positions
-            .keys()
-            .map(|t| stem_prefix(t))
-            .collect::<BTreeSet<_>>()
-        {
-            let first = prefix.chars().next().unwrap_or_default();
-            match stem_prefixes.last_mut() {
-                Some((group, prefixes)) if *group == first => prefixes.push(prefix.to_owned()),
-                _ => stem_prefixes.push((first, vec![prefix.to_owned()])),
-            }
-        }
         Self {
             positions,
             lengths,
-            stem_prefixes,
+            stems: None,
         }
+    }
+
+    /// Readies a question's terms in `language` ([`query_terms`]), to be found among texts'
+    /// words by [`held_terms`](Self::held_terms); without a language, its tokens.
+    ///
+    /// ```
+    /// use memory_core::lexical::{Language, QueryTokens};
+    /// let asked = "what did Caroline paint";
+    /// let query = QueryTokens::of_question(asked, Some(Language::English)); // carolin, paint
+    /// assert_eq!(query.held_terms("Caroline painted a lake"), [0, 1]);
+    /// let as_written = QueryTokens::of_question(asked, None); // caroline, did, paint, what
+    /// assert_eq!(as_written.held_terms("Caroline painted a lake"), [0]);
+    /// ```
+    pub fn of_question(question: &str, language: Option<Language>) -> Self {
+        let mut query = Self::new(&query_terms(question, language));
+        query.stems = language.map(|language| Stems::new(language, query.positions.keys()));
+        query
     }
 
     /// How many distinct tokens the query has.
@@ -317,102 +359,63 @@ impl QueryTokens {
         self.positions.is_empty()
     }
 
-    /// The ascending positions of the query's terms that `text` holds in `language` (its
-    /// [`terms`]): [`held_positions`] without a language.
-    ///
-    /// ```
-    /// use memory_core::lexical::{query_terms, Language, QueryTokens};
-    /// let english = Some(Language::English);
-    /// let asked = "what did Caroline paint";
-    /// let query = QueryTokens::new(&query_terms(asked, english)); // carolin, paint
-    /// assert_eq!(query.held_terms("Caroline painted a lake", english), [0, 1]);
-    /// let as_written = QueryTokens::new(&query_terms(asked, None)); // caroline, did, paint, what
-    /// assert_eq!(as_written.held_terms("Caroline painted a lake", None), [0]);
-    /// ```
-    pub fn held_terms(&self, text: &str, language: Option<Language>) -> Vec<usize> {
-        let Some(language) = language else {
+    /// The ascending positions of the question's terms that `text` holds: of those its words
+    /// stem to, for a question in a language ([`of_question`](Self::of_question)); else
+    /// [`held_positions`](Self::held_positions).
+    pub fn held_terms(&self, text: &str) -> Vec<usize> {
+        let Some(stems) = &self.stems else {
             return self.held_positions(text);
         };
-        let mut held = Vec::new();
-        if self.positions.is_empty() {
-            return held;
-        }
-        let mut look_up = |token: &str| {
-            if let Some(&position) = self.positions.get(language.stem(token).as_ref()) {
-                held.push(position);
-            }
-        };
-        // Only a word beginning with a term's stem prefix can stem to it: most words are
-        // passed over before the stemmer runs (~0.2 µs a word).
-        if text.is_ascii() {
-            let mut lowered = String::new();
-            for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
-                // Compared before lowercasing, ASCII case-insensitively (an ASCII word has an
-                // ASCII stem).
-                let might_hold = run.len() >= MIN_TOKEN_CHARS
-                    && self
-                        .prefixes_from(char::from(run.as_bytes()[0].to_ascii_lowercase()))
-                        .iter()
-                        .any(|p| {
-                            run.get(..p.len())
-                                .is_some_and(|start| start.eq_ignore_ascii_case(p))
-                        });
-                if might_hold {
-                    lowered.clear();
-                    lowered.push_str(run);
-                    lowered.make_ascii_lowercase();
-                    look_up(&lowered);
-                }
-            }
-        } else {
-            for token in &unicode_tokens(text) {
-                let first = token.chars().next().unwrap_or_default();
-                if self
-                    .prefixes_from(first)
-                    .iter()
-                    .any(|p| token.starts_with(p.as_str()))
-                {
-                    look_up(token);
-                }
-            }
-        }
-        held.sort_unstable();
-        held.dedup();
-        held
-    }
-
-    /// The stem prefixes beginning with `first`.
-    fn prefixes_from(&self, first: char) -> &[String] {
-        self.stem_prefixes
-            .binary_search_by_key(&first, |(group, _)| *group)
-            .map_or(&[], |at| &self.stem_prefixes[at].1)
+        self.held_where(
+            text,
+            |word| stems.might_stem_to_a_term(word),
+            |token| {
+                self.positions
+                    .get(stems.language.stem(token).as_ref())
+                    .copied()
+            },
+        )
     }
 
     /// The ascending positions of the query tokens `text` holds, as [`held_positions`].
     pub fn held_positions(&self, text: &str) -> Vec<usize> {
+        self.held_where(
+            text,
+            |word| self.lengths & length_bit(word.len()) != 0,
+            |token| self.positions.get(token).copied(),
+        )
+    }
+
+    /// The ascending distinct positions `position_of` gives the tokens of `text` that pass
+    /// `may_hold` first. An ASCII text's words are split, checked and lowercased in place
+    /// (`may_hold` sees them before lowercasing, so it compares ASCII case-insensitively), and
+    /// none is allocated that `may_hold` refuses.
+    fn held_where(
+        &self,
+        text: &str,
+        may_hold: impl Fn(&str) -> bool,
+        position_of: impl Fn(&str) -> Option<usize>,
+    ) -> Vec<usize> {
         let mut held = Vec::new();
         if self.positions.is_empty() {
             return held;
         }
-        if !text.is_ascii() {
-            held.extend(
-                unicode_tokens(text)
-                    .iter()
-                    .filter_map(|token| self.positions.get(token).copied()),
-            );
-            held.sort_unstable();
-            return held;
-        }
-        let mut lowered = String::new();
-        for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
-            if run.len() < MIN_TOKEN_CHARS || self.lengths & length_bit(run.len()) == 0 {
-                continue;
+        if text.is_ascii() {
+            let mut lowered = String::new();
+            for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+                if run.len() < MIN_TOKEN_CHARS || !may_hold(run) {
+                    continue;
+                }
+                lowered.clear();
+                lowered.push_str(run);
+                lowered.make_ascii_lowercase();
+                held.extend(position_of(&lowered));
             }
-            lowered.clear();
-            lowered.push_str(run);
-            lowered.make_ascii_lowercase();
-            if let Some(&position) = self.positions.get(&lowered) {
-                held.push(position);
+        } else {
+            for token in &unicode_tokens(text) {
+                if may_hold(token) {
+                    held.extend(position_of(token));
+                }
             }
         }
         held.sort_unstable();
@@ -460,17 +463,17 @@ mod tests {
     #[test]
     fn english_terms_fold_word_forms_and_keep_other_scripts() {
         let english = Some(Language::English);
-        let query = query_terms("Which paintings did Straße ОКНО show?", english);
+        let asked = "Which paintings did Straße ОКНО show?";
+        let query = query_terms(asked, english);
+        let ready = QueryTokens::of_question(asked, english);
         for text in ["she painted it", "the painting", "Straße", "окно"] {
             assert!(
-                !QueryTokens::new(&query)
-                    .held_terms(text, english)
-                    .is_empty(),
+                !ready.held_terms(text).is_empty(),
                 "{text} holds a term of {query:?}"
             );
         }
-        assert!(QueryTokens::new(&query)
-            .held_terms("which did show", english)
+        assert!(ready
+            .held_terms("which did show")
             .contains(&query.iter().position(|t| t == "show").unwrap()));
         assert!(!query.iter().any(|t| t == "which" || t == "did"));
     }
@@ -494,12 +497,9 @@ mod tests {
             let stem = Language::English.stem(word);
             assert!(stem.len() <= word.len(), "{word} -> {stem}");
             assert!(word.starts_with(stem_prefix(&stem)), "{word} -> {stem}");
-            let query = QueryTokens::new(&terms(word, Some(Language::English)));
-            assert_eq!(
-                query.held_terms(word, Some(Language::English)),
-                [0],
-                "{word}"
-            );
+            // One word is its own question: its stop words are kept when nothing else is.
+            let query = QueryTokens::of_question(word, Some(Language::English));
+            assert_eq!(query.held_terms(word), [0], "{word}");
         }
     }
 

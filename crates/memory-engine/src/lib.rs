@@ -1420,10 +1420,10 @@ fn hybrid_order(
     hits: Vec<memory_core::VectorHit>,
     language: Option<Language>,
 ) -> Vec<memory_core::VectorHit> {
-    let query = lexical::QueryTokens::new(&lexical::query_terms(query, language));
+    let query = lexical::QueryTokens::of_question(query, language);
     let held: Vec<Vec<usize>> = hits
         .iter()
-        .map(|hit| query.held_terms(&said(hit), language))
+        .map(|hit| query.held_terms(&said(hit)))
         .collect();
     let relevance = lexical::relevances_of_held(query.len(), &held);
     let nearness: Vec<usize> = (0..hits.len()).collect();
