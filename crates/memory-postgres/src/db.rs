@@ -34,6 +34,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "remember by index",
         sql: include_str!("../migrations/0004_remember_by_index.sql"),
     },
+    Migration {
+        version: 5,
+        name: "vectors by collection",
+        sql: include_str!("../migrations/0005_vectors_by_collection.sql"),
+    },
 ];
 
 /// Parameters of a statement.

@@ -40,7 +40,12 @@ pub(crate) fn index_name(pk: i64) -> String {
     format!("vectors_hnsw_{pk}")
 }
 
-/// `CREATE INDEX [CONCURRENTLY]` of a collection's HNSW index over its rows alone. Only trusted
+/// The name of the partition of `vectors` that holds collection `pk`'s rows (unqualified).
+pub(crate) fn partition_name(pk: i64) -> String {
+    format!("vectors_{pk}")
+}
+
+/// `CREATE INDEX [CONCURRENTLY]` of a collection's HNSW index, on its partition. Only trusted
 /// integers and fixed operator names are formatted in; `{s}` is the schema.
 pub(crate) fn create_index_sql(
     collection: &CollectionRow,
@@ -49,11 +54,12 @@ pub(crate) fn create_index_sql(
 ) -> String {
     let (ops, _) = pgvector_ops(collection.spec.metric);
     format!(
-        "CREATE INDEX {concurrently} IF NOT EXISTS {name} ON {{s}}.vectors
+        "CREATE INDEX {concurrently} IF NOT EXISTS {name} ON {{s}}.{partition}
          USING hnsw ((embedding::vector({dims})) {ops})
          WITH (m = {m}, ef_construction = {efc}) WHERE collection = {pk}",
         concurrently = if concurrently { "CONCURRENTLY" } else { "" },
         name = index_name(collection.pk),
+        partition = partition_name(collection.pk),
         dims = collection.spec.dims,
         m = hnsw.m,
         efc = hnsw.ef_construction,

@@ -40,14 +40,16 @@
 //!   definition.
 //! - **Vectors** are pgvector's `vector` (without pgvector, or with
 //!   [`PostgresStoreBuilder::pgvector`] off, the f32 values little-endian in `bytea`), each
-//!   with its norm (computed in `f64` by the writer), kept inline in their rows.
+//!   with its norm (computed in `f64` by the writer), kept inline in their rows. Each
+//!   collection's rows are a partition of their own (`vectors_<pk>`, made with the collection),
+//!   so a search reads no other collection's rows.
 //! - **Exact search** ranks the rows in the server with pgvector (cosine and Euclidean) and
 //!   only the nearest come back, as many as it takes to hold every row that can reach the top
 //!   `k` by the core's scores (pgvector's `float` sums and ours differ by a bounded rounding
 //!   error; rows whose norms it cannot sum faithfully always come back). Dot-product
 //!   collections, and stores without pgvector, are scanned in Rust over the rows the SQL filter
 //!   keeps.
-//! - **HNSW indexes**, one partial index per collection over `embedding::vector(dims)` (cosine,
+//! - **HNSW indexes**, one per collection, on its partition, over `embedding::vector(dims)` (cosine,
 //!   inner-product or L2 ops by metric), are made once a search finds one scope of the
 //!   collection large ([`PostgresStoreBuilder::index_min_rows`], default
 //!   [`DEFAULT_INDEX_MIN_ROWS`]; or at once with [`PostgresStore::build_vector_index`]), in

@@ -20,7 +20,7 @@ use crate::db::{
     StagedColumn, StoredEmbedding,
 };
 use crate::filter::compile;
-use crate::hnsw::{create_index_sql, index_name, pgvector_ops};
+use crate::hnsw::{create_index_sql, partition_name, pgvector_ops};
 use crate::PostgresStore;
 
 /// A collection row: its pk and spec.
@@ -271,15 +271,25 @@ impl PostgresStore {
             .ok_or_else(|| MemoryError::not_found("collection", name))
     }
 
-    /// Creates a collection row (and its HNSW index when searches use one and it is made with
-    /// the collection: `index_min_rows(0)`); `Ok(None)` when a collection of that name already
-    /// exists.
+    /// Creates a collection row and its vectors' partition (and its HNSW index when searches
+    /// use one and it is made with the collection: `index_min_rows(0)`); `Ok(None)` when a
+    /// collection of that name already exists. `db` must be a transaction: the row and its
+    /// partition are made together.
     pub(crate) async fn insert_collection(
         &self,
         db: &impl Db,
         namespace: &Namespace,
         spec: &CollectionSpec,
     ) -> Result<Option<i64>> {
+        // Attaching a partition locks `collections` in SHARE ROW EXCLUSIVE mode (for the
+        // foreign key), which waits for every transaction that inserted a collection: two
+        // creators that had each inserted their row would wait for each other. Taking that
+        // lock first makes creators queue instead. Reads and vector writes are not blocked.
+        db.exec(
+            &self.sql("LOCK TABLE {s}.collections IN SHARE ROW EXCLUSIVE MODE"),
+            &[],
+        )
+        .await?;
         let row = db
             .row(
                 &self.sql(
@@ -298,6 +308,24 @@ impl PostgresStore {
             .await?;
         let Some(row) = row else { return Ok(None) };
         let pk: i64 = row.get(0);
+        // Made apart and attached: `CREATE TABLE … PARTITION OF` would lock `vectors` against
+        // every reader and writer (ACCESS EXCLUSIVE); attaching takes SHARE UPDATE EXCLUSIVE.
+        let partition = partition_name(pk);
+        db.exec(
+            &self.sql(&format!(
+                "CREATE TABLE {{s}}.{partition} (LIKE {{s}}.vectors
+                     INCLUDING DEFAULTS INCLUDING STORAGE) WITH (toast_tuple_target = 8160)"
+            )),
+            &[],
+        )
+        .await?;
+        db.exec(
+            &self.sql(&format!(
+                "ALTER TABLE {{s}}.vectors ATTACH PARTITION {{s}}.{partition} FOR VALUES IN ({pk})"
+            )),
+            &[],
+        )
+        .await?;
         if self.indexable(spec) && self.config.index_min_rows == 0 {
             let collection = CollectionRow {
                 pk,
@@ -862,17 +890,21 @@ impl VectorStore for PostgresStore {
         else {
             return Ok(false);
         };
-        // The partial index goes once the collection has, without locking the table against
-        // every other scope's reads and writes (a plain DROP INDEX would, and would wait behind
-        // a running build of this index). It is empty from the delete on, so a failure here
-        // (the pk is never reused) costs the planner a glance at it and nothing else: the
-        // collection is dropped either way, and the call says so.
+        // The collection's partition (and its index) goes once the collection has, without
+        // locking `vectors` against every other collection's reads and writes (dropping an
+        // attached partition would, and would wait behind a running build of its index). It
+        // is empty from the delete on, so a failure here (the pk is never reused) leaves an
+        // empty table that no search reads: the collection is dropped either way, and the
+        // call says so.
         let pk: i64 = dropped.get(0);
+        let partition = partition_name(pk);
         let _ = client
             .batch_execute(&self.sql(&format!(
-                "DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{}",
-                index_name(pk)
+                "ALTER TABLE {{s}}.vectors DETACH PARTITION {{s}}.{partition} CONCURRENTLY"
             )))
+            .await;
+        let _ = client
+            .batch_execute(&self.sql(&format!("DROP TABLE IF EXISTS {{s}}.{partition}")))
             .await;
         Ok(true)
     }

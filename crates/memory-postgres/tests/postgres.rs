@@ -1,6 +1,7 @@
 //! PostgreSQL-specific guarantees beyond the suite: two pools racing appends to one
 //! conversation, a connection killed in the middle of an append, planner statistics kept
-//! current through a load of many batches, and vectors carried through migration 3.
+//! current through a load of many batches, vectors carried through migration 3, and each
+//! collection's partition (migration 5).
 //!
 //! Needs `MEMORY_TEST_POSTGRES_URL` (set by `cargo xtask test`); without it each test says so
 //! and passes as a skip, unless `MEMORY_TEST_REQUIRE` names postgres.
@@ -438,12 +439,13 @@ async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
             .unwrap()
             .get(0);
         assert_eq!(column, if pgvector { "vector" } else { "bytea" });
-        // Rows keep their vectors inline (no TOAST lookup per row a search compares).
+        // Rows keep their vectors inline (no TOAST lookup per row a search compares), in
+        // their collection's partition (migration 5).
         let inline: bool = client
             .query_one(
                 "SELECT 'toast_tuple_target=8160' = ANY(reloptions) FROM pg_class
                  WHERE oid = to_regclass($1)",
-                &[&format!("{schema}.vectors")],
+                &[&format!("{schema}.vectors_1")],
             )
             .await
             .unwrap()
@@ -455,6 +457,128 @@ async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
             .await
             .unwrap();
     }
+}
+
+/// Migration 5 moves each collection's rows to a partition of its own and makes its HNSW index
+/// again there, as it was; collections made later get their partition with them, and lose it
+/// when dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_5_gives_each_collection_its_partition_and_keeps_its_index() {
+    let Some(url) = server("migration_5_gives_each_collection_its_partition_and_keeps_its_index")
+    else {
+        return;
+    };
+    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    if !has_pgvector(&client).await {
+        eprintln!("SKIP postgres::migration 5: the server has no pgvector");
+        return;
+    }
+    let schema = format!("agent_memory_tests_m5_{}", unique());
+    // The schema as release 4 left it: two collections, the first with its partial HNSW index.
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema};
+             CREATE TABLE {schema}.agent_memory_migrations (
+                 version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+                 applied_at bigint NOT NULL);
+             SET agent_memory.pgvector = 'on'; CREATE EXTENSION IF NOT EXISTS vector;"
+        ))
+        .await
+        .unwrap();
+    for migration in &memory_postgres::MIGRATIONS[..4] {
+        client
+            .batch_execute(&migration.sql.replace("{schema}", &schema))
+            .await
+            .unwrap();
+        client
+            .execute(
+                &format!("INSERT INTO {schema}.agent_memory_migrations VALUES ($1, $2, $3, 0)"),
+                &[
+                    &(migration.version as i32),
+                    &migration.name,
+                    &migration.checksum(),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+    client
+        .batch_execute(&format!(
+            "INSERT INTO {schema}.collections (namespace, name, dims, metric, model)
+             VALUES ('pg-tests', 'indexed', 3, 'euclidean', 'test-model'),
+                    ('pg-tests', 'plain', 3, 'euclidean', 'test-model');
+             INSERT INTO {schema}.vectors (collection, subject, id, embedding, metadata, norm)
+             VALUES (1, 'ada', 'near', '[0,0,1]', '{{}}', 1), (1, 'ada', 'far', '[0,1,0]', '{{}}', 1),
+                    (2, 'ada', 'other', '[0,0,1]', '{{}}', 1);
+             CREATE INDEX vectors_hnsw_1 ON {schema}.vectors
+                 USING hnsw ((embedding::vector(3)) vector_l2_ops)
+                 WITH (m = 16, ef_construction = 64) WHERE collection = 1;"
+        ))
+        .await
+        .unwrap();
+    let store = PostgresStore::builder()
+        .url(&url)
+        .schema(&schema)
+        .max_connections(2)
+        .open()
+        .await
+        .expect("open migrates to 5");
+    let partitions = || async {
+        client
+            .query(
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                 WHERE i.inhparent = to_regclass($1) ORDER BY 1",
+                &[&format!("{schema}.vectors")],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<_, String>(0))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(partitions().await, ["vectors_1", "vectors_2"]);
+    let index_table: String = client
+        .query_one(
+            "SELECT indrelid::regclass::text FROM pg_index WHERE indexrelid = to_regclass($1)
+             AND indisvalid",
+            &[&format!("{schema}.vectors_hnsw_1")],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(index_table, format!("{schema}.vectors_1"));
+    let scope = Scope::new("pg-tests", "ada").unwrap();
+    let query = memory_core::VectorQuery::new(vec![0.0, 0.0, 1.0], 2);
+    let ids = |hits: Vec<memory_core::VectorHit>| {
+        hits.into_iter()
+            .map(|h| h.record.id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        ids(store
+            .search(&scope, "indexed", query.clone())
+            .await
+            .unwrap()),
+        ["near", "far"]
+    );
+    assert_eq!(
+        ids(store.search(&scope, "plain", query).await.unwrap()),
+        ["other"]
+    );
+    // A collection made now has its partition; a dropped one loses it.
+    let namespace = Namespace::new("pg-tests").unwrap();
+    store
+        .ensure_collection(&namespace, CollectionSpec::new("later", 3, "test-model"))
+        .await
+        .unwrap();
+    assert!(store.drop_collection(&namespace, "plain").await.unwrap());
+    assert_eq!(partitions().await, ["vectors_1", "vectors_3"]);
+    drop(store);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
 }
 
 /// Whether collection `name` of `namespace` has a valid HNSW index.
