@@ -505,17 +505,21 @@ impl PostgresStore {
                 whole,
                 k,
             } => {
-                // Output names in ORDER BY: each row's distance is computed once. The first key
-                // also keeps the planner off a collection's HNSW index (this read must be
-                // exact, also when it settles an indexed search's tie). Of the `limit` nearest
-                // rows, only the first `whole`, and those within rounding error of the k-th
-                // row's distance, come back whole (`whole` is true); the others bring only
-                // their distance, which bounds what was not read.
-                let uncertain =
-                    format!("NOT (norm BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e})");
+                // A row whose norm pgvector's sums cannot compute faithfully has no distance
+                // (NULL, "uncertain"): it sorts first and always comes back whole. One sort key,
+                // an output name (each row's distance is computed once), which matches no HNSW
+                // index's expression: this read must be exact, also when it settles an indexed
+                // search's tie. Of the `limit` nearest rows, only the first `whole`, and those
+                // within rounding error of the k-th row's distance, come back whole (`whole` is
+                // true); the others bring only their distance, which bounds what was not read.
+                let distance = format!(
+                    "CASE WHEN norm BETWEEN {MIN_TRUSTED_NORM:e} AND {MAX_TRUSTED_NORM:e}
+                          THEN embedding {op} ${v}::real[]::vector END"
+                );
                 let (scale, shift) = near_tie_margin(collection.spec.metric, dims);
                 let is_whole = format!(
-                    "(n <= {whole} OR uncertain OR distance <= kth * {scale:e} + {shift:e})"
+                    "(n <= {whole} OR distance IS NULL
+                      OR coalesce(distance <= kth * {scale:e} + {shift:e}, false))"
                 );
                 let whole_columns: Vec<String> = columns
                     .split(", ")
@@ -530,16 +534,14 @@ impl PostgresStore {
                 // The ranking sorts narrow rows (id and distance); whole rows are fetched after,
                 // by key, for the few that need them.
                 let sql = format!(
-                    "SELECT {whole_columns}, top.distance, top.uncertain, top.whole
-                     FROM (SELECT id, distance, uncertain, n, {is_whole} AS whole
+                    "SELECT {whole_columns}, top.distance, top.distance IS NULL AS uncertain,
+                            top.whole
+                     FROM (SELECT id, distance, n, {is_whole} AS whole
                            FROM (SELECT *, row_number() OVER nearest AS n,
                                         nth_value(distance, {k}) OVER nearest AS kth
-                                 FROM (SELECT id,
-                                              embedding::vector({dims}) {op}
-                                                  ${v}::real[]::vector({dims}) AS distance,
-                                              {uncertain} AS uncertain
-                                       {kept} ORDER BY uncertain DESC, distance LIMIT ${l}) AS ranked
-                                 WINDOW nearest AS (ORDER BY uncertain DESC, distance
+                                 FROM (SELECT id, {distance} AS distance
+                                       {kept} ORDER BY distance NULLS FIRST LIMIT ${l}) AS ranked
+                                 WINDOW nearest AS (ORDER BY distance NULLS FIRST
                                                     ROWS BETWEEN UNBOUNDED PRECEDING
                                                          AND UNBOUNDED FOLLOWING)) AS numbered
                           ) AS top
