@@ -344,6 +344,37 @@ async fn load_and_check_statistics(url: &str, writers: usize) {
 
 /// Values whose bits a change of storage could lose: signed zero, the smallest subnormal,
 /// the largest finite f32, and ordinary fractions.
+/// Makes `schema` as the release with the first `migrations` migrations left it, applied and
+/// recorded as the store's runner does.
+async fn schema_as_released(client: &tokio_postgres::Client, schema: &str, migrations: usize) {
+    client
+        .batch_execute(&format!(
+            "CREATE SCHEMA {schema};
+             CREATE TABLE {schema}.agent_memory_migrations (
+                 version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
+                 applied_at bigint NOT NULL)"
+        ))
+        .await
+        .unwrap();
+    for migration in &memory_postgres::MIGRATIONS[..migrations] {
+        client
+            .batch_execute(&migration.sql.replace("{schema}", schema))
+            .await
+            .unwrap();
+        client
+            .execute(
+                &format!("INSERT INTO {schema}.agent_memory_migrations VALUES ($1, $2, $3, 0)"),
+                &[
+                    &(migration.version as i32),
+                    &migration.name,
+                    &migration.checksum(),
+                ],
+            )
+            .await
+            .unwrap();
+    }
+}
+
 const AWKWARD: [f32; 6] = [-0.0, f32::from_bits(1), f32::MAX, -1.5, 0.1, 3.0e-39];
 
 /// Migration 0003 moves vectors from `real[]` to pgvector's `vector` (the store uses pgvector)
@@ -365,32 +396,7 @@ async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
         }
         let schema = format!("agent_memory_tests_m3_{}", unique());
         // The schema as release 2 left it, with one vector written as `real[]`.
-        client
-            .batch_execute(&format!(
-                "CREATE SCHEMA {schema};
-                 CREATE TABLE {schema}.agent_memory_migrations (
-                     version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
-                     applied_at bigint NOT NULL)"
-            ))
-            .await
-            .unwrap();
-        for migration in &memory_postgres::MIGRATIONS[..2] {
-            client
-                .batch_execute(&migration.sql.replace("{schema}", &schema))
-                .await
-                .unwrap();
-            client
-                .execute(
-                    &format!("INSERT INTO {schema}.agent_memory_migrations VALUES ($1, $2, $3, 0)"),
-                    &[
-                        &(migration.version as i32),
-                        &migration.name,
-                        &migration.checksum(),
-                    ],
-                )
-                .await
-                .unwrap();
-        }
+        schema_as_released(&client, &schema, 2).await;
         client
             .batch_execute(
                 &format!(
@@ -475,34 +481,13 @@ async fn migration_5_gives_each_collection_its_partition_and_keeps_its_index() {
         return;
     }
     let schema = format!("agent_memory_tests_m5_{}", unique());
-    // The schema as release 4 left it: two collections, the first with its partial HNSW index.
+    // The schema as release 4 left it (vectors as pgvector's type): two collections, the first
+    // with its partial HNSW index.
     client
-        .batch_execute(&format!(
-            "CREATE SCHEMA {schema};
-             CREATE TABLE {schema}.agent_memory_migrations (
-                 version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
-                 applied_at bigint NOT NULL);
-             SET agent_memory.pgvector = 'on'; CREATE EXTENSION IF NOT EXISTS vector;"
-        ))
+        .batch_execute("SET agent_memory.pgvector = 'on'; CREATE EXTENSION IF NOT EXISTS vector")
         .await
         .unwrap();
-    for migration in &memory_postgres::MIGRATIONS[..4] {
-        client
-            .batch_execute(&migration.sql.replace("{schema}", &schema))
-            .await
-            .unwrap();
-        client
-            .execute(
-                &format!("INSERT INTO {schema}.agent_memory_migrations VALUES ($1, $2, $3, 0)"),
-                &[
-                    &(migration.version as i32),
-                    &migration.name,
-                    &migration.checksum(),
-                ],
-            )
-            .await
-            .unwrap();
-    }
+    schema_as_released(&client, &schema, 4).await;
     client
         .batch_execute(&format!(
             "INSERT INTO {schema}.collections (namespace, name, dims, metric, model)
