@@ -507,3 +507,69 @@ pub async fn concurrent_upserts_never_give_a_hit_of_another_version(ctx: &Ctx) {
         "every record at its last version: {last:?}"
     );
 }
+
+/// 8 tasks make 4 collections (two racing for each name) while 2 others drop collections made
+/// before: every make answers with the spec, every drop says the collection was there, and
+/// afterwards exactly the made collections are listed and each takes and finds a record (a
+/// store whose collection DDL deadlocks, or races one make into a failure, fails).
+pub async fn concurrent_collection_makes_and_drops_each_end_as_asked(ctx: &Ctx) {
+    use memory_core::{CollectionSpec, VectorId, VectorQuery, VectorRecord};
+    let spec = |name: &str| CollectionSpec::new(name, 3, "test-model");
+    for name in ["old-0", "old-1"] {
+        ctx.backend()
+            .ensure_collection(ctx.namespace(), spec(name))
+            .await
+            .must("collection to drop");
+    }
+    let makes = (0..8).map(|i| {
+        let name = format!("made-{}", i % 4);
+        async move {
+            let made = ctx
+                .backend()
+                .ensure_collection(ctx.namespace(), spec(&name))
+                .await
+                .must("concurrent make");
+            assert_eq!(made, spec(&name), "a make answers with its spec");
+        }
+    });
+    let drops = ["old-0", "old-1"].map(|name| async move {
+        let dropped = ctx
+            .backend()
+            .drop_collection(ctx.namespace(), name)
+            .await
+            .must("concurrent drop");
+        assert!(dropped, "{name} was there to drop");
+    });
+    futures::join!(
+        futures::future::join_all(makes),
+        futures::future::join_all(drops)
+    );
+    let listed: Vec<String> = ctx
+        .backend()
+        .list_collections(ctx.namespace())
+        .await
+        .must("list")
+        .into_iter()
+        .map(|c| c.name)
+        .filter(|name| name.starts_with("made-") || name.starts_with("old-"))
+        .collect();
+    assert_eq!(listed, ["made-0", "made-1", "made-2", "made-3"]);
+    for name in &listed {
+        let id = VectorId::new("only").expect("id");
+        ctx.backend()
+            .upsert_vectors(
+                ctx.scope(),
+                name,
+                vec![VectorRecord::new(id.clone(), vec![1.0, 0.0, 0.0])],
+            )
+            .await
+            .must("upsert into a made collection");
+        let hits = ctx
+            .backend()
+            .search(ctx.scope(), name, VectorQuery::new(vec![1.0, 0.0, 0.0], 1))
+            .await
+            .must("search a made collection");
+        assert_eq!(hits.len(), 1, "{name}");
+        assert_eq!(hits[0].record.id, id, "{name}");
+    }
+}

@@ -85,6 +85,7 @@ macro_rules! __with_scenarios {
                 concurrent_supersedes_keep_history_in_supersede_order: None,
                 forget_all_counts_messages_appended_concurrently: None,
                 concurrent_upserts_never_give_a_hit_of_another_version: Vectors,
+                concurrent_collection_makes_and_drops_each_end_as_asked: Vectors,
             }
             working_memory {
                 get_unset_is_none: None,

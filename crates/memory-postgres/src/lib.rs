@@ -49,8 +49,8 @@
 //!   error; rows whose norms it cannot sum faithfully always come back). Dot-product
 //!   collections, and stores without pgvector, are scanned in Rust over the rows the SQL filter
 //!   keeps.
-//! - **HNSW indexes**, one per collection, on its partition, over `embedding::vector(dims)` (cosine,
-//!   inner-product or L2 ops by metric), are made once a search finds one scope of the
+//! - **HNSW indexes**, one per collection on its partition, over `embedding::vector(dims)`
+//!   (cosine, inner-product or L2 ops by metric), are made once a search finds one scope of the
 //!   collection large ([`PostgresStoreBuilder::index_min_rows`], default
 //!   [`DEFAULT_INDEX_MIN_ROWS`]; or at once with [`PostgresStore::build_vector_index`]), in
 //!   the background and without blocking writers; until then writes maintain no index and

@@ -900,14 +900,17 @@ impl VectorStore for PostgresStore {
         // call says so.
         let pk: i64 = dropped.get(0);
         let partition = partition_name(pk);
-        let _ = client
+        let detached = client
             .batch_execute(&self.sql(&format!(
                 "ALTER TABLE {{s}}.vectors DETACH PARTITION {{s}}.{partition} CONCURRENTLY"
             )))
             .await;
-        let _ = client
-            .batch_execute(&self.sql(&format!("DROP TABLE IF EXISTS {{s}}.{partition}")))
-            .await;
+        // Only a detached table: dropping one still attached is what the detach avoids.
+        if detached.is_ok() {
+            let _ = client
+                .batch_execute(&self.sql(&format!("DROP TABLE IF EXISTS {{s}}.{partition}")))
+                .await;
+        }
         Ok(true)
     }
 
