@@ -13,8 +13,12 @@ use tokio::sync::Mutex;
 
 use crate::Round;
 
-/// The peer's name in the tables.
+/// The peer's name in the tables. Its appends run at our stores' durability
+/// (`synchronous=NORMAL` in WAL), the setting its ratio to ours is taken at.
 pub const NAME: &str = "VoltAgent @voltagent/libsql 2.1.2";
+
+/// The peer's appends as it ships: WAL with SQLite's default `synchronous=FULL`.
+pub const SHIPPED: &str = "VoltAgent @voltagent/libsql 2.1.2, as shipped (synchronous=FULL)";
 
 /// A running peer process.
 pub struct VoltAgent {

@@ -296,11 +296,25 @@ pub async fn append(
                 raw.create_conversation(scope, id).await;
             }
         }
-        let peer_threads = Arc::new(threads("peer"));
+        // The peer twice, each on conversations of its own: at our durability, and as shipped.
+        let peer_runs: Vec<(&str, &str, Arc<Threads>)> = if peer.is_some() {
+            vec![
+                (voltagent::NAME, "NORMAL", Arc::new(threads("peer"))),
+                (
+                    voltagent::SHIPPED,
+                    "FULL",
+                    Arc::new(threads("peer-shipped")),
+                ),
+            ]
+        } else {
+            Vec::new()
+        };
         if let Some(peer) = peer {
-            peer.call(json!({ "op": "create", "threads": peer_threads_json(&peer_threads) }))
-                .await
-                .expect("VoltAgent creates conversations");
+            for (_, _, threads) in &peer_runs {
+                peer.call(json!({ "op": "create", "threads": peer_threads_json(threads) }))
+                    .await
+                    .expect("VoltAgent creates conversations");
+            }
         }
         // Each round's batches, made before the clock starts: (conversation, messages).
         let make_jobs = move |round: usize, paragraphs: &[String]| -> Vec<(usize, Vec<Message>)> {
@@ -359,32 +373,33 @@ pub async fn append(
                 })
             })
             .collect();
-        let mut peer_round = 0;
-        let mut peer_side = peer.map(|peer| {
-            let texts = texts.clone();
-            let peer_threads = peer_threads.clone();
-            FnSide::new(voltagent::NAME, move || {
-                let jobs: Vec<Value> = make_jobs(peer_round, &texts)
-                    .into_iter()
-                    .map(|(c, messages)| {
-                        let (scope, id) = &peer_threads[c];
-                        let texts: Vec<String> = messages.iter().map(Message::text).collect();
-                        json!([subject_name(scope), id.as_str(), texts])
-                    })
-                    .collect();
-                peer_round += 1;
-                let peer = peer.clone();
-                async move {
-                    peer.round(json!({ "op": "append", "clients": writers, "jobs": jobs }))
-                        .await
-                }
+        let mut peer_sides: Vec<_> = peer_runs
+            .into_iter()
+            .filter_map(|(name, synchronous, peer_threads)| {
+                let (peer, texts) = (peer?.clone(), texts.clone());
+                let mut peer_round = 0;
+                Some(FnSide::new(name, move || {
+                    let jobs: Vec<Value> = make_jobs(peer_round, &texts)
+                        .into_iter()
+                        .map(|(c, messages)| {
+                            let (scope, id) = &peer_threads[c];
+                            let texts: Vec<String> = messages.iter().map(Message::text).collect();
+                            json!([subject_name(scope), id.as_str(), texts])
+                        })
+                        .collect();
+                    peer_round += 1;
+                    let peer = peer.clone();
+                    let request = json!({
+                        "op": "append", "clients": writers, "jobs": jobs,
+                        "synchronous": synchronous,
+                    });
+                    async move { peer.round(request).await }
+                }))
             })
-        });
+            .collect();
         let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
         sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
-        if let Some(peer) = peer_side.as_mut() {
-            sides.push(peer);
-        }
+        sides.extend(peer_sides.iter_mut().map(|side| side as &mut dyn Side));
         let mut table = compare(
             format!("W1 append: batches of {batch}, {writers} writer(s)"),
             format!(
@@ -402,6 +417,9 @@ pub async fn append(
     }
     tables
 }
+
+/// Conversations of a side: each one's scope and id.
+type Threads = Vec<(Scope, ConversationId)>;
 
 /// W3: a subject's conversations, newest first, walked page by page (50 per page, 20 pages a
 /// round, each from the previous page's cursor).
@@ -1151,16 +1169,16 @@ fn peer_threads_json(threads: &[(Scope, ConversationId)]) -> Vec<Value> {
         .collect()
 }
 
-/// Adds "peer ÷ ours" when the table has the VoltAgent row (ours is the first row).
+/// Adds "peer ÷ ours" for each VoltAgent row the table has (ours is the first row).
 pub fn peer_note(table: &mut Table) {
     let ours = table.sides.first().map_or(f64::NAN, |s| s.median_us);
-    if let Some(peer) = table.sides.iter().find(|s| s.name == voltagent::NAME) {
-        table.notes.push(format!(
-            "{} ÷ ours: {:.2}",
-            peer.name,
-            peer.median_us / ours
-        ));
-    }
+    let notes: Vec<String> = table
+        .sides
+        .iter()
+        .filter(|s| s.name == voltagent::NAME || s.name == voltagent::SHIPPED)
+        .map(|peer| format!("{} ÷ ours: {:.2}", peer.name, peer.median_us / ours))
+        .collect();
+    table.notes.extend(notes);
 }
 
 /// The core lexical ranking by hand: relevance descending, ties by id (facts here are

@@ -37,10 +37,24 @@ function readMatrix(path, count, dims) {
   return Array.from({ length: count }, (_, i) => Array.from(floats.subarray(i * dims, (i + 1) * dims)));
 }
 
+// Sets the memory adapter's durability. The PRAGMA holds for the client's connection, which
+// libSQL's client keeps for every call but `transaction()` (the adapter does not use it); it is
+// read back, so a round never runs at another setting than it says.
+async function setSynchronous(synchronous) {
+  const expected = { NORMAL: 1, FULL: 2 }[synchronous];
+  if (expected === undefined) throw new Error(`synchronous ${synchronous}`);
+  await memory.client.execute(`PRAGMA synchronous = ${synchronous}`);
+  const setting = (await memory.client.execute("PRAGMA synchronous")).rows[0].synchronous;
+  if (setting !== expected) throw new Error(`synchronous = ${synchronous} did not hold: ${setting}`);
+}
+
 const handlers = {
   async open({ dir }) {
     memory = new LibSQLMemoryAdapter({ url: `file:${dir}/voltagent-memory.db` });
     vectors = new LibSQLVectorAdapter({ url: `file:${dir}/voltagent-vectors.db` });
+    // The adapter sets its PRAGMAs (WAL among them) when it initializes; ours come after.
+    await memory.initialize();
+    await setSynchronous("NORMAL");
     return {};
   },
   async create({ threads }) {
@@ -49,14 +63,21 @@ const handlers = {
     }
     return {};
   },
-  async append({ clients, jobs }) {
-    return runClients(clients, jobs, ([userId, conversationId, texts]) =>
-      memory.addMessages(
-        texts.map((text) => ({ id: randomUUID(), role: "user", parts: [{ type: "text", text }] })),
-        userId,
-        conversationId,
-      ),
-    );
+  // `synchronous` is the durability the round runs at: NORMAL (as our stores run) or FULL (as
+  // VoltAgent ships: WAL and SQLite's default); every other round runs at NORMAL.
+  async append({ clients, jobs, synchronous }) {
+    await setSynchronous(synchronous);
+    try {
+      return await runClients(clients, jobs, ([userId, conversationId, texts]) =>
+        memory.addMessages(
+          texts.map((text) => ({ id: randomUUID(), role: "user", parts: [{ type: "text", text }] })),
+          userId,
+          conversationId,
+        ),
+      );
+    } finally {
+      await setSynchronous("NORMAL");
+    }
   },
   async load({ userId, conversationId, limit, loads }) {
     return runClients(1, Array.from({ length: loads }), async () => {
