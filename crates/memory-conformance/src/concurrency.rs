@@ -10,7 +10,8 @@ use memory_core::{
 };
 
 use crate::support::{
-    assert_one_winner, conversation, conversation_with, load, race, text, texts, ResultExt,
+    assert_one_winner, collection_names, conversation, conversation_with, load, race, text, texts,
+    ResultExt,
 };
 use crate::Ctx;
 
@@ -544,13 +545,9 @@ pub async fn concurrent_collection_makes_and_drops_each_end_as_asked(ctx: &Ctx) 
         futures::future::join_all(makes),
         futures::future::join_all(drops)
     );
-    let listed: Vec<String> = ctx
-        .backend()
-        .list_collections(ctx.namespace())
+    let listed: Vec<String> = collection_names(ctx)
         .await
-        .must("list")
         .into_iter()
-        .map(|c| c.name)
         .filter(|name| name.starts_with("made-") || name.starts_with("old-"))
         .collect();
     assert_eq!(listed, ["made-0", "made-1", "made-2", "made-3"]);

@@ -160,6 +160,17 @@ pub fn one_mebibyte() -> String {
     s
 }
 
+/// The names of the suite namespace's collections, as listed (sorted by name).
+pub async fn collection_names(ctx: &Ctx) -> Vec<String> {
+    ctx.backend()
+        .list_collections(ctx.namespace())
+        .await
+        .must("list collections")
+        .into_iter()
+        .map(|c| c.name)
+        .collect()
+}
+
 /// A deterministic pseudo-random unit vector for seed `i`.
 pub fn unit_vector(dims: usize, seed: u64) -> Vec<f32> {
     let mut rng = fastrand::Rng::with_seed(seed);

@@ -7,7 +7,7 @@ use memory_core::{
 };
 use serde_json::json;
 
-use crate::support::{unit_vector, ResultExt};
+use crate::support::{collection_names, unit_vector, ResultExt};
 use crate::Ctx;
 
 /// Dimension of the scenarios' small collections.
@@ -117,14 +117,7 @@ pub async fn drop_collection_removes_it_and_its_records(ctx: &Ctx) {
         .await
         .must("search before the drop");
     assert_eq!(before.len(), 3);
-    let names: Vec<_> = ctx
-        .backend()
-        .list_collections(ctx.namespace())
-        .await
-        .must("list")
-        .into_iter()
-        .map(|c| c.name)
-        .collect();
+    let names = collection_names(ctx).await;
     assert_eq!(
         names,
         [spec.name.clone(), other.name.clone()],
