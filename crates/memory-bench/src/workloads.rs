@@ -297,24 +297,24 @@ pub async fn append(
             }
         }
         // The peer twice, each on conversations of its own: at our durability, and as shipped.
-        let peer_runs: Vec<(&str, &str, Arc<Threads>)> = if peer.is_some() {
-            vec![
-                (voltagent::NAME, "NORMAL", Arc::new(threads("peer"))),
-                (
-                    voltagent::SHIPPED,
-                    "FULL",
-                    Arc::new(threads("peer-shipped")),
-                ),
-            ]
-        } else {
-            Vec::new()
-        };
-        if let Some(peer) = peer {
-            for (_, _, threads) in &peer_runs {
-                peer.call(json!({ "op": "create", "threads": peer_threads_json(threads) }))
-                    .await
-                    .expect("VoltAgent creates conversations");
-            }
+        let peer_runs: Vec<(&Arc<VoltAgent>, &str, &str, Arc<Threads>)> = peer
+            .into_iter()
+            .flat_map(|peer| {
+                [
+                    (peer, voltagent::NAME, "NORMAL", Arc::new(threads("peer"))),
+                    (
+                        peer,
+                        voltagent::SHIPPED,
+                        "FULL",
+                        Arc::new(threads("peer-shipped")),
+                    ),
+                ]
+            })
+            .collect();
+        for (peer, _, _, threads) in &peer_runs {
+            peer.call(json!({ "op": "create", "threads": peer_threads_json(threads) }))
+                .await
+                .expect("VoltAgent creates conversations");
         }
         // Each round's batches, made before the clock starts: (conversation, messages).
         let make_jobs = move |round: usize, paragraphs: &[String]| -> Vec<(usize, Vec<Message>)> {
@@ -375,10 +375,10 @@ pub async fn append(
             .collect();
         let mut peer_sides: Vec<_> = peer_runs
             .into_iter()
-            .filter_map(|(name, synchronous, peer_threads)| {
-                let (peer, texts) = (peer?.clone(), texts.clone());
+            .map(|(peer, name, synchronous, peer_threads)| {
+                let (peer, texts) = (peer.clone(), texts.clone());
                 let mut peer_round = 0;
-                Some(FnSide::new(name, move || {
+                FnSide::new(name, move || {
                     let jobs: Vec<Value> = make_jobs(peer_round, &texts)
                         .into_iter()
                         .map(|(c, messages)| {
@@ -394,7 +394,7 @@ pub async fn append(
                         "synchronous": synchronous,
                     });
                     async move { peer.round(request).await }
-                }))
+                })
             })
             .collect();
         let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];

@@ -63,9 +63,10 @@ const handlers = {
     }
     return {};
   },
-  // `synchronous` is the durability the round runs at: NORMAL (as our stores run) or FULL (as
-  // VoltAgent ships: WAL and SQLite's default); every other round runs at NORMAL.
-  async append({ clients, jobs, synchronous }) {
+  // `synchronous` is the durability the round runs at: NORMAL (as our stores run, and the
+  // default: W2 fills its threads so) or FULL (as VoltAgent ships: WAL and SQLite's default);
+  // every other round runs at NORMAL.
+  async append({ clients, jobs, synchronous = "NORMAL" }) {
     await setSynchronous(synchronous);
     try {
       return await runClients(clients, jobs, ([userId, conversationId, texts]) =>
