@@ -342,8 +342,6 @@ async fn load_and_check_statistics(url: &str, writers: usize) {
     );
 }
 
-/// Values whose bits a change of storage could lose: signed zero, the smallest subnormal,
-/// the largest finite f32, and ordinary fractions.
 /// Makes `schema` as the release with the first `migrations` migrations left it, applied and
 /// recorded as the store's runner does.
 async fn schema_as_released(client: &tokio_postgres::Client, schema: &str, migrations: usize) {
@@ -375,6 +373,15 @@ async fn schema_as_released(client: &tokio_postgres::Client, schema: &str, migra
     }
 }
 
+/// The ids of a search's hits, in order.
+fn hit_ids(hits: Vec<memory_core::VectorHit>) -> Vec<String> {
+    hits.into_iter()
+        .map(|h| h.record.id.as_str().to_owned())
+        .collect()
+}
+
+/// Values whose bits a change of storage could lose: signed zero, the smallest subnormal,
+/// the largest finite f32, and ordinary fractions.
 const AWKWARD: [f32; 6] = [-0.0, f32::from_bits(1), f32::MAX, -1.5, 0.1, 3.0e-39];
 
 /// Migration 0003 moves vectors from `real[]` to pgvector's `vector` (the store uses pgvector)
@@ -535,20 +542,17 @@ async fn migration_5_gives_each_collection_its_partition_and_keeps_its_index() {
     assert_eq!(index_table, format!("{schema}.vectors_1"));
     let scope = Scope::new("pg-tests", "ada").unwrap();
     let query = memory_core::VectorQuery::new(vec![0.0, 0.0, 1.0], 2);
-    let ids = |hits: Vec<memory_core::VectorHit>| {
-        hits.into_iter()
-            .map(|h| h.record.id.as_str().to_owned())
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        ids(store
-            .search(&scope, "indexed", query.clone())
-            .await
-            .unwrap()),
+        hit_ids(
+            store
+                .search(&scope, "indexed", query.clone())
+                .await
+                .unwrap()
+        ),
         ["near", "far"]
     );
     assert_eq!(
-        ids(store.search(&scope, "plain", query).await.unwrap()),
+        hit_ids(store.search(&scope, "plain", query).await.unwrap()),
         ["other"]
     );
     // A collection made now has its partition; a dropped one loses it.
@@ -653,13 +657,8 @@ async fn a_collection_gets_its_index_once_a_search_finds_a_scope_large() {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
         scored.into_iter().take(5).map(|(_, id)| id).collect()
     };
-    let ids = |hits: Vec<memory_core::VectorHit>| {
-        hits.into_iter()
-            .map(|h| h.record.id.as_str().to_owned())
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        ids(store.search(&large, "lazy", query.clone()).await.unwrap()),
+        hit_ids(store.search(&large, "lazy", query.clone()).await.unwrap()),
         expected
     );
     let mut waited = Duration::ZERO;
@@ -672,7 +671,7 @@ async fn a_collection_gets_its_index_once_a_search_finds_a_scope_large() {
         waited += Duration::from_millis(100);
     }
     assert_eq!(
-        ids(store.search(&large, "lazy", query.clone()).await.unwrap()),
+        hit_ids(store.search(&large, "lazy", query.clone()).await.unwrap()),
         expected
     );
 
