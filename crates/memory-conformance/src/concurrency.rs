@@ -509,48 +509,53 @@ pub async fn concurrent_upserts_never_give_a_hit_of_another_version(ctx: &Ctx) {
     );
 }
 
-/// 8 tasks make 4 collections (two racing for each name) while 2 others drop collections made
-/// before: every make answers with the spec, every drop says the collection was there, and
-/// afterwards exactly the made collections are listed and each takes and finds a record (a
-/// store whose collection DDL deadlocks, or races one make into a failure, fails).
+/// Three rounds in which 8 tasks make 4 collections (two racing for each name) while 4 others
+/// drop the collections made the round before: every make answers with the spec, every drop
+/// says the collection was there, and afterwards exactly the last round's collections are
+/// listed and each takes and finds a record (a store whose collection DDL deadlocks, or races
+/// a make or a drop into a failure, fails).
 pub async fn concurrent_collection_makes_and_drops_each_end_as_asked(ctx: &Ctx) {
     use memory_core::{CollectionSpec, VectorId, VectorQuery, VectorRecord};
     let spec = |name: &str| CollectionSpec::new(name, 3, "test-model");
-    for name in ["old-0", "old-1"] {
+    let mut made: Vec<String> = (0..4).map(|i| format!("made-0-{i}")).collect();
+    for name in &made {
         ctx.backend()
             .ensure_collection(ctx.namespace(), spec(name))
             .await
             .must("collection to drop");
     }
-    let makes = (0..8).map(|i| {
-        let name = format!("made-{}", i % 4);
-        async move {
-            let made = ctx
+    for round in 1..=3 {
+        let makes = (0..8).map(|i| {
+            let name = format!("made-{round}-{}", i % 4);
+            async move {
+                let made = ctx
+                    .backend()
+                    .ensure_collection(ctx.namespace(), spec(&name))
+                    .await
+                    .must("concurrent make");
+                assert_eq!(made, spec(&name), "a make answers with its spec");
+            }
+        });
+        let drops = made.iter().map(|name| async move {
+            let dropped = ctx
                 .backend()
-                .ensure_collection(ctx.namespace(), spec(&name))
+                .drop_collection(ctx.namespace(), name)
                 .await
-                .must("concurrent make");
-            assert_eq!(made, spec(&name), "a make answers with its spec");
-        }
-    });
-    let drops = ["old-0", "old-1"].map(|name| async move {
-        let dropped = ctx
-            .backend()
-            .drop_collection(ctx.namespace(), name)
-            .await
-            .must("concurrent drop");
-        assert!(dropped, "{name} was there to drop");
-    });
-    futures::join!(
-        futures::future::join_all(makes),
-        futures::future::join_all(drops)
-    );
+                .must("concurrent drop");
+            assert!(dropped, "{name} was there to drop");
+        });
+        futures::join!(
+            futures::future::join_all(makes),
+            futures::future::join_all(drops)
+        );
+        made = (0..4).map(|i| format!("made-{round}-{i}")).collect();
+    }
     let listed: Vec<String> = collection_names(ctx)
         .await
         .into_iter()
-        .filter(|name| name.starts_with("made-") || name.starts_with("old-"))
+        .filter(|name| name.starts_with("made-"))
         .collect();
-    assert_eq!(listed, ["made-0", "made-1", "made-2", "made-3"]);
+    assert_eq!(listed, made);
     for name in &listed {
         let id = VectorId::new("only").expect("id");
         ctx.backend()
