@@ -12,6 +12,7 @@ use memory_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
     VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
+use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
@@ -271,6 +272,22 @@ impl PostgresStore {
             .ok_or_else(|| MemoryError::not_found("collection", name))
     }
 
+    /// Queues this transaction behind every other that makes or drops a collection, before it
+    /// takes any other lock: the lock attaching and detaching a partition take on `vectors`
+    /// (SHARE UPDATE EXCLUSIVE; reads and vector writes are not blocked by it). Without one
+    /// order, collection changes deadlock: attaching locks `collections` for the foreign key
+    /// after a creator's insert into it, and detaching locks `collections` while it holds
+    /// `vectors` and its partition, which a drop's cascade delete may wait for. `ONLY`: the
+    /// partitions stay unlocked (an index build on one would hold a maker up).
+    async fn lock_collection_changes(&self, db: &impl Db) -> Result<()> {
+        db.exec(
+            &self.sql("LOCK TABLE ONLY {s}.vectors IN SHARE UPDATE EXCLUSIVE MODE"),
+            &[],
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Creates a collection row and its vectors' partition (and its HNSW index when searches
     /// use one and it is made with the collection: `index_min_rows(0)`); `Ok(None)` when a
     /// collection of that name already exists. `db` must be a transaction: the row and its
@@ -281,15 +298,7 @@ impl PostgresStore {
         namespace: &Namespace,
         spec: &CollectionSpec,
     ) -> Result<Option<i64>> {
-        // Attaching a partition locks `collections` in SHARE ROW EXCLUSIVE mode (for the
-        // foreign key), which waits for every transaction that inserted a collection: two
-        // creators that had each inserted their row would wait for each other. Taking that
-        // lock first makes creators queue instead. Reads and vector writes are not blocked.
-        db.exec(
-            &self.sql("LOCK TABLE {s}.collections IN SHARE ROW EXCLUSIVE MODE"),
-            &[],
-        )
-        .await?;
+        self.lock_collection_changes(db).await?;
         let row = db
             .row(
                 &self.sql(
@@ -339,6 +348,57 @@ impl PostgresStore {
             .await?;
         }
         Ok(Some(pk))
+    }
+
+    /// Detaches and drops every partition whose collection is gone: the dropped collection's,
+    /// and any a failed or interrupted drop left (a detach interrupted half-way stays pending
+    /// and would refuse every later detach until finalized). Each is detached `CONCURRENTLY`
+    /// (dropping an attached partition would lock `vectors` against everyone, and wait behind
+    /// a running build of its index) and dropped only once detached. A partition is empty from
+    /// its collection's delete on and the pk is never reused, so a failure here leaves a table
+    /// no search reads; the next drop tries again. Two droppers racing for one partition: the
+    /// second's detach fails once the first's has run, and it moves on.
+    async fn remove_orphan_partitions(&self, client: &deadpool_postgres::Object) {
+        let Ok(orphans) = client
+            .rows(
+                &self.sql(
+                    "SELECT c.relname, c.relispartition,
+                            coalesce(i.inhdetachpending, false) AS pending
+                     FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+                     WHERE c.relnamespace = to_regnamespace($1)
+                       AND c.relkind = 'r' AND c.relname ~ '^vectors_[0-9]+$'
+                       AND NOT EXISTS (SELECT 1 FROM {s}.collections
+                                       WHERE c.relname = 'vectors_' || pk)
+                     ORDER BY pending DESC",
+                ),
+                &[&self.schema],
+            )
+            .await
+        else {
+            return;
+        };
+        for orphan in orphans {
+            // A catalog name matched by `^vectors_[0-9]+$`: safe to format in.
+            let table: String = orphan.get("relname");
+            let detach = if orphan.get("pending") {
+                "FINALIZE"
+            } else if orphan.get("relispartition") {
+                "CONCURRENTLY"
+            } else {
+                ""
+            };
+            if !detach.is_empty() {
+                let sql = self.sql(&format!(
+                    "ALTER TABLE {{s}}.vectors DETACH PARTITION {{s}}.{table} {detach}"
+                ));
+                if !detach_waiting_for_others(client, &sql).await {
+                    continue;
+                }
+            }
+            let _ = client
+                .batch_execute(&self.sql(&format!("DROP TABLE IF EXISTS {{s}}.{table}")))
+                .await;
+        }
     }
 
     /// Writes records already checked against their collections: small batches as pipelined
@@ -819,6 +879,25 @@ impl PostgresStore {
 /// The rows a pgvector-ranked exact search ranks first.
 const RANKED_FIRST_READ: usize = 64;
 
+/// Runs a partition's detach, waiting out another's: PostgreSQL refuses a detach while any
+/// partition of the table is pending one (`OBJECT_NOT_IN_PREREQUISITE_STATE`), and a concurrent
+/// detach is pending until the queries that started before it end. Tries for about a second;
+/// whether the partition was detached.
+async fn detach_waiting_for_others(client: &deadpool_postgres::Object, sql: &str) -> bool {
+    let mut wait = std::time::Duration::from_millis(10);
+    for _ in 0..7 {
+        match client.batch_execute(sql).await {
+            Ok(()) => return true,
+            Err(e) if e.code() == Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE) => {
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            Err(_) => return false,
+        }
+    }
+    client.batch_execute(sql).await.is_ok()
+}
+
 /// Whether the rows pgvector ranked and we read whole hold every row that can be in the query's
 /// top `k` by our scores: no row as far as `boundary` (the first row not read whole, or the last
 /// row read when all were) or farther can score as high as the k-th hit (or as the query's
@@ -851,6 +930,11 @@ impl VectorStore for PostgresStore {
         spec: CollectionSpec,
     ) -> Result<CollectionSpec> {
         let mut client = self.client().await?;
+        // Most calls find the collection made: they need no lock.
+        if let Some(existing) = self.find_collection(&client, namespace, &spec.name).await? {
+            existing.spec.check_same(&spec)?;
+            return Ok(existing.spec);
+        }
         let tx = client.transaction().await.db()?;
         if self
             .insert_collection(&tx, namespace, &spec)
@@ -882,38 +966,23 @@ impl VectorStore for PostgresStore {
     }
 
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.db()?;
+        self.lock_collection_changes(&tx).await?;
         // Vectors go by cascade.
-        let Some(dropped) = client
+        let dropped = tx
             .row(
                 &self.sql(
                     "DELETE FROM {s}.collections WHERE namespace = $1 AND name = $2 RETURNING pk",
                 ),
                 &[&namespace.as_str(), &name],
             )
-            .await?
-        else {
+            .await?;
+        tx.commit().await.db()?;
+        if dropped.is_none() {
             return Ok(false);
-        };
-        // The collection's partition (and its index) goes once the collection has, without
-        // locking `vectors` against every other collection's reads and writes (dropping an
-        // attached partition would, and would wait behind a running build of its index). It
-        // is empty from the delete on, so a failure here (the pk is never reused) leaves an
-        // empty table that no search reads: the collection is dropped either way, and the
-        // call says so.
-        let pk: i64 = dropped.get(0);
-        let partition = partition_name(pk);
-        let detached = client
-            .batch_execute(&self.sql(&format!(
-                "ALTER TABLE {{s}}.vectors DETACH PARTITION {{s}}.{partition} CONCURRENTLY"
-            )))
-            .await;
-        // Only a detached table: dropping one still attached is what the detach avoids.
-        if detached.is_ok() {
-            let _ = client
-                .batch_execute(&self.sql(&format!("DROP TABLE IF EXISTS {{s}}.{partition}")))
-                .await;
         }
+        self.remove_orphan_partitions(&client).await;
         Ok(true)
     }
 

@@ -32,6 +32,13 @@ async fn has_pgvector(client: &tokio_postgres::Client) -> bool {
         .is_some()
 }
 
+/// A plain client on its own connection (driven in the background), beside the store's pool.
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
 /// The server's URL, or `None` (a named skip) when there is none and it is not required.
 fn server(test: &str) -> Option<String> {
     match locate(Service::Postgres) {
@@ -45,9 +52,14 @@ fn server(test: &str) -> Option<String> {
 }
 
 async fn store(url: &str) -> PostgresStore {
+    store_in(url, SCHEMA).await
+}
+
+/// A store on `schema` (made and migrated when new).
+async fn store_in(url: &str, schema: &str) -> PostgresStore {
     PostgresStore::builder()
         .url(url)
-        .schema(SCHEMA)
+        .schema(schema)
         .max_connections(4)
         .open()
         .await
@@ -152,10 +164,8 @@ async fn a_connection_killed_mid_append_shows_no_partial_batch_and_retries_once(
         .create_conversation(&scope, NewConversation::default())
         .await
         .unwrap();
-    let (blocker, blocker_conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(blocker_conn);
-    let (observer, observer_conn) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(observer_conn);
+    let blocker = connect(&url).await;
+    let observer = connect(&url).await;
     let pk: i64 = observer
         .query_one(
             &format!("SELECT pk FROM {SCHEMA}.conversations WHERE namespace = $1 AND subject = $2 AND id = $3"),
@@ -320,8 +330,7 @@ async fn load_and_check_statistics(url: &str, writers: usize) {
     for task in tasks {
         task.await.expect("no writer panicked");
     }
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
-    tokio::spawn(connection);
+    let client = connect(url).await;
     let known: f32 = client
         .query_one(
             "SELECT reltuples FROM pg_class WHERE oid = to_regclass($1)",
@@ -393,8 +402,7 @@ async fn vectors_written_as_arrays_read_back_bit_for_bit_after_migration_3() {
     else {
         return;
     };
-    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(connection);
+    let client = connect(&url).await;
     let has_pgvector = has_pgvector(&client).await;
     for pgvector in [false, true] {
         if pgvector && !has_pgvector {
@@ -481,8 +489,7 @@ async fn migration_5_gives_each_collection_its_partition_and_keeps_its_index() {
     else {
         return;
     };
-    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(connection);
+    let client = connect(&url).await;
     if !has_pgvector(&client).await {
         eprintln!("SKIP postgres::migration 5: the server has no pgvector");
         return;
@@ -509,13 +516,7 @@ async fn migration_5_gives_each_collection_its_partition_and_keeps_its_index() {
         ))
         .await
         .unwrap();
-    let store = PostgresStore::builder()
-        .url(&url)
-        .schema(&schema)
-        .max_connections(2)
-        .open()
-        .await
-        .expect("open migrates to 5");
+    let store = store_in(&url, &schema).await;
     let partitions = || async {
         client
             .query(
@@ -570,6 +571,123 @@ async fn migration_5_gives_each_collection_its_partition_and_keeps_its_index() {
         .unwrap();
 }
 
+/// A drop removes every partition whose collection is gone, not only its own: one a detach
+/// interrupted half-way left pending (which would refuse every later detach) and one still
+/// attached. The store's tables are then exactly its collections'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drop_finishes_partitions_earlier_drops_left_behind() {
+    let Some(url) = server("a_drop_finishes_partitions_earlier_drops_left_behind") else {
+        return;
+    };
+    let client = connect(&url).await;
+    let schema = format!("agent_memory_tests_orphans_{}", unique());
+    let store = store_in(&url, &schema).await;
+    let namespace = Namespace::new("pg-tests").unwrap();
+    for name in ["pending", "attached", "dropped", "kept"] {
+        store
+            .ensure_collection(&namespace, CollectionSpec::new(name, 3, "test-model"))
+            .await
+            .unwrap();
+    }
+    let pk = |name: &'static str| {
+        let (client, schema) = (&client, &schema);
+        async move {
+            let row = client
+                .query_one(
+                    &format!("SELECT pk FROM {schema}.collections WHERE name = $1"),
+                    &[&name],
+                )
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    let (pending, attached, kept) = (pk("pending").await, pk("attached").await, pk("kept").await);
+    // Two collections whose rows went but whose drops stopped short: one before its detach,
+    // one with its detach cancelled while it waited for a reader (it stays pending).
+    client
+        .batch_execute(&format!(
+            "DELETE FROM {schema}.collections WHERE name IN ('pending', 'attached')"
+        ))
+        .await
+        .unwrap();
+    let reader = connect(&url).await;
+    reader
+        .batch_execute(&format!("BEGIN; SELECT count(*) FROM {schema}.vectors"))
+        .await
+        .unwrap();
+    let detach = {
+        let (url, schema) = (url.clone(), schema.clone());
+        tokio::spawn(async move {
+            let detacher = connect(&url).await;
+            detacher
+                .batch_execute(&format!(
+                    "ALTER TABLE {schema}.vectors DETACH PARTITION {schema}.vectors_{pending}
+                     CONCURRENTLY"
+                ))
+                .await
+        })
+    };
+    // Cancelled once its first step has committed and it waits for the reader.
+    loop {
+        let cancelled: i64 = client
+            .query_one(
+                "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
+                 WHERE query LIKE '%DETACH PARTITION ' || $1 || '%' AND wait_event_type = 'Lock'",
+                &[&format!("{schema}.vectors_{pending}")],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if cancelled > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(detach.await.unwrap().is_err(), "the detach was cancelled");
+    reader.batch_execute("COMMIT").await.unwrap();
+    let tables = || async {
+        client
+            .query(
+                "SELECT c.relname::text, coalesce(i.inhdetachpending, false)
+                 FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
+                 WHERE c.relnamespace = to_regnamespace($1) AND c.relkind = 'r'
+                   AND c.relname LIKE 'vectors_%' ORDER BY 1",
+                &[&schema],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, bool>(1)))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        tables()
+            .await
+            .contains(&(format!("vectors_{pending}"), true)),
+        "a detach left pending: {:?}",
+        tables().await
+    );
+    assert!(store.drop_collection(&namespace, "dropped").await.unwrap());
+    assert_eq!(tables().await, [(format!("vectors_{kept}"), false)]);
+    assert!(!tables()
+        .await
+        .iter()
+        .any(|(table, _)| *table == format!("vectors_{attached}")));
+    // Making and dropping goes on as before.
+    store
+        .ensure_collection(&namespace, CollectionSpec::new("later", 3, "test-model"))
+        .await
+        .unwrap();
+    assert!(store.drop_collection(&namespace, "later").await.unwrap());
+    assert_eq!(tables().await, [(format!("vectors_{kept}"), false)]);
+    drop(store);
+    client
+        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+        .await
+        .unwrap();
+}
+
 /// Whether collection `name` of `namespace` has a valid HNSW index.
 async fn has_valid_index(client: &tokio_postgres::Client, schema: &str, name: &str) -> bool {
     client
@@ -596,8 +714,7 @@ async fn a_collection_gets_its_index_once_a_search_finds_a_scope_large() {
     let Some(url) = server("a_collection_gets_its_index_once_a_search_finds_a_scope_large") else {
         return;
     };
-    let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
-    tokio::spawn(connection);
+    let client = connect(&url).await;
     let pgvector = has_pgvector(&client).await;
     if !pgvector {
         eprintln!("SKIP postgres::lazy index: the server has no pgvector");
