@@ -217,7 +217,11 @@ fn test(args: &[String]) -> Result<(), String> {
     }
     // Again, last: a log cut to its head and tail still says which backend failed what, and why.
     for failed in outcomes.iter().filter(|r| r.outcome == "failed") {
-        let reason: String = failed.reason.split_whitespace().collect::<Vec<_>>().join(" ");
+        let reason: String = failed
+            .reason
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         let reason: String = reason.chars().take(600).collect();
         println!("FAIL {} {}: {reason}", failed.backend, failed.scenario);
     }

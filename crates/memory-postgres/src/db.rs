@@ -49,6 +49,9 @@ pub(crate) type Params<'a> = [&'a (dyn ToSql + Sync)];
 pub(crate) trait Db: Sync {
     async fn rows(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>>;
     async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64>;
+    /// Runs SQL without preparing it (nor caching it): DDL whose text names one object, which
+    /// would otherwise leave a cached statement per object on every connection.
+    async fn batch(&self, sql: &str) -> Result<()>;
 
     async fn row(&self, sql: &str, params: &Params<'_>) -> Result<Option<Row>> {
         Ok(self.rows(sql, params).await?.into_iter().next())
@@ -65,6 +68,9 @@ impl Db for deadpool_postgres::Object {
         let statement = self.prepare_cached(sql).await.db()?;
         self.execute(&statement, params).await.db()
     }
+    async fn batch(&self, sql: &str) -> Result<()> {
+        self.batch_execute(sql).await.db()
+    }
 }
 
 #[async_trait]
@@ -76,6 +82,9 @@ impl Db for deadpool_postgres::Transaction<'_> {
     async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let statement = self.prepare_cached(sql).await.db()?;
         self.execute(&statement, params).await.db()
+    }
+    async fn batch(&self, sql: &str) -> Result<()> {
+        self.batch_execute(sql).await.db()
     }
 }
 

@@ -280,12 +280,8 @@ impl PostgresStore {
     /// `vectors` and its partition, which a drop's cascade delete may wait for. `ONLY`: the
     /// partitions stay unlocked (an index build on one would hold a maker up).
     async fn lock_collection_changes(&self, db: &impl Db) -> Result<()> {
-        db.exec(
-            &self.sql("LOCK TABLE ONLY {s}.vectors IN SHARE UPDATE EXCLUSIVE MODE"),
-            &[],
-        )
-        .await?;
-        Ok(())
+        db.batch(&self.sql("LOCK TABLE ONLY {s}.vectors IN SHARE UPDATE EXCLUSIVE MODE"))
+            .await
     }
 
     /// Creates a collection row and its vectors' partition (and its HNSW index when searches
@@ -320,33 +316,20 @@ impl PostgresStore {
         // Made apart and attached: `CREATE TABLE … PARTITION OF` would lock `vectors` against
         // every reader and writer (ACCESS EXCLUSIVE); attaching takes SHARE UPDATE EXCLUSIVE.
         let partition = partition_name(pk);
-        db.exec(
-            &self.sql(&format!(
-                "CREATE TABLE {{s}}.{partition} (LIKE {{s}}.vectors
-                     INCLUDING DEFAULTS INCLUDING STORAGE) WITH (toast_tuple_target = 8160)"
-            )),
-            &[],
-        )
-        .await?;
-        db.exec(
-            &self.sql(&format!(
-                "ALTER TABLE {{s}}.vectors ATTACH PARTITION {{s}}.{partition} FOR VALUES IN ({pk})"
-            )),
-            &[],
-        )
-        .await?;
+        let mut ddl = format!(
+            "CREATE TABLE {{s}}.{partition} (LIKE {{s}}.vectors
+                 INCLUDING DEFAULTS INCLUDING STORAGE) WITH (toast_tuple_target = 8160);
+             ALTER TABLE {{s}}.vectors ATTACH PARTITION {{s}}.{partition} FOR VALUES IN ({pk});"
+        );
         if self.indexable(spec) && self.config.index_min_rows == 0 {
             let collection = CollectionRow {
                 pk,
                 spec: spec.clone(),
                 indexed: false,
             };
-            db.exec(
-                &self.sql(&create_index_sql(&collection, self.config.hnsw, false)),
-                &[],
-            )
-            .await?;
+            ddl.push_str(&create_index_sql(&collection, self.config.hnsw, false));
         }
+        db.batch(&self.sql(&ddl)).await?;
         Ok(Some(pk))
     }
 
