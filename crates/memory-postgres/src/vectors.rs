@@ -350,7 +350,7 @@ impl PostgresStore {
                      FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid
                      WHERE c.relnamespace = to_regnamespace($1)
                        AND c.relkind = 'r' AND c.relname ~ '^vectors_[0-9]+$'
-                       AND NOT EXISTS (SELECT 1 FROM {s}.collections
+                       AND NOT EXISTS (SELECT 1 FROM {s}.collections -- as partition_name
                                        WHERE c.relname = 'vectors_' || pk)
                      ORDER BY pending DESC",
                 ),
@@ -867,18 +867,22 @@ const RANKED_FIRST_READ: usize = 64;
 /// detach is pending until the queries that started before it end. Tries for about a second;
 /// whether the partition was detached.
 async fn detach_waiting_for_others(client: &deadpool_postgres::Object, sql: &str) -> bool {
+    const TRIES: u32 = 8;
     let mut wait = std::time::Duration::from_millis(10);
-    for _ in 0..7 {
+    for tried in 1..=TRIES {
         match client.batch_execute(sql).await {
             Ok(()) => return true,
-            Err(e) if e.code() == Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE) => {
+            Err(e)
+                if tried < TRIES
+                    && e.code() == Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE) =>
+            {
                 tokio::time::sleep(wait).await;
                 wait *= 2;
             }
             Err(_) => return false,
         }
     }
-    client.batch_execute(sql).await.is_ok()
+    false
 }
 
 /// Whether the rows pgvector ranked and we read whole hold every row that can be in the query's
@@ -954,15 +958,13 @@ impl VectorStore for PostgresStore {
         self.lock_collection_changes(&tx).await?;
         // Vectors go by cascade.
         let dropped = tx
-            .row(
-                &self.sql(
-                    "DELETE FROM {s}.collections WHERE namespace = $1 AND name = $2 RETURNING pk",
-                ),
+            .exec(
+                &self.sql("DELETE FROM {s}.collections WHERE namespace = $1 AND name = $2"),
                 &[&namespace.as_str(), &name],
             )
             .await?;
         tx.commit().await.db()?;
-        if dropped.is_none() {
+        if dropped == 0 {
             return Ok(false);
         }
         self.remove_orphan_partitions(&client).await;
