@@ -517,7 +517,9 @@ pub async fn concurrent_upserts_never_give_a_hit_of_another_version(ctx: &Ctx) {
 pub async fn concurrent_collection_makes_and_drops_each_end_as_asked(ctx: &Ctx) {
     use memory_core::{CollectionSpec, VectorId, VectorQuery, VectorRecord};
     let spec = |name: &str| CollectionSpec::new(name, 3, "test-model");
-    let mut made: Vec<String> = (0..4).map(|i| format!("made-0-{i}")).collect();
+    let names_of_round =
+        |round: usize| -> Vec<String> { (0..4).map(|i| format!("made-{round}-{i}")).collect() };
+    let mut made = names_of_round(0);
     for name in &made {
         ctx.backend()
             .ensure_collection(ctx.namespace(), spec(name))
@@ -525,16 +527,15 @@ pub async fn concurrent_collection_makes_and_drops_each_end_as_asked(ctx: &Ctx) 
             .must("collection to drop");
     }
     for round in 1..=3 {
-        let makes = (0..8).map(|i| {
-            let name = format!("made-{round}-{}", i % 4);
-            async move {
-                let made = ctx
-                    .backend()
-                    .ensure_collection(ctx.namespace(), spec(&name))
-                    .await
-                    .must("concurrent make");
-                assert_eq!(made, spec(&name), "a make answers with its spec");
-            }
+        let names = names_of_round(round);
+        // Two makes race for each name.
+        let makes = names.iter().chain(&names).map(|name| async move {
+            let answer = ctx
+                .backend()
+                .ensure_collection(ctx.namespace(), spec(name))
+                .await
+                .must("concurrent make");
+            assert_eq!(answer, spec(name), "a make answers with its spec");
         });
         let drops = made.iter().map(|name| async move {
             let dropped = ctx
@@ -548,7 +549,7 @@ pub async fn concurrent_collection_makes_and_drops_each_end_as_asked(ctx: &Ctx) 
             futures::future::join_all(makes),
             futures::future::join_all(drops)
         );
-        made = (0..4).map(|i| format!("made-{round}-{i}")).collect();
+        made = names;
     }
     let listed: Vec<String> = collection_names(ctx)
         .await
