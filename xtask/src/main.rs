@@ -210,24 +210,19 @@ fn test(args: &[String]) -> Result<(), String> {
     let outcomes = read_report(&report)?;
     let _ = std::fs::remove_file(&report);
     let mut failed_suites = Vec::new();
+    let mut failures = Vec::new();
     for (backend, package, target) in BACKENDS {
-        if print_matrix(backend, package, target, &outcomes)[1] > 0 {
+        let (_, failed) = print_matrix(backend, package, target, &outcomes);
+        if !failed.is_empty() {
             failed_suites.push(*backend);
         }
+        failures.extend(failed.into_iter().map(|failure| (backend, failure)));
     }
     // Again, last: a log cut to its head and tail still says which backend failed what, and why.
-    // (Only the backends' suites: the harness's own tests report deliberate failures.)
-    let failures = outcomes.iter().filter(|r| {
-        r.outcome == "failed" && BACKENDS.iter().any(|(backend, _, _)| *backend == r.backend)
-    });
-    for failed in failures {
-        let reason: String = failed
-            .reason
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+    for (backend, (scenario, reason)) in failures {
+        let reason: String = reason.split_whitespace().collect::<Vec<_>>().join(" ");
         let reason: String = reason.chars().take(600).collect();
-        println!("FAIL {} {}: {reason}", failed.backend, failed.scenario);
+        println!("FAIL {backend} {scenario}: {reason}");
     }
     tests?;
     docs?;
@@ -603,7 +598,7 @@ fn conformance_with(
             .for_each(|line| println!("{backend}: {line}"));
         print_differential(backend, &outcomes)
     } else {
-        print_matrix(backend, package, target, &outcomes)
+        print_matrix(backend, package, target, &outcomes).0
     };
     if !output.status.success() {
         print!("{}", String::from_utf8_lossy(&output.stdout));
@@ -661,8 +656,14 @@ fn read_report(path: &std::path::Path) -> Result<Vec<Reported>, String> {
 }
 
 /// Prints the backend's matrix by contract and its closing line; returns [passed, failed,
-/// skipped]. A canonical scenario that never reported counts as failed.
-fn print_matrix(backend: &str, package: &str, target: &str, reported: &[Reported]) -> [usize; 3] {
+/// skipped] and the failed scenarios with their reasons. A canonical scenario that never
+/// reported counts as failed.
+fn print_matrix<'a>(
+    backend: &str,
+    package: &str,
+    target: &str,
+    reported: &'a [Reported],
+) -> ([usize; 3], Vec<(&'a str, &'a str)>) {
     let mut outcomes: BTreeMap<&str, (&str, &str)> = reported
         .iter()
         .filter(|r| r.backend == backend)
@@ -675,6 +676,7 @@ fn print_matrix(backend: &str, package: &str, target: &str, reported: &[Reported
     }
     let mut matrix: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
     let mut notes = Vec::new();
+    let mut failures = Vec::new();
     for (scenario, (outcome, reason)) in &outcomes {
         let group = scenario.split("::").next().unwrap_or("?");
         let column = match *outcome {
@@ -684,7 +686,10 @@ fn print_matrix(backend: &str, package: &str, target: &str, reported: &[Reported
         };
         matrix.entry(group).or_default()[column] += 1;
         match column {
-            1 => notes.push(format!("FAIL {scenario}: {reason}")),
+            1 => {
+                notes.push(format!("FAIL {scenario}: {reason}"));
+                failures.push((*scenario, *reason));
+            }
             2 => notes.push(format!("SKIP {scenario}: {reason}")),
             _ => {}
         }
@@ -707,5 +712,5 @@ fn print_matrix(backend: &str, package: &str, target: &str, reported: &[Reported
         "{backend}: {} passed, {} failed, {} skipped",
         totals[0], totals[1], totals[2]
     );
-    totals
+    (totals, failures)
 }
