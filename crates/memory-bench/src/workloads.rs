@@ -265,7 +265,7 @@ pub async fn append(
     for (batch, writers) in [(1, 1), (10, 1), (1, 8), (10, 8)] {
         let conversations = sizes.append_conversations;
         let per_round = (sizes.append_messages / sizes.rounds / batch).max(1);
-        let threads = |tag: &str| -> Vec<(Scope, ConversationId)> {
+        let threads = |tag: &str| -> Threads {
             (0..conversations)
                 .map(|c| {
                     (
@@ -277,7 +277,7 @@ pub async fn append(
                 .collect()
         };
         let ours_threads = Arc::new(threads("ours"));
-        let raw_threads: Vec<Arc<Vec<(Scope, ConversationId)>>> = (0..raws.len())
+        let raw_threads: Vec<Arc<Threads>> = (0..raws.len())
             .map(|r| Arc::new(threads(&format!("raw{r}"))))
             .collect();
         for (scope, id) in ours_threads.iter() {
