@@ -41,7 +41,7 @@ pub const MIN_TOKEN_CHARS: usize = 3;
 /// assert_eq!(tokens, ["deploys", "east", "fly", "foo", "project"]);
 /// ```
 pub fn tokenize(text: &str) -> BTreeSet<String> {
-    if text.is_ascii() {
+    if splits_as_ascii(text) {
         // The same tokens without the Unicode passes: ASCII is its own NFKC and NFC, and its
         // alphanumerics and lowercase are ASCII's (most text a recall ranks).
         return text
@@ -151,6 +151,65 @@ pub fn query_terms(text: &str, language: Option<Language>) -> BTreeSet<String> {
         .map(|token| language.stem(token).into_owned())
         .collect()
 }
+
+/// Whether `text` tokenizes as its ASCII words alone: it is ASCII but for [`PLAIN_SEPARATORS`].
+fn splits_as_ascii(text: &str) -> bool {
+    text.is_ascii()
+        || text.chars().all(|c| {
+            c.is_ascii()
+                || PLAIN_SEPARATORS
+                    .binary_search_by(|&(first, last)| {
+                        if last < c {
+                            std::cmp::Ordering::Less
+                        } else if first > c {
+                            std::cmp::Ordering::Greater
+                        } else {
+                            std::cmp::Ordering::Equal
+                        }
+                    })
+                    .is_ok()
+        })
+}
+
+/// The maximal runs of ASCII alphanumerics of `text` (of a text that [`splits_as_ascii`], its
+/// words), found byte by byte: a non-ASCII character's bytes are never ASCII alphanumerics.
+fn ascii_words(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let start = at + bytes[at..].iter().position(u8::is_ascii_alphanumeric)?;
+        at = bytes[start..]
+            .iter()
+            .position(|b| !b.is_ascii_alphanumeric())
+            .map_or(bytes.len(), |length| start + length);
+        Some(&text[start..at])
+    })
+}
+
+/// The punctuation, symbols and emoji of everyday text that stay separators whatever stands
+/// beside them (inclusive ranges, sorted): no alphanumeric in any one's NFKC form, all of which
+/// are starters that compose with no neighbour, ASCII or of this list (the test
+/// `plain_separators_never_meet_their_neighbours` checks each). Between ASCII words they leave
+/// the words as the ASCII rules make them, so the Unicode passes (a normalisation and an
+/// allocation per token) are only for text with letters or digits beyond ASCII.
+#[rustfmt::skip]
+const PLAIN_SEPARATORS: &[(char, char)] = &[
+    ('\u{a0}', '\u{a7}'), ('\u{a9}', '\u{a9}'), ('\u{ab}', '\u{ae}'), ('\u{b0}', '\u{b1}'),
+    ('\u{b6}', '\u{b7}'), ('\u{bb}', '\u{bb}'), ('\u{bf}', '\u{bf}'), ('\u{d7}', '\u{d7}'),
+    ('\u{f7}', '\u{f7}'),
+    // General punctuation: spaces, dashes, quotes, bullets, ellipsis, joiners.
+    ('\u{2000}', '\u{2016}'), ('\u{2018}', '\u{203d}'), ('\u{203f}', '\u{206f}'),
+    // Currency, arrows, mathematical and technical symbols, shapes, dingbats.
+    ('\u{20a0}', '\u{20a7}'), ('\u{20a9}', '\u{20c0}'), ('\u{2190}', '\u{23ff}'),
+    ('\u{2500}', '\u{2775}'), ('\u{2794}', '\u{2adb}'), ('\u{2add}', '\u{2bff}'),
+    // CJK and full-width punctuation.
+    ('\u{3000}', '\u{3004}'), ('\u{3008}', '\u{3020}'), ('\u{fe0e}', '\u{fe0f}'),
+    ('\u{ff01}', '\u{ff0f}'), ('\u{ff1a}', '\u{ff20}'), ('\u{ff3b}', '\u{ff40}'),
+    ('\u{ff5b}', '\u{ff65}'),
+    // Emoji: game symbols, flags' regional indicators, pictographs, emoticons, transport.
+    ('\u{1f000}', '\u{1f0ff}'), ('\u{1f1e6}', '\u{1f1ff}'), ('\u{1f300}', '\u{1f6ff}'),
+    ('\u{1f900}', '\u{1faff}'),
+];
 
 fn unicode_tokens(text: &str) -> BTreeSet<String> {
     let normalised: String = text.nfkc().collect();
@@ -268,7 +327,7 @@ pub fn held_positions(query_tokens: &BTreeSet<String>, text: &str) -> Vec<usize>
 #[derive(Debug, Clone)]
 pub struct QueryTokens {
     /// Each token's position in the query's token order.
-    positions: HashMap<String, usize>,
+    positions: foldhash::HashMap<String, usize>,
     /// Bit `n` is set when some token is `n` bytes long (`n` < 64; bit 63 stands for longer):
     /// most words of a text are rejected by their length alone.
     lengths: u64,
@@ -317,7 +376,7 @@ impl Stems {
 impl QueryTokens {
     /// Readies `query_tokens` (as [`tokenize`] makes them).
     pub fn new(query_tokens: &BTreeSet<String>) -> Self {
-        let positions: HashMap<String, usize> = query_tokens
+        let positions: foldhash::HashMap<String, usize> = query_tokens
             .iter()
             .enumerate()
             .map(|(position, token)| (token.clone(), position))
@@ -363,18 +422,49 @@ impl QueryTokens {
     /// stem to, for a question in a language ([`of_question`](Self::of_question)); else
     /// [`held_positions`](Self::held_positions).
     pub fn held_terms(&self, text: &str) -> Vec<usize> {
+        self.held_terms_of_each([text]).pop().unwrap_or_default()
+    }
+
+    /// [`held_terms`](Self::held_terms) of each of `texts`, in order: a word they share is
+    /// stemmed once (a ranking's candidates share most of theirs).
+    ///
+    /// ```
+    /// use memory_core::lexical::{Language, QueryTokens};
+    /// let query = QueryTokens::of_question("what did Caroline paint", Some(Language::English));
+    /// let held = query.held_terms_of_each(["Caroline painted", "a painting", "lakes"]);
+    /// assert_eq!(held, [vec![0, 1], vec![1], vec![]]);
+    /// ```
+    pub fn held_terms_of_each<'t>(
+        &self,
+        texts: impl IntoIterator<Item = &'t str>,
+    ) -> Vec<Vec<usize>> {
         let Some(stems) = &self.stems else {
-            return self.held_positions(text);
+            return texts
+                .into_iter()
+                .map(|text| self.held_positions(text))
+                .collect();
         };
-        self.held_where(
-            text,
-            |word| stems.might_stem_to_a_term(word),
-            |token| {
-                self.positions
-                    .get(stems.language.stem(token).as_ref())
-                    .copied()
-            },
-        )
+        let mut stemmed: foldhash::HashMap<String, Option<usize>> = HashMap::default();
+        let mut held = Vec::new();
+        for text in texts {
+            // A word that may stem to a term is stemmed once, however many texts hold it.
+            held.push(self.held_where(
+                text,
+                |word| stems.might_stem_to_a_term(word),
+                |token| {
+                    if let Some(&position) = stemmed.get(token) {
+                        return position;
+                    }
+                    let position = self
+                        .positions
+                        .get(stems.language.stem(token).as_ref())
+                        .copied();
+                    stemmed.insert(token.to_owned(), position);
+                    position
+                },
+            ));
+        }
+        held
     }
 
     /// The ascending positions of the query tokens `text` holds, as [`held_positions`].
@@ -387,22 +477,22 @@ impl QueryTokens {
     }
 
     /// The ascending distinct positions `position_of` gives the tokens of `text` that pass
-    /// `may_hold` first. An ASCII text's words are split, checked and lowercased in place
+    /// `may_hold` first. A text that splits as ASCII has its words split, checked and lowercased in place
     /// (`may_hold` sees them before lowercasing, so it compares ASCII case-insensitively), and
     /// none is allocated that `may_hold` refuses.
     fn held_where(
         &self,
         text: &str,
         may_hold: impl Fn(&str) -> bool,
-        position_of: impl Fn(&str) -> Option<usize>,
+        mut position_of: impl FnMut(&str) -> Option<usize>,
     ) -> Vec<usize> {
         let mut held = Vec::new();
         if self.positions.is_empty() {
             return held;
         }
-        if text.is_ascii() {
+        if splits_as_ascii(text) {
             let mut lowered = String::new();
-            for run in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+            for run in ascii_words(text) {
                 if run.len() < MIN_TOKEN_CHARS || !may_hold(run) {
                     continue;
                 }
@@ -518,10 +608,56 @@ mod tests {
             "What did Caroline (8 May 2023) paint?\tThe LAKE\n\u{7f}~`' tabs",
             "",
             "!!!",
+            "It\u{2019}s \u{201c}quoted\u{201d} \u{2014} done\u{2026} \u{1f389}\u{1f44d}\u{1f3fd}\u{fe0f}ok\u{a0}now",
         ] {
-            assert!(text.is_ascii());
+            assert!(splits_as_ascii(text));
             assert_eq!(tokenize(text), unicode_tokens(text), "{text:?}");
         }
+        assert!(!splits_as_ascii("caf\u{e9}") && !splits_as_ascii("\u{2122} x\u{b2}"));
+    }
+
+    #[test]
+    fn plain_separators_never_meet_their_neighbours() {
+        use unicode_normalization::char::{
+            canonical_combining_class, compose, decompose_compatible,
+        };
+        assert!(PLAIN_SEPARATORS.iter().all(|(first, last)| first <= last));
+        assert!(PLAIN_SEPARATORS.windows(2).all(|w| w[0].1 < w[1].0));
+        let separators: Vec<char> = PLAIN_SEPARATORS.iter().flat_map(|&(a, b)| a..=b).collect();
+        // Each character's first of its compatibility decomposition and last of its NFKC form:
+        // where a neighbour could compose with it.
+        let mut firsts = BTreeSet::new();
+        let mut lasts = BTreeSet::new();
+        let mut unfit = Vec::new();
+        for c in (0..128_u8)
+            .map(char::from)
+            .chain(separators.iter().copied())
+        {
+            let form: Vec<char> = std::iter::once(c).nfkc().collect();
+            let mut decomposed = Vec::new();
+            decompose_compatible(c, |d| decomposed.push(d));
+            if !form.iter().all(|&d| {
+                (c.is_ascii() || !d.is_alphanumeric()) && canonical_combining_class(d) == 0
+            }) || canonical_combining_class(decomposed[0]) != 0
+            {
+                unfit.push(format!("{:x} {form:?}", c as u32));
+            }
+            firsts.insert(decomposed[0]);
+            lasts.extend(form.last());
+        }
+        for &last in &lasts {
+            for &first in &firsts {
+                if compose(last, first).is_some() {
+                    unfit.push(format!("{:x} {:x} compose", last as u32, first as u32));
+                }
+            }
+        }
+        assert!(unfit.is_empty(), "{unfit:#?}");
+        let text: String = separators
+            .iter()
+            .flat_map(|&c| [c, 'a', 'B', 'c', c, c])
+            .collect();
+        assert_eq!(tokenize(&text), unicode_tokens(&text));
     }
 
     #[test]

@@ -1421,10 +1421,8 @@ fn hybrid_order(
     language: Option<Language>,
 ) -> Vec<memory_core::VectorHit> {
     let query = lexical::QueryTokens::of_question(query, language);
-    let held: Vec<Vec<usize>> = hits
-        .iter()
-        .map(|hit| query.held_terms(&said(hit)))
-        .collect();
+    let texts: Vec<String> = hits.iter().map(said).collect();
+    let held = query.held_terms_of_each(texts.iter().map(String::as_str));
     let relevance = lexical::relevances_of_held(query.len(), &held);
     let nearness: Vec<usize> = (0..hits.len()).collect();
     let mut lexical: Vec<usize> = nearness
