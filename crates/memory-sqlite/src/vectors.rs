@@ -208,7 +208,7 @@ impl HitRow {
         Ok(VectorRecord {
             id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
             vector: match vector {
-                Some(hex) => decode_f32_le(&from_hex(&hex).ok_or_else(|| corrupt("vector", hex))?),
+                Some(hex) => decode_f32_le(&hex::decode(hex).map_err(|e| corrupt("vector", e))?),
                 None => Vec::new(),
             },
             text,
@@ -219,17 +219,6 @@ impl HitRow {
                 .map_err(|e| corrupt("conversation id", e))?,
         })
     }
-}
-
-/// The bytes SQLite's `hex()` wrote (upper-case pairs), or `None` for anything else.
-fn from_hex(hex: &str) -> Option<Vec<u8>> {
-    if hex.len() % 2 != 0 {
-        return None;
-    }
-    hex.as_bytes()
-        .chunks(2)
-        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
-        .collect()
 }
 
 impl SqliteStore {
