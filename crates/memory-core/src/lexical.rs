@@ -342,25 +342,63 @@ struct Stems {
     /// What a word must begin with to stem to one of the terms ([`stem_prefix`]), distinct,
     /// grouped by first character (sorted by it): a word is compared with its own group only.
     prefixes: Vec<(char, Vec<String>)>,
+    /// The prefixes' first two bytes, by [`byte_class`]: bit `b` of `openings[a]` is set when
+    /// some prefix opens with bytes of classes `a` then `b` (every `b` for a one-byte prefix),
+    /// so most words are passed over by one lookup.
+    openings: [u64; BYTE_CLASSES],
+}
+
+/// How many classes [`byte_class`] sorts bytes into.
+const BYTE_CLASSES: usize = 37;
+
+/// An ASCII letter's (either case) or digit's own class, and one class for every other byte:
+/// a word's first two bytes, compared as [`Stems::might_stem_to_a_term`] compares them.
+fn byte_class(byte: u8) -> usize {
+    match byte.to_ascii_lowercase() {
+        letter @ b'a'..=b'z' => usize::from(letter - b'a'),
+        digit @ b'0'..=b'9' => 26 + usize::from(digit - b'0'),
+        _ => BYTE_CLASSES - 1,
+    }
 }
 
 impl Stems {
     fn new<'t>(language: Language, terms: impl Iterator<Item = &'t String>) -> Self {
         let mut prefixes: Vec<(char, Vec<String>)> = Vec::new();
+        let mut openings = [0_u64; BYTE_CLASSES];
         for prefix in terms.map(|t| stem_prefix(t)).collect::<BTreeSet<_>>() {
             let first = prefix.chars().next().unwrap_or_default();
             match prefixes.last_mut() {
                 Some((group, same)) if *group == first => same.push(prefix.to_owned()),
                 _ => prefixes.push((first, vec![prefix.to_owned()])),
             }
+            let bytes = prefix.as_bytes();
+            if let Some(&opening) = bytes.first() {
+                openings[byte_class(opening)] |= bytes
+                    .get(1)
+                    .map_or(u64::MAX, |&second| 1 << byte_class(second));
+            }
         }
-        Self { language, prefixes }
+        Self {
+            language,
+            prefixes,
+            openings,
+        }
     }
 
     /// Whether `word` (a token, or an ASCII one before lowercasing) begins with a term's stem
     /// prefix: only then can it stem to the term, so most words are passed over before the
-    /// stemmer runs (~0.2 µs a word).
+    /// stemmer runs (~0.2 µs a word), most by their first two bytes alone.
     fn might_stem_to_a_term(&self, word: &str) -> bool {
+        let bytes = word.as_bytes();
+        let Some(&opening) = bytes.first() else {
+            return false;
+        };
+        let second = bytes
+            .get(1)
+            .map_or(u64::MAX, |&second| 1 << byte_class(second));
+        if self.openings[byte_class(opening)] & second == 0 {
+            return false;
+        }
         let first = word.chars().next().unwrap_or_default().to_ascii_lowercase();
         let group = self
             .prefixes
