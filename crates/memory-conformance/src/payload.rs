@@ -218,7 +218,8 @@ pub async fn working_memory_round_trips(ctx: &Ctx) {
     }
 }
 
-/// Vector text, ids and metadata round-trip, and filters match payload values literally.
+/// Vector text, ids and metadata round-trip, through get and through search, and filters match
+/// payload values literally.
 pub async fn vector_payloads_round_trip(ctx: &Ctx) {
     let spec = CollectionSpec::new("payloads", 8, "m");
     ctx.backend()
@@ -260,8 +261,30 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
             .await
             .must(name);
         assert_eq!(hits.len(), 1, "filter on payload {name}");
-        assert_eq!(hits[0].record.id, want.id);
+        assert_eq!(
+            hits[0].record,
+            VectorRecord {
+                vector: Vec::new(),
+                ..want.clone()
+            },
+            "search hit of payload {name}"
+        );
     }
+    // And a search hands every record back as written, its vector included when asked.
+    let mut query = VectorQuery::new(unit_vector(8, 0), 100);
+    query.include_vectors = true;
+    let mut found: Vec<VectorRecord> = ctx
+        .backend()
+        .search(ctx.scope(), &spec.name, query)
+        .await
+        .must("search every payload")
+        .into_iter()
+        .map(|hit| hit.record)
+        .collect();
+    found.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    let mut written = records;
+    written.sort_by(|a, b| a.id.as_str().cmp(b.id.as_str()));
+    assert_eq!(found, written);
 }
 
 /// Checkpoint state round-trips.
