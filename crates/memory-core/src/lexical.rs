@@ -515,9 +515,9 @@ impl QueryTokens {
     }
 
     /// The ascending distinct positions `position_of` gives the tokens of `text` that pass
-    /// `may_hold` first. A text that splits as ASCII has its words split, checked and lowercased in place
-    /// (`may_hold` sees them before lowercasing, so it compares ASCII case-insensitively), and
-    /// none is allocated that `may_hold` refuses.
+    /// `may_hold` first. A text that [`splits_as_ascii`] has its words split, checked and
+    /// lowercased in place (`may_hold` sees them before lowercasing, so it compares ASCII
+    /// case-insensitively), and none is allocated that `may_hold` refuses.
     fn held_where(
         &self,
         text: &str,
