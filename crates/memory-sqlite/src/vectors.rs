@@ -174,17 +174,33 @@ pub(crate) async fn bump_generations(conn: &mut SqliteConnection, mut pks: Vec<i
 }
 
 pub(crate) fn record_from(row: &SqliteRow, include_vector: bool) -> Result<VectorRecord> {
-    Ok(VectorRecord {
-        id: VectorId::new(row.get::<String, _>("id")).map_err(|e| corrupt("vector id", e))?,
-        vector: if include_vector {
+    record_of(
+        row.get("id"),
+        if include_vector {
             decode_f32_le(row.get::<&[u8], _>("vector"))
         } else {
             Vec::new()
         },
-        text: row.get("text"),
-        metadata: metadata_from(row.get("metadata"))?,
-        conversation_id: row
-            .get::<Option<String>, _>("conversation_id")
+        row.get("text"),
+        row.get("metadata"),
+        row.get("conversation_id"),
+    )
+}
+
+/// A record from its columns as stored (the vector already decoded).
+fn record_of(
+    id: String,
+    vector: Vec<f32>,
+    text: Option<String>,
+    metadata: &str,
+    conversation_id: Option<String>,
+) -> Result<VectorRecord> {
+    Ok(VectorRecord {
+        id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+        vector,
+        text,
+        metadata: metadata_from(metadata)?,
+        conversation_id: conversation_id
             .map(ConversationId::new)
             .transpose()
             .map_err(|e| corrupt("conversation id", e))?,
@@ -205,19 +221,11 @@ struct HitRow(
 impl HitRow {
     fn into_record(self) -> Result<VectorRecord> {
         let HitRow(id, vector, text, metadata, conversation_id) = self;
-        Ok(VectorRecord {
-            id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
-            vector: match vector {
-                Some(hex) => decode_f32_le(&hex::decode(hex).map_err(|e| corrupt("vector", e))?),
-                None => Vec::new(),
-            },
-            text,
-            metadata: metadata_from(&metadata)?,
-            conversation_id: conversation_id
-                .map(ConversationId::new)
-                .transpose()
-                .map_err(|e| corrupt("conversation id", e))?,
-        })
+        let vector = match vector {
+            Some(hex) => decode_f32_le(&hex::decode(hex).map_err(|e| corrupt("vector", e))?),
+            None => Vec::new(),
+        };
+        record_of(id, vector, text, &metadata, conversation_id)
     }
 }
 
