@@ -42,10 +42,10 @@ pub const MIN_TOKEN_CHARS: usize = 3;
 /// ```
 pub fn tokenize(text: &str) -> BTreeSet<String> {
     if splits_as_ascii(text) {
-        // The same tokens without the Unicode passes: ASCII is its own NFKC and NFC, and its
-        // alphanumerics and lowercase are ASCII's (most text a recall ranks).
-        return text
-            .split(|c: char| !c.is_ascii_alphanumeric())
+        // The same tokens without the Unicode passes: ASCII is its own NFKC and NFC, its
+        // alphanumerics and lowercase are ASCII's, and the plain separators stay separators
+        // (most text a recall ranks).
+        return ascii_words(text)
             .filter(|run| run.len() >= MIN_TOKEN_CHARS)
             .map(str::to_ascii_lowercase)
             .collect();
@@ -156,18 +156,12 @@ pub fn query_terms(text: &str, language: Option<Language>) -> BTreeSet<String> {
 fn splits_as_ascii(text: &str) -> bool {
     text.is_ascii()
         || text.chars().all(|c| {
+            // The first range not wholly below `c` holds it or none does.
+            let at = PLAIN_SEPARATORS.partition_point(|&(_, last)| last < c);
             c.is_ascii()
                 || PLAIN_SEPARATORS
-                    .binary_search_by(|&(first, last)| {
-                        if last < c {
-                            std::cmp::Ordering::Less
-                        } else if first > c {
-                            std::cmp::Ordering::Greater
-                        } else {
-                            std::cmp::Ordering::Equal
-                        }
-                    })
-                    .is_ok()
+                    .get(at)
+                    .is_some_and(|&(first, _)| first <= c)
         })
 }
 
