@@ -11,7 +11,7 @@ use memory_core::{
 };
 use memory_sqlite_sql as sql;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::{Connection, Row};
+use sqlx::Row;
 
 use crate::db::{
     corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult,
@@ -258,59 +258,49 @@ pub(crate) async fn append_group(
 
 /// The selected messages of a conversation, newest first, in one statement (none when the
 /// conversation is missing).
-async fn window_rows(
-    conn: &mut SqliteConnection,
-    scope: &Scope,
-    id: &ConversationId,
-    options: &LoadOptions,
-    roles: Option<&str>,
-) -> Result<Vec<(i64, String)>> {
-    sqlx::query_as(
-        "SELECT seq, body FROM messages
-         WHERE conversation = (SELECT pk FROM conversations
-                               WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-           AND seq > ?4 AND seq < ?5
-           AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
-         ORDER BY seq DESC LIMIT ?7",
-    )
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(scope))
-    .bind(id.as_str())
-    .bind(options.after_seq.map_or(0, seq_to_db))
-    .bind(options.before_seq.map_or(i64::MAX, seq_to_db))
-    .bind(roles)
-    .bind(
-        options
-            .last
-            .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
-    )
-    .fetch_all(conn)
-    .await
-    .db()
+/// A read's messages as one JSON value, `[[seq, body], …]` in no particular order (NULL when
+/// there are none), beside whether the conversation exists, so one statement (one snapshot,
+/// one hop) answers both. sqlx hands a statement's rows over from its worker thread one at a
+/// time, which costs more than SQLite building the one value; the bodies are the JSON this store
+/// wrote, spliced in as they are.
+macro_rules! messages_read {
+    ($which:literal) => {
+        concat!(
+            "SELECT EXISTS (SELECT 1 FROM conversations
+                            WHERE namespace = ?1 AND subject = ?2 AND id = ?3),
+                    (SELECT '[' || group_concat('[' || seq || ',' || body || ']', ',') || ']'
+                     FROM (SELECT seq, body FROM messages
+                           WHERE conversation = (SELECT pk FROM conversations
+                                                 WHERE namespace = ?1 AND subject = ?2
+                                                   AND id = ?3) ",
+            $which,
+            "))"
+        )
+    };
 }
 
-/// The messages of a one-statement read whose seq-less row says the conversation exists
-/// (not found without it), in seq order.
+/// The messages of a [`messages_read!`] in seq order, or `NotFound` when the conversation is not
+/// there.
 fn messages_of_conversation(
-    rows: Vec<(Option<i64>, Option<String>)>,
+    (exists, messages): (bool, Option<String>),
     id: &ConversationId,
 ) -> Result<Vec<StoredMessage>> {
-    let mut found = false;
-    let mut messages = Vec::with_capacity(rows.len());
-    for row in rows {
-        match row {
-            (Some(seq), Some(body)) => messages.push(StoredMessage {
-                seq: seq_from_db(seq),
-                message: message_from(&body)?,
-            }),
-            _ => found = true,
-        }
-    }
-    if !found {
+    if !exists {
         return Err(MemoryError::not_found("conversation", id.as_str()));
     }
-    messages.sort_unstable_by_key(|m| m.seq);
-    Ok(messages)
+    let Some(messages) = messages else {
+        return Ok(Vec::new());
+    };
+    let mut messages: Vec<(i64, Message)> =
+        serde_json::from_str(&messages).map_err(|e| corrupt("message", e))?;
+    messages.sort_unstable_by_key(|(seq, _)| *seq);
+    Ok(messages
+        .into_iter()
+        .map(|(seq, message)| StoredMessage {
+            seq: seq_from_db(seq),
+            message,
+        })
+        .collect())
 }
 
 #[async_trait]
@@ -485,28 +475,26 @@ impl ConversationStore for SqliteStore {
             .roles
             .as_ref()
             .map(|roles| to_json(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()));
-        // One statement, its own snapshot (one hop to sqlx's worker thread). Only an empty
-        // window may mean a missing conversation: it is read again beside the conversation, in
-        // one read transaction.
-        let mut conn = self.reader.acquire().await.db()?;
-        let mut rows = window_rows(&mut conn, scope, id, &options, roles.as_deref()).await?;
-        if rows.is_empty() {
-            let mut tx = conn.begin().await.db()?;
-            conversation_pk(&mut tx, scope, id).await?;
-            rows = window_rows(&mut tx, scope, id, &options, roles.as_deref()).await?;
-            tx.commit().await.db()?;
-        }
-        let mut window = rows
-            .into_iter()
-            .map(|(seq, body)| {
-                Ok(StoredMessage {
-                    seq: seq_from_db(seq),
-                    message: message_from(&body)?,
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        window.reverse();
-        Ok(window)
+        let read = sqlx::query_as(messages_read!(
+            "AND seq > ?4 AND seq < ?5
+             AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
+             ORDER BY seq DESC LIMIT ?7"
+        ))
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .bind(options.after_seq.map_or(0, seq_to_db))
+        .bind(options.before_seq.map_or(i64::MAX, seq_to_db))
+        .bind(roles)
+        .bind(
+            options
+                .last
+                .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
+        )
+        .fetch_one(&self.reader)
+        .await
+        .db()?;
+        messages_of_conversation(read, id)
     }
 
     async fn load_seqs(
@@ -522,22 +510,17 @@ impl ConversationStore for SqliteStore {
                 .filter_map(|&s| i64::try_from(s).ok())
                 .collect::<Vec<_>>(),
         );
-        let rows: Vec<(Option<i64>, Option<String>)> = sqlx::query_as(
-            "SELECT NULL, NULL FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3
-             UNION ALL
-             SELECT seq, body FROM messages
-             WHERE conversation = (SELECT pk FROM conversations
-                                   WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-               AND seq IN (SELECT value FROM json_each(?4))",
-        )
+        let read = sqlx::query_as(messages_read!(
+            "AND seq IN (SELECT value FROM json_each(?4))"
+        ))
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
         .bind(id.as_str())
         .bind(wanted)
-        .fetch_all(&self.reader)
+        .fetch_one(&self.reader)
         .await
         .db()?;
-        messages_of_conversation(rows, id)
+        messages_of_conversation(read, id)
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
