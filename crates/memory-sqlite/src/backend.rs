@@ -29,14 +29,16 @@ impl MemoryBackend for SqliteStore {
     }
 
     async fn schema_version(&self) -> Result<Option<u32>> {
-        crate::db::schema_version(&self.reader).await.map(Some)
+        crate::db::schema_version(&mut *self.reader.acquire().await?)
+            .await
+            .map(Some)
     }
 
     async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
         let mut counts = Vec::new();
         for (table, sql) in crate::TABLE_COUNTS {
             let rows: i64 = sqlx::query_scalar(*sql)
-                .fetch_one(&self.reader)
+                .fetch_one(&mut *self.reader.acquire().await?)
                 .await
                 .db()?;
             counts.push(((*table).to_owned(), u64::try_from(rows).unwrap_or(0)));

@@ -337,7 +337,7 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
-        let mut conn = self.reader.acquire().await.db()?;
+        let mut conn = self.reader.acquire().await?;
         fetch_conversation(&mut conn, scope, id).await
     }
 
@@ -377,7 +377,7 @@ impl ConversationStore for SqliteStore {
             .bind(cursor.as_ref().map(|c| c.created_at.as_millis()))
             .bind(cursor.as_ref().map(|c| c.id.as_str()))
             .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.reader.acquire().await?)
             .await
             .db()?;
         let items = rows
@@ -491,7 +491,7 @@ impl ConversationStore for SqliteStore {
                 .last
                 .map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX)),
         )
-        .fetch_one(&self.reader)
+        .fetch_one(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         messages_of_conversation(read, id)
@@ -517,7 +517,7 @@ impl ConversationStore for SqliteStore {
         .bind(subject_of(scope))
         .bind(id.as_str())
         .bind(wanted)
-        .fetch_one(&self.reader)
+        .fetch_one(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         messages_of_conversation(read, id)
@@ -529,7 +529,7 @@ impl ConversationStore for SqliteStore {
             .bind(subject_of(scope))
             .bind(id.as_str())
             .bind(name)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *self.reader.acquire().await?)
             .await
             .db()?;
         let value = found.ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;

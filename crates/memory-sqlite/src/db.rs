@@ -4,9 +4,10 @@ use async_trait::async_trait;
 use memory_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use memory_sqlite_sql::migrations;
-use sqlx::pool::PoolConnection;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::{Sqlite, SqlitePool};
+use sqlx::Connection;
+
+use crate::connections::{Connections, Lease};
 
 pub(crate) const BACKEND: &str = "sqlite";
 
@@ -136,24 +137,24 @@ impl MigrationTarget for Ledger<'_> {
 
 /// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
 /// processes opening the same file at once migrate it exactly once. Returns the versions applied.
-pub(crate) async fn migrate(pool: &SqlitePool, known: &[Migration]) -> Result<Vec<u32>> {
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.db()?;
+pub(crate) async fn migrate(conn: &mut SqliteConnection, known: &[Migration]) -> Result<Vec<u32>> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.db()?;
     let applied = apply_pending(&mut Ledger(&mut tx), known, BACKEND).await?;
     tx.commit().await.db()?;
     Ok(applied)
 }
 
 /// The schema version recorded in the database (0 when never migrated).
-pub(crate) async fn schema_version(pool: &SqlitePool) -> Result<u32> {
+pub(crate) async fn schema_version(conn: &mut SqliteConnection) -> Result<u32> {
     let exists: Option<i64> = sqlx::query_scalar(migrations::LEDGER_EXISTS)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *conn)
         .await
         .db()?;
     if exists.is_none() {
         return Ok(0);
     }
     let version: Option<i64> = sqlx::query_scalar(migrations::SCHEMA_VERSION)
-        .fetch_one(pool)
+        .fetch_one(conn)
         .await
         .db()?;
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
@@ -161,18 +162,18 @@ pub(crate) async fn schema_version(pool: &SqlitePool) -> Result<u32> {
 
 /// A read transaction whose `BEGIN` rides in its first statement string and `COMMIT` in its
 /// last (two hops to sqlx's worker thread fewer than `begin()` and `commit()`). Dropped before
-/// [`finish`](Self::finish) — an error, a cancelled future — it closes its connection rather
-/// than return it to the pool mid-transaction.
+/// [`finish`](Self::finish) — an error, a cancelled future — its connection is rolled back
+/// before it is lent again.
 pub(crate) struct ReadTx {
-    conn: PoolConnection<Sqlite>,
-    open: bool,
+    conn: Lease,
 }
 
 impl ReadTx {
     /// A reader connection for statements that open the transaction themselves.
-    pub(crate) async fn acquire(pool: &SqlitePool) -> Result<Self> {
-        let conn = pool.acquire().await.db()?;
-        Ok(Self { conn, open: true })
+    pub(crate) async fn acquire(readers: &Connections) -> Result<Self> {
+        let mut conn = readers.acquire().await?;
+        conn.in_transaction(true);
+        Ok(Self { conn })
     }
 
     pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
@@ -181,7 +182,7 @@ impl ReadTx {
 
     /// The statement string that ends with `COMMIT` ran to its end.
     pub(crate) fn finish(mut self) {
-        self.open = false;
+        self.conn.in_transaction(false);
     }
 
     /// Ends the transaction by a `COMMIT` of its own (when no statement string ended it).
@@ -189,13 +190,5 @@ impl ReadTx {
         sqlx::query("COMMIT").execute(self.conn()).await.db()?;
         self.finish();
         Ok(())
-    }
-}
-
-impl Drop for ReadTx {
-    fn drop(&mut self) {
-        if self.open {
-            self.conn.close_on_drop();
-        }
     }
 }

@@ -138,7 +138,7 @@ impl WorkingMemoryStore for SqliteStore {
         scope: &Scope,
         key: &WorkingMemoryKey,
     ) -> Result<Option<WorkingMemory>> {
-        let mut conn = self.reader.acquire().await.db()?;
+        let mut conn = self.reader.acquire().await?;
         read_working(&mut conn, scope, key).await
     }
 
@@ -173,7 +173,7 @@ impl WorkingMemoryStore for SqliteStore {
         .bind(update.format.as_str())
         .bind(millis(now))
         .bind(update.expected_revision.map(seq_to_db))
-        .fetch_optional(self.writer.pool())
+        .fetch_optional(&mut *self.writer.connections().acquire().await?)
         .await
         .db()?;
         if let Some(revision) = revision {
@@ -184,7 +184,7 @@ impl WorkingMemoryStore for SqliteStore {
                 updated_at: now,
             });
         }
-        let mut conn = self.reader.acquire().await.db()?;
+        let mut conn = self.reader.acquire().await?;
         let current = read_working(&mut conn, scope, key).await?;
         update.check_revision(current.map_or(0, |w| w.revision))?;
         Err(MemoryError::Unavailable {
@@ -280,7 +280,7 @@ impl CheckpointStore for SqliteStore {
     }
 
     async fn get_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {
-        let mut conn = self.reader.acquire().await.db()?;
+        let mut conn = self.reader.acquire().await?;
         fetch_checkpoint(&mut conn, scope, id).await
     }
 
@@ -323,7 +323,7 @@ impl CheckpointStore for SqliteStore {
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))
         .bind(workflow)
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         rows.iter().map(checkpoint_from).collect()
@@ -334,7 +334,7 @@ impl CheckpointStore for SqliteStore {
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
             .bind(id.as_str())
-            .execute(self.writer.pool())
+            .execute(&mut *self.writer.connections().acquire().await?)
             .await
             .db()?
             .rows_affected();
@@ -349,7 +349,7 @@ impl CacheStore for SqliteStore {
             .bind(namespace.as_str())
             .bind(key)
             .bind(millis(self.clock.now()))
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *self.reader.acquire().await?)
             .await
             .db()
     }
@@ -362,7 +362,7 @@ impl CacheStore for SqliteStore {
         ttl: Option<Duration>,
     ) -> Result<()> {
         let expires = ttl.map(|ttl| self.clock.now().saturating_add(ttl));
-        let mut conn = self.writer.pool().acquire().await.db()?;
+        let mut conn = self.writer.connections().acquire().await?;
         put_cache(&mut conn, namespace, key, &value, expires).await
     }
 
@@ -375,7 +375,7 @@ impl CacheStore for SqliteStore {
             .bind(namespace.as_str())
             .bind(to_json(&keys))
             .bind(millis(self.clock.now()))
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.reader.acquire().await?)
             .await
             .db()?;
         let found: HashMap<String, Vec<u8>> = rows.into_iter().collect();
@@ -401,7 +401,7 @@ impl CacheStore for SqliteStore {
         let removed: Option<Option<i64>> = sqlx::query_scalar(sql::documents::CACHE_DELETE)
             .bind(namespace.as_str())
             .bind(key)
-            .fetch_optional(self.writer.pool())
+            .fetch_optional(&mut *self.writer.connections().acquire().await?)
             .await
             .db()?;
         let now = millis(self.clock.now());

@@ -318,7 +318,7 @@ impl FactStore for SqliteStore {
         .bind(subject_of(scope))
         .bind(id.as_str())
         .bind(millis(self.clock.now()))
-        .fetch_optional(&self.reader)
+        .fetch_optional(&mut *self.reader.acquire().await?)
         .await
         .db()?
         .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
@@ -363,7 +363,7 @@ impl FactStore for SqliteStore {
             .bind(cursor.as_ref().map(|c| c.created_at.as_millis()))
             .bind(cursor.as_ref().map(|c| c.id.as_str()))
             .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
-            .fetch_all(&self.reader)
+            .fetch_all(&mut *self.reader.acquire().await?)
             .await
             .db()?;
         Ok(page_newest_first(
@@ -385,7 +385,7 @@ impl FactStore for SqliteStore {
         .bind(subject_of(scope))
         .bind(key)
         .bind(millis(self.clock.now()))
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         facts_from(scope, &rows).map(order_history)
@@ -398,7 +398,7 @@ impl FactStore for SqliteStore {
             .bind(subject_of(scope))
             .bind(id.as_str())
             .bind(millis(self.clock.now()))
-            .fetch_optional(self.writer.pool())
+            .fetch_optional(&mut *self.writer.connections().acquire().await?)
             .await
             .db()?;
         Ok(live == Some(true))
@@ -417,7 +417,7 @@ impl FactStore for SqliteStore {
             .bind(to_json(&ids))
             .bind(expires_at.map(millis))
             .bind(millis(self.clock.now()))
-            .fetch_all(self.writer.pool())
+            .fetch_all(&mut *self.writer.connections().acquire().await?)
             .await
             .db()?;
         changed

@@ -18,11 +18,13 @@
 //! ```
 //!
 //! # Design
-//! - **One writer, a pool of readers.** WAL lets readers run beside the single writer SQLite
-//!   allows. Writes go through a pool of exactly one connection and every write transaction
-//!   starts with `BEGIN IMMEDIATE`, so it holds the write lock before it reads: writers in
-//!   other processes wait in the busy handler (`busy_timeout`), and no read-then-write
-//!   transaction can fail to upgrade its lock. Reads use the reader pool and never block writes.
+//! - **One writer, several readers.** WAL lets readers run beside the single writer SQLite
+//!   allows. Writes go through exactly one connection and every write transaction starts with
+//!   `BEGIN IMMEDIATE`, so it holds the write lock before it reads: writers in other processes
+//!   wait in the busy handler (`busy_timeout`), and no read-then-write transaction can fail to
+//!   upgrade its lock. Reads use the reader connections and never block writes. The store holds
+//!   its connections itself: sqlx's pool pings each connection it takes back, a second hop to
+//!   its worker thread on every call.
 //! - **Group commit.** Appends and remembers that arrive while another write is running share
 //!   the next transaction, each answering with its own outcome (its receipt, its `Conflict`);
 //!   the group's appends are decided together from one read and stored with one write.
@@ -53,6 +55,7 @@
 //!   cannot be linked into one binary, so no crate that links libSQL may depend on this one.
 
 mod backend;
+mod connections;
 mod conversations;
 mod db;
 mod documents;
@@ -68,11 +71,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use memory_core::{Clock, MemoryError, Result, SystemClock};
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Sqlite, SqlitePool, Transaction};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{ConnectOptions, SqlitePool};
 
 pub use db::MIGRATIONS;
 
+use crate::connections::{Connections, Tx};
 use crate::db::DbResult;
 
 /// The tables `table_counts` reports, in its order, with the statement that counts each.
@@ -173,8 +177,9 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// An existing pool (its connect options are kept as they are; writes still use
-    /// `BEGIN IMMEDIATE`). Reads and writes share it.
+    /// The connect options and size of an existing pool (kept as they are; writes still use
+    /// `BEGIN IMMEDIATE`): the store opens its own connections with them, shared by reads and
+    /// writes.
     #[must_use]
     pub fn pool(mut self, pool: SqlitePool) -> Self {
         self.config.location = Location::ExistingPool;
@@ -197,7 +202,7 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// Size of the reader pool (default: the number of CPUs, at least 2).
+    /// How many reader connections the store may hold (default: the number of CPUs, at least 2).
     #[must_use]
     pub fn readers(mut self, readers: u32) -> Self {
         self.config.readers = readers.max(1);
@@ -226,18 +231,18 @@ impl SqliteStoreBuilder {
         }
         let config = self.config;
         let (writer, reader) = match (&config.location, self.pool) {
-            (Location::ExistingPool, Some(pool)) => (pool.clone(), pool),
+            (Location::ExistingPool, Some(pool)) => {
+                // The pool's own options and size; reads and writes share the connections.
+                let options = (*pool.connect_options()).clone();
+                let size = pool.options().get_max_connections().max(1);
+                let connections = Connections::open(options, size).await?;
+                (connections.clone(), connections)
+            }
             (Location::Memory, _) => {
-                // One connection that never closes: an in-memory database lives and dies with it.
-                let pool = pool_options()
-                    .max_connections(1)
-                    .min_connections(1)
-                    .idle_timeout(None)
-                    .max_lifetime(None)
-                    .connect_with(connect_options(&config, SqliteConnectOptions::new()))
-                    .await
-                    .db()?;
-                (pool.clone(), pool)
+                // One connection, kept open: an in-memory database lives and dies with it.
+                let options = connect_options(&config, SqliteConnectOptions::new());
+                let connections = Connections::open(options, 1).await?;
+                (connections.clone(), connections)
             }
             (Location::File(path), _) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -252,21 +257,13 @@ impl SqliteStoreBuilder {
                         .filename(path)
                         .create_if_missing(true),
                 );
-                let writer = pool_options()
-                    .max_connections(1)
-                    .connect_with(options.clone())
-                    .await
-                    .db()?;
-                let reader = pool_options()
-                    .max_connections(config.readers)
-                    .connect_with(options)
-                    .await
-                    .db()?;
+                let writer = Connections::open(options.clone(), 1).await?;
+                let reader = Connections::open(options, config.readers).await?;
                 (writer, reader)
             }
             (Location::ExistingPool, None) => unreachable!("pool() sets both"),
         };
-        db::migrate(&writer, MIGRATIONS).await?;
+        db::migrate(&mut *writer.acquire().await?, MIGRATIONS).await?;
         Ok(SqliteStore {
             writer: writer::Writer::new(writer),
             reader,
@@ -275,12 +272,6 @@ impl SqliteStoreBuilder {
             config,
         })
     }
-}
-
-/// A pool of local connections: no ping before each acquire (a hop to sqlx's worker thread
-/// on every call; a SQLite connection does not go stale as a network one does).
-fn pool_options() -> SqlitePoolOptions {
-    SqlitePoolOptions::new().test_before_acquire(false)
 }
 
 fn connect_options(config: &SqliteConfig, options: SqliteConnectOptions) -> SqliteConnectOptions {
@@ -314,7 +305,7 @@ fn parse_url(url: &str) -> std::result::Result<Location, String> {
 /// Every memory contract on one SQLite database. Cheap to share behind an `Arc`.
 pub struct SqliteStore {
     writer: writer::Writer,
-    reader: SqlitePool,
+    reader: Connections,
     clock: Arc<dyn Clock>,
     config: SqliteConfig,
     vector_cache: vectors::MatrixCache,
@@ -360,20 +351,24 @@ impl SqliteStore {
         &self.config
     }
 
-    /// Closes both pools, waiting for connections in use.
+    /// Closes the store's connections, waiting for those in use.
     pub async fn close(&self) {
-        self.writer.pool().close().await;
+        self.writer.connections().close().await;
         self.reader.close().await;
     }
 
     /// A write transaction holding the write lock from its first statement.
-    async fn write(&self) -> Result<Transaction<'static, Sqlite>> {
-        self.writer.pool().begin_with("BEGIN IMMEDIATE").await.db()
+    async fn write(&self) -> Result<Tx> {
+        Tx::begin(
+            self.writer.connections().acquire().await?,
+            "BEGIN IMMEDIATE",
+        )
+        .await
     }
 
     /// A read transaction: one snapshot for every statement in it.
-    async fn read(&self) -> Result<Transaction<'static, Sqlite>> {
-        self.reader.begin().await.db()
+    async fn read(&self) -> Result<Tx> {
+        Tx::begin(self.reader.acquire().await?, "BEGIN").await
     }
 }
 
@@ -383,17 +378,14 @@ pub async fn migrate_file_with(
     path: &Path,
     migrations: &[memory_core::migration::Migration],
 ) -> Result<Vec<u32>> {
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(
-            SqliteConnectOptions::new()
-                .filename(path)
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal),
-        )
+    let mut conn = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .connect()
         .await
         .db()?;
-    let applied = db::migrate(&pool, migrations).await;
-    pool.close().await;
+    let applied = db::migrate(&mut conn, migrations).await;
+    let _ = sqlx::Connection::close(conn).await;
     applied
 }

@@ -52,7 +52,7 @@ impl TransferStore for SqliteStore {
             " ORDER BY 1"
         ))
         .bind(millis(self.clock.now()))
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         names
@@ -74,7 +74,7 @@ impl TransferStore for SqliteStore {
         ))
         .bind(namespace.as_str())
         .bind(millis(self.clock.now()))
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         subjects

@@ -311,7 +311,7 @@ impl VectorStore for SqliteStore {
             "SELECT name, dims, metric, model FROM collections WHERE namespace = ?1 ORDER BY name",
         )
         .bind(namespace.as_str())
-        .fetch_all(&self.reader)
+        .fetch_all(&mut *self.reader.acquire().await?)
         .await
         .db()?;
         rows.into_iter()
@@ -332,7 +332,7 @@ impl VectorStore for SqliteStore {
         let removed = sqlx::query("DELETE FROM collections WHERE namespace = ?1 AND name = ?2")
             .bind(namespace.as_str())
             .bind(name)
-            .execute(self.writer.pool())
+            .execute(&mut *self.writer.connections().acquire().await?)
             .await
             .db()?
             .rows_affected();

@@ -21,11 +21,11 @@ use std::pin::Pin;
 use std::sync::Mutex;
 
 use memory_core::{AppendReceipt, MemoryError, Result};
-use sqlx::pool::PoolConnection;
 use sqlx::sqlite::SqliteConnection;
-use sqlx::{Executor, Sqlite, SqlitePool};
+use sqlx::Executor;
 use tokio::sync::oneshot;
 
+use crate::connections::{Connections, Lease};
 use crate::conversations::{append_group, AppendRequest};
 use crate::db::{to_memory_error, BACKEND};
 
@@ -102,21 +102,21 @@ impl Queued {
 
 /// The writer connection and the writes waiting for it.
 pub(crate) struct Writer {
-    pool: SqlitePool,
+    connections: Connections,
     queue: Mutex<Vec<Queued>>,
 }
 
 impl Writer {
-    pub(crate) fn new(pool: SqlitePool) -> Self {
+    pub(crate) fn new(connections: Connections) -> Self {
         Self {
-            pool,
+            connections,
             queue: Mutex::default(),
         }
     }
 
-    /// The pool of the one writer connection, for writes that need a transaction of their own.
-    pub(crate) fn pool(&self) -> &SqlitePool {
-        &self.pool
+    /// The one writer connection, for writes that need a transaction of their own.
+    pub(crate) fn connections(&self) -> &Connections {
+        &self.connections
     }
 
     /// Runs `work` in a write transaction, possibly shared with other writes of this process,
@@ -154,7 +154,7 @@ impl Writer {
                         source: "the write's group stopped before it answered".into(),
                     }));
                 }
-                conn = self.pool.acquire() => {
+                conn = self.connections.acquire() => {
                     let group = self.take_group();
                     match conn {
                         Ok(conn) if !group.is_empty() => {
@@ -163,7 +163,6 @@ impl Writer {
                         // Another caller took ours: its answer is on the way.
                         Ok(_) => {}
                         Err(e) => {
-                            let e = to_memory_error(e);
                             for write in group {
                                 write.fail(group_error(&e));
                             }
@@ -185,7 +184,7 @@ impl Writer {
 /// The group's transaction as a job sees it: the writer connection, and whether `BEGIN` and
 /// `COMMIT` are still to be sent.
 pub(crate) struct GroupTx {
-    conn: PoolConnection<Sqlite>,
+    conn: Lease,
     state: TxState,
     last_job: bool,
 }
@@ -199,7 +198,7 @@ enum TxState {
     Open,
     /// The last job's last statement string ends with `COMMIT`.
     CommitSent,
-    /// Committed or rolled back: the connection may go back to the pool.
+    /// Committed or rolled back: the connection may be lent again as it is.
     Settled,
 }
 
@@ -243,11 +242,10 @@ impl GroupTx {
 
 impl Drop for GroupTx {
     /// A group stopped with its transaction open (its task dropped as the runtime shut down):
-    /// the connection is closed rather than returned to the pool mid-transaction.
+    /// the connection is rolled back before it is lent again.
     fn drop(&mut self) {
-        if matches!(self.state, TxState::Open | TxState::CommitSent) {
-            self.conn.close_on_drop();
-        }
+        let open = matches!(self.state, TxState::Open | TxState::CommitSent);
+        self.conn.in_transaction(open);
     }
 }
 
@@ -259,7 +257,7 @@ impl Drop for GroupTx {
 /// on; any other error may have left part of its writes, so the whole group rolls back, the
 /// job answers with its error and the others with a retryable `Unavailable` (nothing of theirs
 /// was kept, and the front layer retries them).
-async fn run_group(conn: PoolConnection<Sqlite>, group: Vec<Queued>) {
+async fn run_group(conn: Lease, group: Vec<Queued>) {
     let mut tx = GroupTx {
         conn,
         state: TxState::Idle,
@@ -312,7 +310,7 @@ async fn run_group(conn: PoolConnection<Sqlite>, group: Vec<Queued>) {
         failure = tx.send("COMMIT").await.err();
     }
     // A failed group's transaction goes; when even the rollback fails, the connection is
-    // closed as `tx` drops rather than return to the pool in an unknown state.
+    // rolled back again before it is next lent.
     if failure.is_none() || tx.state == TxState::Idle || tx.send("ROLLBACK").await.is_ok() {
         tx.state = TxState::Settled;
     }
