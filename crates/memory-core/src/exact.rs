@@ -5,12 +5,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::message::Metadata;
-use crate::scope::VectorId;
+use crate::scope::{ConversationId, VectorId};
 use crate::similarity::{cosine_with_squared_norms, dot, Metric};
 use crate::vector::{VectorQuery, VectorRecord};
 
 /// One scope's vectors of one collection, row-major in a single `Vec<f32>`, with their ids,
-/// squared norms (for cosine) and metadata (for filters).
+/// squared norms (for cosine) and metadata (for filters). One made by
+/// [`holding_records`](Self::holding_records) also keeps each row's text and conversation, so a
+/// search's hits are whole records ([`record`](Self::record)) without another read.
 ///
 /// Scores are bit-identical to [`Metric::score`]: cosine uses the same squared norms, only
 /// computed once per row instead of once per query.
@@ -33,6 +35,24 @@ pub struct ExactIndex {
     data: Vec<f32>,
     squared_norms: Vec<f32>,
     metadata: Vec<Metadata>,
+    /// Each row's text and conversation, when the index holds records (else empty).
+    payloads: Option<Vec<Payload>>,
+}
+
+/// What a record holds besides its id, vector and metadata.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Payload {
+    text: Option<String>,
+    conversation_id: Option<ConversationId>,
+}
+
+impl Payload {
+    fn of(record: &VectorRecord) -> Self {
+        Self {
+            text: record.text.clone(),
+            conversation_id: record.conversation_id.clone(),
+        }
+    }
 }
 
 impl ExactIndex {
@@ -45,21 +65,51 @@ impl ExactIndex {
             data: Vec::new(),
             squared_norms: Vec::new(),
             metadata: Vec::new(),
+            payloads: None,
+        }
+    }
+
+    /// An empty index that also keeps each row's text and conversation: rows are added with
+    /// [`push_record_le_bytes`](Self::push_record_le_bytes) or [`upsert`](Self::upsert), and
+    /// [`record`](Self::record) hands a row back whole.
+    pub fn holding_records(dims: usize, metric: Metric) -> Self {
+        Self {
+            payloads: Some(Vec::new()),
+            ..Self::new(dims, metric)
         }
     }
 
     /// Adds a row; `vector` must have `dims` components (checked when it was stored).
     pub fn push(&mut self, id: VectorId, vector: &[f32], metadata: Metadata) {
+        debug_assert!(
+            self.payloads.is_none(),
+            "a record index takes whole records"
+        );
+        self.push_row(id, vector, metadata, Payload::default());
+    }
+
+    fn push_row(&mut self, id: VectorId, vector: &[f32], metadata: Metadata, payload: Payload) {
         debug_assert_eq!(vector.len(), self.dims);
         self.squared_norms.push(dot(vector, vector));
         self.data.extend_from_slice(vector);
         self.ids.push(id);
         self.metadata.push(metadata);
+        if let Some(payloads) = &mut self.payloads {
+            payloads.push(payload);
+        }
     }
 
     /// Adds a row from a little-endian `f32` blob (see [`decode_f32_le`]) without an
     /// intermediate `Vec`.
     pub fn push_le_bytes(&mut self, id: VectorId, bytes: &[u8], metadata: Metadata) {
+        debug_assert!(
+            self.payloads.is_none(),
+            "a record index takes whole records"
+        );
+        self.push_le_bytes_row(id, bytes, metadata);
+    }
+
+    fn push_le_bytes_row(&mut self, id: VectorId, bytes: &[u8], metadata: Metadata) {
         let start = self.data.len();
         self.data.extend(f32_le_iter(bytes));
         debug_assert_eq!(self.data.len() - start, self.dims);
@@ -67,6 +117,47 @@ impl ExactIndex {
         self.squared_norms.push(dot(row, row));
         self.ids.push(id);
         self.metadata.push(metadata);
+    }
+
+    /// Adds a whole record's row to an index [holding records](Self::holding_records), its
+    /// vector as a little-endian `f32` blob.
+    pub fn push_record_le_bytes(
+        &mut self,
+        id: VectorId,
+        bytes: &[u8],
+        metadata: Metadata,
+        text: Option<String>,
+        conversation_id: Option<ConversationId>,
+    ) {
+        self.push_le_bytes_row(id, bytes, metadata);
+        if let Some(payloads) = &mut self.payloads {
+            payloads.push(Payload {
+                text,
+                conversation_id,
+            });
+        }
+    }
+
+    /// Row `row` as a whole record — its vector too when `with_vector`, else an empty one — if
+    /// the index [holds records](Self::holding_records).
+    pub fn record(&self, row: usize, with_vector: bool) -> Option<VectorRecord> {
+        let payload = self.payloads.as_ref()?.get(row)?;
+        Some(VectorRecord {
+            id: self.ids[row].clone(),
+            vector: if with_vector {
+                self.data[row * self.dims..(row + 1) * self.dims].to_vec()
+            } else {
+                Vec::new()
+            },
+            text: payload.text.clone(),
+            metadata: self.metadata[row].clone(),
+            conversation_id: payload.conversation_id.clone(),
+        })
+    }
+
+    /// Whether the index keeps whole records ([`holding_records`](Self::holding_records)).
+    pub fn holds_records(&self) -> bool {
+        self.payloads.is_some()
     }
 
     /// The index after an upsert of `records` (checked against the collection): rows with
@@ -82,12 +173,25 @@ impl ExactIndex {
                 slot.copy_from_slice(&record.vector);
                 self.squared_norms[row] = dot(&record.vector, &record.vector);
                 self.metadata[row].clone_from(&record.metadata);
+                if let Some(payloads) = &mut self.payloads {
+                    payloads[row] = Payload::of(record);
+                }
             }
         }
         // Added in the batch's order (the last of a repeated id), for a deterministic layout.
         for record in records {
             if let Some(last) = pending.remove(record.id.as_str()) {
-                self.push(last.id.clone(), &last.vector, last.metadata.clone());
+                let payload = if self.payloads.is_some() {
+                    Payload::of(last)
+                } else {
+                    Payload::default()
+                };
+                self.push_row(
+                    last.id.clone(),
+                    &last.vector,
+                    last.metadata.clone(),
+                    payload,
+                );
             }
         }
     }
@@ -117,6 +221,9 @@ impl ExactIndex {
         self.squared_norms.swap_remove(row);
         self.ids.swap_remove(row);
         self.metadata.swap_remove(row);
+        if let Some(payloads) = &mut self.payloads {
+            payloads.swap_remove(row);
+        }
     }
 
     /// Number of rows.
@@ -134,9 +241,16 @@ impl ExactIndex {
         &self.ids[row]
     }
 
-    /// Bytes held (for cache accounting): the matrix, norms and ids; metadata estimated.
+    /// Bytes held (for cache accounting): the matrix, norms, ids and texts; metadata estimated.
     pub fn approximate_bytes(&self) -> usize {
-        self.data.len() * 4
+        let payloads = self.payloads.as_ref().map_or(0, |payloads| {
+            payloads
+                .iter()
+                .map(|p| p.text.as_ref().map_or(0, String::len) + 48)
+                .sum()
+        });
+        payloads
+            + self.data.len() * 4
             + self.squared_norms.len() * 4
             + self
                 .ids
@@ -526,5 +640,45 @@ mod tests {
     fn blobs_round_trip() {
         let v = vec![1.5f32, -0.0, f32::MIN_POSITIVE, 3e38];
         assert_eq!(decode_f32_le(&encode_f32_le(&v)), v);
+    }
+
+    #[test]
+    fn an_index_holding_records_hands_each_row_back_whole_through_writes() {
+        let whole = |name: &str, x: f32, text: &str| VectorRecord {
+            text: Some(text.to_owned()),
+            conversation_id: Some(ConversationId::new(format!("c-{name}")).unwrap()),
+            ..record(name, x, 1.0)
+        };
+        let mut index = ExactIndex::holding_records(2, Metric::Cosine);
+        let a = whole("a", 1.0, "first");
+        index.push_record_le_bytes(
+            a.id.clone(),
+            &encode_f32_le(&a.vector),
+            a.metadata.clone(),
+            a.text.clone(),
+            a.conversation_id.clone(),
+        );
+        let (b, a2, c) = (
+            whole("b", 2.0, "second"),
+            whole("a", 3.0, "again"),
+            whole("c", 4.0, "third"),
+        );
+        index.upsert(&[b.clone(), a2.clone(), c.clone()]);
+        index.remove(std::slice::from_ref(&b.id));
+        let mut held: Vec<VectorRecord> = (0..index.len())
+            .map(|row| index.record(row, true).expect("held"))
+            .collect();
+        held.sort_by(|x, y| x.id.cmp(&y.id));
+        assert_eq!(
+            held,
+            [a2.clone(), c],
+            "replaced, added and removed with their payloads"
+        );
+        let row = (0..index.len()).find(|&r| index.id(r) == &a2.id).unwrap();
+        assert!(index.record(row, false).unwrap().vector.is_empty());
+        assert!(index.holds_records());
+        let mut plain = ExactIndex::new(2, Metric::Cosine);
+        plain.upsert(&[a2]);
+        assert!(plain.record(0, true).is_none() && !plain.holds_records());
     }
 }

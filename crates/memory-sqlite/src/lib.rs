@@ -47,10 +47,12 @@
 //!   statements are the SQLite family's (`memory-sqlite-sql`).
 //! - **Vectors** are little-endian `f32` blobs. Search is an exact scan in Rust over a contiguous
 //!   matrix ([`memory_core::exact::ExactIndex`]) cached per collection and subject, and checked
-//!   against the collection's `generation` (bumped by every write, from any process) in the
-//!   same read transaction, so a cached matrix is never stale. A vector upsert or delete of
-//!   this store applies itself to the written subject's matrix and moves the collection's other
-//!   matrices to the new generation, so its next searches read no rows.
+//!   against the collection's `generation` (bumped by every write, from any process), so a
+//!   cached matrix is never stale. The matrix holds whole records (texts too, counted in the
+//!   cache's budget), so a search whose matrix is held is one statement, the collection's row,
+//!   and its hits come from memory. A vector upsert or delete of this store applies itself to
+//!   the written subject's matrix and moves the collection's other matrices to the new
+//!   generation, so its next searches read no rows.
 //! - **Linking.** This crate bundles SQLite through sqlx. libSQL bundles its own SQLite: the two
 //!   cannot be linked into one binary, so no crate that links libSQL may depend on this one.
 
@@ -209,7 +211,8 @@ impl SqliteStoreBuilder {
         self
     }
 
-    /// Memory the vector-matrix cache may hold before it is emptied (default 256 MiB; 0 turns
+    /// Memory the vector-matrix cache may hold, texts included, before it is emptied (default
+    /// 256 MiB; 0 turns
     /// caching off).
     #[must_use]
     pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {

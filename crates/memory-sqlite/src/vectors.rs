@@ -1,6 +1,5 @@
 //! Vector collections: f32 blobs in SQLite, exact top-k in Rust over a cached matrix.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -200,34 +199,19 @@ fn record_of(
         vector,
         text,
         metadata: metadata_from(metadata)?,
-        conversation_id: conversation_id
-            .map(ConversationId::new)
-            .transpose()
-            .map_err(|e| corrupt("conversation id", e))?,
+        conversation_id: conversation_of(conversation_id)?,
     })
 }
 
-/// A search hit's row as `search` reads it: id, vector (hex, when asked for), text, metadata,
-/// conversation.
-#[derive(serde::Deserialize)]
-struct HitRow(
-    String,
-    Option<String>,
-    Option<String>,
-    String,
-    Option<String>,
-);
-
-impl HitRow {
-    fn into_record(self) -> Result<VectorRecord> {
-        let HitRow(id, vector, text, metadata, conversation_id) = self;
-        let vector = match vector {
-            Some(hex) => decode_f32_le(&hex::decode(hex).map_err(|e| corrupt("vector", e))?),
-            None => Vec::new(),
-        };
-        record_of(id, vector, text, &metadata, conversation_id)
-    }
+/// A stored `conversation_id` column.
+fn conversation_of(id: Option<String>) -> Result<Option<ConversationId>> {
+    id.map(ConversationId::new)
+        .transpose()
+        .map_err(|e| corrupt("conversation id", e))
 }
+
+/// A vector's row as a matrix reads it: id, vector, metadata, text, conversation.
+type MatrixRow = (String, Vec<u8>, String, Option<String>, Option<String>);
 
 impl SqliteStore {
     /// The scope's matrix of a collection as of `collection.generation`, from the cache or read
@@ -242,23 +226,26 @@ impl SqliteStore {
         if let Some(index) = self.vector_cache.get(&key, &collection.generation) {
             return Ok(index);
         }
-        let rows: Vec<(String, Vec<u8>, String)> = sqlx::query_as(
-            "SELECT id, vector, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
+        let rows: Vec<MatrixRow> = sqlx::query_as(
+            "SELECT id, vector, metadata, text, conversation_id FROM vectors
+             WHERE collection = ?1 AND subject = ?2",
         )
         .bind(collection.pk)
         .bind(subject)
         .fetch_all(conn)
         .await
         .db()?;
-        let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
-        for (id, vector, metadata) in rows {
+        let mut index = ExactIndex::holding_records(collection.spec.dims, collection.spec.metric);
+        for (id, vector, metadata, text, conversation_id) in rows {
             if vector.len() != collection.spec.dims * 4 {
                 return Err(corrupt("vector", format!("{} bytes", vector.len())));
             }
-            index.push_le_bytes(
+            index.push_record_le_bytes(
                 VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
                 &vector,
                 metadata_from(&metadata)?,
+                text,
+                conversation_of(conversation_id)?,
             );
         }
         let index = Arc::new(index);
@@ -443,77 +430,49 @@ impl VectorStore for SqliteStore {
         collection: &str,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
-        // One read transaction in two hops when the matrix is held: `BEGIN` rides with the
-        // collection's row, `COMMIT` with the hits' rows.
-        let mut tx = ReadTx::acquire(&self.reader).await?;
-        let searched = async {
-            let row = find_collection_with(
-                tx.conn(),
-                concat!("BEGIN;\n", find_collection_statement!()),
-                scope.namespace(),
-                collection,
-            )
-            .await?
-            .ok_or_else(|| MemoryError::not_found("collection", collection))?;
-            row.spec.check_vector(&query.vector)?;
-            let index = self.matrix(tx.conn(), &row, subject_of(scope)).await?;
-            Ok::<_, MemoryError>((row, index.search(&query), index))
-        }
-        .await;
-        let (collection, best, index) = match searched {
-            Ok(found) if !found.1.is_empty() => found,
-            Ok(_) => {
-                tx.commit().await?;
-                return Ok(Vec::new());
-            }
-            Err(error) => {
-                // Ends the transaction if it began; a connection that cannot is closed.
-                let _ = tx.commit().await;
-                return Err(error);
-            }
-        };
-        let ids: Vec<&str> = best
-            .iter()
-            .map(|(row, _)| index.id(*row).as_str())
-            .collect();
-        // The hits' rows as one row of JSON: sqlx hands a statement's rows over one by one
-        // from its worker thread (~7 µs a row, most of a search of a hundred hits), SQLite's
-        // json_group_array is one. The vectors are most of a row's bytes: read only when asked
-        // for, in hex (JSON holds no blob).
-        let rows: Vec<String> = sqlx::query_scalar(
-            "SELECT json_group_array(json_array(
-                 id, CASE WHEN ?4 THEN hex(vector) END, text, metadata, conversation_id))
-             FROM vectors
-             WHERE collection = ?1 AND subject = ?2 AND id IN (SELECT value FROM json_each(?3));
-             COMMIT",
+        // The matrix holds whole records, so a search whose matrix is held at the collection's
+        // generation is one statement (its own snapshot). Otherwise the row is read again in a
+        // read transaction with the matrix, so the matrix is the data at that generation.
+        let row = find_collection(
+            &mut *self.reader.acquire().await?,
+            scope.namespace(),
+            collection,
         )
-        .bind(collection.pk)
-        .bind(subject_of(scope))
-        .bind(to_json(&ids))
-        .bind(query.include_vectors)
-        .fetch_all(tx.conn())
-        .await
-        .db()?;
-        tx.finish();
-        let rows: Vec<HitRow> = rows
-            .first()
-            .map(|rows| serde_json::from_str(rows))
-            .transpose()
-            .map_err(|e| corrupt("vector rows", e))?
-            .unwrap_or_default();
-        let mut records: HashMap<VectorId, VectorRecord> = rows
+        .await?
+        .ok_or_else(|| MemoryError::not_found("collection", collection))?;
+        row.spec.check_vector(&query.vector)?;
+        let key = (row.pk, subject_of(scope).to_owned());
+        let index = if let Some(index) = self.vector_cache.get(&key, &row.generation) {
+            index
+        } else {
+            let mut tx = ReadTx::acquire(&self.reader).await?;
+            let read = async {
+                let row = find_collection_with(
+                    tx.conn(),
+                    concat!("BEGIN;\n", find_collection_statement!()),
+                    scope.namespace(),
+                    collection,
+                )
+                .await?
+                .ok_or_else(|| MemoryError::not_found("collection", collection))?;
+                row.spec.check_vector(&query.vector)?;
+                self.matrix(tx.conn(), &row, subject_of(scope)).await
+            }
+            .await;
+            // Ends the transaction if it began; one that cannot is rolled back later.
+            let ended = tx.commit().await;
+            let index = read?;
+            ended?;
+            index
+        };
+        index
+            .search(&query)
             .into_iter()
-            .map(|row| row.into_record().map(|r| (r.id.clone(), r)))
-            .collect::<Result<_>>()?;
-        best.iter()
             .map(|(row, score)| {
-                let record = records
-                    .remove(index.id(*row))
-                    .ok_or_else(|| corrupt("vector", "hit vanished inside one snapshot"))?;
-                Ok(VectorHit {
-                    record,
-                    score: *score,
-                })
+                let record = index
+                    .record(row, query.include_vectors)
+                    .ok_or_else(|| corrupt("vector", "matrix without its records"))?;
+                Ok(VectorHit { record, score })
             })
             .collect()
     }
