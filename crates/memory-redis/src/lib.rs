@@ -73,13 +73,13 @@
 //! # Vectors
 //! Redis 7 has no vector search, so search is exact in Rust over a scope's records of the
 //! collection; the capability says `Exact`. Every write of the records sets a fresh version
-//! token beside them (`vt:N`) in its script, so a search ranks the matrix this process holds
-//! and reads just the hits with the token (one `MULTI`/`EXEC`), and reads every record again
+//! token beside them (`vt:N`) in its script, so a search ranks the matrix this process holds,
+//! whose rows are whole records, and reads just the token, and reads every record again
 //! (with the token, in one `MULTI`/`EXEC`) only when the token has changed
 //! ([`RedisStoreBuilder::vector_cache_bytes`] bounds what is held). A write's script returns
 //! the token it replaced, so this process applies its own writes to a matrix held at that token
 //! instead of reading the records again; and a search of a collection it has seen reads the
-//! collection's spec in the same round trip as the hits. A collection's records
+//! collection's spec in the same round trip as the token. A collection's records
 //! live in each scope's slot under an *incarnation* drawn when it is made, so dropping it
 //! (removing the spec) hides them at once, everywhere; they are then deleted scope by scope.
 //!

@@ -133,20 +133,26 @@ fn body_from(body: &[u8]) -> Result<RecordBody> {
 }
 
 pub(crate) fn decode_record(id: &str, value: &[u8]) -> Result<VectorRecord> {
-    let (conversation, body, vector) = record_parts(value)?;
-    let conversation =
-        std::str::from_utf8(conversation).map_err(|e| corrupt("vector record", e))?;
-    let body = body_from(body)?;
+    let (conversation_id, body, vector) = decoded_parts(value)?;
     Ok(VectorRecord {
         id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
         vector: decode_f32_le(vector),
         text: body.text,
         metadata: body.metadata,
-        conversation_id: (!conversation.is_empty())
-            .then(|| ConversationId::new(conversation))
-            .transpose()
-            .map_err(|e| corrupt("vector record", e))?,
+        conversation_id,
     })
+}
+
+/// A stored record's conversation and body decoded, its vector's bytes as they are.
+fn decoded_parts(value: &[u8]) -> Result<(Option<ConversationId>, RecordBody, &[u8])> {
+    let (conversation, body, vector) = record_parts(value)?;
+    let conversation =
+        std::str::from_utf8(conversation).map_err(|e| corrupt("vector record", e))?;
+    let conversation_id = (!conversation.is_empty())
+        .then(|| ConversationId::new(conversation))
+        .transpose()
+        .map_err(|e| corrupt("vector record", e))?;
+    Ok((conversation_id, body_from(body)?, vector))
 }
 
 impl RedisStore {
@@ -466,8 +472,8 @@ enum Held {
 
 impl RedisStore {
     /// A search in one round trip: with the collection seen before and the scope's matrix
-    /// held, ranks the matrix and reads the collection's value beside the hits' records and
-    /// their token; the hits, if neither changed. A collection dropped and made again has
+    /// held, ranks the matrix and reads the collection's value beside the records' token; the
+    /// hits, if neither changed. A collection dropped and made again has
     /// another value (its incarnation), and its records another token.
     async fn search_held(
         &self,
@@ -522,21 +528,32 @@ impl RedisStore {
             .query_async(&mut self.conn())
             .await
             .db()?;
-        // Only the vectors (and the metadata, when a filter or a later one needs it) go into
-        // the index; the records of the hits are decoded whole afterwards.
-        let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
+        // A matrix kept for later searches holds whole records, so they read no hits. One
+        // used only now takes the vectors (and the metadata, when a filter needs it); its
+        // hits' records are decoded whole afterwards.
+        let (dims, metric) = (collection.spec.dims, collection.spec.metric);
+        let mut index = if token.is_some() {
+            ExactIndex::holding_records(dims, metric)
+        } else {
+            ExactIndex::new(dims, metric)
+        };
         for (id, value) in &records {
             let (_, body, vector) = record_parts(value)?;
-            if vector.len() != collection.spec.dims * 4 {
+            if vector.len() != dims * 4 {
                 return Err(corrupt("vector", format!("{} bytes in {id}", vector.len())));
             }
-            let metadata = if token.is_some() || query.filter.is_some() {
-                body_from(body)?.metadata
-            } else {
-                Metadata::default()
-            };
             let id = VectorId::new(id.as_str()).map_err(|e| corrupt("vector id", e))?;
-            index.push_le_bytes(id, vector, metadata);
+            if index.holds_records() {
+                let (conversation_id, body, _) = decoded_parts(value)?;
+                index.push_record_le_bytes(id, vector, body.metadata, body.text, conversation_id);
+            } else {
+                let metadata = if query.filter.is_some() {
+                    body_from(body)?.metadata
+                } else {
+                    Metadata::default()
+                };
+                index.push_le_bytes(id, vector, metadata);
+            }
         }
         let hits = index
             .search(query)
@@ -549,8 +566,8 @@ impl RedisStore {
         Ok(hits)
     }
 
-    /// Ranks a held matrix and reads the hits' records with the records' token in one
-    /// transaction: the hits, if the records are still at `token`.
+    /// Ranks a held matrix, which holds its records, after one read of the records' token: the
+    /// hits, if the records are still at `token`.
     async fn hits_at(
         &self,
         keys: &ScopeKeys,
@@ -559,32 +576,23 @@ impl RedisStore {
         index: &ExactIndex,
         query: &VectorQuery,
     ) -> Result<Option<Vec<VectorHit>>> {
-        let best = index.search(query);
-        let mut pipe = redis::pipe();
-        pipe.atomic().get(keys.vector_token(incarnation));
-        if !best.is_empty() {
-            let ids: Vec<&str> = best
-                .iter()
-                .map(|(row, _)| index.id(*row).as_str())
-                .collect();
-            pipe.cmd("HMGET").arg(keys.vectors(incarnation)).arg(ids);
-        }
-        let (current, values): (Option<String>, Vec<Option<Vec<u8>>>) = if best.is_empty() {
-            let (current,): (Option<String>,) = pipe.query_async(&mut self.conn()).await.db()?;
-            (current, Vec::new())
-        } else {
-            pipe.query_async(&mut self.conn()).await.db()?
-        };
+        // The matrix holds the records as of `token`: unchanged since, they are the hits.
+        let current: Option<String> = redis::cmd("GET")
+            .arg(keys.vector_token(incarnation))
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
         if current.as_deref() != Some(token) {
             return Ok(None);
         }
-        best.iter()
-            .zip(values)
-            .map(|((row, score), value)| {
-                let id = index.id(*row).as_str();
-                let value = value
-                    .ok_or_else(|| corrupt("vector", format!("{id} is missing at its token")))?;
-                hit(id, &value, *score, query)
+        index
+            .search(query)
+            .into_iter()
+            .map(|(row, score)| {
+                let record = index
+                    .record(row, query.include_vectors)
+                    .ok_or_else(|| corrupt("vector", "a kept matrix without its records"))?;
+                Ok(VectorHit { record, score })
             })
             .collect::<Result<Vec<_>>>()
             .map(Some)
