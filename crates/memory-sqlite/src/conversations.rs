@@ -256,8 +256,6 @@ pub(crate) async fn append_group(
     Ok(outcomes)
 }
 
-/// The selected messages of a conversation, newest first, in one statement (none when the
-/// conversation is missing).
 /// A read's messages as one JSON value, `[[seq, body], …]` in no particular order (NULL when
 /// there are none), beside whether the conversation exists, so one statement (one snapshot,
 /// one hop) answers both. sqlx hands a statement's rows over from its worker thread one at a
