@@ -51,22 +51,24 @@ impl Connections {
             .acquire_owned()
             .await
             .map_err(|_| to_memory_error(sqlx::Error::PoolClosed))?;
-        let idle = self.0.idle.lock().expect("idle connections").pop();
-        let conn = match idle {
-            Some((conn, false)) => conn,
-            Some((mut conn, true)) => {
-                // It fails only when the transaction had ended after all (its COMMIT ran).
-                let _ = conn.execute("ROLLBACK").await;
-                conn
-            }
-            None => self.0.options.connect().await.db()?,
-        };
-        Ok(Lease {
-            conn: Some(conn),
+        // Lent at once, so a connection is never lost if this future is dropped midway.
+        let mut lease = Lease {
+            conn: None,
             unsettled: false,
             home: self.0.clone(),
             _permit: permit,
-        })
+        };
+        let idle = self.0.idle.lock().expect("idle connections").pop();
+        match idle {
+            Some((conn, unsettled)) => (lease.conn, lease.unsettled) = (Some(conn), unsettled),
+            None => lease.conn = Some(self.0.options.connect().await.db()?),
+        }
+        if lease.unsettled {
+            // It fails only when the transaction had ended after all (its COMMIT ran).
+            let _ = lease.execute("ROLLBACK").await;
+            lease.unsettled = false;
+        }
+        Ok(lease)
     }
 
     /// Waits for every lent connection to come back, then closes them all; later acquires fail.

@@ -212,8 +212,7 @@ impl SqliteStoreBuilder {
     }
 
     /// Memory the vector-matrix cache may hold, texts included, before it is emptied (default
-    /// 256 MiB; 0 turns
-    /// caching off).
+    /// 256 MiB; 0 turns caching off).
     #[must_use]
     pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
         self.config.vector_cache_bytes = bytes;
