@@ -1,8 +1,8 @@
 //! The connections the store holds and lends out itself.
 //!
 //! Not sqlx's pool: a pooled connection goes back through a spawned task that pings it first,
-//! a second trip to the connection's worker thread on every call. On this crate's benchmark
-//! machine `SELECT 1` took ~47 µs through the pool and ~7 µs on a held connection. A local
+//! a second trip to the connection's worker thread on every call (see
+//! `docs/decisions/sqlite-writer-and-readers.md` for what it cost). A local
 //! SQLite connection does not go stale as a network one does, so a lent connection comes back
 //! as it is; one lent in a transaction that was never settled (an error, a cancelled future) is
 //! rolled back when next lent.
