@@ -755,10 +755,10 @@ pub async fn delete_by_filter_removes_matching(ctx: &Ctx) {
 
 /// Searches between one handle's own writes rank the records as stored after each write: 40
 /// records are searched (a backend may now hold their matrix), then a batch replaces some
-/// (vector and metadata), adds others and repeats an id, then deletes by ids and by filter
+/// (vector, metadata and text), adds others and repeats an id, then deletes by ids and by filter
 /// follow, each followed by searches, filtered and not, checked against the reference ranking
-/// of what must be stored. A backend that applies its own writes to a held matrix must apply
-/// them exactly.
+/// of what must be stored, each hit being its record as stored. A backend that applies its own
+/// writes to a held matrix (or the records it keeps) must apply them exactly.
 pub async fn searches_after_own_writes_rank_what_is_stored(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let mut stored = seeded(ctx, &spec, 40).await;
@@ -786,6 +786,9 @@ pub async fn searches_after_own_writes_rank_what_is_stored(ctx: &Ctx) {
         unit_vector(DIMS, 999),
         json!({"i": 44, "odd": true}),
     ));
+    for written in &mut batch {
+        written.text = Some(format!("rewritten {}", written.id));
+    }
     ctx.backend()
         .upsert_vectors(ctx.scope(), &spec.name, batch.clone())
         .await
@@ -833,6 +836,7 @@ async fn searches_rank(ctx: &Ctx, collection: &str, stored: &[VectorRecord]) {
             .must("search");
         assert_eq!(hits.len(), stored.len().min(50));
         assert_ranked_like_reference(Metric::Cosine, &query, stored, &hits);
+        assert_hits_are_stored(stored, &hits);
         let odd = Filter::eq("odd", true);
         let hits = ctx
             .backend()
@@ -854,6 +858,22 @@ async fn searches_rank(ctx: &Ctx, collection: &str, stored: &[VectorRecord]) {
             "the filter reads the new metadata"
         );
         assert_ranked_like_reference(Metric::Cosine, &query, &matching, &hits);
+        assert_hits_are_stored(stored, &hits);
+    }
+}
+
+/// Each hit is its record as `stored` holds it (no vector: none was asked for).
+fn assert_hits_are_stored(stored: &[VectorRecord], hits: &[VectorHit]) {
+    for hit in hits {
+        let record = stored
+            .iter()
+            .find(|r| r.id == hit.record.id)
+            .expect("a stored id");
+        let expected = VectorRecord {
+            vector: Vec::new(),
+            ..record.clone()
+        };
+        assert_eq!(hit.record, expected, "a hit is its record as stored");
     }
 }
 
