@@ -473,8 +473,8 @@ enum Held {
 impl RedisStore {
     /// A search in one round trip: with the collection seen before and the scope's matrix
     /// held, ranks the matrix and reads the collection's value beside the records' token; the
-    /// hits, if neither changed. A collection dropped and made again has
-    /// another value (its incarnation), and its records another token.
+    /// hits, if neither changed. A collection dropped and made again has another value (its
+    /// incarnation), and its records another token.
     async fn search_held(
         &self,
         namespace: &Namespace,
