@@ -35,7 +35,7 @@ pub struct ExactIndex {
     data: Vec<f32>,
     squared_norms: Vec<f32>,
     metadata: Vec<Metadata>,
-    /// Each row's text and conversation, when the index holds records (else empty).
+    /// Each row's text and conversation, when the index holds records.
     payloads: Option<Vec<Payload>>,
 }
 
@@ -129,6 +129,7 @@ impl ExactIndex {
         text: Option<String>,
         conversation_id: Option<ConversationId>,
     ) {
+        debug_assert!(self.payloads.is_some(), "only a record index keeps records");
         self.push_le_bytes_row(id, bytes, metadata);
         if let Some(payloads) = &mut self.payloads {
             payloads.push(Payload {
