@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::message::Metadata;
 use crate::scope::{ConversationId, VectorId};
 use crate::similarity::{cosine_with_squared_norms, dot, Metric};
-use crate::vector::{VectorQuery, VectorRecord};
+use crate::vector::{VectorHit, VectorQuery, VectorRecord};
 
 /// One scope's vectors of one collection, row-major in a single `Vec<f32>`, with their ids,
 /// squared norms (for cosine) and metadata (for filters). One made by
@@ -259,6 +259,18 @@ impl ExactIndex {
                 .map(|id| id.as_str().len() + 24)
                 .sum::<usize>()
             + self.metadata.len() * 48
+    }
+
+    /// [`search`](Self::search)'s hits as whole records (vectors only when the query includes
+    /// them), if the index [holds records](Self::holding_records).
+    pub fn search_records(&self, query: &VectorQuery) -> Option<Vec<VectorHit>> {
+        self.search(query)
+            .into_iter()
+            .map(|(row, score)| {
+                let record = self.record(row, query.include_vectors)?;
+                Some(VectorHit { record, score })
+            })
+            .collect()
     }
 
     /// The query's top `k` rows as `(row, score)`, best first (score descending, id ascending),
@@ -678,8 +690,21 @@ mod tests {
         let row = (0..index.len()).find(|&r| index.id(r) == &a2.id).unwrap();
         assert!(index.record(row, false).unwrap().vector.is_empty());
         assert!(index.holds_records());
+        let hits = index
+            .search_records(&VectorQuery::new(vec![3.0, 1.0], 1))
+            .expect("held");
+        assert_eq!(
+            hits[0].record,
+            VectorRecord {
+                vector: Vec::new(),
+                ..a2.clone()
+            }
+        );
         let mut plain = ExactIndex::new(2, Metric::Cosine);
         plain.upsert(&[a2]);
         assert!(plain.record(0, true).is_none() && !plain.holds_records());
+        assert!(plain
+            .search_records(&VectorQuery::new(vec![3.0, 1.0], 1))
+            .is_none());
     }
 }

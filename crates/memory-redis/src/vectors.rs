@@ -555,11 +555,15 @@ impl RedisStore {
                 index.push_le_bytes(id, vector, metadata);
             }
         }
-        let hits = index
-            .search(query)
-            .into_iter()
-            .map(|(row, score)| hit(&records[row].0, &records[row].1, score, query))
-            .collect::<Result<Vec<_>>>()?;
+        // A matrix holding records has its hits decoded already.
+        let hits = match index.search_records(query) {
+            Some(hits) => hits,
+            None => index
+                .search(query)
+                .into_iter()
+                .map(|(row, score)| hit(&records[row].0, &records[row].1, score, query))
+                .collect::<Result<Vec<_>>>()?,
+        };
         if let Some(token) = token {
             self.vector_cache.insert(cache_key, token, Arc::new(index));
         }
@@ -586,15 +590,8 @@ impl RedisStore {
             return Ok(None);
         }
         index
-            .search(query)
-            .into_iter()
-            .map(|(row, score)| {
-                let record = index
-                    .record(row, query.include_vectors)
-                    .ok_or_else(|| corrupt("vector", "a kept matrix without its records"))?;
-                Ok(VectorHit { record, score })
-            })
-            .collect::<Result<Vec<_>>>()
+            .search_records(query)
+            .ok_or_else(|| corrupt("vector", "a kept matrix without its records"))
             .map(Some)
     }
 }

@@ -466,14 +466,7 @@ impl VectorStore for SqliteStore {
             index
         };
         index
-            .search(&query)
-            .into_iter()
-            .map(|(row, score)| {
-                let record = index
-                    .record(row, query.include_vectors)
-                    .ok_or_else(|| corrupt("vector", "matrix without its records"))?;
-                Ok(VectorHit { record, score })
-            })
-            .collect()
+            .search_records(&query)
+            .ok_or_else(|| corrupt("vector", "matrix without its records"))
     }
 }
