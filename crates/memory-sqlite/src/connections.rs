@@ -130,7 +130,8 @@ impl Drop for Lease {
     }
 }
 
-/// A transaction on a lent connection, rolled back if dropped unfinished.
+/// A transaction on a lent connection, rolled back before the connection is lent again if
+/// dropped unfinished (an error, a cancelled future).
 pub(crate) struct Tx {
     lease: Lease,
 }
@@ -139,14 +140,31 @@ impl Tx {
     /// Opens a transaction with `begin` (`BEGIN` or `BEGIN IMMEDIATE`).
     pub(crate) async fn begin(mut lease: Lease, begin: &'static str) -> Result<Self> {
         lease.execute(begin).await.db()?;
+        Ok(Self::begun_in_first_statement(lease))
+    }
+
+    /// A transaction whose `BEGIN` rides in the first statement string its caller sends, and
+    /// whose `COMMIT` may ride in the last ([`finish`](Self::finish)): two hops to sqlx's
+    /// worker thread fewer than [`begin`](Self::begin) and [`commit`](Self::commit).
+    pub(crate) fn begun_in_first_statement(mut lease: Lease) -> Self {
         lease.in_transaction(true);
-        Ok(Self { lease })
+        Self { lease }
+    }
+
+    /// The connection, for the transaction's statements.
+    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
+        &mut self.lease
+    }
+
+    /// The statement string that ends with `COMMIT` ran to its end.
+    pub(crate) fn finish(mut self) {
+        self.lease.in_transaction(false);
     }
 
     /// Commits.
     pub(crate) async fn commit(mut self) -> sqlx::Result<()> {
         self.lease.execute("COMMIT").await?;
-        self.lease.in_transaction(false);
+        self.finish();
         Ok(())
     }
 }

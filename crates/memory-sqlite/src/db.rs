@@ -7,8 +7,6 @@ use memory_sqlite_sql::migrations;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Connection;
 
-use crate::connections::{Connections, Lease};
-
 pub(crate) const BACKEND: &str = "sqlite";
 
 /// The schema, oldest first (the SQLite family's SQL crate holds it). Never edit an entry once
@@ -158,37 +156,4 @@ pub(crate) async fn schema_version(conn: &mut SqliteConnection) -> Result<u32> {
         .await
         .db()?;
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
-}
-
-/// A read transaction whose `BEGIN` rides in its first statement string and `COMMIT` in its
-/// last (two hops to sqlx's worker thread fewer than `begin()` and `commit()`). Dropped before
-/// [`finish`](Self::finish) — an error, a cancelled future — its connection is rolled back
-/// before it is lent again.
-pub(crate) struct ReadTx {
-    conn: Lease,
-}
-
-impl ReadTx {
-    /// A reader connection for statements that open the transaction themselves.
-    pub(crate) async fn acquire(readers: &Connections) -> Result<Self> {
-        let mut conn = readers.acquire().await?;
-        conn.in_transaction(true);
-        Ok(Self { conn })
-    }
-
-    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
-        &mut self.conn
-    }
-
-    /// The statement string that ends with `COMMIT` ran to its end.
-    pub(crate) fn finish(mut self) {
-        self.conn.in_transaction(false);
-    }
-
-    /// Ends the transaction by a `COMMIT` of its own (when no statement string ended it).
-    pub(crate) async fn commit(mut self) -> Result<()> {
-        sqlx::query("COMMIT").execute(self.conn()).await.db()?;
-        self.finish();
-        Ok(())
-    }
 }

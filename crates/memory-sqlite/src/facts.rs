@@ -15,7 +15,8 @@ use memory_sqlite_sql::facts::{in_one_transaction, parse_holding, Candidate};
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
-use crate::db::{corrupt, millis, subject_of, to_json, DbResult, ReadTx};
+use crate::connections::Tx;
+use crate::db::{corrupt, millis, subject_of, to_json, DbResult};
 use crate::writer::GroupTx;
 use crate::SqliteStore;
 
@@ -261,7 +262,7 @@ impl FactStore for SqliteStore {
         }
         // Rank what the token index tells of the candidates, then read only the top facts; both
         // in one read transaction, so the facts are those that were ranked.
-        let mut tx = ReadTx::acquire(&self.reader).await?;
+        let mut tx = Tx::begun_in_first_statement(self.reader.acquire().await?);
         let bound = |sql| {
             sqlx::query(sql)
                 .bind(scope.namespace().as_str())

@@ -11,7 +11,8 @@ use memory_core::{
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
-use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult, ReadTx};
+use crate::connections::Tx;
+use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult};
 use crate::SqliteStore;
 
 /// Matrices by `(collection pk, subject)`, each at the collection generation it was read at.
@@ -445,7 +446,7 @@ impl VectorStore for SqliteStore {
         let index = if let Some(index) = self.vector_cache.get(&key, &row.generation) {
             index
         } else {
-            let mut tx = ReadTx::acquire(&self.reader).await?;
+            let mut tx = Tx::begun_in_first_statement(self.reader.acquire().await?);
             let read = async {
                 let row = find_collection_with(
                     tx.conn(),
@@ -462,7 +463,7 @@ impl VectorStore for SqliteStore {
             // Ends the transaction if it began; one that cannot is rolled back later.
             let ended = tx.commit().await;
             let index = read?;
-            ended?;
+            ended.db()?;
             index
         };
         index
