@@ -10,6 +10,7 @@ pub mod engine;
 pub mod facts;
 pub mod faults;
 pub mod filters;
+pub mod handles;
 mod harness;
 pub mod history;
 pub mod isolation;

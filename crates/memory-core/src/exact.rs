@@ -139,6 +139,16 @@ impl ExactIndex {
         }
     }
 
+    /// Adds a whole record's row to an index [holding records](Self::holding_records).
+    pub fn push_record(&mut self, record: VectorRecord) {
+        debug_assert!(self.payloads.is_some(), "only a record index keeps records");
+        let payload = Payload {
+            text: record.text,
+            conversation_id: record.conversation_id,
+        };
+        self.push_row(record.id, &record.vector, record.metadata, payload);
+    }
+
     /// Row `row` as a whole record — its vector too when `with_vector`, else an empty one — if
     /// the index [holds records](Self::holding_records).
     pub fn record(&self, row: usize, with_vector: bool) -> Option<VectorRecord> {

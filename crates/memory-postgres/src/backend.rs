@@ -122,6 +122,12 @@ impl MemoryBackend for PostgresStore {
             &[&namespace, &subject, &millis(self.clock.now())],
         )
         .await?;
+        // The subject's vector versions are taken before its vectors go, and go with them.
+        tx.exec(
+            &self.sql(crate::vectors::BUMP_SUBJECT_VERSIONS),
+            &[&namespace, &subject],
+        )
+        .await?;
         for (count, sql) in [
             (
                 &mut receipt.facts,
@@ -139,6 +145,14 @@ impl MemoryBackend for PostgresStore {
         ] {
             *count = tx.exec(&self.sql(sql), &[&namespace, &subject]).await?;
         }
+        tx.exec(
+            &self.sql(
+                "DELETE FROM {s}.vector_versions WHERE subject = $2
+                   AND collection IN (SELECT pk FROM {s}.collections WHERE namespace = $1)",
+            ),
+            &[&namespace, &subject],
+        )
+        .await?;
         tx.commit().await.db()?;
         Ok(receipt)
     }

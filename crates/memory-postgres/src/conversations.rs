@@ -330,6 +330,11 @@ impl ConversationStore for PostgresStore {
             .await?;
         if deleted > 0 {
             tx.exec(
+                &self.sql(crate::vectors::BUMP_SUBJECT_VERSIONS),
+                &[&scope.namespace().as_str(), &subject_of(scope)],
+            )
+            .await?;
+            tx.exec(
                 &self.sql(
                     "DELETE FROM {s}.vectors WHERE subject = $2 AND conversation_id = $3
                        AND collection IN (SELECT pk FROM {s}.collections WHERE namespace = $1)",

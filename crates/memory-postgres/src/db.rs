@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "vectors by collection",
         sql: include_str!("../migrations/0005_vectors_by_collection.sql"),
     },
+    Migration {
+        version: 6,
+        name: "vector versions",
+        sql: include_str!("../migrations/0006_vector_versions.sql"),
+    },
 ];
 
 /// Parameters of a statement.

@@ -43,7 +43,12 @@
 //!   with its norm (computed in `f64` by the writer), kept inline in their rows. Each
 //!   collection's rows are a partition of their own (`vectors_<pk>`, made with the collection),
 //!   so a search reads no other collection's rows.
-//! - **Exact search** ranks the rows in the server with pgvector (cosine and Euclidean) and
+//! - **Held matrices**: an exact search of a scope smaller than `index_min_rows` whose vectors
+//!   fit [`PostgresStoreBuilder::vector_cache_bytes`] ranks the scope's records held in the
+//!   client. One statement reads the scope's version (`vector_versions`, which every vector
+//!   write moves in its own transaction) and the records are read again, in one snapshot with
+//!   their version, only when it changed; this store's own writes keep its matrices current.
+//! - **Exact search** of a larger scope ranks the rows in the server with pgvector (cosine and Euclidean) and
 //!   only the nearest come back, as many as it takes to hold every row that can reach the top
 //!   `k` by the core's scores (pgvector's `float` sums and ours differ by a bounded rounding
 //!   error; rows whose norms it cannot sum faithfully always come back). Dot-product
@@ -126,6 +131,7 @@ pub struct PostgresConfig {
     vector_index: bool,
     pgvector: bool,
     index_min_rows: usize,
+    vector_cache_bytes: usize,
 }
 
 impl fmt::Debug for PostgresConfig {
@@ -157,6 +163,7 @@ impl fmt::Debug for PostgresConfig {
             .field("vector_index", &self.vector_index)
             .field("pgvector", &self.pgvector)
             .field("index_min_rows", &self.index_min_rows)
+            .field("vector_cache_bytes", &self.vector_cache_bytes)
             .finish()
     }
 }
@@ -251,6 +258,18 @@ impl PostgresStoreBuilder {
         self
     }
 
+    /// Memory the held search matrices may take, texts included, before they are all let go
+    /// (default 256 MiB; 0 holds none). An exact search of a scope smaller than
+    /// [`index_min_rows`](Self::index_min_rows) whose vectors fit holds the scope's records in
+    /// the client, and later searches read only the scope's version (every write of the scope
+    /// changes it, in its transaction) and rank in memory until a write changes it; this
+    /// store's own writes keep its matrices current.
+    #[must_use]
+    pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
+        self.config.vector_cache_bytes = bytes;
+        self
+    }
+
     /// Whether to use pgvector where the server has it (default on): the store creates the
     /// extension, a schema it creates stores vectors as pgvector's `vector`, and searches use
     /// HNSW indexes (see [`vector_index`](Self::vector_index)). Off, it never creates the
@@ -316,6 +335,7 @@ impl PostgresStoreBuilder {
             config.index_min_rows,
             Arc::clone(&seen_collections),
         ));
+        let vector_cache = vectors::VectorCache::new(config.vector_cache_bytes);
         Ok(PostgresStore {
             pool,
             clock: self.clock,
@@ -325,6 +345,8 @@ impl PostgresStoreBuilder {
             schema,
             config,
             vector_statistics: vectors::VectorStatistics::default(),
+            vector_cache,
+            oversized: vectors::Oversized::default(),
             seen_collections,
             index_builder,
         })
@@ -362,6 +384,10 @@ pub struct PostgresStore {
     schema: String,
     config: PostgresConfig,
     vector_statistics: vectors::VectorStatistics,
+    /// Scopes' matrices held for exact search, each at its scope's version.
+    vector_cache: vectors::VectorCache,
+    /// Scopes last found too large to hold, each at the version it was counted at.
+    oversized: vectors::Oversized,
     /// Collections as searches last looked them up, so a search needs no lookup first.
     seen_collections: Arc<vectors::SeenCollections>,
     /// Builds collections' HNSW indexes once searches need them.
@@ -390,6 +416,7 @@ impl PostgresStore {
                 vector_index: true,
                 pgvector: true,
                 index_min_rows: DEFAULT_INDEX_MIN_ROWS,
+                vector_cache_bytes: 256 << 20,
             },
             pool: None,
             error: None,

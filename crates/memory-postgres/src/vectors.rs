@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::try_join_all;
@@ -87,6 +88,65 @@ pub(crate) const BULK_ROWS: usize = 64;
 /// statement checks that it does (see `candidates`), and a search that reads no row looks the
 /// collection up again.
 pub(crate) type SeenCollections = memory_core::vector::SeenCollections<CollectionRow>;
+
+/// Scopes' matrices by `(collection pk, subject)`, each at the scope's version
+/// (`vector_versions`; 0 for a scope without vectors).
+pub(crate) type VectorCache = memory_core::exact::MatrixCache<(i64, String), i64>;
+
+/// Scopes too large to hold, by `(collection pk, subject)`, at the version they were counted
+/// at: their searches skip the count until a write changes the version.
+#[derive(Debug, Default)]
+pub(crate) struct Oversized(std::sync::Mutex<std::collections::HashMap<(i64, String), i64>>);
+
+impl Oversized {
+    /// The most scopes remembered before they are all forgotten (each is counted again).
+    const MOST: usize = 4096;
+
+    fn at(&self, key: &(i64, String)) -> Option<i64> {
+        self.map().get(key).copied()
+    }
+
+    fn insert(&self, key: (i64, String), version: i64) {
+        let mut map = self.map();
+        if map.len() >= Self::MOST {
+            map.clear();
+        }
+        map.insert(key, version);
+    }
+
+    fn map(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(i64, String), i64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Moves a scope to a new version (see `0006_vector_versions.sql`), first in every
+/// transaction that writes its vectors: `(previous, version)`, previous 0 for a scope that
+/// had none.
+const BUMP_VERSION: &str = "INSERT INTO {s}.vector_versions AS v (collection, subject, version)
+     VALUES ($1, $2, nextval('{s}.vector_versions_seq'))
+     ON CONFLICT (collection, subject) DO UPDATE SET version = excluded.version,
+                                                   previous = v.version
+     RETURNING coalesce(v.previous, 0) AS previous, v.version";
+
+/// Moves the subject's scope of every collection of the namespace ($1) to a new version,
+/// first in a transaction that deletes the subject's ($2) vectors across collections. Made
+/// for every collection, with or without vectors there, so that a writer adding the scope's
+/// first vectors meanwhile waits for the delete instead of passing it unseen.
+pub(crate) const BUMP_SUBJECT_VERSIONS: &str =
+    "INSERT INTO {s}.vector_versions AS v (collection, subject, version)
+     SELECT pk, $2::text, nextval('{s}.vector_versions_seq')
+     FROM {s}.collections WHERE namespace = $1 ORDER BY pk
+     ON CONFLICT (collection, subject) DO UPDATE SET version = excluded.version,
+                                                   previous = v.version";
+
+/// A write's move of one scope: `(collection pk, subject)`, and the versions before and after.
+pub(crate) struct Moved {
+    key: (i64, String),
+    previous: i64,
+    version: i64,
+}
 
 /// Vector rows this store wrote since it last brought the table's statistics up to date, and
 /// how many make them stale (see `refresh_statistics`).
@@ -384,27 +444,48 @@ impl PostgresStore {
         }
     }
 
-    /// Writes records already checked against their collections: small batches as pipelined
-    /// upserts, large ones through binary `COPY`. A record repeated in the batch: the last wins.
+    /// Writes records already checked against their collections, after moving each written
+    /// scope to a new version: small batches as pipelined upserts, large ones through binary
+    /// `COPY`. A record repeated in the batch: the last wins. Returns the scopes' moves.
     pub(crate) async fn write_vectors(
         &self,
         tx: &deadpool_postgres::Transaction<'_>,
         rows: &[VectorRow<'_>],
-    ) -> Result<()> {
+    ) -> Result<Vec<Moved>> {
+        // In one order, so writers of several scopes cannot deadlock on the versions.
+        let scopes: std::collections::BTreeSet<(i64, &str)> = rows
+            .iter()
+            .map(|row| (row.collection, row.subject))
+            .collect();
+        let bump = tx.prepare_cached(&self.sql(BUMP_VERSION)).await.db()?;
+        let upsert = tx.prepare_cached(&self.sql(UPSERT_VECTOR)).await.db()?;
+        // Statements on one connection run in the order their futures are first polled: the
+        // versions first, then the rows, and a repeated id ends as the last record.
+        let bumps = try_join_all(scopes.iter().map(|(collection, subject)| {
+            let bump = &bump;
+            async move {
+                let row = tx.query_one(bump, &[collection, subject]).await.db()?;
+                Ok::<_, MemoryError>(Moved {
+                    key: (*collection, (*subject).to_owned()),
+                    previous: row.get("previous"),
+                    version: row.get("version"),
+                })
+            }
+        }));
         let encoded: Vec<EncodedVector<'_>> = rows.iter().map(EncodedVector::new).collect();
         if rows.len() >= BULK_ROWS {
-            return self.copy_vectors(tx, &encoded).await;
+            let moved = bumps.await?;
+            self.copy_vectors(tx, &encoded).await?;
+            return Ok(moved);
         }
-        let sql = self.sql(UPSERT_VECTOR);
-        // Statements on one connection run in order, so a repeated id ends as the last record.
-        let sql = &sql;
-        try_join_all(
+        let upsert = &upsert;
+        let writes = try_join_all(
             encoded
                 .iter()
-                .map(|row| async move { tx.exec(sql, &row.params()).await }),
-        )
-        .await
-        .map(drop)
+                .map(|row| async move { tx.execute(upsert, &row.params()).await }),
+        );
+        let (moved, _) = futures::try_join!(bumps, async { writes.await.db() })?;
+        Ok(moved)
     }
 
     /// Brings the planner's statistics of the vectors table up to date once the rows this
@@ -859,6 +940,148 @@ impl PostgresStore {
     }
 }
 
+/// What a search of a held matrix found.
+enum HeldSearch {
+    /// The hits, ranked in the client.
+    Hits(Vec<VectorHit>),
+    /// The collection is gone (it may have been made again, under another pk).
+    CollectionGone,
+    /// The scope is not held: too large, or holding is off.
+    NotHeld,
+}
+
+impl PostgresStore {
+    /// The most rows of a scope of `spec` that searches hold in the client: the scopes they
+    /// search exactly rather than by an index (fewer than `index_min_rows`), whose vectors fit
+    /// the cache. 0 when none are held.
+    fn holdable_rows(&self, spec: &CollectionSpec) -> usize {
+        let fit = self.config.vector_cache_bytes / (spec.dims * 4 + 64).max(1);
+        if self.indexable(spec) {
+            fit.min(self.config.index_min_rows.saturating_sub(1))
+        } else {
+            fit
+        }
+    }
+
+    /// Searches the scope's matrix held in the client: one statement reads the scope's version
+    /// (and proves the collection exists); at the version held the search is ranked in memory.
+    /// Otherwise, a scope small enough is read whole in one snapshot with its version, and held.
+    async fn search_held(
+        &self,
+        client: &deadpool_postgres::Object,
+        collection: &CollectionRow,
+        scope: &Scope,
+        query: &VectorQuery,
+    ) -> Result<HeldSearch> {
+        let most = self.holdable_rows(&collection.spec);
+        if most == 0 {
+            return Ok(HeldSearch::NotHeld);
+        }
+        let subject = subject_of(scope);
+        let key = (collection.pk, subject.to_owned());
+        let held = self.vector_cache.latest(&key);
+        // The version searches need not count the scope at: the one held, or the one it was
+        // found too large at.
+        let known = held
+            .as_ref()
+            .map(|(version, _)| *version)
+            .or_else(|| self.oversized.at(&key))
+            .unwrap_or(-1);
+        let capped = i64::try_from(most + 1).unwrap_or(i64::MAX);
+        // The collection pk is a trusted integer, formatted in as `candidates` does.
+        let row = client
+            .row(
+                &self.sql(&format!(
+                    "SELECT EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk}) AS live, version,
+                            CASE WHEN version IN (0, $2) THEN NULL
+                                 ELSE (SELECT count(*) FROM (SELECT FROM {{s}}.vectors
+                                                             WHERE collection = {pk} AND subject = $1
+                                                             LIMIT $3) AS capped)
+                            END AS rows
+                     FROM (SELECT coalesce((SELECT version FROM {{s}}.vector_versions
+                                            WHERE collection = {pk} AND subject = $1), 0)
+                                  AS version) AS current",
+                    pk = collection.pk
+                )),
+                &[&subject, &known, &capped],
+            )
+            .await?
+            .ok_or_else(|| corrupt("vector version", "no row"))?;
+        if !row.get::<_, bool>("live") {
+            return Ok(HeldSearch::CollectionGone);
+        }
+        let version: i64 = row.get("version");
+        if version == 0 {
+            // A scope without a version has no vectors.
+            return Ok(HeldSearch::Hits(Vec::new()));
+        }
+        let index = match (held, row.get::<_, Option<i64>>("rows")) {
+            (Some((at, index)), _) if at == version => index,
+            (_, None) => return Ok(HeldSearch::NotHeld),
+            (_, Some(rows)) if rows > i64::try_from(most).unwrap_or(i64::MAX) => {
+                self.oversized.insert(key, version);
+                return Ok(HeldSearch::NotHeld);
+            }
+            (_, Some(_)) => {
+                let Some((version, index)) = self.read_matrix(client, collection, subject).await?
+                else {
+                    return Ok(HeldSearch::CollectionGone);
+                };
+                self.vector_cache.insert(key, version, Arc::clone(&index));
+                index
+            }
+        };
+        index
+            .search_records(query)
+            .map(HeldSearch::Hits)
+            .ok_or_else(|| corrupt("vector", "matrix without its records"))
+    }
+
+    /// The scope's records and their version, in one snapshot and one round trip; `None` when
+    /// the collection is gone.
+    async fn read_matrix(
+        &self,
+        client: &deadpool_postgres::Object,
+        collection: &CollectionRow,
+        subject: &str,
+    ) -> Result<Option<(i64, Arc<ExactIndex>)>> {
+        let pk = collection.pk;
+        let version = client
+            .prepare_cached(&self.sql(&format!(
+                "SELECT EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk}) AS live,
+                        coalesce((SELECT version FROM {{s}}.vector_versions
+                                  WHERE collection = {pk} AND subject = $1), 0) AS version"
+            )))
+            .await
+            .db()?;
+        let records = client
+            .prepare_cached(&self.sql(&format!(
+                "SELECT {RECORD_COLUMNS} FROM {{s}}.vectors WHERE collection = {pk} AND subject = $1"
+            )))
+            .await
+            .db()?;
+        // Requests polled together go out together and run in order (see `candidates`).
+        let params: [&(dyn ToSql + Sync); 1] = [&subject];
+        let (begun, version, rows, committed) = futures::join!(
+            client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
+            client.query_one(&version, &params),
+            client.query(&records, &params),
+            client.batch_execute("COMMIT"),
+        );
+        begun.db()?;
+        let (version, rows) = (version.db()?, rows.db()?);
+        committed.db()?;
+        if !version.get::<_, bool>("live") {
+            return Ok(None);
+        }
+        let mut index = ExactIndex::holding_records(collection.spec.dims, collection.spec.metric);
+        for row in &rows {
+            index.push_record(record_from(row)?);
+        }
+        Ok(Some((version.get("version"), Arc::new(index))))
+    }
+}
+
 /// The rows a pgvector-ranked exact search ranks first.
 const RANKED_FIRST_READ: usize = 64;
 
@@ -992,8 +1215,14 @@ impl VectorStore for PostgresStore {
                 record,
             })
             .collect();
-        self.write_vectors(&tx, &rows).await?;
+        let moved = self.write_vectors(&tx, &rows).await?;
         tx.commit().await.db()?;
+        for scope in moved {
+            self.vector_cache
+                .advance(&scope.key, &scope.previous, scope.version, |index| {
+                    index.upsert(&records);
+                });
+        }
         self.refresh_statistics(&client, records.len()).await;
         Ok(records.len())
     }
@@ -1027,12 +1256,12 @@ impl VectorStore for PostgresStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        let client = self.client().await?;
+        let mut client = self.client().await?;
         let collection = self
             .collection(&client, scope.namespace(), collection)
             .await?;
-        let ids: Vec<String> = match selector {
-            VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
+        let ids: Vec<VectorId> = match selector {
+            VectorSelector::Ids(ids) => ids,
             VectorSelector::Filter(filter) => {
                 let rows = self
                     .candidates(
@@ -1047,20 +1276,38 @@ impl VectorStore for PostgresStore {
                 let mut matching = Vec::new();
                 for row in rows {
                     if filter.matches(&metadata_from(row.get(1))?) {
-                        matching.push(row.get(0));
+                        matching.push(
+                            VectorId::new(row.get::<_, String>(0))
+                                .map_err(|e| corrupt("vector id", e))?,
+                        );
                     }
                 }
                 matching
             }
         };
-        let removed = client
-            .exec(
-                &self.sql(
-                    "DELETE FROM {s}.vectors WHERE collection = $1 AND subject = $2 AND id = ANY($3)",
-                ),
-                &[&collection.pk, &subject_of(scope), &ids],
-            )
-            .await?;
+        let subject = subject_of(scope);
+        let names: Vec<&str> = ids.iter().map(VectorId::as_str).collect();
+        let tx = client.transaction().await.db()?;
+        let bump = tx.prepare_cached(&self.sql(BUMP_VERSION)).await.db()?;
+        let delete = tx
+            .prepare_cached(&self.sql(
+                "DELETE FROM {s}.vectors WHERE collection = $1 AND subject = $2 AND id = ANY($3)",
+            ))
+            .await
+            .db()?;
+        // The version first (see `write_vectors`), in the same round trip.
+        let bumped: [&(dyn ToSql + Sync); 2] = [&collection.pk, &subject];
+        let deleted: [&(dyn ToSql + Sync); 3] = [&collection.pk, &subject, &names];
+        let (moved, removed) =
+            futures::try_join!(tx.query_one(&bump, &bumped), tx.execute(&delete, &deleted),)
+                .db()?;
+        tx.commit().await.db()?;
+        self.vector_cache.advance(
+            &(collection.pk, subject.to_owned()),
+            &moved.get("previous"),
+            moved.get("version"),
+            |index| index.remove(&ids),
+        );
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
@@ -1093,6 +1340,17 @@ impl VectorStore for PostgresStore {
                 self.seen_collections
                     .insert(scope.namespace(), collection, looked_up)
             };
+            match self
+                .search_held(&client, &collection, scope, &query)
+                .await?
+            {
+                HeldSearch::Hits(hits) => return Ok(hits),
+                HeldSearch::CollectionGone if was_remembered => continue,
+                HeldSearch::CollectionGone => {
+                    return Err(MemoryError::not_found("collection", &collection.spec.name))
+                }
+                HeldSearch::NotHeld => {}
+            }
             let indexable = self.indexable(&collection.spec);
             let indexed = indexable && collection.indexed;
             let (records, hits) = self

@@ -393,6 +393,32 @@ fn hit_ids(hits: Vec<memory_core::VectorHit>) -> Vec<String> {
 /// the largest finite f32, and ordinary fractions.
 const AWKWARD: [f32; 6] = [-0.0, f32::from_bits(1), f32::MAX, -1.5, 0.1, 3.0e-39];
 
+/// A search holds a small scope's matrix in the client until the scope's version changes:
+/// every kind of vector write through another store (another process) is seen by the next
+/// search; and likewise when nothing is held and the server ranks every search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_see_writes_of_another_store() {
+    let Some(url) = server("searches_see_writes_of_another_store") else {
+        return;
+    };
+    for cache_bytes in [1 << 20, 0] {
+        let open = || {
+            PostgresStore::builder()
+                .url(&url)
+                .schema(SCHEMA)
+                .max_connections(2)
+                .vector_cache_bytes(cache_bytes)
+                .open()
+        };
+        let (reader, writer) = (open().await.unwrap(), open().await.unwrap());
+        let scope = Scope::new(format!("pg-held-{}", unique()), "searcher").unwrap();
+        memory_conformance::handles::searches_see_writes_of_another_handle(
+            &reader, &writer, &scope,
+        )
+        .await;
+    }
+}
+
 /// Migration 0003 moves vectors from `real[]` to pgvector's `vector` (the store uses pgvector)
 /// or to f32 little-endian `bytea` (it does not), bit for bit, and a store opened afterwards
 /// reads and searches them.

@@ -277,26 +277,9 @@ async fn listings_page_across_index_chunks_and_equal_timestamps() {
     }
 }
 
-/// The ids of the top 3 hits for `[1, 0, 0, 0]` in the collection `notes`.
-async fn found(store: &RedisStore, scope: &Scope) -> Vec<String> {
-    use memory_core::{VectorQuery, VectorStore};
-    let query = VectorQuery::new(vec![1.0, 0.0, 0.0, 0.0], 3);
-    store
-        .search(scope, "notes", query)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|hit| hit.record.id.to_string())
-        .collect()
-}
-
 /// A search holds a scope's matrix until the records change: every kind of write by another
-/// client (upsert, delete, conversation delete, `forget_all`, drop and re-create) is seen by
-/// the next search of a client that searched before it.
+/// client is seen by the next search of a client that searched before it.
 async fn searches_see_writes_of_another_client(service: Service, backend: &str, test: &str) {
-    use memory_core::{
-        CollectionSpec, MemoryBackend, VectorId, VectorRecord, VectorSelector, VectorStore,
-    };
     let Some(address) = server(service, backend, test) else {
         return;
     };
@@ -306,94 +289,8 @@ async fn searches_see_writes_of_another_client(service: Service, backend: &str, 
         store(service, &address, &prefix).await,
     );
     let scope = Scope::new("redis-tests", "searcher").unwrap();
-    let spec = CollectionSpec::new("notes", 4, "test-model");
-    writer
-        .ensure_collection(scope.namespace(), spec.clone())
-        .await
-        .unwrap();
-    let record =
-        |id: &str, vector: [f32; 4]| VectorRecord::new(VectorId::new(id).unwrap(), vector.to_vec());
-    let far: Vec<VectorRecord> = (0..20)
-        .map(|i| record(&format!("far-{i:02}"), [0.1, 1.0, i as f32, 0.5]))
-        .collect();
-    writer.upsert_vectors(&scope, "notes", far).await.unwrap();
-    let before = found(&reader, &scope).await;
-    assert_eq!(before.len(), 3);
-    assert_eq!(
-        found(&reader, &scope).await,
-        before,
-        "the held matrix ranks the same"
-    );
-
-    writer
-        .upsert_vectors(&scope, "notes", vec![record("near", [2.0, 0.0, 0.0, 0.0])])
-        .await
-        .unwrap();
-    assert_eq!(found(&reader, &scope).await[0], "near", "an upsert is seen");
-
-    writer
-        .delete_vectors(
-            &scope,
-            "notes",
-            VectorSelector::Ids(vec![VectorId::new("near").unwrap()]),
-        )
-        .await
-        .unwrap();
-    assert_eq!(found(&reader, &scope).await, before, "a delete is seen");
-
-    let thread = writer
-        .create_conversation(&scope, NewConversation::default())
-        .await
-        .unwrap();
-    let mut owned = record("owned", [3.0, 0.0, 0.0, 0.0]);
-    owned.conversation_id = Some(thread.id.clone());
-    writer
-        .upsert_vectors(&scope, "notes", vec![owned])
-        .await
-        .unwrap();
-    assert_eq!(found(&reader, &scope).await[0], "owned");
-    writer
-        .delete_conversation(&scope, &thread.id)
-        .await
-        .unwrap();
-    assert_eq!(
-        found(&reader, &scope).await,
-        before,
-        "a conversation's delete is seen"
-    );
-
-    writer.forget_all(&scope).await.unwrap();
-    assert!(
-        found(&reader, &scope).await.is_empty(),
-        "an erasure is seen"
-    );
-    writer
-        .upsert_vectors(&scope, "notes", vec![record("again", [1.0, 1.0, 0.0, 0.0])])
-        .await
-        .unwrap();
-    assert_eq!(
-        found(&reader, &scope).await,
-        ["again"],
-        "a write after the erasure is seen"
-    );
-
-    writer
-        .drop_collection(scope.namespace(), "notes")
-        .await
-        .unwrap();
-    writer
-        .ensure_collection(scope.namespace(), spec)
-        .await
-        .unwrap();
-    writer
-        .upsert_vectors(&scope, "notes", vec![record("fresh", [1.0, 0.0, 1.0, 0.0])])
-        .await
-        .unwrap();
-    assert_eq!(
-        found(&reader, &scope).await,
-        ["fresh"],
-        "a collection made again starts empty"
-    );
+    memory_conformance::handles::searches_see_writes_of_another_handle(&reader, &writer, &scope)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use memory_core::migration::Migration;
 use memory_core::{
-    AppendOptions, CollectionSpec, ConversationStore, LoadOptions, MemoryBackend, Message,
-    NewConversation, Result, Scope, VectorId, VectorQuery, VectorRecord, VectorStore,
+    AppendOptions, ConversationStore, LoadOptions, MemoryBackend, Message, NewConversation, Result,
+    Scope,
 };
 
 /// How the tests open a SQLite-family store on a file and reach the file (implemented by a
@@ -168,32 +168,12 @@ pub async fn writers_on_separate_connections_never_lose_an_append<S: FileStore>(
     }
 }
 
-/// A search through one store sees writes and deletions made through another on the same file
-/// (whatever the store keeps in the process, a matrix cache or nothing).
+/// A search through one store sees every kind of vector write made through another on the same
+/// file (whatever the store keeps in the process, a matrix cache or nothing).
 pub async fn searches_see_writes_from_another_connection<S: FileStore>(dir: &Path) {
     let path = dir.join("memory.db");
     let (a, b) = (open::<S>(&path).await, open::<S>(&path).await);
-    let scope = scope();
-    a.ensure_collection(
-        scope.namespace(),
-        CollectionSpec::new("docs", 2, "test-model"),
-    )
-    .await
-    .unwrap();
-    let record = |id: &str, v: [f32; 2]| VectorRecord::new(VectorId::new(id).unwrap(), v.to_vec());
-    a.upsert_vectors(&scope, "docs", vec![record("east", [1.0, 0.0])])
-        .await
-        .unwrap();
-    let query = VectorQuery::new(vec![0.0, 1.0], 1);
-    let first = a.search(&scope, "docs", query.clone()).await.unwrap();
-    assert_eq!(first[0].record.id.as_str(), "east");
-    b.upsert_vectors(&scope, "docs", vec![record("north", [0.0, 1.0])])
-        .await
-        .unwrap();
-    let second = a.search(&scope, "docs", query.clone()).await.unwrap();
-    assert_eq!(second[0].record.id.as_str(), "north");
-    b.forget_all(&scope).await.unwrap();
-    assert!(a.search(&scope, "docs", query).await.unwrap().is_empty());
+    memory_conformance::handles::searches_see_writes_of_another_handle(&a, &b, &scope()).await;
 }
 
 /// Runs every test of [`store_tests`](self) against a [`FileStore`], each in a temporary
