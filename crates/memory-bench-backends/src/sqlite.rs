@@ -32,7 +32,7 @@ const INSERT_CONVERSATION: &str =
 const LOAD_LAST: &str =
     "SELECT body FROM messages WHERE conversation = (SELECT pk FROM conversations
     WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
-    ORDER BY seq DESC LIMIT ?4";
+    ORDER BY seq DESC LIMIT (SELECT ?4)";
 
 /// A subject's user working-memory document.
 const GET_WORKING: &str = "SELECT content FROM working_memory
@@ -242,7 +242,7 @@ impl RawDriver for RawSqlite {
                 "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
                         updated_at, last_seq
                  FROM conversations WHERE namespace = ?1 AND subject = ?2
-                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?5",
+                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT (SELECT ?5)",
             )
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
@@ -256,7 +256,7 @@ impl RawDriver for RawSqlite {
                 "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
                         updated_at, last_seq
                  FROM conversations WHERE namespace = ?1 AND subject = ?2
-                 ORDER BY created_at DESC, id DESC LIMIT ?3",
+                 ORDER BY created_at DESC, id DESC LIMIT (SELECT ?3)",
             )
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
@@ -898,7 +898,7 @@ impl RawDriver for EngineSqlite {
             let (created_at, id) = after.unwrap_or((i64::MAX, String::new()));
             conn.prepare_cached(
                 "SELECT created_at, id FROM conversations WHERE namespace = ?1 AND subject = ?2
-                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?5",
+                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT (SELECT ?5)",
             )
             .and_then(|mut s| {
                 s.query_map(

@@ -133,7 +133,7 @@ impl ConversationStore for LibsqlStore {
             "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE namespace = ?1 AND subject = ?2
                AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
                AND (?5 IS NULL OR record_id = ?5) AND {after}
-             ORDER BY created_at DESC, id DESC LIMIT ?8"
+             ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
         );
         let tx = self.read().await?;
         let found = rows(
@@ -317,7 +317,7 @@ impl ConversationStore for LibsqlStore {
             "SELECT seq, body FROM messages
              WHERE conversation = ?1 AND seq > ?2 AND seq < ?3
                AND (?4 IS NULL OR role IN (SELECT value FROM json_each(?4)))
-             ORDER BY seq DESC LIMIT ?5",
+             ORDER BY seq DESC LIMIT (SELECT ?5)",
             (
                 pk,
                 options.after_seq.map_or(0, seq_to_db),

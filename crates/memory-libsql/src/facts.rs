@@ -297,7 +297,7 @@ impl FactStore for LibsqlStore {
                AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
                                WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
                AND {after}
-             ORDER BY created_at DESC, id DESC LIMIT ?9"
+             ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
         );
         let tx = self.read().await?;
         let found = rows(

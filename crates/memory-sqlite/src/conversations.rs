@@ -354,7 +354,7 @@ impl ConversationStore for SqliteStore {
                 " FROM conversations WHERE namespace = ?1 AND subject = ?2
                   AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
                   AND (?5 IS NULL OR record_id = ?5) AND (created_at, id) < (?6, ?7)
-                  ORDER BY created_at DESC, id DESC LIMIT ?8"
+                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
             )
         } else {
             concat!(
@@ -363,7 +363,7 @@ impl ConversationStore for SqliteStore {
                 " FROM conversations WHERE namespace = ?1 AND subject = ?2
                   AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
                   AND (?5 IS NULL OR record_id = ?5) AND ?6 IS NULL AND ?7 IS NULL
-                  ORDER BY created_at DESC, id DESC LIMIT ?8"
+                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
             )
         };
         let rows = sqlx::query(sql)
@@ -473,10 +473,11 @@ impl ConversationStore for SqliteStore {
             .roles
             .as_ref()
             .map(|roles| to_json(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()));
+        // `LIMIT (SELECT ?7)`, not `LIMIT ?7`: see memory-sqlite-sql's crate docs.
         let read = sqlx::query_as(messages_read!(
             "AND seq > ?4 AND seq < ?5
              AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
-             ORDER BY seq DESC LIMIT ?7"
+             ORDER BY seq DESC LIMIT (SELECT ?7)"
         ))
         .bind(scope.namespace().as_str())
         .bind(subject_of(scope))

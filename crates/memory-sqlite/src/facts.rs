@@ -339,7 +339,7 @@ impl FactStore for SqliteStore {
                   AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
                                   WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
                   AND (created_at, id) < (?7, ?8)
-                  ORDER BY created_at DESC, id DESC LIMIT ?9"
+                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
             )
         } else {
             concat!(
@@ -351,7 +351,7 @@ impl FactStore for SqliteStore {
                   AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
                                   WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
                   AND ?7 IS NULL AND ?8 IS NULL
-                  ORDER BY created_at DESC, id DESC LIMIT ?9"
+                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
             )
         };
         let rows = sqlx::query(sql)
