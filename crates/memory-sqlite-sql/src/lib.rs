@@ -6,10 +6,10 @@
 //! (sqlx's bundled one, or libSQL's), and the two must not meet in one binary. Statements use
 //! numbered placeholders (`?1`), which both drivers bind positionally; where a statement reads
 //! free text, it does so in a way both schemas serve (memory-libsql stores free text as BLOB).
-//! A bound row limit is written `LIMIT (SELECT ?n)`: SQLite 3.47 and later compile a bare
-//! `LIMIT ?n` with the value bound at the time, so every new binding makes the cached statement
-//! expire and be prepared again (W2, the last 50 of 100,000 messages: 1.26–1.29× the engine's
-//! limit with `LIMIT ?n`, 0.97–1.01× without).
+//! A bound row limit is written `LIMIT (SELECT ?n)`: SQLite (3.51, as bundled here) compiles
+//! a bare `LIMIT ?n` with the value bound at the time, so every new binding makes the cached
+//! statement expire and be prepared again (W2, the last 50 of 100,000 messages: 1.26–1.29× the
+//! engine's limit with `LIMIT ?n`, 0.97–1.01× without).
 //!
 //! ```
 //! use memory_sqlite_sql::facts::{held_positions, RECALL_CANDIDATES_HOLDING};
