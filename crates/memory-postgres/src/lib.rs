@@ -48,12 +48,12 @@
 //!   client. One statement reads the scope's version (`vector_versions`, which every vector
 //!   write moves in its own transaction) and the records are read again, in one snapshot with
 //!   their version, only when it changed; this store's own writes keep its matrices current.
-//! - **Exact search** of a larger scope ranks the rows in the server with pgvector (cosine and Euclidean) and
-//!   only the nearest come back, as many as it takes to hold every row that can reach the top
-//!   `k` by the core's scores (pgvector's `float` sums and ours differ by a bounded rounding
-//!   error; rows whose norms it cannot sum faithfully always come back). Dot-product
-//!   collections, and stores without pgvector, are scanned in Rust over the rows the SQL filter
-//!   keeps.
+//! - **Exact search** of a larger scope ranks the rows in the server with pgvector (cosine and
+//!   Euclidean) and only the nearest come back, as many as it takes to hold every row that can
+//!   reach the top `k` by the core's scores (pgvector's `float` sums and ours differ by a
+//!   bounded rounding error; rows whose norms it cannot sum faithfully always come back).
+//!   Dot-product collections, and stores without pgvector, are scanned in Rust over the rows
+//!   the SQL filter keeps.
 //! - **HNSW indexes**, one per collection on its partition, over `embedding::vector(dims)`
 //!   (cosine, inner-product or L2 ops by metric), are made once a search finds one scope of the
 //!   collection large ([`PostgresStoreBuilder::index_min_rows`], default

@@ -994,9 +994,10 @@ impl PostgresStore {
                 &self.sql(&format!(
                     "SELECT EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk}) AS live, version,
                             CASE WHEN version IN (0, $2) THEN NULL
-                                 ELSE (SELECT count(*) FROM (SELECT FROM {{s}}.vectors
-                                                             WHERE collection = {pk} AND subject = $1
-                                                             LIMIT $3) AS capped)
+                                 ELSE (SELECT count(*)
+                                       FROM (SELECT FROM {{s}}.vectors
+                                             WHERE collection = {pk} AND subject = $1
+                                             LIMIT $3) AS capped)
                             END AS rows
                      FROM (SELECT coalesce((SELECT version FROM {{s}}.vector_versions
                                             WHERE collection = {pk} AND subject = $1), 0)
@@ -1056,7 +1057,8 @@ impl PostgresStore {
             .db()?;
         let records = client
             .prepare_cached(&self.sql(&format!(
-                "SELECT {RECORD_COLUMNS} FROM {{s}}.vectors WHERE collection = {pk} AND subject = $1"
+                "SELECT {RECORD_COLUMNS} FROM {{s}}.vectors
+                 WHERE collection = {pk} AND subject = $1"
             )))
             .await
             .db()?;
