@@ -7,13 +7,17 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
+use memory_core::exact::ExactIndex;
 use memory_core::fact::fact_tokens;
 use memory_core::lexical::tokenize;
-use memory_core::{ConversationId, MemoryBackend, Message, NewConversation, Scope, Timestamp};
+use memory_core::{
+    ConversationId, Filter, MemoryBackend, Message, Metadata, NewConversation, Scope, Timestamp,
+    VectorId, VectorQuery,
+};
 use redis::aio::ConnectionManager;
 use redis::{Script, Value};
 
-use memory_bench::workloads::RawDriver;
+use memory_bench::workloads::{MessageRecall, RawDriver};
 
 /// The key prefix the benchmark owns (its keys are deleted at every run); the quick run has
 /// its own.
@@ -44,6 +48,17 @@ static SET_WORKING: LazyLock<Script> = LazyLock::new(|| {
 pub struct RawRedis {
     conn: ConnectionManager,
     prefix: &'static str,
+    /// The matrix of the scope last recalled from, as the store holds one: by the key of the
+    /// scope's records and their version token.
+    held: std::sync::Mutex<Option<HeldMatrix>>,
+}
+
+/// A scope's records as a matrix, at the version token they were read at.
+struct HeldMatrix {
+    records: String,
+    token: Option<Vec<u8>>,
+    /// The matrix, and each row's message seq.
+    index: Arc<(ExactIndex, Vec<Option<f64>>)>,
 }
 
 /// The scope's key prefix: `PREFIX:{namespace:subject}:` (the benchmark's names need no
@@ -214,6 +229,124 @@ impl RawDriver for RawRedis {
         memory_bench::workloads::rank(&query_tokens, rows, limit)
     }
 
+    /// As the store does: the records' version token and the conversation's last seq in one
+    /// round trip, the scope's records read again only when the token changed (ranked in the
+    /// client over a held matrix), then the recalled messages by seq in one pipeline.
+    async fn recall_messages(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        recall: &MessageRecall<'_>,
+    ) -> Option<Vec<Message>> {
+        let mut conn = self.conn.clone();
+        let base = base(self.prefix, scope);
+        let collection: Vec<u8> = redis::cmd("HGET")
+            .arg(format!(
+                "{}:{{{}}}:cols",
+                self.prefix,
+                scope.namespace().as_str()
+            ))
+            .arg(recall.collection)
+            .query_async(&mut conn)
+            .await
+            .expect("the message collection");
+        let nul = collection
+            .iter()
+            .position(|b| *b == 0)
+            .expect("incarnation NUL spec");
+        let incarnation = std::str::from_utf8(&collection[..nul]).expect("an incarnation");
+        let spec: memory_core::CollectionSpec =
+            serde_json::from_slice(&collection[nul + 1..]).expect("a collection spec");
+        let records = format!("{base}v:{incarnation}");
+        let (token, last_seq): (Option<Vec<u8>>, i64) = redis::pipe()
+            .cmd("GET")
+            .arg(format!("{base}vt:{incarnation}"))
+            .cmd("HGET")
+            .arg(format!("{base}c:{id}"))
+            .arg("last_seq")
+            .query_async(&mut conn)
+            .await
+            .expect("the version token and last seq");
+        let held = self
+            .held
+            .lock()
+            .expect("the held matrix")
+            .as_ref()
+            .filter(|held| held.records == records && held.token == token)
+            .map(|held| held.index.clone());
+        let index = if let Some(index) = held {
+            index
+        } else {
+            let values: Vec<(String, Vec<u8>)> = redis::cmd("HGETALL")
+                .arg(&records)
+                .query_async(&mut conn)
+                .await
+                .expect("the scope's records");
+            let mut index = ExactIndex::new(spec.dims, spec.metric);
+            let mut seqs = Vec::with_capacity(values.len());
+            for (record, value) in values {
+                // `conversation id NUL JSON(text, metadata) NUL f32 little-endian`.
+                let first = value.iter().position(|b| *b == 0).expect("a separator");
+                let rest = &value[first + 1..];
+                let second = rest.iter().position(|b| *b == 0).expect("a separator");
+                let body: serde_json::Value =
+                    serde_json::from_slice(&rest[..second]).expect("a record body");
+                let metadata: Metadata =
+                    serde_json::from_value(body["metadata"].clone()).expect("metadata");
+                seqs.push(metadata.get("seq").and_then(serde_json::Value::as_f64));
+                index.push_le_bytes(
+                    VectorId::new(record).expect("a vector id"),
+                    &rest[second + 1..],
+                    metadata,
+                );
+            }
+            let index = Arc::new((index, seqs));
+            *self.held.lock().expect("the held matrix") = Some(HeldMatrix {
+                records,
+                token,
+                index: index.clone(),
+            });
+            index
+        };
+        let before = last_seq - recall.window as i64 + 1;
+        let mut query =
+            VectorQuery::new(recall.vector.to_vec(), recall.limit).with_filter(Filter::and([
+                Filter::eq("conversation_id", id.as_str()),
+                Filter::range("seq").lt(before as f64),
+            ]));
+        query.min_score = Some(recall.min_score);
+        let (matrix, row_seqs) = &*index;
+        let seqs: Vec<f64> = matrix
+            .search(&query)
+            .iter()
+            .filter_map(|(row, _)| row_seqs[*row])
+            .collect();
+        if seqs.is_empty() {
+            return Some(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for seq in &seqs {
+            pipe.cmd("ZRANGEBYSCORE")
+                .arg(format!("{base}cm:{id}"))
+                .arg(*seq)
+                .arg(*seq);
+        }
+        let members: Vec<Vec<Vec<u8>>> = pipe
+            .query_async(&mut conn)
+            .await
+            .expect("the recalled messages");
+        Some(
+            members
+                .iter()
+                .flatten()
+                .map(|member| {
+                    let nul = member.iter().position(|b| *b == 0).expect("id NUL body");
+                    serde_json::from_slice(&member[nul + 1..]).expect("a message")
+                })
+                .collect(),
+        )
+    }
+
     async fn list_page(
         &self,
         scope: &Scope,
@@ -306,6 +439,10 @@ pub async fn open(url: &str, prefix: &'static str) -> (Arc<dyn MemoryBackend>, A
         .expect("open the Redis store");
     (
         memory_core::Checked::wrap(Arc::new(store)),
-        Arc::new(RawRedis { conn, prefix }),
+        Arc::new(RawRedis {
+            conn,
+            prefix,
+            held: std::sync::Mutex::new(None),
+        }),
     )
 }

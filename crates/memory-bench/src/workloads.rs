@@ -132,8 +132,9 @@ pub trait RawDriver: Send + Sync + 'static {
     /// A turn's semantic recall: the messages before the conversation's last `window` nearest
     /// to the query, read in one request where the engine can rank vectors itself (pgvector),
     /// or as the store does where it ranks them in the client (SQLite's engine side: the
-    /// subject's vectors held while the collection's generation stays). `None` on a side that
-    /// does not do it: its minimal reads have no vector search, a lower bound.
+    /// subject's vectors held while the collection's generation stays; Redis: held while the
+    /// records' version token stays). `None` on a side that does not do it: its minimal reads
+    /// have no vector search, a lower bound.
     async fn recall_messages(
         &self,
         _scope: &Scope,
@@ -722,7 +723,7 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
     let alone = compare(
         "W10 one session: prepare alone, against its minimal reads",
         format!(
-            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; each raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit); a side without it is a lower bound",
+            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; each raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit, Redis); a side without it is a lower bound",
             2 * turns * sizes.rounds,
             sizes.rounds
         ),
