@@ -51,6 +51,9 @@ pub struct RawRedis {
     /// The matrix of the scope last recalled from, as the store holds one: by the key of the
     /// scope's records and their version token.
     held: std::sync::Mutex<Option<HeldMatrix>>,
+    /// The message collection's incarnation and spec, looked up once (the benchmark never
+    /// drops it).
+    message_collection: tokio::sync::OnceCell<(String, memory_core::CollectionSpec)>,
 }
 
 /// A scope's records as a matrix, at the version token they were read at.
@@ -230,7 +233,7 @@ impl RawDriver for RawRedis {
     }
 
     /// As the store does: the records' version token and the conversation's last seq in one
-    /// round trip, the scope's records read again only when the token changed (ranked in the
+    /// round trip (the collection's incarnation looked up once), the scope's records read again only when the token changed (ranked in the
     /// client over a held matrix), then the recalled messages by seq in one pipeline.
     async fn recall_messages(
         &self,
@@ -240,23 +243,29 @@ impl RawDriver for RawRedis {
     ) -> Option<Vec<Message>> {
         let mut conn = self.conn.clone();
         let base = base(self.prefix, scope);
-        let collection: Vec<u8> = redis::cmd("HGET")
-            .arg(format!(
-                "{}:{{{}}}:cols",
-                self.prefix,
-                scope.namespace().as_str()
-            ))
-            .arg(recall.collection)
-            .query_async(&mut conn)
-            .await
-            .expect("the message collection");
-        let nul = collection
-            .iter()
-            .position(|b| *b == 0)
-            .expect("incarnation NUL spec");
-        let incarnation = std::str::from_utf8(&collection[..nul]).expect("an incarnation");
-        let spec: memory_core::CollectionSpec =
-            serde_json::from_slice(&collection[nul + 1..]).expect("a collection spec");
+        let (incarnation, spec) = self
+            .message_collection
+            .get_or_init(|| async {
+                let collection: Vec<u8> = redis::cmd("HGET")
+                    .arg(format!(
+                        "{}:{{{}}}:cols",
+                        self.prefix,
+                        scope.namespace().as_str()
+                    ))
+                    .arg(recall.collection)
+                    .query_async(&mut self.conn.clone())
+                    .await
+                    .expect("the message collection");
+                let nul = collection
+                    .iter()
+                    .position(|b| *b == 0)
+                    .expect("incarnation NUL spec");
+                (
+                    String::from_utf8(collection[..nul].to_vec()).expect("an incarnation"),
+                    serde_json::from_slice(&collection[nul + 1..]).expect("a collection spec"),
+                )
+            })
+            .await;
         let records = format!("{base}v:{incarnation}");
         let (token, last_seq): (Option<Vec<u8>>, i64) = redis::pipe()
             .cmd("GET")
@@ -443,6 +452,7 @@ pub async fn open(url: &str, prefix: &'static str) -> (Arc<dyn MemoryBackend>, A
             conn,
             prefix,
             held: std::sync::Mutex::new(None),
+            message_collection: tokio::sync::OnceCell::new(),
         }),
     )
 }
