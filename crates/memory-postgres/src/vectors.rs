@@ -940,6 +940,17 @@ impl PostgresStore {
     }
 }
 
+/// Whether collection `pk` exists (`live`) and the version of its scope for subject `$1`
+/// (`version`, 0 when the scope has no vectors), as one row: the pk is a trusted integer,
+/// formatted in as `candidates` does.
+fn live_and_version(pk: i64) -> String {
+    format!(
+        "SELECT EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk}) AS live,
+                coalesce((SELECT version FROM {{s}}.vector_versions
+                          WHERE collection = {pk} AND subject = $1), 0) AS version"
+    )
+}
+
 /// What a search of a held matrix found.
 enum HeldSearch {
     /// The hits, ranked in the client.
@@ -988,21 +999,19 @@ impl PostgresStore {
             .or_else(|| self.oversized.at(&key))
             .unwrap_or(-1);
         let capped = i64::try_from(most + 1).unwrap_or(i64::MAX);
-        // The collection pk is a trusted integer, formatted in as `candidates` does.
         let row = client
             .row(
                 &self.sql(&format!(
-                    "SELECT EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk}) AS live, version,
+                    "SELECT live, version,
                             CASE WHEN version IN (0, $2) THEN NULL
                                  ELSE (SELECT count(*)
                                        FROM (SELECT FROM {{s}}.vectors
                                              WHERE collection = {pk} AND subject = $1
                                              LIMIT $3) AS capped)
                             END AS rows
-                     FROM (SELECT coalesce((SELECT version FROM {{s}}.vector_versions
-                                            WHERE collection = {pk} AND subject = $1), 0)
-                                  AS version) AS current",
-                    pk = collection.pk
+                     FROM ({live_and_version}) AS current",
+                    pk = collection.pk,
+                    live_and_version = live_and_version(collection.pk),
                 )),
                 &[&subject, &known, &capped],
             )
@@ -1048,11 +1057,7 @@ impl PostgresStore {
     ) -> Result<Option<(i64, Arc<ExactIndex>)>> {
         let pk = collection.pk;
         let version = client
-            .prepare_cached(&self.sql(&format!(
-                "SELECT EXISTS (SELECT FROM {{s}}.collections WHERE pk = {pk}) AS live,
-                        coalesce((SELECT version FROM {{s}}.vector_versions
-                                  WHERE collection = {pk} AND subject = $1), 0) AS version"
-            )))
+            .prepare_cached(&self.sql(&live_and_version(pk)))
             .await
             .db()?;
         let records = client
