@@ -11,6 +11,7 @@ use memory_core::lexical::tokenize;
 use memory_core::{
     ConversationId, Filter, Message, Metric, Scope, Timestamp, VectorId, VectorQuery,
 };
+use memory_sqlite_sql::conversations::{LIST_AFTER, LIST_FIRST};
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
@@ -237,34 +238,23 @@ impl RawDriver for RawSqlite {
         after: Option<(i64, String)>,
         limit: usize,
     ) -> Vec<(i64, String)> {
-        let rows: Vec<SqliteRow> = match after {
-            Some((created_at, id)) => sqlx::query(
-                "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
-                        updated_at, last_seq
-                 FROM conversations WHERE namespace = ?1 AND subject = ?2
-                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT (SELECT ?5)",
-            )
+        // The store's statements, with no agent, resource or record asked.
+        let (statement, created_at, id) = match after {
+            Some((created_at, id)) => (LIST_AFTER, Some(created_at), Some(id)),
+            None => (LIST_FIRST, None, None),
+        };
+        let rows: Vec<SqliteRow> = sqlx::query(statement)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
+            .bind(None::<&str>)
+            .bind(None::<&str>)
+            .bind(None::<&str>)
             .bind(created_at)
             .bind(id)
             .bind(limit as i64)
             .fetch_all(&self.reader)
             .await
-            .expect("list"),
-            None => sqlx::query(
-                "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
-                        updated_at, last_seq
-                 FROM conversations WHERE namespace = ?1 AND subject = ?2
-                 ORDER BY created_at DESC, id DESC LIMIT (SELECT ?3)",
-            )
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(limit as i64)
-            .fetch_all(&self.reader)
-            .await
-            .expect("list"),
-        };
+            .expect("list");
         rows.iter()
             .map(|r| (r.get("created_at"), r.get("id")))
             .collect()
@@ -895,19 +885,29 @@ impl RawDriver for EngineSqlite {
     ) -> Vec<(i64, String)> {
         let (namespace, subject, _) = owned(scope, "");
         self.run(move |conn| {
-            let (created_at, id) = after.unwrap_or((i64::MAX, String::new()));
-            conn.prepare_cached(
-                "SELECT created_at, id FROM conversations WHERE namespace = ?1 AND subject = ?2
-                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT (SELECT ?5)",
-            )
-            .and_then(|mut s| {
-                s.query_map(
-                    rusqlite::params![namespace, subject, created_at, id, limit as i64],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?
-                .collect()
-            })
-            .expect("list")
+            let (statement, created_at, id) = match after {
+                Some((created_at, id)) => (LIST_AFTER, Some(created_at), Some(id)),
+                None => (LIST_FIRST, None, None),
+            };
+            let none: Option<&str> = None;
+            conn.prepare_cached(statement)
+                .and_then(|mut s| {
+                    s.query_map(
+                        rusqlite::params![
+                            namespace,
+                            subject,
+                            none,
+                            none,
+                            none,
+                            created_at,
+                            id,
+                            limit as i64
+                        ],
+                        |r| Ok((r.get(7)?, r.get(1)?)),
+                    )?
+                    .collect()
+                })
+                .expect("list")
         })
         .await
     }

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use libsql::{Connection, Database, TransactionBehavior, Value};
 use memory_bench::workloads::{in_rank_order, query_tokens_json, rank_holding, RawDriver};
 use memory_core::{ConversationId, Message, Scope, Timestamp};
+use memory_sqlite_sql::conversations::{LIST_AFTER, LIST_FIRST};
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use tokio::sync::Mutex;
 
@@ -319,27 +320,27 @@ impl RawDriver for RawLibsql {
             .await
             .expect("begin");
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
-        let found =
-            match after {
-                Some((created_at, id)) => rows(
-                    &tx,
-                    "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
-                        updated_at, last_seq
-                 FROM conversations WHERE namespace = ?1 AND subject = ?2
-                   AND (created_at, id) < (?3, ?4) ORDER BY created_at DESC, id DESC LIMIT ?5",
-                    (namespace, subject, created_at, id, limit as i64),
-                )
-                .await,
-                None => rows(
-                    &tx,
-                    "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
-                        updated_at, last_seq
-                 FROM conversations WHERE namespace = ?1 AND subject = ?2
-                 ORDER BY created_at DESC, id DESC LIMIT ?3",
-                    (namespace, subject, limit as i64),
-                )
-                .await,
-            };
+        // The store's statements, with no agent, resource or record asked.
+        let (statement, created_at, id) = match after {
+            Some((created_at, id)) => (LIST_AFTER, Some(created_at), Some(id)),
+            None => (LIST_FIRST, None, None),
+        };
+        let none: Option<&str> = None;
+        let found = rows(
+            &tx,
+            statement,
+            (
+                namespace,
+                subject,
+                none,
+                none,
+                none,
+                created_at,
+                id,
+                limit as i64,
+            ),
+        )
+        .await;
         tx.commit().await.expect("commit");
         found
             .iter()

@@ -18,10 +18,6 @@ use crate::db::{
 };
 use crate::LibsqlStore;
 
-/// Columns read by [`conversation_from`], in its order.
-pub(crate) const CONVERSATION_COLUMNS: &str =
-    "pk, id, agent, title, metadata, resource_slug, record_id, created_at, updated_at, last_seq";
-
 pub(crate) fn conversation_from(scope: &Scope, row: &DbRow) -> Result<Conversation> {
     Ok(Conversation {
         id: ConversationId::new(row.string(1)?).map_err(|e| corrupt("conversation id", e))?,
@@ -64,10 +60,7 @@ async fn fetch_conversation(
 ) -> Result<Conversation> {
     let found = row(
         conn,
-        &format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations
-             WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
-        ),
+        sql::conversations::BY_ID,
         (scope.namespace().as_str(), subject_of(scope), id.as_str()),
     )
     .await?
@@ -124,21 +117,15 @@ impl ConversationStore for LibsqlStore {
         let limit = query.page_limit();
         let cursor = query.after();
         // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
-        let after = if cursor.is_some() {
-            "(created_at, id) < (?6, ?7)"
+        let statement = if cursor.is_some() {
+            sql::conversations::LIST_AFTER
         } else {
-            "?6 IS NULL AND ?7 IS NULL"
+            sql::conversations::LIST_FIRST
         };
-        let sql = format!(
-            "SELECT {CONVERSATION_COLUMNS} FROM conversations WHERE namespace = ?1 AND subject = ?2
-               AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
-               AND (?5 IS NULL OR record_id = ?5) AND {after}
-             ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
-        );
         let tx = self.read().await?;
         let found = rows(
             &tx,
-            &sql,
+            statement,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),

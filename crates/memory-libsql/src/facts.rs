@@ -266,10 +266,7 @@ impl FactStore for LibsqlStore {
         let tx = self.read().await?;
         let found = row(
             &tx,
-            &format!(
-                "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
-                   AND (expires_at IS NULL OR expires_at > ?4)"
-            ),
+            sql::facts::BY_ID,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),
@@ -285,24 +282,15 @@ impl FactStore for LibsqlStore {
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
         let limit = query.page_limit();
         let cursor = query.after();
-        let after = if cursor.is_some() {
-            "(created_at, id) < (?7, ?8)"
+        let statement = if cursor.is_some() {
+            sql::facts::LIST_AFTER
         } else {
-            "?7 IS NULL AND ?8 IS NULL"
+            sql::facts::LIST_FIRST
         };
-        let sql = format!(
-            "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2
-               AND (expires_at IS NULL OR expires_at > ?3)
-               AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
-               AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
-                               WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
-               AND {after}
-             ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
-        );
         let tx = self.read().await?;
         let found = rows(
             &tx,
-            &sql,
+            statement,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),
@@ -328,10 +316,7 @@ impl FactStore for LibsqlStore {
         let tx = self.read().await?;
         let found = rows(
             &tx,
-            &format!(
-                "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
-                   AND (expires_at IS NULL OR expires_at > ?4)"
-            ),
+            sql::facts::BY_KEY,
             (
                 scope.namespace().as_str(),
                 subject_of(scope),

@@ -11,9 +11,7 @@ use memory_core::{
 };
 use memory_sqlite_sql as sql;
 
-use crate::conversations::{
-    conversation_from, conversation_pk, message_from, CONVERSATION_COLUMNS,
-};
+use crate::conversations::{conversation_from, conversation_pk, message_from};
 use crate::db::{
     corrupt, execute, millis, opt_text, row, rows, seq_from_db, seq_to_db, subject_of, text,
     to_json, RowExt,
@@ -21,20 +19,12 @@ use crate::db::{
 use crate::documents::{
     checkpoint_from, put_cache, working_from, working_slot, write_working, CHECKPOINT_COLUMNS,
 };
-use crate::facts::{embedding_value, fact_from, insert_tokens, FACT_COLUMNS};
+use crate::facts::{embedding_value, fact_from, insert_tokens};
 use crate::vectors::{
     find_collection, insert_collection, namespace_collections, record_from, write_vector,
     CollectionCache, RECORD_COLUMNS,
 };
 use crate::LibsqlStore;
-
-/// Live rows only, "now" bound as parameter `$now`: no read returns an expired fact or cache
-/// entry, so no export does either.
-macro_rules! live {
-    ($now:literal) => {
-        concat!("(expires_at IS NULL OR expires_at > ?", $now, ")")
-    };
-}
 
 fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
     let subject = if subject.is_empty() {
@@ -62,20 +52,7 @@ async fn strings(
 impl TransferStore for LibsqlStore {
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
         let tx = self.read().await?;
-        let names = strings(
-            &tx,
-            concat!(
-                "SELECT namespace FROM conversations UNION SELECT namespace FROM working_memory
-                 UNION SELECT namespace FROM facts WHERE ",
-                live!(1),
-                " UNION SELECT namespace FROM collections UNION SELECT namespace FROM checkpoints
-                 UNION SELECT namespace FROM cache WHERE ",
-                live!(1),
-                " ORDER BY 1"
-            ),
-            [millis(self.clock.now())],
-        )
-        .await?;
+        let names = strings(&tx, sql::transfer::NAMESPACES, [millis(self.clock.now())]).await?;
         names
             .into_iter()
             .map(|n| Namespace::new(n).map_err(|e| corrupt("namespace", e)))
@@ -86,13 +63,7 @@ impl TransferStore for LibsqlStore {
         let tx = self.read().await?;
         let mut subjects: BTreeSet<String> = strings(
             &tx,
-            concat!(
-                "SELECT subject FROM conversations WHERE namespace = ?1
-                 UNION SELECT subject FROM working_memory WHERE namespace = ?1
-                 UNION SELECT subject FROM facts WHERE namespace = ?1 AND ",
-                live!(2),
-                " UNION SELECT subject FROM checkpoints WHERE namespace = ?1"
-            ),
+            sql::transfer::SUBJECTS_BUT_VECTORS,
             (namespace.as_str(), millis(self.clock.now())),
         )
         .await?
@@ -127,10 +98,7 @@ impl TransferStore for LibsqlStore {
             .collect();
         let entries = rows(
             &tx,
-            concat!(
-                "SELECT key, value, expires_at FROM cache WHERE namespace = ?1 AND ",
-                live!(2)
-            ),
+            sql::transfer::EXPORT_CACHE,
             (namespace.as_str(), millis(self.clock.now())),
         )
         .await?;
@@ -155,16 +123,7 @@ impl TransferStore for LibsqlStore {
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
 
-        for row in rows(
-            &tx,
-            &format!(
-                "SELECT {CONVERSATION_COLUMNS} FROM conversations
-                 WHERE namespace = ?1 AND subject = ?2"
-            ),
-            (namespace, subject),
-        )
-        .await?
-        {
+        for row in rows(&tx, sql::conversations::OF_SCOPE, (namespace, subject)).await? {
             let conversation = conversation_from(scope, &row)?;
             ids.insert(row.int(0)?, conversation.id.clone());
             records.push(Record::Conversation { conversation });
@@ -213,16 +172,7 @@ impl TransferStore for LibsqlStore {
             });
         }
 
-        for row in rows(
-            &tx,
-            &format!(
-                "SELECT {FACT_COLUMNS} FROM facts WHERE namespace = ?1 AND subject = ?2 AND {}",
-                live!(3)
-            ),
-            (namespace, subject, now),
-        )
-        .await?
-        {
+        for row in rows(&tx, sql::transfer::EXPORT_FACTS, (namespace, subject, now)).await? {
             records.push(Record::Fact {
                 fact: fact_from(scope, &row)?,
             });

@@ -1,5 +1,52 @@
 //! Conversations: their rows, message trims and cursors.
 
+/// The columns of a conversation, in the order the backends decode them.
+#[macro_export]
+macro_rules! conversation_columns {
+    () => {
+        "pk, id, agent, title, metadata, resource_slug, record_id, created_at, updated_at, last_seq"
+    };
+}
+
+/// A conversation by id: `?1` namespace, `?2` subject, `?3` id.
+pub const BY_ID: &str = concat!(
+    "SELECT ",
+    conversation_columns!(),
+    " FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
+);
+
+/// A subject's conversations (its export): `?1` namespace, `?2` subject.
+pub const OF_SCOPE: &str = concat!(
+    "SELECT ",
+    conversation_columns!(),
+    " FROM conversations WHERE namespace = ?1 AND subject = ?2"
+);
+
+/// A page of a subject's conversations, newest first, whose position is `after`.
+macro_rules! list_page {
+    ($after:literal) => {
+        concat!(
+            "SELECT ",
+            conversation_columns!(),
+            " FROM conversations WHERE namespace = ?1 AND subject = ?2
+              AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
+              AND (?5 IS NULL OR record_id = ?5) AND ",
+            $after,
+            " ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
+        )
+    };
+}
+
+/// The first page of a subject's conversations, newest first: `?1` namespace, `?2` subject,
+/// `?3` agent, `?4` resource slug, `?5` record id (each NULL when not asked), `?6` and `?7`
+/// NULL, `?8` limit. Two statements, this and [`LIST_AFTER`], rather than `?6 IS NULL OR …`,
+/// so that both seek the index.
+pub const LIST_FIRST: &str = list_page!("?6 IS NULL AND ?7 IS NULL");
+
+/// The page after a cursor: as [`LIST_FIRST`], with `?6` and `?7` the `created_at` and id of
+/// the last conversation seen.
+pub const LIST_AFTER: &str = list_page!("(created_at, id) < (?6, ?7)");
+
 /// A conversation's row and last seq: `?1` namespace, `?2` subject, `?3` id.
 pub const PK_AND_LAST_SEQ: &str = "SELECT pk, last_seq FROM conversations
     WHERE namespace = ?1 AND subject = ?2 AND id = ?3";

@@ -27,6 +27,51 @@ macro_rules! fact_columns {
     };
 }
 
+/// A live fact by id: `?1` namespace, `?2` subject, `?3` id, `?4` now.
+pub const BY_ID: &str = concat!(
+    "SELECT ",
+    fact_columns!(),
+    " FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
+      AND (expires_at IS NULL OR expires_at > ?4)"
+);
+
+/// The live facts of a key, superseded ones included (its history): `?1` namespace, `?2`
+/// subject, `?3` key, `?4` now; in no order.
+pub const BY_KEY: &str = concat!(
+    "SELECT ",
+    fact_columns!(),
+    " FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
+      AND (expires_at IS NULL OR expires_at > ?4)"
+);
+
+/// A page of a subject's live facts, newest first, whose position is `after`.
+macro_rules! list_page {
+    ($after:literal) => {
+        concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE namespace = ?1 AND subject = ?2
+              AND (expires_at IS NULL OR expires_at > ?3)
+              AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
+              AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
+                              WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
+              AND ",
+            $after,
+            " ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
+        )
+    };
+}
+
+/// The first page of a subject's live facts, newest first: `?1` namespace, `?2` subject, `?3`
+/// now, `?4` whether superseded facts are included, `?5` kind (NULL: any), `?6` the required
+/// tags (JSON array), `?7` and `?8` NULL, `?9` limit. Two statements, this and
+/// [`LIST_AFTER`], so that both seek the index.
+pub const LIST_FIRST: &str = list_page!("?7 IS NULL AND ?8 IS NULL");
+
+/// The page after a cursor: as [`LIST_FIRST`], with `?7` and `?8` the `created_at` and id of
+/// the last fact seen.
+pub const LIST_AFTER: &str = list_page!("(created_at, id) < (?7, ?8)");
+
 /// The recall query's filters on a fact `f` (a current, unexpired fact of the kind, score,
 /// tags and conversation asked for): `RecallQuery::admits` in SQL. (No tags asked, `'[]'`: the
 /// tag test, a table-valued function per fact, is not run.)

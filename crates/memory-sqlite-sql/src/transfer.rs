@@ -1,5 +1,55 @@
 //! Export and restore: a subject's rows read out, and written back as they were.
 
+/// Live rows only, "now" bound as parameter `$now`: no read returns an expired fact or cache
+/// entry, so no export does either.
+macro_rules! live {
+    ($now:literal) => {
+        concat!("(expires_at IS NULL OR expires_at > ?", $now, ")")
+    };
+}
+
+/// Every namespace that holds anything, in order: `?1` now.
+pub const NAMESPACES: &str = concat!(
+    "SELECT namespace FROM conversations UNION SELECT namespace FROM working_memory
+     UNION SELECT namespace FROM facts WHERE ",
+    live!(1),
+    " UNION SELECT namespace FROM collections UNION SELECT namespace FROM checkpoints
+     UNION SELECT namespace FROM cache WHERE ",
+    live!(1),
+    " ORDER BY 1"
+);
+
+/// The subjects (`''` for the shared scope) of a namespace's rows but its vectors, which each
+/// backend lays out its own way: `?1` namespace, `?2` now; in no order. A macro, so that a
+/// backend can add its vectors' subjects in the same statement.
+#[macro_export]
+macro_rules! subjects_but_vectors {
+    () => {
+        "SELECT subject FROM conversations WHERE namespace = ?1
+         UNION SELECT subject FROM working_memory WHERE namespace = ?1
+         UNION SELECT subject FROM facts WHERE namespace = ?1
+               AND (expires_at IS NULL OR expires_at > ?2)
+         UNION SELECT subject FROM checkpoints WHERE namespace = ?1"
+    };
+}
+
+/// [`subjects_but_vectors!`](crate::subjects_but_vectors) as a statement of its own.
+pub const SUBJECTS_BUT_VECTORS: &str = subjects_but_vectors!();
+
+/// A namespace's live cache entries: `?1` namespace, `?2` now.
+pub const EXPORT_CACHE: &str = concat!(
+    "SELECT key, value, expires_at FROM cache WHERE namespace = ?1 AND ",
+    live!(2)
+);
+
+/// A subject's live facts, whole: `?1` namespace, `?2` subject, `?3` now.
+pub const EXPORT_FACTS: &str = concat!(
+    "SELECT ",
+    crate::fact_columns!(),
+    " FROM facts WHERE namespace = ?1 AND subject = ?2 AND ",
+    live!(3)
+);
+
 /// A subject's messages: `?1` namespace, `?2` subject.
 pub const EXPORT_MESSAGES: &str = "SELECT m.conversation, m.seq, m.body FROM messages m
     JOIN conversations c ON c.pk = m.conversation

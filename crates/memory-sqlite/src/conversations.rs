@@ -19,12 +19,6 @@ use crate::db::{
 use crate::writer::GroupTx;
 use crate::SqliteStore;
 
-macro_rules! conversation_columns {
-    () => {
-        "pk, id, agent, title, metadata, resource_slug, record_id, created_at, updated_at, last_seq"
-    };
-}
-
 pub(crate) fn conversation_from(scope: &Scope, row: &SqliteRow) -> Result<Conversation> {
     let id: String = row.get("id");
     Ok(Conversation {
@@ -67,18 +61,14 @@ async fn fetch_conversation(
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<Conversation> {
-    let row = sqlx::query(concat!(
-        "SELECT ",
-        conversation_columns!(),
-        " FROM conversations WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
-    ))
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(scope))
-    .bind(id.as_str())
-    .fetch_optional(conn)
-    .await
-    .db()?
-    .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
+    let row = sqlx::query(sql::conversations::BY_ID)
+        .bind(scope.namespace().as_str())
+        .bind(subject_of(scope))
+        .bind(id.as_str())
+        .fetch_optional(conn)
+        .await
+        .db()?
+        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
     conversation_from(scope, &row)
 }
 
@@ -347,26 +337,12 @@ impl ConversationStore for SqliteStore {
         let limit = query.page_limit();
         let cursor = query.after();
         // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
-        let sql = if cursor.is_some() {
-            concat!(
-                "SELECT ",
-                conversation_columns!(),
-                " FROM conversations WHERE namespace = ?1 AND subject = ?2
-                  AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
-                  AND (?5 IS NULL OR record_id = ?5) AND (created_at, id) < (?6, ?7)
-                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
-            )
+        let statement = if cursor.is_some() {
+            sql::conversations::LIST_AFTER
         } else {
-            concat!(
-                "SELECT ",
-                conversation_columns!(),
-                " FROM conversations WHERE namespace = ?1 AND subject = ?2
-                  AND (?3 IS NULL OR agent = ?3) AND (?4 IS NULL OR resource_slug = ?4)
-                  AND (?5 IS NULL OR record_id = ?5) AND ?6 IS NULL AND ?7 IS NULL
-                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?8)"
-            )
+            sql::conversations::LIST_FIRST
         };
-        let rows = sqlx::query(sql)
+        let rows = sqlx::query(statement)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
             .bind(query.agent.as_deref())

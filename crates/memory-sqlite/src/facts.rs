@@ -309,52 +309,27 @@ impl FactStore for SqliteStore {
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            fact_columns!(),
-            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
-              AND (expires_at IS NULL OR expires_at > ?4)"
-        ))
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .bind(millis(self.clock.now()))
-        .fetch_optional(&mut *self.reader.acquire().await?)
-        .await
-        .db()?
-        .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
+        let row = sqlx::query(sql::facts::BY_ID)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(id.as_str())
+            .bind(millis(self.clock.now()))
+            .fetch_optional(&mut *self.reader.acquire().await?)
+            .await
+            .db()?
+            .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
         fact_from(scope, &row)
     }
 
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
         let limit = query.page_limit();
         let cursor = query.after();
-        let sql = if cursor.is_some() {
-            concat!(
-                "SELECT ",
-                fact_columns!(),
-                " FROM facts WHERE namespace = ?1 AND subject = ?2
-                  AND (expires_at IS NULL OR expires_at > ?3)
-                  AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
-                  AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
-                                  WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
-                  AND (created_at, id) < (?7, ?8)
-                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
-            )
+        let statement = if cursor.is_some() {
+            sql::facts::LIST_AFTER
         } else {
-            concat!(
-                "SELECT ",
-                fact_columns!(),
-                " FROM facts WHERE namespace = ?1 AND subject = ?2
-                  AND (expires_at IS NULL OR expires_at > ?3)
-                  AND (?4 OR superseded_by IS NULL) AND (?5 IS NULL OR kind = ?5)
-                  AND NOT EXISTS (SELECT 1 FROM json_each(?6) wanted
-                                  WHERE wanted.value NOT IN (SELECT value FROM json_each(facts.tags)))
-                  AND ?7 IS NULL AND ?8 IS NULL
-                  ORDER BY created_at DESC, id DESC LIMIT (SELECT ?9)"
-            )
+            sql::facts::LIST_FIRST
         };
-        let rows = sqlx::query(sql)
+        let rows = sqlx::query(statement)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
             .bind(millis(self.clock.now()))
@@ -376,19 +351,14 @@ impl FactStore for SqliteStore {
     }
 
     async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            fact_columns!(),
-            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND key = ?3
-              AND (expires_at IS NULL OR expires_at > ?4)"
-        ))
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(key)
-        .bind(millis(self.clock.now()))
-        .fetch_all(&mut *self.reader.acquire().await?)
-        .await
-        .db()?;
+        let rows = sqlx::query(sql::facts::BY_KEY)
+            .bind(scope.namespace().as_str())
+            .bind(subject_of(scope))
+            .bind(key)
+            .bind(millis(self.clock.now()))
+            .fetch_all(&mut *self.reader.acquire().await?)
+            .await
+            .db()?;
         facts_from(scope, &rows).map(order_history)
     }
 

@@ -22,14 +22,6 @@ use crate::vectors::{
 };
 use crate::SqliteStore;
 
-/// Live rows only, "now" bound as parameter `$now`: no read returns an expired fact or cache
-/// entry, so no export does either.
-macro_rules! live {
-    ($now:literal) => {
-        concat!("(expires_at IS NULL OR expires_at > ?", $now, ")")
-    };
-}
-
 fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
     let subject = if subject.is_empty() {
         None
@@ -42,19 +34,11 @@ fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
 #[async_trait]
 impl TransferStore for SqliteStore {
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
-        let names: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT namespace FROM conversations UNION SELECT namespace FROM working_memory
-             UNION SELECT namespace FROM facts WHERE ",
-            live!(1),
-            " UNION SELECT namespace FROM collections UNION SELECT namespace FROM checkpoints
-             UNION SELECT namespace FROM cache WHERE ",
-            live!(1),
-            " ORDER BY 1"
-        ))
-        .bind(millis(self.clock.now()))
-        .fetch_all(&mut *self.reader.acquire().await?)
-        .await
-        .db()?;
+        let names: Vec<String> = sqlx::query_scalar(sql::transfer::NAMESPACES)
+            .bind(millis(self.clock.now()))
+            .fetch_all(&mut *self.reader.acquire().await?)
+            .await
+            .db()?;
         names
             .into_iter()
             .map(|n| Namespace::new(n).map_err(|e| corrupt("namespace", e)))
@@ -63,13 +47,9 @@ impl TransferStore for SqliteStore {
 
     async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
         let subjects: Vec<String> = sqlx::query_scalar(concat!(
-            "SELECT subject FROM conversations WHERE namespace = ?1
-             UNION SELECT subject FROM working_memory WHERE namespace = ?1
-             UNION SELECT subject FROM facts WHERE namespace = ?1 AND ",
-            live!(2),
+            memory_sqlite_sql::subjects_but_vectors!(),
             " UNION SELECT v.subject FROM vectors v JOIN collections c ON c.pk = v.collection
                    WHERE c.namespace = ?1
-             UNION SELECT subject FROM checkpoints WHERE namespace = ?1
              ORDER BY 1"
         ))
         .bind(namespace.as_str())
@@ -100,15 +80,13 @@ impl TransferStore for SqliteStore {
                 });
             }
         }
-        let entries: Vec<(String, Vec<u8>, Option<i64>)> = sqlx::query_as(concat!(
-            "SELECT key, value, expires_at FROM cache WHERE namespace = ?1 AND ",
-            live!(2)
-        ))
-        .bind(namespace.as_str())
-        .bind(millis(self.clock.now()))
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let entries: Vec<(String, Vec<u8>, Option<i64>)> =
+            sqlx::query_as(sql::transfer::EXPORT_CACHE)
+                .bind(namespace.as_str())
+                .bind(millis(self.clock.now()))
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
         tx.commit().await.db()?;
         records.extend(
             entries
@@ -132,16 +110,12 @@ impl TransferStore for SqliteStore {
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
 
-        let rows = sqlx::query(
-            "SELECT pk, id, agent, title, metadata, resource_slug, record_id, created_at,
-                    updated_at, last_seq
-             FROM conversations WHERE namespace = ?1 AND subject = ?2",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let rows = sqlx::query(sql::conversations::OF_SCOPE)
+            .bind(namespace)
+            .bind(subject)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
         for row in &rows {
             let conversation = conversation_from(scope, row)?;
             ids.insert(row.get("pk"), conversation.id.clone());
@@ -209,18 +183,13 @@ impl TransferStore for SqliteStore {
             });
         }
 
-        let facts = sqlx::query(concat!(
-            "SELECT pk, id, text, kind, key, tags, score, source, embedding, created_at,
-                    updated_at, expires_at, valid_to, superseded_by
-             FROM facts WHERE namespace = ?1 AND subject = ?2 AND ",
-            live!(3)
-        ))
-        .bind(namespace)
-        .bind(subject)
-        .bind(now)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let facts = sqlx::query(sql::transfer::EXPORT_FACTS)
+            .bind(namespace)
+            .bind(subject)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
         for row in &facts {
             records.push(Record::Fact {
                 fact: fact_from(scope, row)?,
