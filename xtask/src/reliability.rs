@@ -205,8 +205,9 @@ fn render(
     );
     out.push_str(
         "## History checker under cuts\n\nFour writers and two readers on one conversation while \
-         the proxy cuts every connection every 5–50 ms (at random); writers retry a batch up to \
-         10 times and then give it up (its outcome unknown). `memory_conformance::history::check` verifies, \
+         the proxy cuts every connection every 5–50 ms (at random; every tenth pause, a lull \
+         of 250–500 ms); writers retry a batch up to 10 times and then give it up (its \
+         outcome unknown). `memory_conformance::history::check` verifies, \
          in the manner of Jepsen's Elle for list-append: no acknowledged append lost, none \
          twice, every batch whole or absent, every read a prefix of the final order holding \
          every append acknowledged before it began, writer and real-time order kept.\n\n",
