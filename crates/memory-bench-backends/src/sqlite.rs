@@ -11,7 +11,7 @@ use memory_core::lexical::tokenize;
 use memory_core::{
     ConversationId, Filter, Message, Metric, Scope, Timestamp, VectorId, VectorQuery,
 };
-use memory_sqlite_sql::conversations::{LIST_AFTER, LIST_FIRST};
+use memory_sqlite_sql::conversations::list_page;
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
@@ -239,10 +239,8 @@ impl RawDriver for RawSqlite {
         limit: usize,
     ) -> Vec<(i64, String)> {
         // The store's statements, with no agent, resource or record asked.
-        let (statement, created_at, id) = match after {
-            Some((created_at, id)) => (LIST_AFTER, Some(created_at), Some(id)),
-            None => (LIST_FIRST, None, None),
-        };
+        let statement = list_page(after.is_some());
+        let (created_at, id) = after.unzip();
         let rows: Vec<SqliteRow> = sqlx::query(statement)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
@@ -885,10 +883,8 @@ impl RawDriver for EngineSqlite {
     ) -> Vec<(i64, String)> {
         let (namespace, subject, _) = owned(scope, "");
         self.run(move |conn| {
-            let (statement, created_at, id) = match after {
-                Some((created_at, id)) => (LIST_AFTER, Some(created_at), Some(id)),
-                None => (LIST_FIRST, None, None),
-            };
+            let statement = list_page(after.is_some());
+            let (created_at, id) = after.unzip();
             let none: Option<&str> = None;
             conn.prepare_cached(statement)
                 .and_then(|mut s| {

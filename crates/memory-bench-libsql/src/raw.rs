@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use libsql::{Connection, Database, TransactionBehavior, Value};
 use memory_bench::workloads::{in_rank_order, query_tokens_json, rank_holding, RawDriver};
 use memory_core::{ConversationId, Message, Scope, Timestamp};
-use memory_sqlite_sql::conversations::{LIST_AFTER, LIST_FIRST};
+use memory_sqlite_sql::conversations::list_page;
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use tokio::sync::Mutex;
 
@@ -321,10 +321,8 @@ impl RawDriver for RawLibsql {
             .expect("begin");
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         // The store's statements, with no agent, resource or record asked.
-        let (statement, created_at, id) = match after {
-            Some((created_at, id)) => (LIST_AFTER, Some(created_at), Some(id)),
-            None => (LIST_FIRST, None, None),
-        };
+        let statement = list_page(after.is_some());
+        let (created_at, id) = after.unzip();
         let none: Option<&str> = None;
         let found = rows(
             &tx,

@@ -117,11 +117,7 @@ impl ConversationStore for LibsqlStore {
         let limit = query.page_limit();
         let cursor = query.after();
         // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
-        let statement = if cursor.is_some() {
-            sql::conversations::LIST_AFTER
-        } else {
-            sql::conversations::LIST_FIRST
-        };
+        let statement = sql::conversations::list_page(cursor.is_some());
         let tx = self.read().await?;
         let found = rows(
             &tx,

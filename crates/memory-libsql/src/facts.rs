@@ -282,11 +282,7 @@ impl FactStore for LibsqlStore {
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
         let limit = query.page_limit();
         let cursor = query.after();
-        let statement = if cursor.is_some() {
-            sql::facts::LIST_AFTER
-        } else {
-            sql::facts::LIST_FIRST
-        };
+        let statement = sql::facts::list_page(cursor.is_some());
         let tx = self.read().await?;
         let found = rows(
             &tx,

@@ -47,6 +47,16 @@ pub const LIST_FIRST: &str = list_page!("?6 IS NULL AND ?7 IS NULL");
 /// the last conversation seen.
 pub const LIST_AFTER: &str = list_page!("(created_at, id) < (?6, ?7)");
 
+/// The statement of a page: [`LIST_AFTER`] when it continues after a cursor, else
+/// [`LIST_FIRST`].
+pub fn list_page(after_cursor: bool) -> &'static str {
+    if after_cursor {
+        LIST_AFTER
+    } else {
+        LIST_FIRST
+    }
+}
+
 /// A conversation's row and last seq: `?1` namespace, `?2` subject, `?3` id.
 pub const PK_AND_LAST_SEQ: &str = "SELECT pk, last_seq FROM conversations
     WHERE namespace = ?1 AND subject = ?2 AND id = ?3";

@@ -72,6 +72,16 @@ pub const LIST_FIRST: &str = list_page!("?7 IS NULL AND ?8 IS NULL");
 /// the last fact seen.
 pub const LIST_AFTER: &str = list_page!("(created_at, id) < (?7, ?8)");
 
+/// The statement of a page: [`LIST_AFTER`] when it continues after a cursor, else
+/// [`LIST_FIRST`].
+pub fn list_page(after_cursor: bool) -> &'static str {
+    if after_cursor {
+        LIST_AFTER
+    } else {
+        LIST_FIRST
+    }
+}
+
 /// The recall query's filters on a fact `f` (a current, unexpired fact of the kind, score,
 /// tags and conversation asked for): `RecallQuery::admits` in SQL. (No tags asked, `'[]'`: the
 /// tag test, a table-valued function per fact, is not run.)

@@ -337,11 +337,7 @@ impl ConversationStore for SqliteStore {
         let limit = query.page_limit();
         let cursor = query.after();
         // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
-        let statement = if cursor.is_some() {
-            sql::conversations::LIST_AFTER
-        } else {
-            sql::conversations::LIST_FIRST
-        };
+        let statement = sql::conversations::list_page(cursor.is_some());
         let rows = sqlx::query(statement)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))

@@ -324,11 +324,7 @@ impl FactStore for SqliteStore {
     async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
         let limit = query.page_limit();
         let cursor = query.after();
-        let statement = if cursor.is_some() {
-            sql::facts::LIST_AFTER
-        } else {
-            sql::facts::LIST_FIRST
-        };
+        let statement = sql::facts::list_page(cursor.is_some());
         let rows = sqlx::query(statement)
             .bind(scope.namespace().as_str())
             .bind(subject_of(scope))
