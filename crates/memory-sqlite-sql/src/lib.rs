@@ -1,8 +1,9 @@
 //! The SQL of agent memory's SQLite-family backends (`memory-sqlite` on sqlx, `memory-libsql`
-//! on libsql), written once: their schemas and migrations ([`migrations`]) and the statements
-//! both send alike.
+//! on libsql), written once: their schemas and migrations ([`migrations`]), the statements
+//! both send alike, and what both decide alike from what those statements read (a write
+//! group's appends: [`conversations::AppendGroup`]; fact recall's ranking).
 //!
-//! This crate is text and a little parsing, never a driver: each backend links its own SQLite
+//! This crate is text and a little logic, never a driver: each backend links its own SQLite
 //! (sqlx's bundled one, or libSQL's), and the two must not meet in one binary. Statements use
 //! numbered placeholders (`?1`), which both drivers bind positionally; where a statement reads
 //! free text, it does so in a way both schemas serve (memory-libsql stores free text as BLOB).
@@ -21,6 +22,7 @@ pub mod conversations;
 pub mod documents;
 pub mod facts;
 pub mod forget;
+pub mod group;
 pub mod migrations;
 #[cfg(feature = "store-tests")]
 pub mod store_tests;

@@ -1,15 +1,14 @@
 //! Conversations, messages and cursors.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use memory_core::page::page_newest_first;
 use memory_core::{
-    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
-    ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
-    MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
+    AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
+    ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, NewConversation,
+    Page, Result, Scope, StoredMessage, Timestamp,
 };
 use memory_sqlite_sql as sql;
+use memory_sqlite_sql::conversations::{AppendGroup, AppendRequest, ProbeRow};
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
@@ -72,166 +71,63 @@ async fn fetch_conversation(
     conversation_from(scope, &row)
 }
 
-/// The appends' read: for each `[namespace, subject, conversation id, [message ids]]` whose
-/// conversation exists, a row (its index, pk, last seq) and one more per message id it holds
-/// (`CROSS JOIN` keeps SQLite's planner to this order: each id is one lookup in `messages_by_id`
-/// however long the thread, where joining on the conversation first scans its messages).
-macro_rules! append_probe {
-    () => {
-        "SELECT r.key, c.pk, c.last_seq, NULL, NULL FROM json_each(?1) r
-         CROSS JOIN conversations c ON c.namespace = r.value ->> 0
-                                   AND c.subject = r.value ->> 1 AND c.id = r.value ->> 2
-         UNION ALL
-         SELECT r.key, c.pk, c.last_seq, m.seq, m.body FROM json_each(?1) r
-         CROSS JOIN conversations c ON c.namespace = r.value ->> 0
-                                   AND c.subject = r.value ->> 1 AND c.id = r.value ->> 2
-         CROSS JOIN json_each(r.value, '$[3]') i
-         CROSS JOIN messages m ON m.conversation = c.pk AND m.id = i.value"
-    };
-}
-
-/// The appends' write: every new message from one JSON array of `[pk, seq, id, role, body]`,
-/// every conversation's new last seq from one of `[pk, last seq, updated at]`.
-macro_rules! append_write {
-    () => {
-        "INSERT INTO messages (conversation, seq, id, role, body)
-         SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?1);
-         UPDATE conversations SET last_seq = u.value ->> 1, updated_at = u.value ->> 2
-         FROM json_each(?2) u WHERE conversations.pk = u.value ->> 0"
-    };
-}
-
-/// A row of [`append_probe!`]: request index, conversation pk and last seq, and a stored
+/// A row of the appends' read: request index, conversation pk and last seq, and a stored
 /// message's seq and body.
-type ProbeRow = (i64, i64, i64, Option<i64>, Option<String>);
+type ProbeColumns = (i64, i64, i64, Option<i64>, Option<String>);
 
-/// An append waiting for the writer, with its own clock reading.
-pub(crate) struct AppendRequest {
-    pub(crate) scope: Scope,
-    pub(crate) id: ConversationId,
-    pub(crate) messages: Vec<Message>,
-    pub(crate) options: AppendOptions,
-    pub(crate) now: Timestamp,
-}
-
-/// The appends of one write group in two statement strings whatever their number: one read
-/// (every conversation and those of each batch's ids it holds) and one write (every new
-/// message, every conversation's new last seq). Each append is decided on its own, in queue
-/// order — two appends to one conversation see each other as they would one after another —
-/// and answers with its receipt or its own error (not found, conflict, invalid input), decided
-/// before anything is written. The outer error is a storage failure: nothing of the group
-/// may be kept.
+/// The appends of one write group in two statement strings whatever their number (see
+/// [`AppendGroup`]): `BEGIN IMMEDIATE` rides in the read when the group's transaction is not
+/// open yet, `COMMIT` in the write when nothing follows it. The outer error is a storage
+/// failure: nothing of the group may be kept.
 pub(crate) async fn append_group(
     tx: &mut GroupTx,
     requests: Vec<AppendRequest>,
 ) -> Result<Vec<Result<AppendReceipt>>> {
-    // [namespace, subject, conversation id, [message ids]], the request's index its key
-    let asked: Vec<(&str, &str, &str, Vec<&str>)> = requests
-        .iter()
-        .map(|r| {
-            (
-                r.scope.namespace().as_str(),
-                subject_of(&r.scope),
-                r.id.as_str(),
-                r.messages.iter().map(|m| m.id.as_str()).collect(),
-            )
-        })
-        .collect();
-    let asked = to_json(&asked);
     let probe = tx.first(
-        append_probe!(),
-        concat!("BEGIN IMMEDIATE;\n", append_probe!()),
+        sql::append_probe!(),
+        concat!("BEGIN IMMEDIATE;\n", sql::append_probe!()),
     );
-    let rows: Vec<ProbeRow> = sqlx::query_as(probe)
-        .bind(asked)
+    let rows: Vec<ProbeColumns> = sqlx::query_as(probe)
+        .bind(AppendGroup::asked(&requests))
         .fetch_all(tx.conn())
         .await
         .db()?;
-    // Per request: its conversation (pk, last seq); per conversation: the messages known so
-    // far, stored or appended earlier in this group.
-    let mut found: HashMap<usize, (i64, u64)> = HashMap::new();
-    let mut known: HashMap<i64, HashMap<MessageId, (u64, Message)>> = HashMap::new();
-    for (index, pk, last_seq, seq, body) in rows {
-        let index = usize::try_from(index).map_err(|e| corrupt("append index", e))?;
-        found.insert(index, (pk, seq_from_db(last_seq)));
-        if let (Some(seq), Some(body)) = (seq, body) {
-            let message = message_from(&body)?;
-            known
-                .entry(pk)
-                .or_default()
-                .insert(message.id.clone(), (seq_from_db(seq), message));
-        }
-    }
-    let mut last_seqs: HashMap<i64, (u64, Timestamp)> = HashMap::new();
-    // [pk, seq, id, role, body] of every new message; the body is the message's JSON carried
-    // as a JSON string, so it is stored byte for byte.
-    let mut fresh_rows: Vec<(i64, u64, String, &'static str, String)> = Vec::new();
-    let mut prunes: Vec<(usize, i64, u64)> = Vec::new();
-    let mut outcomes = Vec::with_capacity(requests.len());
-    for (i, request) in requests.into_iter().enumerate() {
-        let Some(&(pk, stored_last)) = found.get(&i) else {
-            outcomes.push(Err(MemoryError::not_found(
-                "conversation",
-                request.id.as_str(),
-            )));
-            continue;
-        };
-        let last_seq = last_seqs.get(&pk).map_or(stored_last, |(seq, _)| *seq);
-        let messages = known.entry(pk).or_default();
-        let plan = plan_append(last_seq, request.messages, &request.options, |id| {
-            messages.get(id).map(|(seq, m)| (*seq, m))
-        });
-        let AppendPlan { fresh, receipt } = match plan {
-            Ok(plan) => plan,
-            Err(e) => {
-                outcomes.push(Err(e));
-                continue;
-            }
-        };
-        if !fresh.is_empty() {
-            last_seqs.insert(pk, (receipt.last_seq, request.now));
-            if let Some(cutoff) = request
-                .options
-                .max_messages
-                .and_then(|max| receipt.last_seq.checked_sub(max))
-            {
-                prunes.push((i, pk, cutoff));
-            }
-        }
-        for StoredMessage { seq, message } in fresh {
-            fresh_rows.push((
+    let probe = rows
+        .into_iter()
+        .map(|(index, pk, last_seq, seq, body)| {
+            let stored = match (seq, body) {
+                (Some(seq), Some(body)) => Some((seq_from_db(seq), message_from(&body)?)),
+                _ => None,
+            };
+            Ok(ProbeRow {
+                index,
                 pk,
-                seq,
-                message.id.to_string(),
-                message.role.as_str(),
-                to_json(&message),
-            ));
-            messages.insert(message.id.clone(), (seq, message));
-        }
-        outcomes.push(Ok(receipt));
-    }
-    if fresh_rows.is_empty() {
-        return Ok(outcomes);
-    }
-    let conversations: Vec<(i64, i64, i64)> = last_seqs
-        .iter()
-        .map(|(pk, (seq, now))| (*pk, seq_to_db(*seq), millis(*now)))
-        .collect();
-    let write = if prunes.is_empty() {
-        tx.last(append_write!(), concat!(append_write!(), ";\nCOMMIT"))
+                last_seq: seq_from_db(last_seq),
+                stored,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let mut group = AppendGroup::plan(requests, probe);
+    let Some((messages, conversations)) = group.write.take() else {
+        return Ok(group.outcomes);
+    };
+    let write = if group.prunes.is_empty() {
+        tx.last(
+            sql::append_write!(),
+            concat!(sql::append_write!(), ";\nCOMMIT"),
+        )
     } else {
-        append_write!()
+        sql::append_write!()
     };
     sqlx::query(write)
-        .bind(to_json(&fresh_rows))
-        .bind(to_json(&conversations))
+        .bind(messages)
+        .bind(conversations)
         .execute(tx.conn())
         .await
         .db()?;
-    // Seqs are contiguous (nothing deletes single messages), so with a storage limit the
-    // oldest beyond it are exactly those at or below last_seq - max. Not carrying the COMMIT:
-    // SQLite's change count outlives the DELETE, and sqlx would add it again for the COMMIT.
-    for (i, pk, cutoff) in prunes {
+    // Not carrying the COMMIT: SQLite's change count outlives the DELETE, and sqlx would add
+    // it again for the COMMIT.
+    for (i, pk, cutoff) in std::mem::take(&mut group.prunes) {
         let pruned = sqlx::query(sql::conversations::DELETE_MESSAGES_THROUGH)
             .bind(pk)
             .bind(seq_to_db(cutoff))
@@ -239,11 +135,9 @@ pub(crate) async fn append_group(
             .await
             .db()?
             .rows_affected();
-        if let Some(Ok(receipt)) = outcomes.get_mut(i) {
-            receipt.pruned = pruned;
-        }
+        group.pruned(i, pruned);
     }
-    Ok(outcomes)
+    Ok(group.outcomes)
 }
 
 /// A read's messages as one JSON value, `[[seq, body], …]` in no particular order (NULL when

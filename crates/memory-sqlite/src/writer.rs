@@ -1,8 +1,8 @@
 //! Group commit: the writes of this process that arrive while another is being written share
 //! one transaction on the writer connection.
 //!
-//! A write is queued as a job, then its caller waits for either its answer or the writer
-//! connection. Whoever gets the connection takes every queued job and runs them one after
+//! A write is queued as a job (in the SQLite family's `WriteQueue`, which memory-libsql's
+//! appends use too), then its caller waits for either its answer or the writer connection. Whoever gets the connection takes every queued job and runs them one after
 //! another in one `BEGIN IMMEDIATE` transaction; after `COMMIT` each job answers with its own
 //! value or its own error (a conflict, a missing conversation), as it would have alone. SQLite
 //! writes one transaction at a time, so the cost of a transaction (the lock, the WAL frames,
@@ -18,15 +18,16 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Mutex;
 
 use memory_core::{AppendReceipt, MemoryError, Result};
+use memory_sqlite_sql::conversations::AppendRequest;
+use memory_sqlite_sql::group::{group_error, WriteQueue};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Executor;
 use tokio::sync::oneshot;
 
 use crate::connections::{Connections, Lease};
-use crate::conversations::{append_group, AppendRequest};
+use crate::conversations::append_group;
 use crate::db::{to_memory_error, BACKEND};
 
 /// A future borrowing the writer connection.
@@ -78,10 +79,6 @@ where
     }
 }
 
-/// Most writes one transaction takes; the rest wait for the next (a bound on how long one
-/// group holds the write lock).
-const MAX_GROUP: usize = 64;
-
 /// A write waiting for the writer connection: an append (the group's appends are read and
 /// written together) or any other job.
 enum Queued {
@@ -103,14 +100,14 @@ impl Queued {
 /// The writer connection and the writes waiting for it.
 pub(crate) struct Writer {
     connections: Connections,
-    queue: Mutex<Vec<Queued>>,
+    queue: WriteQueue<Queued>,
 }
 
 impl Writer {
     pub(crate) fn new(connections: Connections) -> Self {
         Self {
             connections,
-            queue: Mutex::default(),
+            queue: WriteQueue::default(),
         }
     }
 
@@ -142,42 +139,26 @@ impl Writer {
     }
 
     /// Queues a write, then waits for its answer or for the connection, whichever comes
-    /// first; with the connection, runs every queued write as one group.
-    async fn run<T>(&self, write: Queued, mut answer: oneshot::Receiver<Result<T>>) -> Result<T> {
-        self.queue.lock().expect("write queue").push(write);
-        loop {
-            tokio::select! {
-                biased;
-                answered = &mut answer => {
-                    return answered.unwrap_or_else(|_| Err(MemoryError::Unavailable {
-                        backend: BACKEND,
-                        source: "the write's group stopped before it answered".into(),
-                    }));
+    /// first; with the connection, runs every queued write as one group in a task of its own.
+    async fn run<T>(&self, write: Queued, answer: oneshot::Receiver<Result<T>>) -> Result<T> {
+        let lead = |conn: Result<Lease>, group: Vec<Queued>| {
+            match conn {
+                Ok(conn) if !group.is_empty() => {
+                    tokio::spawn(run_group(conn, group));
                 }
-                conn = self.connections.acquire() => {
-                    let group = self.take_group();
-                    match conn {
-                        Ok(conn) if !group.is_empty() => {
-                            tokio::spawn(run_group(conn, group));
-                        }
-                        // Another caller took ours: its answer is on the way.
-                        Ok(_) => {}
-                        Err(e) => {
-                            for write in group {
-                                write.fail(group_error(&e));
-                            }
-                        }
+                // Another caller took ours: its answer is on the way.
+                Ok(_) => {}
+                Err(e) => {
+                    for write in group {
+                        write.fail(group_error(BACKEND, &e));
                     }
                 }
             }
-        }
-    }
-
-    fn take_group(&self) -> Vec<Queued> {
-        let mut queue = self.queue.lock().expect("write queue");
-        let take = queue.len().min(MAX_GROUP);
-        let rest = queue.split_off(take);
-        std::mem::replace(&mut *queue, rest)
+            std::future::ready(())
+        };
+        self.queue
+            .submit(BACKEND, write, answer, || self.connections.acquire(), lead)
+            .await
     }
 }
 
@@ -316,13 +297,13 @@ async fn run_group(conn: Lease, group: Vec<Queued>) {
     }
     if let Some(e) = &failure {
         for reply in replies {
-            let _ = reply.send(Err(group_error(e)));
+            let _ = reply.send(Err(group_error(BACKEND, e)));
         }
         for answer in done {
-            (answer.send)(Some(group_error(e)));
+            (answer.send)(Some(group_error(BACKEND, e)));
         }
         for (_, job) in jobs {
-            job.fail(group_error(e));
+            job.fail(group_error(BACKEND, e));
         }
         return;
     }
@@ -337,20 +318,4 @@ async fn run_group(conn: Lease, group: Vec<Queued>) {
 /// An error a job decides before it writes anything (see [`run_group`]).
 fn is_decision(e: &MemoryError) -> bool {
     e.is_not_found() || e.is_conflict() || e.is_invalid_input() || e.is_already_exists()
-}
-
-/// The group's failure, once per job (a `MemoryError` is not `Clone`), as retryable as it was.
-fn group_error(e: &MemoryError) -> MemoryError {
-    let source = format!("the write's group transaction failed: {e}").into();
-    if e.is_retryable() {
-        MemoryError::Unavailable {
-            backend: BACKEND,
-            source,
-        }
-    } else {
-        MemoryError::Backend {
-            backend: BACKEND,
-            source,
-        }
-    }
 }
