@@ -1,20 +1,23 @@
 //! Conversations, messages and cursors.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use libsql::{Connection, Value};
+use libsql::{TransactionBehavior, Value};
 use memory_core::page::page_newest_first;
 use memory_core::{
-    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
-    ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
-    MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
+    AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
+    ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, NewConversation,
+    Page, Result, Scope, StoredMessage, Timestamp,
 };
 use memory_sqlite_sql as sql;
+use memory_sqlite_sql::conversations::{AppendGroup, AppendRequest, ProbeRow};
+use memory_sqlite_sql::group::group_error;
+use tokio::sync::{oneshot, OwnedMutexGuard};
 
 use crate::db::{
     corrupt, count_to_db, execute, metadata_from, millis, opt_text, row, rows, seq_from_db,
-    seq_to_db, subject_of, to_json, DbRow, RowExt,
+    seq_to_db, subject_of, to_json, Conn, DbResult, DbRow, RowExt, BACKEND,
 };
 use crate::LibsqlStore;
 
@@ -39,7 +42,7 @@ pub(crate) fn message_from(body: &str) -> Result<Message> {
 
 /// The conversation's row (pk and last seq), or `NotFound` in this scope.
 pub(crate) async fn conversation_pk(
-    conn: &Connection,
+    conn: &Conn,
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<(i64, u64)> {
@@ -54,7 +57,7 @@ pub(crate) async fn conversation_pk(
 }
 
 async fn fetch_conversation(
-    conn: &Connection,
+    conn: &Conn,
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<Conversation> {
@@ -206,80 +209,14 @@ impl ConversationStore for LibsqlStore {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        let now = self.clock.now();
-        let tx = self.write().await?;
-        // The conversation and those of the batch's ids already stored, in one statement
-        // driven by the ids (`CROSS JOIN` keeps the planner from scanning the conversation's
-        // messages: an append does not grow with its thread).
-        let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
-        let found = rows(
-            &tx,
-            "SELECT c.pk, c.last_seq, NULL, NULL FROM conversations c
-             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3
-             UNION ALL
-             SELECT c.pk, c.last_seq, m.seq, m.body FROM conversations c
-             CROSS JOIN json_each(?4) i
-             CROSS JOIN messages m ON m.conversation = c.pk AND m.id = i.value
-             WHERE c.namespace = ?1 AND c.subject = ?2 AND c.id = ?3",
-            (
-                scope.namespace().as_str(),
-                subject_of(scope),
-                id.as_str(),
-                to_json(&ids),
-            ),
-        )
-        .await?;
-        let Some(first) = found.first() else {
-            return Err(MemoryError::not_found("conversation", id.as_str()));
-        };
-        let (pk, last_seq) = (first.int(0)?, seq_from_db(first.int(1)?));
-        let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::with_capacity(found.len());
-        for row in &found {
-            if let (Some(seq), Some(body)) = (row.opt_int(2)?, row.opt_string(3)?) {
-                let message = message_from(&body)?;
-                stored.insert(message.id.clone(), (seq_from_db(seq), message));
-            }
-        }
-        let AppendPlan { fresh, mut receipt } = plan_append(last_seq, messages, &options, |id| {
-            stored.get(id).map(|(seq, m)| (*seq, m))
-        })?;
-        if fresh.is_empty() {
-            return Ok(receipt);
-        }
-        for StoredMessage { seq, message } in &fresh {
-            execute(
-                &tx,
-                "INSERT INTO messages (conversation, seq, id, role, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-                (
-                    pk,
-                    seq_to_db(*seq),
-                    message.id.as_str(),
-                    message.role.as_str(),
-                    to_json(message),
-                ),
-            )
-            .await?;
-        }
-        if let Some(max) = options.max_messages {
-            // Seqs are contiguous (nothing deletes single messages), so the oldest beyond the
-            // limit are exactly those at or below last_seq - max.
-            if let Some(cutoff) = receipt.last_seq.checked_sub(max) {
-                receipt.pruned = execute(
-                    &tx,
-                    sql::conversations::DELETE_MESSAGES_THROUGH,
-                    (pk, seq_to_db(cutoff)),
-                )
-                .await?;
-            }
-        }
-        execute(
-            &tx,
-            "UPDATE conversations SET last_seq = ?1, updated_at = ?2 WHERE pk = ?3",
-            (seq_to_db(receipt.last_seq), millis(now), pk),
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(receipt)
+        self.append_in_group(AppendRequest {
+            scope: scope.clone(),
+            id: id.clone(),
+            messages,
+            options,
+            now: self.clock.now(),
+        })
+        .await
     }
 
     async fn load(
@@ -399,4 +336,115 @@ impl ConversationStore for LibsqlStore {
         tx.commit().await?;
         Ok(seq_from_db(value))
     }
+}
+
+/// An append waiting for the writer connection, and where its answer goes.
+pub(crate) type QueuedAppend = (AppendRequest, oneshot::Sender<Result<AppendReceipt>>);
+
+impl LibsqlStore {
+    /// Group commit ([`WriteQueue`](memory_sqlite_sql::group::WriteQueue)): the appends of
+    /// this process that arrive while another write holds the writer connection share one
+    /// transaction, written together ([`AppendGroup`]), each answering with its own receipt or
+    /// its own error.
+    ///
+    /// A caller that stops waiting (a dropped future) must not leave the others' appends half
+    /// done. An embedded database runs each statement on the calling thread, so the group's
+    /// future ends in the poll that starts it and cannot be dropped halfway: it runs here,
+    /// without a task's hop (30 µs of a 230 µs append, measured on W1). A remote database waits
+    /// on the network, so its group runs in a task of its own.
+    async fn append_in_group(&self, request: AppendRequest) -> Result<AppendReceipt> {
+        let (reply, answer) = oneshot::channel();
+        let lead = |writer, group: Vec<QueuedAppend>| async move {
+            // An empty group: another caller took ours, and its answer is on the way.
+            if group.is_empty() {
+                return;
+            }
+            let group = run_append_group(writer, group);
+            if self.config.is_remote() {
+                tokio::spawn(group);
+            } else {
+                group.await;
+            }
+        };
+        self.appends
+            .submit(
+                BACKEND,
+                (request, reply),
+                answer,
+                || Arc::clone(&self.writer).lock_owned(),
+                lead,
+            )
+            .await
+    }
+}
+
+/// One group of appends in one `BEGIN IMMEDIATE` transaction, then the answers: each append's
+/// own outcome after the commit, or, when the transaction fails, the failure for all (nothing of
+/// theirs was kept).
+async fn run_append_group(writer: OwnedMutexGuard<Conn>, group: Vec<QueuedAppend>) {
+    let (requests, replies): (Vec<_>, Vec<_>) = group.into_iter().unzip();
+    match append_group(&writer, requests).await {
+        Ok(outcomes) => {
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                let _ = reply.send(outcome);
+            }
+        }
+        Err(e) => {
+            for reply in replies {
+                let _ = reply.send(Err(group_error(BACKEND, &e)));
+            }
+        }
+    }
+}
+
+async fn append_group(
+    conn: &Conn,
+    requests: Vec<AppendRequest>,
+) -> Result<Vec<Result<AppendReceipt>>> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .await
+        .db()?;
+    let probe = rows(
+        conn,
+        sql::conversations::APPEND_PROBE,
+        [AppendGroup::asked(&requests)],
+    )
+    .await?
+    .iter()
+    .map(|row| {
+        let stored = match (row.opt_int(3)?, row.opt_string(4)?) {
+            (Some(seq), Some(body)) => Some((seq_from_db(seq), message_from(&body)?)),
+            _ => None,
+        };
+        Ok(ProbeRow {
+            index: row.int(0)?,
+            pk: row.int(1)?,
+            last_seq: seq_from_db(row.int(2)?),
+            stored,
+        })
+    })
+    .collect::<Result<_>>()?;
+    let mut group = AppendGroup::plan(requests, probe);
+    let Some((messages, conversations)) = group.write.take() else {
+        return Ok(group.outcomes);
+    };
+    execute(conn, sql::conversations::APPEND_INSERT, [messages]).await?;
+    execute(
+        conn,
+        sql::conversations::APPEND_UPDATE,
+        (Value::Null, conversations),
+    )
+    .await?;
+    for (i, pk, cutoff) in std::mem::take(&mut group.prunes) {
+        let pruned = execute(
+            conn,
+            sql::conversations::DELETE_MESSAGES_THROUGH,
+            (pk, seq_to_db(cutoff)),
+        )
+        .await?;
+        group.pruned(i, pruned);
+    }
+    tx.commit().await.db()?;
+    Ok(group.outcomes)
 }

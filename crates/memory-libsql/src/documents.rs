@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use libsql::{Connection, Value};
+use libsql::Value;
 use memory_core::{
     CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
     MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
@@ -14,14 +14,14 @@ use memory_sqlite_sql as sql;
 
 use crate::conversations::conversation_pk;
 use crate::db::{
-    corrupt, execute, millis, row, rows, seq_from_db, seq_to_db, subject_of, text, to_json, DbRow,
-    RowExt,
+    corrupt, execute, millis, row, rows, seq_from_db, seq_to_db, subject_of, text, to_json, Conn,
+    DbRow, RowExt,
 };
 use crate::LibsqlStore;
 
 /// The `working_memory.conversation` of a key: the conversation's pk, 0 for the user document.
 pub(crate) async fn working_slot(
-    conn: &Connection,
+    conn: &Conn,
     scope: &Scope,
     key: &WorkingMemoryKey,
 ) -> Result<i64> {
@@ -35,11 +35,7 @@ pub(crate) fn format_from(text: &str) -> Result<WorkingMemoryFormat> {
     WorkingMemoryFormat::parse(text).ok_or_else(|| corrupt("working memory format", text))
 }
 
-async fn read_working(
-    conn: &Connection,
-    scope: &Scope,
-    slot: i64,
-) -> Result<Option<WorkingMemory>> {
+async fn read_working(conn: &Conn, scope: &Scope, slot: i64) -> Result<Option<WorkingMemory>> {
     row(
         conn,
         "SELECT content, format, revision, updated_at FROM working_memory
@@ -63,7 +59,7 @@ pub(crate) fn working_from(row: &DbRow, first: usize) -> Result<WorkingMemory> {
 
 /// Writes a working-memory document into its slot (set and restore).
 pub(crate) async fn write_working(
-    conn: &Connection,
+    conn: &Conn,
     scope: &Scope,
     slot: i64,
     memory: &WorkingMemory,
@@ -87,7 +83,7 @@ pub(crate) async fn write_working(
 
 /// Writes a cache entry with an absolute expiry (`cache_set` and restore).
 pub(crate) async fn put_cache(
-    conn: &Connection,
+    conn: &Conn,
     namespace: &Namespace,
     key: &str,
     value: &[u8],
@@ -173,11 +169,7 @@ pub(crate) fn checkpoint_from(row: &DbRow) -> Result<Checkpoint> {
     })
 }
 
-async fn fetch_checkpoint(
-    conn: &Connection,
-    scope: &Scope,
-    id: &CheckpointId,
-) -> Result<Checkpoint> {
+async fn fetch_checkpoint(conn: &Conn, scope: &Scope, id: &CheckpointId) -> Result<Checkpoint> {
     let found = row(
         conn,
         &format!(

@@ -1,7 +1,7 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
 
 use async_trait::async_trait;
-use libsql::{Connection, Value};
+use libsql::Value;
 use memory_core::exact::{decode_f32_le, encode_f32_le};
 use memory_core::fact::{fact_tokens, order_history};
 use memory_core::lexical::tokenize;
@@ -18,7 +18,8 @@ use memory_sqlite_sql::facts::{
 };
 
 use crate::db::{
-    corrupt, count_to_db, execute, millis, row, rows, subject_of, text, to_json, DbRow, RowExt,
+    corrupt, count_to_db, execute, millis, row, rows, subject_of, text, to_json, Conn, DbRow,
+    RowExt,
 };
 use crate::LibsqlStore;
 
@@ -63,12 +64,7 @@ pub(crate) fn embedding_value(embedding: Option<&[f32]>) -> Value {
     embedding.map_or(Value::Null, |e| Value::Blob(encode_f32_le(e)))
 }
 
-pub(crate) async fn insert_tokens(
-    conn: &Connection,
-    scope: &Scope,
-    pk: i64,
-    text: &str,
-) -> Result<()> {
+pub(crate) async fn insert_tokens(conn: &Conn, scope: &Scope, pk: i64, text: &str) -> Result<()> {
     let tokens: Vec<String> = fact_tokens(text).into_iter().collect();
     execute(
         conn,

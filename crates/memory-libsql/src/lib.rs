@@ -22,8 +22,11 @@
 //!   connection behind an async mutex and every write transaction starts with
 //!   `BEGIN IMMEDIATE`, so it holds the write lock before it reads; concurrent writers in this
 //!   process queue on the mutex, writers in other processes wait in the busy handler
-//!   (`busy_timeout`). Reads take a connection of their own and never block writes. An
-//!   in-memory or remote database has one connection, shared by reads and writes.
+//!   (`busy_timeout`). Appends that arrive while another write holds the connection share one
+//!   transaction (group commit), each with its own receipt or error. Reads take a connection
+//!   of their own and never block writes. An in-memory or remote database has one connection,
+//!   shared by reads and writes. Each local connection keeps its statements prepared (libsql
+//!   has no statement cache, and compiling a statement costs as much as running it).
 //! - **Vectors.** Each collection's vectors live in a table of their own whose column is
 //!   `F32_BLOB(dims)`, with a DiskANN index (`libsql_vector_idx`, cosine or l2, neighbours
 //!   compressed to 8-bit floats) for cosine and Euclidean collections. A search asks the index
@@ -78,14 +81,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
 use std::time::Duration;
 
-use libsql::{Connection, Database, Transaction, TransactionBehavior};
+use libsql::{Database, Transaction, TransactionBehavior};
 use memory_core::{Clock, MemoryError, Result, SystemClock};
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 pub use db::MIGRATIONS;
 pub use vectors::MAX_INDEX_CANDIDATES;
 
-use crate::db::DbResult;
+use crate::db::{Conn, DbResult};
 
 /// The file used by [`LibsqlStore::from_env`] when `AGENT_MEMORY_LIBSQL_URL` is unset.
 pub const DEFAULT_PATH: &str = "./.agent-memory/memory-libsql.db";
@@ -145,6 +148,11 @@ impl LibsqlConfig {
             Location::File(path) => Some(path),
             _ => None,
         }
+    }
+
+    /// Whether the database is a remote server's.
+    pub fn is_remote(&self) -> bool {
+        matches!(self.location, Location::Remote { .. })
     }
 }
 
@@ -271,6 +279,7 @@ impl LibsqlStoreBuilder {
                 permits: Arc::new(Semaphore::new(config.readers)),
             }),
             writer: Arc::new(Mutex::new(writer)),
+            appends: memory_sqlite_sql::group::WriteQueue::default(),
             database,
             clock: self.clock,
             config,
@@ -295,9 +304,9 @@ async fn open_remote(url: &str, _auth_token: &str) -> Result<Database> {
 }
 
 /// A new connection with the store's settings (a file's pragmas; nothing for a remote one).
-async fn connect(database: &Database, config: &LibsqlConfig) -> Result<Connection> {
-    let conn = database.connect().db()?;
-    if let Location::Remote { .. } = config.location {
+async fn connect(database: &Database, config: &LibsqlConfig) -> Result<Conn> {
+    let conn = Conn::new(database.connect().db()?, config.is_remote());
+    if config.is_remote() {
         return Ok(conn);
     }
     conn.busy_timeout(config.busy_timeout).db()?;
@@ -337,14 +346,16 @@ fn parse_url(url: &str) -> std::result::Result<Location, String> {
 
 /// Idle reader connections of a file database, at most `readers` in use at once.
 struct Readers {
-    idle: SyncMutex<Vec<Connection>>,
+    idle: SyncMutex<Vec<Conn>>,
     permits: Arc<Semaphore>,
 }
 
 /// Every memory contract on one libSQL database. Cheap to share behind an `Arc`.
 pub struct LibsqlStore {
     database: Database,
-    writer: Arc<Mutex<Connection>>,
+    writer: Arc<Mutex<Conn>>,
+    /// Appends waiting for the writer connection, written together by whoever gets it.
+    appends: memory_sqlite_sql::group::WriteQueue<conversations::QueuedAppend>,
     /// `None`: reads share the writer's connection (in memory, remote).
     readers: Option<Readers>,
     clock: Arc<dyn Clock>,
@@ -364,8 +375,8 @@ impl fmt::Debug for LibsqlStore {
 pub(crate) struct Tx<'a> {
     // Field order is drop order: the transaction ends before its connection is given back.
     transaction: Transaction,
-    _writer: Option<OwnedMutexGuard<Connection>>,
-    _reader: Option<ReaderLease<'a>>,
+    writer: Option<OwnedMutexGuard<Conn>>,
+    reader: Option<ReaderLease<'a>>,
 }
 
 impl Tx<'_> {
@@ -375,16 +386,19 @@ impl Tx<'_> {
 }
 
 impl std::ops::Deref for Tx<'_> {
-    type Target = Connection;
+    type Target = Conn;
 
-    fn deref(&self) -> &Connection {
-        &self.transaction
+    fn deref(&self) -> &Conn {
+        self.writer
+            .as_deref()
+            .or_else(|| self.reader.as_ref()?.conn.as_ref())
+            .expect("a transaction holds its connection until it is dropped")
     }
 }
 
 /// A reader connection on loan; given back to the idle list when dropped.
 struct ReaderLease<'a> {
-    conn: Option<Connection>,
+    conn: Option<Conn>,
     readers: &'a Readers,
     _permit: OwnedSemaphorePermit,
 }
@@ -445,8 +459,8 @@ impl LibsqlStore {
             .db()?;
         Ok(Tx {
             transaction: tx,
-            _writer: Some(writer),
-            _reader: None,
+            writer: Some(writer),
+            reader: None,
         })
     }
 
@@ -460,8 +474,8 @@ impl LibsqlStore {
                 .db()?;
             return Ok(Tx {
                 transaction: tx,
-                _writer: Some(writer),
-                _reader: None,
+                writer: Some(writer),
+                reader: None,
             });
         };
         let permit = Arc::clone(&readers.permits)
@@ -486,8 +500,8 @@ impl LibsqlStore {
             .db()?;
         Ok(Tx {
             transaction: tx,
-            _writer: None,
-            _reader: Some(ReaderLease {
+            writer: None,
+            reader: Some(ReaderLease {
                 conn: Some(conn),
                 readers,
                 _permit: permit,
@@ -496,7 +510,7 @@ impl LibsqlStore {
     }
 }
 
-async fn scalar_count(conn: &Connection, sql: &str) -> Result<u64> {
+async fn scalar_count(conn: &Conn, sql: &str) -> Result<u64> {
     use crate::db::RowExt;
     let n = db::row(conn, sql, ()).await?.map_or(Ok(0), |r| r.int(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
@@ -509,6 +523,6 @@ pub async fn migrate_file_with(
     migrations: &[memory_core::migration::Migration],
 ) -> Result<Vec<u32>> {
     let database = libsql::Builder::new_local(path).build().await.db()?;
-    let conn = database.connect().db()?;
+    let conn = Conn::new(database.connect().db()?, false);
     db::migrate(&conn, migrations).await
 }

@@ -3,7 +3,6 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
-use libsql::Connection;
 use memory_core::transfer::sort_canonical;
 use memory_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
@@ -14,7 +13,7 @@ use memory_sqlite_sql as sql;
 use crate::conversations::{conversation_from, conversation_pk, message_from};
 use crate::db::{
     corrupt, execute, millis, opt_text, row, rows, seq_from_db, seq_to_db, subject_of, text,
-    to_json, RowExt,
+    to_json, Conn, RowExt,
 };
 use crate::documents::{
     checkpoint_from, put_cache, working_from, working_slot, write_working, CHECKPOINT_COLUMNS,
@@ -37,7 +36,7 @@ fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
 
 /// Strings of the first column of every row.
 async fn strings(
-    conn: &Connection,
+    conn: &Conn,
     sql: &str,
     params: impl libsql::params::IntoParams,
 ) -> Result<Vec<String>> {
@@ -232,11 +231,7 @@ impl TransferStore for LibsqlStore {
 
 /// Writes one record in the restore transaction. Records come in canonical order, so parents
 /// (collections, conversations) are written before their children.
-async fn restore_one(
-    conn: &Connection,
-    record: Record,
-    collections: &mut CollectionCache,
-) -> Result<()> {
+async fn restore_one(conn: &Conn, record: Record, collections: &mut CollectionCache) -> Result<()> {
     match record {
         Record::Collection { namespace, spec } => {
             if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use async_trait::async_trait;
-use libsql::{Connection, Value};
+use libsql::Value;
 use memory_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex};
 use memory_core::{
     CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorHit,
@@ -13,8 +13,8 @@ use memory_core::{
 };
 
 use crate::db::{
-    corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, subject_of, to_json, DbRow,
-    RowExt,
+    corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, subject_of, to_json, Conn,
+    DbRow, RowExt,
 };
 use crate::LibsqlStore;
 
@@ -88,7 +88,7 @@ fn collection_from(row: &DbRow) -> Result<CollectionRow> {
 }
 
 pub(crate) async fn find_collection(
-    conn: &Connection,
+    conn: &Conn,
     namespace: &Namespace,
     name: &str,
 ) -> Result<Option<CollectionRow>> {
@@ -104,7 +104,7 @@ pub(crate) async fn find_collection(
 
 /// Every collection of a namespace, by name.
 pub(crate) async fn namespace_collections(
-    conn: &Connection,
+    conn: &Conn,
     namespace: &Namespace,
 ) -> Result<Vec<CollectionRow>> {
     rows(
@@ -119,7 +119,7 @@ pub(crate) async fn namespace_collections(
 }
 
 /// Every collection's table.
-pub(crate) async fn all_tables(conn: &Connection) -> Result<Vec<String>> {
+pub(crate) async fn all_tables(conn: &Conn) -> Result<Vec<String>> {
     rows(conn, "SELECT pk FROM collections ORDER BY pk", ())
         .await?
         .iter()
@@ -127,7 +127,7 @@ pub(crate) async fn all_tables(conn: &Connection) -> Result<Vec<String>> {
         .collect()
 }
 
-async fn collection(conn: &Connection, namespace: &Namespace, name: &str) -> Result<CollectionRow> {
+async fn collection(conn: &Conn, namespace: &Namespace, name: &str) -> Result<CollectionRow> {
     find_collection(conn, namespace, name)
         .await?
         .ok_or_else(|| MemoryError::not_found("collection", name))
@@ -136,7 +136,7 @@ async fn collection(conn: &Connection, namespace: &Namespace, name: &str) -> Res
 /// Creates a collection: its row, its table and (cosine, Euclidean) its DiskANN index. The
 /// caller has checked that none of that name exists.
 pub(crate) async fn insert_collection(
-    conn: &Connection,
+    conn: &Conn,
     namespace: &Namespace,
     spec: &CollectionSpec,
 ) -> Result<()> {
@@ -190,7 +190,7 @@ pub(crate) async fn insert_collection(
 /// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
 /// namespace (part of deleting the conversation).
 pub(crate) async fn delete_conversation_vectors(
-    conn: &Connection,
+    conn: &Conn,
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<()> {
@@ -209,7 +209,7 @@ pub(crate) async fn delete_conversation_vectors(
 }
 
 /// Deletes every vector of the scope in the namespace's collections; returns how many.
-pub(crate) async fn delete_scope_vectors(conn: &Connection, scope: &Scope) -> Result<u64> {
+pub(crate) async fn delete_scope_vectors(conn: &Conn, scope: &Scope) -> Result<u64> {
     let mut removed = 0;
     for collection in namespace_collections(conn, scope.namespace()).await? {
         removed += execute(
@@ -225,7 +225,7 @@ pub(crate) async fn delete_scope_vectors(conn: &Connection, scope: &Scope) -> Re
 /// Writes one vector record (checked against its collection by the caller). The vector is bound
 /// as its little-endian `f32` blob, which is libSQL's `F32_BLOB` format.
 pub(crate) async fn write_vector(
-    conn: &Connection,
+    conn: &Conn,
     collection: &CollectionRow,
     scope: &Scope,
     record: &VectorRecord,
@@ -311,7 +311,7 @@ fn rank_exactly(
 
 /// The records of ranked rowids, in rank order.
 async fn hits(
-    conn: &Connection,
+    conn: &Conn,
     collection: &CollectionRow,
     ranked: Vec<(i64, f32)>,
     include_vectors: bool,
@@ -361,7 +361,7 @@ impl LibsqlStore {
     /// read (for a filter known to keep few rows: on 100,000 rows keeping 1%, reading every
     /// vector cost 250 ms).
     async fn search_exactly(
-        conn: &Connection,
+        conn: &Conn,
         collection: &CollectionRow,
         subject: &str,
         query: &VectorQuery,
@@ -416,7 +416,7 @@ impl LibsqlStore {
     /// under a quarter of the candidates), or when the candidates tie across the `k`-th place
     /// (so ties break by id as everywhere).
     async fn search_index(
-        conn: &Connection,
+        conn: &Conn,
         collection: &CollectionRow,
         index: &str,
         subject: &str,
