@@ -116,6 +116,79 @@ pub async fn concurrent_appends_lose_and_duplicate_nothing(ctx: &Ctx) {
     assert_eq!(read.last_seq, total as u64);
 }
 
+/// Appends whose callers stop waiting (a dropped future: a timeout, a cancelled request) land
+/// whole or not at all — now or later, as a server may commit what a client stopped waiting
+/// for — and the appends around them (which a store may write in the same transaction) land
+/// and answer as if alone: 8 writers append 20 batches of 3 each; the odd
+/// writers give up on each append after 0–300 µs. Every batch is stored whole or not at all, in
+/// contiguous seqs, once; every acknowledged batch is stored; every even writer's batch lands.
+pub async fn abandoned_appends_land_whole_or_not_at_all(ctx: &Ctx) {
+    const ABANDONING_BATCHES: usize = 20;
+    let c = conversation(ctx, ctx.scope()).await;
+    let acknowledged = race(ctx, WRITERS, |backend, scope, w| {
+        let id = c.id.clone();
+        async move {
+            let mut acknowledged = Vec::new();
+            for b in 0..ABANDONING_BATCHES {
+                let batch = (0..3)
+                    .map(|i| text(&format!("w{w}-b{b}-{i}"), Role::User, "abandoned?"))
+                    .collect();
+                let append = backend.append(&scope, &id, batch, AppendOptions::default());
+                if w % 2 == 0 {
+                    append.await?;
+                    acknowledged.push(format!("w{w}-b{b}"));
+                } else {
+                    // The future is polled at least once, then dropped at the deadline.
+                    let patience = std::time::Duration::from_micros(50 * (b % 7) as u64);
+                    if let Ok(appended) = tokio::time::timeout(patience, append).await {
+                        appended?;
+                        acknowledged.push(format!("w{w}-b{b}"));
+                    }
+                }
+            }
+            Ok(acknowledged)
+        }
+    })
+    .await;
+    let loaded = load(ctx, &c.id, LoadOptions::raw()).await;
+    let seqs: Vec<u64> = loaded.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=loaded.len() as u64).collect::<Vec<_>>(),
+        "seqs without gaps"
+    );
+    let mut batches: HashMap<String, Vec<(u64, String)>> = HashMap::new();
+    for m in &loaded {
+        let id = m.message.id.to_string();
+        let (batch, item) = id.rsplit_once('-').expect("w-b-i ids");
+        batches
+            .entry(batch.to_owned())
+            .or_default()
+            .push((m.seq, item.to_owned()));
+    }
+    for (batch, items) in &batches {
+        let first = items[0].0;
+        let expected: Vec<(u64, String)> = (0..3).map(|i| (first + i, i.to_string())).collect();
+        assert_eq!(items, &expected, "batch {batch} whole, once, in order");
+    }
+    for (w, result) in acknowledged.into_iter().enumerate() {
+        let acknowledged = result.must("an append its caller waits for lands");
+        if w % 2 == 0 {
+            assert_eq!(
+                acknowledged.len(),
+                ABANDONING_BATCHES,
+                "writer {w} waited for all"
+            );
+        }
+        for batch in acknowledged {
+            assert!(
+                batches.contains_key(&batch),
+                "acknowledged {batch} is stored"
+            );
+        }
+    }
+}
+
 /// Writers retrying the same batches concurrently store each message exactly once.
 pub async fn concurrent_retries_of_one_batch_apply_once(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;

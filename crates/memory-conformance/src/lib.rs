@@ -81,6 +81,7 @@ macro_rules! __with_scenarios {
                 concurrent_retries_of_one_batch_apply_once: None,
                 concurrent_compare_and_append_has_one_winner: None,
                 concurrent_writes_keep_their_own_outcomes: None,
+                abandoned_appends_land_whole_or_not_at_all: None,
                 concurrent_working_memory_compare_and_set_has_one_winner: None,
                 concurrent_supersedes_leave_one_current_fact: None,
                 concurrent_supersedes_keep_history_in_supersede_order: None,
