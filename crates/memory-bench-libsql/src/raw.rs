@@ -1,6 +1,8 @@
 //! The hand-written side: memory-libsql's statements on the libsql driver, on the same file
 //! and tables, with the same connections (one writer, `readers` readers), pragmas and
-//! transaction shapes (`BEGIN IMMEDIATE` writes, deferred read transactions).
+//! transaction shapes (`BEGIN IMMEDIATE` writes, deferred read transactions). Each statement is
+//! prepared at every call, as libsql's `query` and `execute` do (the driver keeps no statement
+//! cache; the store keeps its own).
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,7 +10,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use libsql::{Connection, Database, TransactionBehavior, Value};
-use memory_bench::workloads::{in_rank_order, query_tokens_json, rank_holding, RawDriver};
+use memory_bench::workloads::{
+    in_rank_order, query_tokens_json, rank_holding, MessageRecall, RawDriver,
+};
+use memory_core::exact::encode_f32_le;
 use memory_core::{ConversationId, Message, Scope, Timestamp};
 use memory_sqlite_sql::conversations::list_page;
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
@@ -305,6 +310,76 @@ impl RawDriver for RawLibsql {
         in_rank_order(
             &top,
             facts.iter().map(|row| (int(&row[0]), string(&row[2]))),
+        )
+    }
+
+    /// The store's reads of a turn's semantic recall, in one read transaction: the collection's
+    /// table, the conversation's last seq, the nearest of the conversation's vectors before the
+    /// window ranked exactly by libSQL (`vector_distance_cos`, as the store's exact scan of a
+    /// small scope does, here with the conversation and seq filter in SQL), and their messages.
+    async fn recall_messages(
+        &self,
+        scope: &Scope,
+        id: &ConversationId,
+        recall: &MessageRecall<'_>,
+    ) -> Option<Vec<Message>> {
+        let conn = self.reader().await;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .await
+            .expect("begin");
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let collection = rows(
+            &tx,
+            "SELECT pk FROM collections WHERE namespace = ?1 AND name = ?2",
+            (namespace, recall.collection),
+        )
+        .await;
+        let table = format!("vectors_{}", int(&collection.first()?[0]));
+        let conversation = rows(
+            &tx,
+            "SELECT pk, last_seq FROM conversations
+             WHERE namespace = ?1 AND subject = ?2 AND id = ?3",
+            (namespace, subject, id.as_str()),
+        )
+        .await;
+        let (pk, last_seq) = (int(&conversation[0][0]), int(&conversation[0][1]));
+        let before = last_seq - i64::try_from(recall.window).expect("window") + 1;
+        let nearest = rows(
+            &tx,
+            &format!(
+                "SELECT seq FROM (
+                     SELECT metadata ->> '$.seq' AS seq,
+                            vector_distance_cos(vector, ?3) AS distance
+                     FROM {table}
+                     WHERE subject = ?1 AND conversation_id = ?2
+                       AND metadata ->> '$.seq' < ?4)
+                 WHERE 1 - distance >= ?5 ORDER BY distance LIMIT ?6"
+            ),
+            (
+                subject,
+                id.as_str(),
+                Value::Blob(encode_f32_le(recall.vector)),
+                before,
+                f64::from(recall.min_score),
+                i64::try_from(recall.limit).expect("limit"),
+            ),
+        )
+        .await;
+        let seqs: Vec<i64> = nearest.iter().map(|row| int(&row[0])).collect();
+        let bodies = rows(
+            &tx,
+            "SELECT body FROM messages
+             WHERE conversation = ?1 AND seq IN (SELECT value FROM json_each(?2))",
+            (pk, serde_json::to_string(&seqs).expect("seqs serialize")),
+        )
+        .await;
+        tx.commit().await.expect("commit");
+        Some(
+            bodies
+                .iter()
+                .map(|row| serde_json::from_str(&string(&row[0])).expect("a stored message"))
+                .collect(),
         )
     }
 
