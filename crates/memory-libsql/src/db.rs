@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Mutex as SyncMutex, PoisonError};
 
-use libsql::{params::IntoParams, Connection, Statement, Value};
+use libsql::params::{IntoParams, Params};
+use libsql::{Connection, Statement, Value};
 use memory_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use memory_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use memory_sqlite_sql::migrations;
@@ -154,9 +155,30 @@ pub(crate) async fn rows(conn: &Conn, sql: &str, params: impl IntoParams) -> Res
         return drain(conn.query(sql, params).await.db()?).await;
     }
     let (sql, statement) = conn.statement(sql).await?;
-    let all = drain(statement.query(params).await.db()?).await?;
+    let all = drain(
+        statement
+            .query(every_parameter(&statement, params)?)
+            .await
+            .db()?,
+    )
+    .await?;
     conn.give_back(sql, statement);
     Ok(all)
+}
+
+/// `params` with every parameter of a reused statement bound: SQLite keeps a statement's
+/// bindings across resets (and libsql cannot clear them), so a parameter left out would keep
+/// the last call's value instead of being NULL as in a fresh statement.
+fn every_parameter(statement: &Statement, params: impl IntoParams) -> Result<Params> {
+    let mut values = match params.into_params().db()? {
+        Params::None => Vec::new(),
+        Params::Positional(values) => values,
+        named @ Params::Named(_) => return Ok(named),
+    };
+    if values.len() < statement.parameter_count() {
+        values.resize(statement.parameter_count(), Value::Null);
+    }
+    Ok(Params::Positional(values))
 }
 
 async fn drain(mut rows: libsql::Rows) -> Result<Vec<DbRow>> {
@@ -178,7 +200,10 @@ pub(crate) async fn execute(conn: &Conn, sql: &str, params: impl IntoParams) -> 
         return conn.execute(sql, params).await.db();
     }
     let (sql, statement) = conn.statement(sql).await?;
-    let changed = statement.execute(params).await.db()?;
+    let changed = statement
+        .execute(every_parameter(&statement, params)?)
+        .await
+        .db()?;
     conn.give_back(sql, statement);
     Ok(u64::try_from(changed).unwrap_or(u64::MAX))
 }
@@ -350,4 +375,25 @@ pub(crate) async fn schema_version(conn: &Conn) -> Result<u32> {
         .transpose()?
         .flatten();
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_reused_statement_binds_what_a_call_leaves_out_as_null() {
+        let database = libsql::Builder::new_local(":memory:")
+            .build()
+            .await
+            .unwrap();
+        let conn = Conn::new(database.connect().unwrap(), false);
+        let first = rows(&conn, "SELECT ?1, ?2", (1, 2)).await.unwrap();
+        assert_eq!(first[0].int(1).unwrap(), 2);
+        let second = rows(&conn, "SELECT ?1, ?2", [3]).await.unwrap();
+        assert_eq!(second[0].int(0).unwrap(), 3);
+        assert_eq!(second[0].opt_int(1).unwrap(), None, "not the last call's 2");
+        let cached = conn.statements.as_ref().unwrap().lock().unwrap().len();
+        assert_eq!(cached, 1, "one statement, prepared once");
+    }
 }
