@@ -444,35 +444,60 @@ async fn seed_payloads(ctx: &Ctx, scope: &Scope) {
     b.put_checkpoint(scope, checkpoint).await.must("checkpoint");
 }
 
-/// How a remember's cost grows with the subject: the median time of a remember among its first
-/// 100 facts and among its last 100 of 10,000 (a third expiring in an hour, a fifth keyed), for
-/// the measurement examples. A store that purges expired facts or finds duplicates by scanning
-/// the subject shows a ratio far above 1.
+/// How a remember's cost grows with the subject's facts, for the measurement examples: two
+/// subjects of `namespace` are filled, one with 100 facts and one with 10,000 (a third expiring
+/// in an hour, a fifth keyed, keys repeating every 500); then the same 200 remembers go to each,
+/// in interleaved pairs whose order alternates. Returns the medians in the small subject (100 to
+/// 300 facts) and in the large one (10,000 to 10,200). Interleaving keeps the machine's drift,
+/// the log's growth and its checkpoints alike on both sides, and the same facts ask the same work
+/// of both (their keyed fifth supersedes on both), so only the subject's size differs. A store
+/// that purges expired facts or finds duplicates by scanning the subject shows a ratio far
+/// above 1.
 pub async fn remember_growth(
     store: &dyn memory_core::FactStore,
-    scope: &Scope,
+    namespace: &str,
 ) -> (std::time::Duration, std::time::Duration) {
-    let median = |mut samples: Vec<std::time::Duration>| {
+    use memory_core::{NewFact, RememberOptions, Timestamp};
+    let hour = std::time::Duration::from_hours(1);
+    let fact = |text: String, i: u64, key: String| {
+        let mut fact = NewFact::new(text);
+        if i.is_multiple_of(3) {
+            fact.expires_at = Some(Timestamp::now().saturating_add(hour));
+        }
+        if i.is_multiple_of(5) {
+            fact.key = Some(key);
+        }
+        fact
+    };
+    let small = Scope::new(namespace, "remember-among-100").expect("scope");
+    let large = Scope::new(namespace, "remember-among-10000").expect("scope");
+    for (scope, facts) in [(&small, 100u64), (&large, 10_000)] {
+        for i in 0..facts {
+            let text = format!("fact {i}: the user prefers option {}", i % 97);
+            let new = fact(text, i, format!("preference-{}", i % 500));
+            store
+                .remember(scope, new, RememberOptions::default())
+                .await
+                .expect("remember");
+        }
+    }
+    let mut took = [Vec::with_capacity(200), Vec::with_capacity(200)];
+    for j in 0..200u64 {
+        let order = if j.is_multiple_of(2) { [0, 1] } else { [1, 0] };
+        for side in order {
+            let text = format!("probe {j}: the user now prefers option {}", j % 89);
+            let new = fact(text, j, format!("probe-{}", j % 20));
+            let started = std::time::Instant::now();
+            store
+                .remember([&small, &large][side], new, RememberOptions::default())
+                .await
+                .expect("remember");
+            took[side].push(started.elapsed());
+        }
+    }
+    let [among_100, among_10000] = took.map(|mut samples| {
         samples.sort();
         samples[samples.len() / 2]
-    };
-    let mut took = Vec::with_capacity(10_000);
-    for i in 0..10_000u64 {
-        let mut fact =
-            memory_core::NewFact::new(format!("fact {i}: the user prefers option {}", i % 97));
-        if i % 3 == 0 {
-            let hour = std::time::Duration::from_hours(1);
-            fact.expires_at = Some(memory_core::Timestamp::now().saturating_add(hour));
-        }
-        if i % 5 == 0 {
-            fact.key = Some(format!("preference-{}", i % 500));
-        }
-        let started = std::time::Instant::now();
-        store
-            .remember(scope, fact, memory_core::RememberOptions::default())
-            .await
-            .expect("remember");
-        took.push(started.elapsed());
-    }
-    (median(took[..100].to_vec()), median(took[9_900..].to_vec()))
+    });
+    (among_100, among_10000)
 }

@@ -3,8 +3,8 @@
 //! (through the DiskANN index, and through the exact scan it picks for small scopes) against an
 //! exact scan in SQL and against the bare DiskANN query (no scope, no re-rank), twice: with ten
 //! subjects (the caller's scope keeps 10% of the rows) and with all rows in one scope. Figures
-//! are medians over 50 queries, the variants interleaved. First, a remember's cost among a
-//! subject's first 100 facts against at 10,000 (it must not grow with the subject).
+//! are medians over 50 queries, the variants interleaved. First, a remember's cost in a subject
+//! of 100 facts against one of 10,000, interleaved (it must not grow with the subject).
 //!
 //! `cargo run --release -p memory-libsql --example measure-libsql`
 
@@ -158,10 +158,9 @@ async fn main() {
         .open()
         .await
         .unwrap();
-    let facts = Scope::new("measure", "user-facts").unwrap();
-    let (first, last) = memory_conformance::support::remember_growth(&indexed, &facts).await;
+    let (first, last) = memory_conformance::support::remember_growth(&indexed, "measure").await;
     println!(
-        "remember: among the first 100 facts {first:?}, at 10,000 {last:?}, ratio {:.2}",
+        "remember: among 100 facts {first:?}, among 10,000 {last:?}, ratio {:.2}",
         last.as_secs_f64() / first.as_secs_f64()
     );
     let data = clustered_vectors(ROWS + QUERIES, DIMS, 11);

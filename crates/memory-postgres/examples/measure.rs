@@ -4,8 +4,8 @@
 //! 50,000 messages (binary `COPY` through a staging table) against a hand-written binary `COPY`
 //! straight into the messages table; and HNSW recall@10 against an exact scan on 20,000
 //! clustered 384-dim vectors with top-10 latencies; and exact top-10 on 100,000 × 384 vectors
-//! without an index against raw pgvector exact SQL. First, a remember's cost among a subject's
-//! first 100 facts against at 10,000 (it must not grow with the subject).
+//! without an index against raw pgvector exact SQL. First, a remember's cost in a subject of 100
+//! facts against one of 10,000, interleaved (it must not grow with the subject).
 //!
 //! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
 //!  cargo run --release -p memory-postgres --example measure-postgres`
@@ -242,10 +242,10 @@ async fn main() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis();
-    let facts = Scope::new("measure", format!("facts-{run}")).unwrap();
-    let (first, last) = memory_conformance::support::remember_growth(&indexed, &facts).await;
+    let (first, last) =
+        memory_conformance::support::remember_growth(&indexed, &format!("measure-{run}")).await;
     println!(
-        "remember: among the first 100 facts {first:?}, at 10,000 {last:?}, ratio {:.2}",
+        "remember: among 100 facts {first:?}, among 10,000 {last:?}, ratio {:.2}",
         last.as_secs_f64() / first.as_secs_f64()
     );
 
