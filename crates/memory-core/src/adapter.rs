@@ -11,7 +11,7 @@
 //! | [`WorkingMemoryUpdate::apply`], [`CheckpointUpdate::apply_to`] | fenced writes against the stored revision or version |
 //! | [`plan_remember`] | a remember over the scope's facts: dedupe, supersede, `max_facts` eviction |
 //! | [`rank_facts`], [`rank_candidates`], [`eviction_order`], [`fact_tokens`], [`order_history`] | lexical/semantic/hybrid recall (over whole facts, or over what a token index tells of them), the eviction order, what to index, the order of a key's versions |
-//! | [`rank_hits`], [`ExactIndex`], [`MatrixCache`], [`tie_across_k`], [`Filter::matches`] | vector order and ties, exact top-k, a scan's matrix kept per version of the data, when an index's ties need settling, what a filter means |
+//! | [`rank_hits`], [`ExactIndex`], [`TopK`], [`MatrixCache`], [`tie_across_k`], [`Filter::matches`] | vector order and ties, exact top-k (over a matrix, or over a scan as it streams), a scan's matrix kept per version of the data, when an index's ties need settling, what a filter means |
 //! | [`page_newest_first`], [`Cursor`] | keyset paging of newest-first listings |
 //! | [`NewConversation::into_conversation`], [`NewFact::into_fact`], [`NewCheckpoint::into_checkpoint`] | the records a create makes |
 //! | [`sort_canonical`] | the order of an export and of a restore |
@@ -21,7 +21,7 @@
 
 pub use crate::checkpoint::{CheckpointUpdate, NewCheckpoint};
 pub use crate::conversation::{plan_append, AppendPlan, NewConversation};
-pub use crate::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache};
+pub use crate::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache, TopK};
 pub use crate::fact::{
     eviction_order, fact_tokens, order_history, plan_remember, rank_candidates, rank_facts,
     NewFact, RecallCandidate, RememberPlan,

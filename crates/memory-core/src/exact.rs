@@ -324,6 +324,142 @@ impl ExactIndex {
     }
 }
 
+/// The best `k` rows of a scan offered one at a time, in [`ExactIndex::search`]'s order (score
+/// descending, then id ascending) and with its scores bit for bit, holding only the `k` best:
+/// a backend that streams a scan ranks it without holding the scan, and reads a row's id and
+/// metadata only when its score could enter ([`could_enter`](Self::could_enter)).
+///
+/// ```
+/// use memory_core::exact::{encode_f32_le, TopK};
+/// use memory_core::{Metric, VectorQuery};
+/// let query = VectorQuery::new(vec![1.0, 0.0], 1);
+/// let mut top = TopK::new(&query, Metric::Dot);
+/// for (id, vector) in [("east", [1.0, 0.0]), ("north", [0.0, 1.0])] {
+///     let score = top.score_le_bytes(&encode_f32_le(&vector)).expect("2 dims");
+///     if top.could_enter(score) {
+///         top.offer(score, id, id.len());
+///     }
+/// }
+/// assert_eq!(top.into_ranked(), [(4, 1.0)], "east, by its payload");
+/// ```
+#[derive(Debug)]
+pub struct TopK<T> {
+    query: Vec<f32>,
+    query_squared: f32,
+    metric: Metric,
+    k: usize,
+    min_score: Option<f32>,
+    /// A row's vector, decoded into the same buffer every time.
+    row: Vec<f32>,
+    /// The best rows so far; the greatest (the worst of them) on top.
+    kept: std::collections::BinaryHeap<Kept<T>>,
+}
+
+#[derive(Debug)]
+struct Kept<T> {
+    score: f32,
+    id: Box<str>,
+    payload: T,
+}
+
+/// Worse is greater: a lower score, or an equal score and a greater id.
+impl<T> Ord for Kept<T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .score
+            .total_cmp(&self.score)
+            .then_with(|| self.id.cmp(&other.id))
+    }
+}
+
+impl<T> PartialOrd for Kept<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<T> PartialEq for Kept<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl<T> Eq for Kept<T> {}
+
+impl<T> TopK<T> {
+    /// An empty ranking for `query` (validated against its collection, whose metric is
+    /// `metric`); its filter is the caller's to apply, its `k` and `min_score` are applied here.
+    pub fn new(query: &VectorQuery, metric: Metric) -> Self {
+        Self {
+            query_squared: dot(&query.vector, &query.vector),
+            query: query.vector.clone(),
+            metric,
+            k: query.k,
+            min_score: query.min_score,
+            row: Vec::with_capacity(query.vector.len()),
+            kept: std::collections::BinaryHeap::with_capacity(query.k.saturating_add(1)),
+        }
+    }
+
+    /// The score of a row stored as a little-endian `f32` blob, or `None` when the blob does
+    /// not hold the query's dimensions.
+    pub fn score_le_bytes(&mut self, bytes: &[u8]) -> Option<f32> {
+        if bytes.len() != self.query.len() * 4 {
+            return None;
+        }
+        self.row.clear();
+        self.row.extend(f32_le_iter(bytes));
+        let (q, v) = (&self.query, &self.row);
+        Some(match self.metric {
+            Metric::Cosine => cosine_with_squared_norms(q, v, self.query_squared, dot(v, v)),
+            metric => metric.score(q, v),
+        })
+    }
+
+    /// Whether a row of `score` may enter the best `k` (if its id and filter allow): false
+    /// rows need not be read further.
+    pub fn could_enter(&self, score: f32) -> bool {
+        if self.k == 0 || !self.min_score.is_none_or(|min| score >= min) {
+            return false;
+        }
+        self.kept.len() < self.k
+            || self
+                .kept
+                .peek()
+                .is_none_or(|worst| score.total_cmp(&worst.score).is_ge())
+    }
+
+    /// Offers a row (one that [could enter](Self::could_enter) and matches the filter): it is
+    /// kept if it ranks among the best `k` so far.
+    pub fn offer(&mut self, score: f32, id: &str, payload: T) {
+        if !self.could_enter(score) {
+            return;
+        }
+        if self.kept.len() == self.k {
+            let worst = self.kept.peek().expect("k > 0 rows kept");
+            let enters = score.total_cmp(&worst.score).is_gt() || *id < *worst.id;
+            if !enters {
+                return;
+            }
+            self.kept.pop();
+        }
+        self.kept.push(Kept {
+            score,
+            id: id.into(),
+            payload,
+        });
+    }
+
+    /// The rows kept, best first, as `(payload, score)`.
+    pub fn into_ranked(self) -> Vec<(T, f32)> {
+        self.kept
+            .into_sorted_vec()
+            .into_iter()
+            .map(|kept| (kept.payload, kept.score))
+            .collect()
+    }
+}
+
 /// Matrices by key (a collection and a scope), each with the version of the stored data it was
 /// read at, within a memory budget: a backend that scans in Rust reads a scope's matrix once per
 /// version instead of once per query.
@@ -521,6 +657,48 @@ mod tests {
                 assert_eq!(score.to_bits(), metric.score(&q, &rows[row]).to_bits());
             }
         }
+    }
+
+    proptest::proptest! {
+        /// A streamed ranking is the matrix's ranking: same rows, same order, same score bits,
+        /// whatever the ties (few distinct components), `k` and `min_score`.
+        #[test]
+        fn top_k_ranks_a_stream_as_the_index_ranks_its_matrix(
+            rows in proptest::collection::vec(proptest::collection::vec(-2i8..3, 3), 0..40),
+            query in proptest::collection::vec(-2i8..3, 3),
+            k in 1usize..12,
+            min_score in proptest::option::of(-1.0f32..1.0),
+        ) {
+            let floats = |v: &Vec<i8>| v.iter().map(|x| f32::from(*x)).collect::<Vec<f32>>();
+            let mut query = VectorQuery::new(floats(&query), k);
+            query.min_score = min_score;
+            for metric in [Metric::Cosine, Metric::Dot, Metric::Euclidean] {
+                let mut index = ExactIndex::new(3, metric);
+                let mut top = TopK::new(&query, metric);
+                for (i, row) in rows.iter().enumerate() {
+                    // Ids out of row order, so ties cannot break by position by accident.
+                    let name = format!("r{:02}", (i * 7) % 41);
+                    let bytes = encode_f32_le(&floats(row));
+                    index.push_le_bytes(id(&name), &bytes, Metadata::new());
+                    let score = top.score_le_bytes(&bytes).unwrap();
+                    if top.could_enter(score) {
+                        top.offer(score, &name, i);
+                    }
+                }
+                let streamed: Vec<(usize, u32)> =
+                    top.into_ranked().into_iter().map(|(i, s)| (i, s.to_bits())).collect();
+                let matrix: Vec<(usize, u32)> =
+                    index.search(&query).into_iter().map(|(i, s)| (i, s.to_bits())).collect();
+                proptest::prop_assert_eq!(streamed, matrix);
+            }
+        }
+    }
+
+    #[test]
+    fn a_blob_of_other_dimensions_has_no_score() {
+        let mut top: TopK<()> = TopK::new(&VectorQuery::new(vec![1.0, 0.0], 1), Metric::Dot);
+        assert_eq!(top.score_le_bytes(&encode_f32_le(&[1.0, 0.0, 0.0])), None);
+        assert_eq!(top.score_le_bytes(&[0; 7]), None);
     }
 
     #[test]

@@ -68,15 +68,6 @@ pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
 pub(crate) struct DbRow(Vec<Value>);
 
 impl DbRow {
-    /// The bytes of a blob or text column, borrowed (no copy, for scans).
-    pub(crate) fn bytes(&self, column: usize) -> Result<&[u8]> {
-        match self.0.get(column) {
-            Some(Value::Blob(b)) => Ok(b),
-            Some(Value::Text(s)) => Ok(s.as_bytes()),
-            other => Err(corrupt("bytes", format!("{other:?} in column {column}"))),
-        }
-    }
-
     fn read(row: &libsql::Row) -> Result<Self> {
         (0..row.column_count())
             .map(|i| row.get_value(i).db())
@@ -151,19 +142,41 @@ impl std::ops::Deref for Conn {
 
 /// Every row of a query.
 pub(crate) async fn rows(conn: &Conn, sql: &str, params: impl IntoParams) -> Result<Vec<DbRow>> {
+    let mut all = Vec::new();
+    scan(conn, sql, params, |row| {
+        all.push(DbRow::read(row)?);
+        Ok(())
+    })
+    .await?;
+    Ok(all)
+}
+
+/// Hands every row of a query to `each` as the driver holds it, before the next step: a scan
+/// copies only the columns `each` reads, and holds no more than one row.
+pub(crate) async fn scan(
+    conn: &Conn,
+    sql: &str,
+    params: impl IntoParams,
+    mut each: impl FnMut(&libsql::Row) -> Result<()>,
+) -> Result<()> {
     if conn.statements.is_none() {
-        return drain(conn.query(sql, params).await.db()?).await;
+        let mut rows = conn.query(sql, params).await.db()?;
+        while let Some(row) = rows.next().await.db()? {
+            each(&row)?;
+        }
+        return Ok(());
     }
     let (sql, statement) = conn.statement(sql).await?;
-    let all = drain(
-        statement
-            .query(every_parameter(&statement, params)?)
-            .await
-            .db()?,
-    )
-    .await?;
+    let mut rows = statement
+        .query(every_parameter(&statement, params)?)
+        .await
+        .db()?;
+    while let Some(row) = rows.next().await.db()? {
+        each(&row)?;
+    }
+    drop(rows);
     conn.give_back(sql, statement);
-    Ok(all)
+    Ok(())
 }
 
 /// `params` with every parameter of a reused statement bound: SQLite keeps a statement's
@@ -179,14 +192,6 @@ fn every_parameter(statement: &Statement, params: impl IntoParams) -> Result<Par
         values.resize(statement.parameter_count(), Value::Null);
     }
     Ok(Params::Positional(values))
-}
-
-async fn drain(mut rows: libsql::Rows) -> Result<Vec<DbRow>> {
-    let mut all = Vec::new();
-    while let Some(row) = rows.next().await.db()? {
-        all.push(DbRow::read(&row)?);
-    }
-    Ok(all)
 }
 
 /// The first row of a query, if any (the statement still runs to completion).
@@ -281,6 +286,13 @@ impl RowExt for DbRow {
             .get(column)
             .cloned()
             .ok_or_else(|| corrupt("row", format!("no column {column}")))
+    }
+}
+
+impl RowExt for libsql::Row {
+    fn value(&self, column: usize) -> Result<Value> {
+        let column = i32::try_from(column).map_err(|e| corrupt("row", e))?;
+        self.get_value(column).db()
     }
 }
 

@@ -32,7 +32,7 @@
 //!   compressed to 8-bit floats) for cosine and Euclidean collections. A search asks the index
 //!   (`vector_top_k`) for more candidates than `k` — scaled by how small a part of the
 //!   collection the caller's scope is — keeps those in the scope and matching the filter, and
-//!   re-ranks them exactly in Rust ([`memory_core::exact::ExactIndex`]), so scores equal the
+//!   re-ranks them exactly in Rust ([`memory_core::exact::TopK`]), so scores equal the
 //!   exact ones. When fewer than `k` candidates survive, it asks again for four times as many;
 //!   past [`MAX_INDEX_CANDIDATES`] it scans the scope exactly. So scope and filter always hold
 //!   and at least `min(k, matching)` hits come back. Capabilities declare
@@ -41,7 +41,8 @@
 //!   scope (tunable with [`LibsqlStoreBuilder::index_min_rows`]), and always for dot-product
 //!   collections (DiskANN has no such metric), a search scans the scope exactly: measured on
 //!   20,000 × 384 vectors, that is as fast as one index query up to a few thousand rows, with
-//!   perfect recall.
+//!   perfect recall. A scan ranks rows as they stream, keeping only the best `k`, and reads a
+//!   row's id and metadata only when its score could enter them.
 //! - **Free text is stored as BLOB.** libsql's Rust driver reads TEXT through a C string, which
 //!   would cut text at its first NUL; titles, fact text, working memory and vector text are
 //!   bound and stored as bytes, and every column is decoded without panicking.

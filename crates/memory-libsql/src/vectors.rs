@@ -6,15 +6,15 @@ use std::fmt::Write as _;
 
 use async_trait::async_trait;
 use libsql::Value;
-use memory_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex};
+use memory_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, TopK};
 use memory_core::{
-    CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorHit,
-    VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+    CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
+    VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
 
 use crate::db::{
-    corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, subject_of, to_json, Conn,
-    DbRow, RowExt,
+    corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, scan, subject_of, to_json,
+    Conn, DbRow, RowExt,
 };
 use crate::LibsqlStore;
 
@@ -278,35 +278,58 @@ pub(crate) fn record_from(row: &DbRow, first: usize, include_vector: bool) -> Re
 /// Columns a search reads of every candidate (the text and references only of the winners).
 const SCAN_COLUMNS: &str = "rowid, id, vector, metadata";
 
+/// The exact top `k` of rows of [`SCAN_COLUMNS`] offered one at a time, as `(rowid, score)`:
+/// a row's id and metadata are read only when its score could enter, so an unfiltered scan
+/// reads each row's vector and nothing else.
+struct Ranking<'q> {
+    top: TopK<i64>,
+    filter: Option<&'q Filter>,
+}
+
+impl<'q> Ranking<'q> {
+    fn new(collection: &CollectionRow, query: &'q VectorQuery) -> Self {
+        Self {
+            top: TopK::new(query, collection.spec.metric),
+            filter: query.filter.as_ref(),
+        }
+    }
+
+    fn offer(&mut self, row: &impl RowExt) -> Result<()> {
+        let vector = row.blob(2)?;
+        let score = self
+            .top
+            .score_le_bytes(&vector)
+            .ok_or_else(|| corrupt("vector", format!("{} bytes", vector.len())))?;
+        if !self.top.could_enter(score) {
+            return Ok(());
+        }
+        if let Some(filter) = self.filter {
+            if !filter.matches(&metadata_from(&row.string(3)?)?) {
+                return Ok(());
+            }
+        }
+        self.top.offer(score, &row.string(1)?, row.int(0)?);
+        Ok(())
+    }
+
+    /// The top `k`, best first.
+    fn into_ranked(self) -> Vec<(i64, f32)> {
+        self.top.into_ranked()
+    }
+}
+
 /// Candidate rows ([`SCAN_COLUMNS`]) ranked exactly: the query's top `k` of them as
-/// `(rowid, score)`, best first. Metadata is decoded only when a filter needs it.
+/// `(rowid, score)`, best first.
 fn rank_exactly(
     collection: &CollectionRow,
     candidates: &[DbRow],
     query: &VectorQuery,
 ) -> Result<Vec<(i64, f32)>> {
-    let mut index = ExactIndex::new(collection.spec.dims, collection.spec.metric);
+    let mut ranking = Ranking::new(collection, query);
     for row in candidates {
-        let vector = row.bytes(2)?;
-        if vector.len() != collection.spec.dims * 4 {
-            return Err(corrupt("vector", format!("{} bytes", vector.len())));
-        }
-        let id = std::str::from_utf8(row.bytes(1)?).map_err(|e| corrupt("vector id", e))?;
-        let metadata = match &query.filter {
-            Some(_) => metadata_from(&row.string(3)?)?,
-            None => memory_core::Metadata::new(),
-        };
-        index.push_le_bytes(
-            VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
-            vector,
-            metadata,
-        );
+        ranking.offer(row)?;
     }
-    index
-        .search(query)
-        .into_iter()
-        .map(|(i, score)| Ok((candidates[i].int(0)?, score)))
-        .collect()
+    Ok(ranking.into_ranked())
 }
 
 /// The records of ranked rowids, in rank order.
@@ -356,10 +379,10 @@ fn first_budget(k: usize, scope_rows: usize, total_rows: usize, filtered: bool) 
 }
 
 impl LibsqlStore {
-    /// The exact answer: every row of the scope, ranked in Rust. With `filter_first`, the
-    /// scope's metadata is read and filtered first and only the matching rows' vectors are
-    /// read (for a filter known to keep few rows: on 100,000 rows keeping 1%, reading every
-    /// vector cost 250 ms).
+    /// The exact answer: every row of the scope, ranked in Rust as the scan streams (holding
+    /// only the best `k`). With `filter_first`, the scope's metadata is read and filtered
+    /// first and only the matching rows' vectors are read (for a filter known to keep few
+    /// rows: on 100,000 rows keeping 1%, reading every vector cost 250 ms).
     async fn search_exactly(
         conn: &Conn,
         collection: &CollectionRow,
@@ -368,44 +391,53 @@ impl LibsqlStore {
         filter_first: bool,
     ) -> Result<Vec<VectorHit>> {
         let table = collection.table();
-        let candidates = match query.filter.as_ref().filter(|_| filter_first) {
+        let mut ranking = Ranking::new(collection, query);
+        match query.filter.as_ref().filter(|_| filter_first) {
             None => {
-                rows(
+                scan(
                     conn,
                     &format!("SELECT {SCAN_COLUMNS} FROM {table} WHERE subject = ?1"),
                     [subject],
+                    |row| ranking.offer(row),
                 )
-                .await?
+                .await?;
             }
             Some(filter) => {
                 let mut matching = Vec::new();
-                for row in rows(
+                scan(
                     conn,
                     &format!("SELECT rowid, metadata FROM {table} WHERE subject = ?1"),
                     [subject],
+                    |row| {
+                        if filter.matches(&metadata_from(&row.string(1)?)?) {
+                            matching.push(row.int(0)?);
+                        }
+                        Ok(())
+                    },
                 )
-                .await?
-                {
-                    if filter.matches(&metadata_from(&row.string(1)?)?) {
-                        matching.push(row.int(0)?);
-                    }
-                }
+                .await?;
                 if matching.is_empty() {
                     return Ok(Vec::new());
                 }
-                rows(
+                scan(
                     conn,
                     &format!(
                         "SELECT {SCAN_COLUMNS} FROM {table}
                          WHERE rowid IN (SELECT value FROM json_each(?1))"
                     ),
                     [to_json(&matching)],
+                    |row| ranking.offer(row),
                 )
-                .await?
+                .await?;
             }
-        };
-        let ranked = rank_exactly(collection, &candidates, query)?;
-        hits(conn, collection, ranked, query.include_vectors).await
+        }
+        hits(
+            conn,
+            collection,
+            ranking.into_ranked(),
+            query.include_vectors,
+        )
+        .await
     }
 
     /// Through the DiskANN index — unless the scope holds fewer than `index_min_rows` rows, when
