@@ -298,19 +298,13 @@ impl ExactIndex {
             })
             .map(|row| {
                 let v = &self.data[row * self.dims..(row + 1) * self.dims];
-                let score = match self.metric {
-                    Metric::Cosine => {
-                        cosine_with_squared_norms(q, v, q_squared, self.squared_norms[row])
-                    }
-                    metric => metric.score(q, v),
-                };
+                let score = score(self.metric, q, q_squared, v, || self.squared_norms[row]);
                 (score, row)
             })
             .filter(|(score, _)| query.min_score.is_none_or(|min| *score >= min))
             .collect();
         let order = |a: &(f32, usize), b: &(f32, usize)| {
-            b.0.total_cmp(&a.0)
-                .then_with(|| self.ids[a.1].cmp(&self.ids[b.1]))
+            rank_order((a.0, self.ids[a.1].as_str()), (b.0, self.ids[b.1].as_str()))
         };
         if scored.len() > query.k {
             scored.select_nth_unstable_by(query.k - 1, order);
@@ -322,6 +316,26 @@ impl ExactIndex {
             .map(|(score, row)| (row, score))
             .collect()
     }
+}
+
+/// A row's score: cosine from the squared norms (the row's computed only for cosine), the other
+/// metrics directly; every exact ranking scores through here, so all give the same bits.
+fn score(
+    metric: Metric,
+    q: &[f32],
+    q_squared: f32,
+    v: &[f32],
+    v_squared: impl FnOnce() -> f32,
+) -> f32 {
+    match metric {
+        Metric::Cosine => cosine_with_squared_norms(q, v, q_squared, v_squared()),
+        metric => metric.score(q, v),
+    }
+}
+
+/// The order of every exact ranking, on `(score, id)`: score descending, then id ascending.
+fn rank_order(a: (f32, &str), b: (f32, &str)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1))
 }
 
 /// The best `k` rows of a scan offered one at a time, in [`ExactIndex::search`]'s order (score
@@ -362,13 +376,10 @@ struct Kept<T> {
     payload: T,
 }
 
-/// Worse is greater: a lower score, or an equal score and a greater id.
+/// Worse is greater: the rank order.
 impl<T> Ord for Kept<T> {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        other
-            .score
-            .total_cmp(&self.score)
-            .then_with(|| self.id.cmp(&other.id))
+        rank_order((self.score, &self.id), (other.score, &other.id))
     }
 }
 
@@ -410,10 +421,7 @@ impl<T> TopK<T> {
         self.row.clear();
         self.row.extend(f32_le_iter(bytes));
         let (q, v) = (&self.query, &self.row);
-        Some(match self.metric {
-            Metric::Cosine => cosine_with_squared_norms(q, v, self.query_squared, dot(v, v)),
-            metric => metric.score(q, v),
-        })
+        Some(score(self.metric, q, self.query_squared, v, || dot(v, v)))
     }
 
     /// Whether a row of `score` may enter the best `k` (if its id and filter allow): false
@@ -437,8 +445,7 @@ impl<T> TopK<T> {
         }
         if self.kept.len() == self.k {
             let worst = self.kept.peek().expect("k > 0 rows kept");
-            let enters = score.total_cmp(&worst.score).is_gt() || *id < *worst.id;
-            if !enters {
+            if rank_order((score, id), (worst.score, &worst.id)).is_ge() {
                 return;
             }
             self.kept.pop();
