@@ -159,23 +159,25 @@ pub(crate) async fn scan(
     params: impl IntoParams,
     mut each: impl FnMut(&libsql::Row) -> Result<()>,
 ) -> Result<()> {
-    if conn.statements.is_none() {
-        let mut rows = conn.query(sql, params).await.db()?;
-        while let Some(row) = rows.next().await.db()? {
-            each(&row)?;
-        }
-        return Ok(());
-    }
-    let (sql, statement) = conn.statement(sql).await?;
-    let mut rows = statement
-        .query(every_parameter(&statement, params)?)
-        .await
-        .db()?;
+    // A remote connection runs the SQL as is; a local one reuses a cached statement, given
+    // back once its rows are read.
+    let (mut rows, reused) = if conn.statements.is_none() {
+        (conn.query(sql, params).await.db()?, None)
+    } else {
+        let (sql, statement) = conn.statement(sql).await?;
+        let rows = statement
+            .query(every_parameter(&statement, params)?)
+            .await
+            .db()?;
+        (rows, Some((sql, statement)))
+    };
     while let Some(row) = rows.next().await.db()? {
         each(&row)?;
     }
     drop(rows);
-    conn.give_back(sql, statement);
+    if let Some((sql, statement)) = reused {
+        conn.give_back(sql, statement);
+    }
     Ok(())
 }
 

@@ -318,20 +318,6 @@ impl<'q> Ranking<'q> {
     }
 }
 
-/// Candidate rows ([`SCAN_COLUMNS`]) ranked exactly: the query's top `k` of them as
-/// `(rowid, score)`, best first.
-fn rank_exactly(
-    collection: &CollectionRow,
-    candidates: &[DbRow],
-    query: &VectorQuery,
-) -> Result<Vec<(i64, f32)>> {
-    let mut ranking = Ranking::new(collection, query);
-    for row in candidates {
-        ranking.offer(row)?;
-    }
-    Ok(ranking.into_ranked())
-}
-
 /// The records of ranked rowids, in rank order.
 async fn hits(
     conn: &Conn,
@@ -419,6 +405,8 @@ impl LibsqlStore {
                 if matching.is_empty() {
                     return Ok(Vec::new());
                 }
+                // Every row read next matches: the filter need not be checked again.
+                ranking.filter = None;
                 scan(
                     conn,
                     &format!(
@@ -489,34 +477,42 @@ impl LibsqlStore {
                 .join(", "),
         );
         let probe = Value::Blob(encode_f32_le(&query.vector));
+        // One row past k: a tie across the k-th place shows there, and the index chose among
+        // the equal rows, not necessarily the smallest ids, so such a tie is settled exactly.
+        let one_past_k = VectorQuery {
+            k: query.k + 1,
+            ..query.clone()
+        };
         // Whether an earlier round showed the filter keeping few of the scope's rows.
         let mut selective = false;
         loop {
             if budget >= total_rows || budget > MAX_INDEX_CANDIDATES {
                 return Self::search_exactly(conn, collection, subject, query, selective).await;
             }
-            let candidates =
-                rows(conn, &sql, (probe.clone(), count_to_db(budget), subject)).await?;
-            let eligible = match &query.filter {
-                None => candidates.len(),
-                Some(filter) => candidates
-                    .iter()
-                    .map(|row| Ok(filter.matches(&metadata_from(&row.string(3)?)?)))
-                    .collect::<Result<Vec<bool>>>()?
-                    .into_iter()
-                    .filter(|m| *m)
-                    .count(),
-            };
+            // Candidates are filtered here, once each, and the eligible ranked as they stream.
+            let mut ranking = Ranking::new(collection, &one_past_k);
+            ranking.filter = None;
+            let (mut candidates, mut eligible) = (0, 0);
+            scan(
+                conn,
+                &sql,
+                (probe.clone(), count_to_db(budget), subject),
+                |row| {
+                    candidates += 1;
+                    if let Some(filter) = &query.filter {
+                        if !filter.matches(&metadata_from(&row.string(3)?)?) {
+                            return Ok(());
+                        }
+                    }
+                    eligible += 1;
+                    ranking.offer(row)
+                },
+            )
+            .await?;
             // `k` eligible candidates: farther ones cannot enter the top k (up to the index's
             // approximation), and a `min_score` cut only removes the farthest.
             if eligible >= query.k {
-                // One row past k: a tie across the k-th place shows there, and the index chose
-                // among the equal rows, not necessarily the smallest ids: settle it exactly.
-                let one_past_k = VectorQuery {
-                    k: query.k + 1,
-                    ..query.clone()
-                };
-                let mut ranked = rank_exactly(collection, &candidates, &one_past_k)?;
+                let mut ranked = ranking.into_ranked();
                 if tie_across_k(&ranked, query.k) {
                     return Self::search_exactly(conn, collection, subject, query, false).await;
                 }
@@ -531,7 +527,7 @@ impl LibsqlStore {
             } else {
                 budget.saturating_mul(2 * query.k).div_ceil(eligible)
             };
-            selective = query.filter.is_some() && eligible * 4 < candidates.len();
+            selective = query.filter.is_some() && eligible * 4 < candidates;
             budget = needed.max(budget.saturating_mul(4));
         }
     }
