@@ -187,6 +187,66 @@ pub async fn list_pages_cover_every_conversation_once(ctx: &Ctx) {
     assert_eq!(ids, made);
 }
 
+/// Filtered pages walk a long run of conversations created in the same millisecond, most of
+/// them filtered out, and still list every match once, newest first (ties by id descending):
+/// a store that reads its index in chunks must resume inside the tie without skipping or
+/// repeating.
+pub async fn list_filtered_pages_cross_a_long_tie(ctx: &Ctx) {
+    let b = ctx.backend();
+    let mut matching = Vec::new();
+    for i in 0..40 {
+        let agent = if i % 5 == 0 { "kept" } else { "other" };
+        let made = b
+            .create_conversation(
+                ctx.scope(),
+                NewConversation {
+                    agent: Some(agent.into()),
+                    ..NewConversation::default()
+                },
+            )
+            .await
+            .must("create");
+        if agent == "kept" {
+            matching.push((made.created_at, made.id));
+        }
+        if i == 29 {
+            ctx.clock().advance(Duration::from_millis(1));
+        }
+    }
+    let (mut seen, mut cursor, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let page = b
+            .list_conversations(
+                ctx.scope(),
+                ConversationQuery {
+                    agent: Some("kept".into()),
+                    limit: Some(2),
+                    cursor: cursor.take(),
+                    ..ConversationQuery::default()
+                },
+            )
+            .await
+            .must("page");
+        pages += 1;
+        assert!(page.items.len() <= 2);
+        assert!(page
+            .items
+            .iter()
+            .all(|c| c.agent.as_deref() == Some("kept")));
+        seen.extend(page.items.into_iter().map(|c| (c.created_at, c.id)));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    matching.sort_by(|a, b| b.cmp(a));
+    assert_eq!(
+        seen, matching,
+        "every match once, newest first, ties by id descending"
+    );
+    assert_eq!(pages, 4, "8 matches in pages of 2");
+}
+
 /// Conversations created between pages do not shift or repeat later pages.
 pub async fn list_cursor_is_stable_under_concurrent_inserts(ctx: &Ctx) {
     for _ in 0..10 {

@@ -45,6 +45,7 @@ macro_rules! __with_scenarios {
                 list_is_newest_first: None,
                 list_filters_by_agent_resource_and_record: None,
                 list_pages_cover_every_conversation_once: None,
+                list_filtered_pages_cross_a_long_tie: None,
                 list_cursor_is_stable_under_concurrent_inserts: None,
                 list_rejects_malformed_cursor_and_bad_limit: None,
                 update_changes_title_and_metadata: None,

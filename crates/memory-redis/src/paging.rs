@@ -1,29 +1,34 @@
 //! Newest-first listings read page by page from a zset scored by `created_at`, so a page costs
 //! what it returns (plus what the filters skip), not the whole index.
 
+use std::collections::VecDeque;
+
 use memory_core::page::Cursor;
 use memory_core::{Result, Timestamp};
 
 use crate::{RedisResultExt, RedisStore};
 
-/// Ids read from the index per round trip.
-const CHUNK: usize = 256;
-
 /// Walks a zset (score `created_at`, member id) newest first from after a keyset cursor.
 ///
 /// Equal scores come in reverse byte order of id from `ZREVRANGEBYSCORE`: the listing's tie
 /// order, so the items found, cut by `memory_core::page::page_newest_first` without a cursor,
-/// page exactly as on every other backend. Each chunk after the first starts at the last score
+/// page exactly as on every other backend. Each read after the first starts at the last score
 /// read, past the entries of that score already read; the keyset filter drops any entry read
 /// twice because an insert moved it, so inserts during a listing never duplicate an item.
+///
+/// Ids are read twice as many as the page still needs (the cursor's own entry and its ties come
+/// again, and filters drop items) but handed out only as many as it needs, so a page without
+/// filters reads the documents of its own items and no more.
 pub(crate) struct IdPager {
     index: String,
     /// The highest score to read from (`None`: `+inf`).
     max: Option<i64>,
-    /// Everything returned comes after this (the caller's cursor, then the last id read).
+    /// Everything read comes after this (the caller's cursor, then the last id read).
     after: Option<Cursor>,
     offset: usize,
     exhausted: bool,
+    /// Ids read but not yet handed out, newest first.
+    read: VecDeque<String>,
     /// The page size.
     pub(crate) size: usize,
 }
@@ -38,20 +43,35 @@ impl IdPager {
             after,
             offset: 0,
             exhausted: false,
+            read: VecDeque::new(),
             size,
         }
     }
 
-    /// The next ids after the cursor, or `None` once the index is exhausted or `found` items
-    /// already fill the page (one more than its size tells whether another page follows).
+    /// The next ids after the cursor, at most as many as the page still needs, or `None` once
+    /// the index is exhausted or `found` items already fill the page (one more than its size
+    /// tells whether another page follows).
     pub(crate) async fn next(
         &mut self,
         store: &RedisStore,
         found: usize,
     ) -> Result<Option<Vec<String>>> {
-        if self.exhausted || found > self.size {
+        if found > self.size {
             return Ok(None);
         }
+        let needed = self.size + 1 - found;
+        while self.read.is_empty() {
+            if self.exhausted {
+                return Ok(None);
+            }
+            self.read_more(store, needed.saturating_mul(2)).await?;
+        }
+        let handed = needed.min(self.read.len());
+        Ok(Some(self.read.drain(..handed).collect()))
+    }
+
+    /// Reads up to `count` entries from the index into `read`, dropping those read before.
+    async fn read_more(&mut self, store: &RedisStore, count: usize) -> Result<()> {
         let chunk: Vec<(String, i64)> = redis::cmd("ZREVRANGEBYSCORE")
             .arg(&self.index)
             .arg(
@@ -62,11 +82,11 @@ impl IdPager {
             .arg("WITHSCORES")
             .arg("LIMIT")
             .arg(self.offset)
-            .arg(CHUNK)
+            .arg(count)
             .query_async(&mut store.conn())
             .await
             .db()?;
-        self.exhausted = chunk.len() < CHUNK;
+        self.exhausted = chunk.len() < count;
         // Next time: from the last score read, past every entry of that score read so far
         // (entries come in order, so those of the last score end the chunk).
         if let Some(&(_, last)) = chunk.last() {
@@ -78,20 +98,16 @@ impl IdPager {
             };
             self.max = Some(last);
         }
-        let fresh: Vec<(String, i64)> = chunk
-            .into_iter()
-            .filter(|(id, created)| {
-                self.after
-                    .as_ref()
-                    .is_none_or(|c| c.precedes(Timestamp::from_millis(*created), id))
-            })
-            .collect();
-        if let Some((id, created)) = fresh.last() {
-            self.after = Some(Cursor {
-                created_at: Timestamp::from_millis(*created),
-                id: id.clone(),
-            });
+        for (id, created) in chunk {
+            let created = Timestamp::from_millis(created);
+            if self.after.as_ref().is_none_or(|c| c.precedes(created, &id)) {
+                self.read.push_back(id.clone());
+                self.after = Some(Cursor {
+                    created_at: created,
+                    id,
+                });
+            }
         }
-        Ok(Some(fresh.into_iter().map(|(id, _)| id).collect()))
+        Ok(())
     }
 }
