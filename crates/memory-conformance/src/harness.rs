@@ -245,6 +245,16 @@ struct Failure {
 }
 
 /// Runs one scenario: `Ok` with `Passed` or `Skipped` and a reason, or the failure.
+/// How long one scenario may take, its backend's setup included: `MEMORY_TEST_SCENARIO_SECS`
+/// (seconds), or 600 — far past any scenario on a working backend (the slowest take seconds).
+fn scenario_limit() -> std::time::Duration {
+    let secs = std::env::var("MEMORY_TEST_SCENARIO_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(600);
+    std::time::Duration::from_secs(secs)
+}
+
 async fn execute<F>(
     backend: &str,
     factory: F,
@@ -254,8 +264,18 @@ where
     F: FnOnce(Arc<dyn Clock>) -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>>,
 {
     let name = scenario.name;
+    // A store that never answers fails the scenario, by name, instead of hanging the run.
+    let limit = scenario_limit();
+    let deadline = tokio::time::Instant::now() + limit;
+    let timed_out = || Failure {
+        reason: format!("{name}: did not finish within {} s", limit.as_secs()),
+        panic: None,
+    };
     let clock = ManualClock::new(Timestamp::now());
-    let made = match factory(Arc::new(clock.clone())).await {
+    let made = tokio::time::timeout_at(deadline, factory(Arc::new(clock.clone())))
+        .await
+        .map_err(|_| timed_out())?;
+    let made = match made {
         Ok(made) => made,
         Err(SetupError::Unreachable(reason)) if !is_required(backend) => {
             return Ok((Outcome::Skipped, format!("{backend} unreachable: {reason}")));
@@ -275,7 +295,13 @@ where
     let made = Checked::wrap(made);
     let ctx = Ctx::new(made, clock);
     let run = scenario.run;
-    match tokio::spawn(async move { run(&ctx).await }).await {
+    let task = tokio::spawn(async move { run(&ctx).await });
+    let abort = task.abort_handle();
+    let Ok(joined) = tokio::time::timeout_at(deadline, task).await else {
+        abort.abort();
+        return Err(timed_out());
+    };
+    match joined {
         Ok(()) => Ok((Outcome::Passed, String::new())),
         Err(error) if error.is_panic() => {
             let panic = error.into_panic();

@@ -301,7 +301,8 @@ __with_scenarios!(__scenario_list! {});
 /// the backend must take "now" from that clock. Tests are grouped in modules by contract
 /// (`conversation::append_assigns_contiguous_seq`, …). Scenarios the backend's capabilities
 /// exclude, and all of them when its service is unreachable (unless `MEMORY_TEST_REQUIRE` names
-/// it), print `SKIP <scenario>: <reason>`.
+/// it), print `SKIP <scenario>: <reason>`. A scenario that does not finish within 600 s (its
+/// backend's setup included; `MEMORY_TEST_SCENARIO_SECS` sets another limit) fails by name.
 ///
 /// ```ignore
 /// async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {

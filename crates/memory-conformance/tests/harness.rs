@@ -1,5 +1,6 @@
 //! The harness itself: skips are named and become failures when required; a backend that
-//! declares what it does not do fails; unknown scenarios are refused.
+//! declares what it does not do fails; unknown scenarios are refused; a backend that never
+//! answers fails by the time limit instead of hanging the run.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -27,6 +28,10 @@ fn declaring(vector_search: VectorSearch) -> impl FnOnce(Arc<dyn Clock>) -> Made
             )
         })
     }
+}
+
+fn never_answers(_: Arc<dyn Clock>) -> Made {
+    Box::pin(std::future::pending())
 }
 
 fn fails(f: impl FnOnce()) -> bool {
@@ -83,5 +88,16 @@ fn unknown_scenarios_are_refused() {
         "memory",
         declaring(VectorSearch::Exact),
         "conversation::no_such_scenario"
+    )));
+}
+
+#[test]
+fn a_backend_that_never_answers_fails_by_the_limit() {
+    // Tests share the environment: 5 s is still far past what the others here take.
+    std::env::set_var("MEMORY_TEST_SCENARIO_SECS", "5");
+    assert!(fails(|| block_on_scenario(
+        "silent",
+        never_answers,
+        "conversation::append_assigns_contiguous_seq"
     )));
 }
