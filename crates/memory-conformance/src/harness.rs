@@ -268,7 +268,7 @@ where
     let limit = scenario_limit();
     let deadline = tokio::time::Instant::now() + limit;
     let timed_out = || Failure {
-        reason: format!("{name}: did not finish within {} s", limit.as_secs()),
+        reason: format!("did not finish within {} s", limit.as_secs()),
         panic: None,
     };
     let clock = ManualClock::new(Timestamp::now());
