@@ -244,7 +244,6 @@ struct Failure {
     panic: Option<Box<dyn std::any::Any + Send>>,
 }
 
-/// Runs one scenario: `Ok` with `Passed` or `Skipped` and a reason, or the failure.
 /// How long one scenario may take, its backend's setup included: `MEMORY_TEST_SCENARIO_SECS`
 /// (seconds), or 600 — far past any scenario on a working backend (the slowest take seconds).
 fn scenario_limit() -> std::time::Duration {
@@ -255,6 +254,7 @@ fn scenario_limit() -> std::time::Duration {
     std::time::Duration::from_secs(secs)
 }
 
+/// Runs one scenario: `Ok` with `Passed` or `Skipped` and a reason, or the failure.
 async fn execute<F>(
     backend: &str,
     factory: F,
