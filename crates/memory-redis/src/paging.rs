@@ -8,6 +8,10 @@ use memory_core::{Result, Timestamp};
 
 use crate::{RedisResultExt, RedisStore};
 
+/// Ids read per round trip once the first hand-out fell short of the page (a filter dropped
+/// items): from then on a listing reads and hands out in chunks, as a filtered one must.
+const CHUNK: usize = 256;
+
 /// Walks a zset (score `created_at`, member id) newest first from after a keyset cursor.
 ///
 /// Equal scores come in reverse byte order of id from `ZREVRANGEBYSCORE`: the listing's tie
@@ -16,9 +20,10 @@ use crate::{RedisResultExt, RedisStore};
 /// read, past the entries of that score already read; the keyset filter drops any entry read
 /// twice because an insert moved it, so inserts during a listing never duplicate an item.
 ///
-/// Ids are read twice as many as the page still needs (the cursor's own entry and its ties come
-/// again, and filters drop items) but handed out only as many as it needs, so a page without
-/// filters reads the documents of its own items and no more.
+/// The first ids are read twice as many as the page needs (the cursor's own entry and its ties
+/// come again, and filters drop items) but handed out only as many as it needs, so a page
+/// without filters reads the documents of its own items and no more. If the caller comes back
+/// for more, a filter dropped some: from then on reads take [`CHUNK`] ids and hand out all.
 pub(crate) struct IdPager {
     index: String,
     /// The highest score to read from (`None`: `+inf`).
@@ -29,6 +34,8 @@ pub(crate) struct IdPager {
     exhausted: bool,
     /// Ids read but not yet handed out, newest first.
     read: VecDeque<String>,
+    /// Whether ids were handed out already (so the caller's filters dropped some).
+    handed_before: bool,
     /// The page size.
     pub(crate) size: usize,
 }
@@ -44,13 +51,14 @@ impl IdPager {
             offset: 0,
             exhausted: false,
             read: VecDeque::new(),
+            handed_before: false,
             size,
         }
     }
 
-    /// The next ids after the cursor, at most as many as the page still needs, or `None` once
-    /// the index is exhausted or `found` items already fill the page (one more than its size
-    /// tells whether another page follows).
+    /// The next ids after the cursor (the first time, at most as many as the page needs), or
+    /// `None` once the index is exhausted or `found` items already fill the page (one more
+    /// than its size tells whether another page follows).
     pub(crate) async fn next(
         &mut self,
         store: &RedisStore,
@@ -60,13 +68,23 @@ impl IdPager {
             return Ok(None);
         }
         let needed = self.size + 1 - found;
+        let count = if self.handed_before {
+            needed.saturating_mul(2).max(CHUNK)
+        } else {
+            needed.saturating_mul(2)
+        };
         while self.read.is_empty() {
             if self.exhausted {
                 return Ok(None);
             }
-            self.read_more(store, needed.saturating_mul(2)).await?;
+            self.read_more(store, count).await?;
         }
-        let handed = needed.min(self.read.len());
+        let handed = if self.handed_before {
+            self.read.len()
+        } else {
+            needed.min(self.read.len())
+        };
+        self.handed_before = true;
         Ok(Some(self.read.drain(..handed).collect()))
     }
 
