@@ -438,9 +438,23 @@ impl PostgresStore {
                     continue;
                 }
             }
-            let _ = client
-                .batch_execute(&self.sql(&format!("DROP TABLE IF EXISTS {{s}}.{table}")))
+            // A detached partition keeps its cascading key to `collections`, so dropping it
+            // locks `collections` too, after the partition — the reverse of a collection's
+            // delete, whose cascade reaches the detached table after `collections`: the two
+            // deadlocked. Locking `collections` first takes them in the delete's order.
+            let dropped = client
+                .batch_execute(&self.sql(&format!(
+                    "BEGIN;
+                     LOCK TABLE {{s}}.collections IN ACCESS EXCLUSIVE MODE;
+                     DROP TABLE IF EXISTS {{s}}.{table};
+                     COMMIT;"
+                )))
                 .await;
+            if dropped.is_err() {
+                // A failed statement leaves the transaction open and aborted: end it before
+                // the connection goes back to the pool.
+                let _ = client.batch_execute("ROLLBACK").await;
+            }
         }
     }
 
