@@ -278,6 +278,11 @@ pub(crate) fn record_from(row: &DbRow, first: usize, include_vector: bool) -> Re
 /// Columns a search reads of every candidate (the text and references only of the winners).
 const SCAN_COLUMNS: &str = "rowid, id, vector, metadata";
 
+/// Whether a row's metadata, JSON in `column`, matches `filter`.
+fn row_matches(filter: &Filter, row: &impl RowExt, column: usize) -> Result<bool> {
+    Ok(filter.matches(&metadata_from(&row.string(column)?)?))
+}
+
 /// The exact top `k` of rows of [`SCAN_COLUMNS`] offered one at a time, as `(rowid, score)`:
 /// a row's id and metadata are read only when its score could enter, so an unfiltered scan
 /// reads each row's vector and nothing else.
@@ -287,10 +292,12 @@ struct Ranking<'q> {
 }
 
 impl<'q> Ranking<'q> {
-    fn new(collection: &CollectionRow, query: &'q VectorQuery) -> Self {
+    /// Ranks for `query`, checking `filter` (the query's, or `None` where the caller has
+    /// already kept only matching rows).
+    fn new(collection: &CollectionRow, query: &VectorQuery, filter: Option<&'q Filter>) -> Self {
         Self {
             top: TopK::new(query, collection.spec.metric),
-            filter: query.filter.as_ref(),
+            filter,
         }
     }
 
@@ -304,7 +311,7 @@ impl<'q> Ranking<'q> {
             return Ok(());
         }
         if let Some(filter) = self.filter {
-            if !filter.matches(&metadata_from(&row.string(3)?)?) {
+            if !row_matches(filter, row, 3)? {
                 return Ok(());
             }
         }
@@ -377,9 +384,9 @@ impl LibsqlStore {
         filter_first: bool,
     ) -> Result<Vec<VectorHit>> {
         let table = collection.table();
-        let mut ranking = Ranking::new(collection, query);
-        match query.filter.as_ref().filter(|_| filter_first) {
+        let ranking = match query.filter.as_ref().filter(|_| filter_first) {
             None => {
+                let mut ranking = Ranking::new(collection, query, query.filter.as_ref());
                 scan(
                     conn,
                     &format!("SELECT {SCAN_COLUMNS} FROM {table} WHERE subject = ?1"),
@@ -387,6 +394,7 @@ impl LibsqlStore {
                     |row| ranking.offer(row),
                 )
                 .await?;
+                ranking
             }
             Some(filter) => {
                 let mut matching = Vec::new();
@@ -395,7 +403,7 @@ impl LibsqlStore {
                     &format!("SELECT rowid, metadata FROM {table} WHERE subject = ?1"),
                     [subject],
                     |row| {
-                        if filter.matches(&metadata_from(&row.string(1)?)?) {
+                        if row_matches(filter, row, 1)? {
                             matching.push(row.int(0)?);
                         }
                         Ok(())
@@ -406,7 +414,7 @@ impl LibsqlStore {
                     return Ok(Vec::new());
                 }
                 // Every row read next matches: the filter need not be checked again.
-                ranking.filter = None;
+                let mut ranking = Ranking::new(collection, query, None);
                 scan(
                     conn,
                     &format!(
@@ -417,8 +425,9 @@ impl LibsqlStore {
                     |row| ranking.offer(row),
                 )
                 .await?;
+                ranking
             }
-        }
+        };
         hits(
             conn,
             collection,
@@ -489,9 +498,9 @@ impl LibsqlStore {
             if budget >= total_rows || budget > MAX_INDEX_CANDIDATES {
                 return Self::search_exactly(conn, collection, subject, query, selective).await;
             }
-            // Candidates are filtered here, once each, and the eligible ranked as they stream.
-            let mut ranking = Ranking::new(collection, &one_past_k);
-            ranking.filter = None;
+            // Candidates are filtered here, once each (all are counted), and the eligible
+            // ranked as they stream.
+            let mut ranking = Ranking::new(collection, &one_past_k, None);
             let (mut candidates, mut eligible) = (0, 0);
             scan(
                 conn,
@@ -500,7 +509,7 @@ impl LibsqlStore {
                 |row| {
                     candidates += 1;
                     if let Some(filter) = &query.filter {
-                        if !filter.matches(&metadata_from(&row.string(3)?)?) {
+                        if !row_matches(filter, row, 3)? {
                             return Ok(());
                         }
                     }
@@ -638,7 +647,7 @@ impl VectorStore for LibsqlStore {
                 )
                 .await?
                 {
-                    if filter.matches(&metadata_from(&row.string(1)?)?) {
+                    if row_matches(&filter, &row, 1)? {
                         matching.push(row.string(0)?);
                     }
                 }
