@@ -570,6 +570,127 @@ fn length_bit(len: usize) -> u64 {
     1 << len.min(63)
 }
 
+/// The terms of texts that rankings weigh again and again — a conversation's messages,
+/// recalled turn after turn — remembered within a memory budget, so each text is split and
+/// stemmed once, not once per question: [`held_terms_of_each`](Self::held_terms_of_each)
+/// answers as [`QueryTokens::held_terms_of_each`] does.
+///
+/// A text is known by a 128-bit hash of it and its terms are kept as 64-bit hashes (about 8
+/// bytes a term rather than the term): answers differ only where two hashes collide.
+///
+/// ```
+/// use memory_core::lexical::{Language, QueryTokens, TermsCache};
+/// let english = Some(Language::English);
+/// let cache = TermsCache::new(english, 1 << 20);
+/// let query = QueryTokens::of_question("what did Caroline paint", english);
+/// let texts = ["Caroline painted", "a painting", "lakes"];
+/// assert_eq!(cache.held_terms_of_each(&query, texts), [vec![0, 1], vec![1], vec![]]);
+/// assert_eq!(cache.held_terms_of_each(&query, texts), query.held_terms_of_each(texts));
+/// ```
+#[derive(Debug)]
+pub struct TermsCache {
+    language: Option<Language>,
+    budget: usize,
+    state: std::sync::Mutex<TermsState>,
+}
+
+#[derive(Debug, Default)]
+struct TermsState {
+    texts: foldhash::HashMap<u128, std::sync::Arc<[u64]>>,
+    bytes: usize,
+}
+
+impl TermsCache {
+    /// A cache of texts' terms in `language` ([`terms`]) holding at most about `budget` bytes
+    /// (0 keeps nothing).
+    pub fn new(language: Option<Language>, budget: usize) -> Self {
+        Self {
+            language,
+            budget,
+            state: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The ascending positions of `query`'s terms that each of `texts` holds, as
+    /// [`QueryTokens::held_terms_of_each`] finds them, from the texts' remembered terms (a
+    /// query of another language than the cache's is answered without it).
+    pub fn held_terms_of_each<'t>(
+        &self,
+        query: &QueryTokens,
+        texts: impl IntoIterator<Item = &'t str>,
+    ) -> Vec<Vec<usize>> {
+        if query.stems.as_ref().map(|stems| stems.language) != self.language {
+            return query.held_terms_of_each(texts);
+        }
+        let positions: foldhash::HashMap<u64, usize> = query
+            .positions
+            .iter()
+            .map(|(term, &position)| (term_hash(term), position))
+            .collect();
+        texts
+            .into_iter()
+            .map(|text| {
+                let mut held: Vec<usize> = self
+                    .terms_of(text)
+                    .iter()
+                    .filter_map(|term| positions.get(term).copied())
+                    .collect();
+                held.sort_unstable();
+                held.dedup();
+                held
+            })
+            .collect()
+    }
+
+    /// The hashes of `text`'s terms, remembered.
+    fn terms_of(&self, text: &str) -> std::sync::Arc<[u64]> {
+        let key = text_hash(text);
+        if let Some(known) = self.state().texts.get(&key) {
+            return known.clone();
+        }
+        let mut hashes: Vec<u64> = terms(text, self.language)
+            .iter()
+            .map(|term| term_hash(term))
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        let hashes: std::sync::Arc<[u64]> = hashes.into();
+        // The key, the shared slice's counts and its hashes, and the map's slot.
+        let bytes = 2 * size_of::<u128>() + 8 * hashes.len() + size_of::<std::sync::Arc<[u64]>>();
+        if bytes <= self.budget {
+            let mut state = self.state();
+            if state.bytes + bytes > self.budget {
+                // As `MatrixCache`: start over rather than track recency.
+                *state = TermsState::default();
+            }
+            if state.texts.insert(key, hashes.clone()).is_none() {
+                state.bytes += bytes;
+            }
+        }
+        hashes
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, TermsState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A 128-bit hash of a text: two 64-bit hashes of different seeds.
+fn text_hash(text: &str) -> u128 {
+    use std::hash::BuildHasher;
+    let low = foldhash::quality::FixedState::with_seed(0x6c65_7869_6361_6c31).hash_one(text);
+    let high = foldhash::quality::FixedState::with_seed(0x7465_726d_7332_3536).hash_one(text);
+    u128::from(high) << 64 | u128::from(low)
+}
+
+/// A term's 64-bit hash.
+fn term_hash(term: &str) -> u64 {
+    use std::hash::BuildHasher;
+    foldhash::quality::FixedState::with_seed(0x7465_726d_2068_6173).hash_one(term)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -778,5 +899,36 @@ mod tests {
             relevances_of("an", &["an"])[0].abs() < f64::EPSILON,
             "no query tokens"
         );
+    }
+
+    proptest::proptest! {
+        /// The cache answers as the question does, for texts seen before or not, in either
+        /// language, whatever the budget (none, one that starts over often, a large one);
+        /// words drawn from a few stems, so texts and questions share terms in many forms.
+        #[test]
+        fn the_terms_cache_holds_what_the_question_finds(
+            question in proptest::collection::vec(0usize..12, 1..6),
+            texts in proptest::collection::vec(proptest::collection::vec(0usize..12, 0..8), 1..12),
+            budget in proptest::sample::select(vec![0usize, 200, 1 << 20]),
+        ) {
+            const WORDS: [&str; 12] = [
+                "painted", "Painting", "paints", "lakes", "LAKE", "the", "what", "ünïcode",
+                "Straße", "did", "x1", "sky",
+            ];
+            let sentence = |picked: &Vec<usize>| {
+                picked.iter().map(|&w| WORDS[w]).collect::<Vec<_>>().join(" ")
+            };
+            let question = sentence(&question);
+            let texts: Vec<String> = texts.iter().map(sentence).collect();
+            for language in [Some(Language::English), None] {
+                let cache = TermsCache::new(language, budget);
+                let query = QueryTokens::of_question(&question, language);
+                let found = query.held_terms_of_each(texts.iter().map(String::as_str));
+                for _ in 0..2 {
+                    let cached = cache.held_terms_of_each(&query, texts.iter().map(String::as_str));
+                    proptest::prop_assert_eq!(&cached, &found);
+                }
+            }
+        }
     }
 }

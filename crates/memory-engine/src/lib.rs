@@ -91,6 +91,11 @@ pub const EXTRACTED_CURSOR: &str = "agent-memory.extracted";
 /// summary message a [`SessionView::Summarizing`] read puts first (the last seq it covers).
 pub const SUMMARY_METADATA_KEY: &str = "agent_memory_summary";
 
+/// How much memory a [`Memory`] keeps the terms of recalled messages in (about 500 bytes for a
+/// paragraph, so some 30,000 messages): re-ranking a turn's candidates then reads no message's
+/// words again.
+const RECALLED_TERMS_BUDGET: usize = 16 << 20;
+
 /// Summarises messages that left the window.
 #[async_trait]
 pub trait Summarizer: Send + Sync {
@@ -386,6 +391,10 @@ impl MemoryBuilder {
             facts_namespace,
             working_schema,
             vectors,
+            recalled_terms: lexical::TermsCache::new(
+                self.config.semantic_recall.language,
+                RECALLED_TERMS_BUDGET,
+            ),
             config: self.config,
             collections_ready: Mutex::new(HashSet::new()),
         })
@@ -432,6 +441,9 @@ pub struct Memory {
     /// Whether the backend searches vectors; without, facts are recalled and stored by text.
     vectors: bool,
     config: MemoryConfig,
+    /// The terms of the messages recall ranks again (hybrid): the same messages are
+    /// candidates turn after turn, so each is split and stemmed once.
+    recalled_terms: lexical::TermsCache,
     /// Namespaces whose message collection is known to exist (saves a round trip per commit).
     collections_ready: Mutex<HashSet<Namespace>>,
 }
@@ -1142,7 +1154,12 @@ impl Memory {
                 .await?;
         }
         hits.truncate(candidates);
-        let mut hits = hybrid_order(text, hits, self.config.semantic_recall.language);
+        let mut hits = hybrid_order(
+            text,
+            hits,
+            self.config.semantic_recall.language,
+            &self.recalled_terms,
+        );
         hits.truncate(self.config.semantic_recall.limit);
         let seqs: Vec<u64> = hits.iter().filter_map(seq_of).collect();
         let mut by_seq: HashMap<u64, StoredMessage> = self
@@ -1419,10 +1436,11 @@ fn hybrid_order(
     query: &str,
     hits: Vec<memory_core::VectorHit>,
     language: Option<Language>,
+    terms: &lexical::TermsCache,
 ) -> Vec<memory_core::VectorHit> {
     let query = lexical::QueryTokens::of_question(query, language);
     let texts: Vec<String> = hits.iter().map(said).collect();
-    let held = query.held_terms_of_each(texts.iter().map(String::as_str));
+    let held = terms.held_terms_of_each(&query, texts.iter().map(String::as_str));
     let relevance = lexical::relevances_of_held(query.len(), &held);
     let nearness: Vec<usize> = (0..hits.len()).collect();
     let mut lexical: Vec<usize> = nearness
