@@ -395,13 +395,15 @@ const AWKWARD: [f32; 6] = [-0.0, f32::from_bits(1), f32::MAX, -1.5, 0.1, 3.0e-39
 
 /// A search holds a small scope's matrix in the client until the scope's version changes:
 /// every kind of vector write through another store (another process) is seen by the next
-/// search; and likewise when nothing is held and the server ranks every search.
+/// search; and likewise when nothing is held and the server ranks every search, and when the
+/// scope is too large to hold (800 bytes hold 10 rows of 4 dimensions; it has 20), whose
+/// searches then read no version for a while.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn searches_see_writes_of_another_store() {
     let Some(url) = server("searches_see_writes_of_another_store") else {
         return;
     };
-    for cache_bytes in [1 << 20, 0] {
+    for cache_bytes in [1 << 20, 0, 800] {
         let open = || {
             PostgresStore::builder()
                 .url(&url)
