@@ -219,7 +219,12 @@ impl TransferStore for LibsqlStore {
         let mut records = records;
         sort_canonical(&mut records);
         let written = records.len() as u64;
-        let tx = self.write().await?;
+        let mut tx = self.write().await?;
+        let vectors = records
+            .iter()
+            .filter(|record| matches!(record, Record::Vector { .. }))
+            .count();
+        tx.widen_cache_for(vectors).await?;
         let mut collections = CollectionCache::new();
         for record in records {
             restore_one(&tx, record, &mut collections).await?;

@@ -593,11 +593,12 @@ impl VectorStore for LibsqlStore {
         collection: &str,
         records: Vec<VectorRecord>,
     ) -> Result<usize> {
-        let tx = self.write().await?;
+        let mut tx = self.write().await?;
         let collection = self::collection(&tx, scope.namespace(), collection).await?;
         for record in &records {
             collection.spec.check_vector(&record.vector)?;
         }
+        tx.widen_cache_for(records.len()).await?;
         for record in &records {
             write_vector(&tx, &collection, scope, record).await?;
         }
