@@ -103,7 +103,8 @@ pub(crate) const CACHE_KIB: u32 = 2_000;
 /// ~25 KB blocks of the neighbours it links to, so in the default cache a batch's blocks are
 /// evicted and read back before it commits. W7 (10,000 × 384 in batches of 1,000), four runs
 /// interleaved: 612–652 vectors/s with the default cache, 735–763 with this one for the
-/// batch; 1 GiB, or 256 MiB kept between batches, gained no more.
+/// batch. 1 GiB for the batch gained no more; a cache kept between batches gained little
+/// and kept its memory.
 pub(crate) const WIDE_CACHE_KIB: u32 = 256 * 1024;
 
 impl Conn {
