@@ -599,6 +599,33 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
     }
 }
 
+/// The matrices of a store that keeps one generation per collection, bumped by exactly one in
+/// each write transaction that changes the collection's vectors (SQLite, libSQL), keyed by
+/// `(collection, subject)`.
+impl<C: Eq + std::hash::Hash + Clone> MatrixCache<(C, String), i64> {
+    /// After a committed write that took `collection` from generation `from` to `from + 1` and
+    /// changed only `subject`'s rows by `change` (as [`advance`](Self::advance)): the subject's
+    /// held matrix takes the change, and the collection's other subjects' held matrices,
+    /// untouched, move to the new generation as they are. So neither the writer's next search
+    /// nor another subject's reads the rows again. A write that changed several subjects' rows
+    /// only bumps the generation, and their next searches read them again.
+    pub fn written_by_subject(
+        &self,
+        collection: &C,
+        subject: &str,
+        from: i64,
+        change: impl FnOnce(&mut ExactIndex),
+    ) {
+        let to = from + 1;
+        self.advance(&(collection.clone(), subject.to_owned()), &from, to, change);
+        // Not the written subject: a matrix of it read before the write, and kept after the
+        // advance above, is not the data at `to`.
+        self.carry(&from, &to, |(pk, other)| {
+            pk == collection && other != subject
+        });
+    }
+}
+
 /// Whether hits ranked best first (at least `k + 1` of them asked for) tie across the `k`-th
 /// place. An approximate index chose among the equal rows, not necessarily the smallest ids
 /// that the exact order keeps: the answer must then be settled by an exact ranking.
@@ -756,6 +783,40 @@ mod tests {
             "larger than the budget alone"
         );
         assert!(MatrixCache::new(0).get(&"a", &1).is_none());
+    }
+
+    #[test]
+    fn a_subjects_write_moves_its_collections_matrices_to_the_next_generation() {
+        let cache = MatrixCache::new(1 << 20);
+        let one = || Arc::new(built(&[record("x", 1.0, 0.0)]));
+        let key = |pk: i64, subject: &str| (pk, subject.to_owned());
+        cache.insert(key(1, "ada"), 3, one());
+        cache.insert(key(1, "bob"), 3, one());
+        cache.insert(key(1, "cy"), 2, one());
+        cache.insert(key(2, "bob"), 3, one());
+        cache.written_by_subject(&1, "ada", 3, |m| m.upsert(&[record("y", 0.0, 1.0)]));
+        assert_eq!(
+            cache.get(&key(1, "ada"), &4).map(|m| m.len()),
+            Some(2),
+            "took the write"
+        );
+        assert!(
+            cache.get(&key(1, "bob"), &4).is_some(),
+            "untouched: carried"
+        );
+        assert!(
+            cache.get(&key(1, "cy"), &4).is_none(),
+            "read at an older generation"
+        );
+        assert!(
+            cache.get(&key(2, "bob"), &3).is_some(),
+            "another collection: as it was"
+        );
+        cache.written_by_subject(&1, "bob", 2, |m| m.remove(&[id("x")]));
+        assert!(
+            cache.get(&key(1, "bob"), &4).is_some_and(|m| m.len() == 1),
+            "not from 2"
+        );
     }
 
     fn record(name: &str, x: f32, y: f32) -> VectorRecord {

@@ -44,8 +44,15 @@
 //!   scope (tunable with [`LibsqlStoreBuilder::index_min_rows`]), and always for dot-product
 //!   collections (DiskANN has no such metric), a search scans the scope exactly: measured on
 //!   20,000 × 384 vectors, that is as fast as one index query up to a few thousand rows, with
-//!   perfect recall. A scan ranks rows as they stream, keeping only the best `k`, and reads a
-//!   row's id and metadata only when its score could enter them.
+//!   perfect recall. The scanned scope's records are read once into a matrix
+//!   ([`memory_core::exact::MatrixCache`], within
+//!   [`vector_cache_bytes`](LibsqlStoreBuilder::vector_cache_bytes)) held at the collection's
+//!   `generation`, which every transaction that writes its vectors bumps, from any process; a
+//!   search whose matrix is at the generation it reads sends that one statement. A write
+//!   through this store updates its own subject's held matrix and carries the collection's other
+//!   subjects' to the new generation, so an agent's turn never reads its scope again. A scope
+//!   too large for the budget streams instead: ranked as the rows arrive, keeping only the best
+//!   `k`, and reading a row's id and metadata only when its score could enter them.
 //! - **Free text is stored as BLOB.** libsql's Rust driver reads TEXT through a C string, which
 //!   would cut text at its first NUL; titles, fact text, working memory and vector text are
 //!   bound and stored as bytes, and every column is decoded without panicking.
@@ -130,6 +137,7 @@ pub struct LibsqlConfig {
     busy_timeout: Duration,
     readers: usize,
     index_min_rows: usize,
+    vector_cache_bytes: usize,
 }
 
 impl fmt::Debug for LibsqlConfig {
@@ -147,6 +155,7 @@ impl fmt::Debug for LibsqlConfig {
             .field("busy_timeout", &self.busy_timeout)
             .field("readers", &self.readers)
             .field("index_min_rows", &self.index_min_rows)
+            .field("vector_cache_bytes", &self.vector_cache_bytes)
             .finish()
     }
 }
@@ -252,6 +261,14 @@ impl LibsqlStoreBuilder {
         self
     }
 
+    /// Memory the matrices of scanned scopes may hold, texts included, before the cache is
+    /// emptied (default 256 MiB; 0 holds none, and every scan streams the scope's rows).
+    #[must_use]
+    pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
+        self.config.vector_cache_bytes = bytes;
+        self
+    }
+
     /// The clock that decides "now" for timestamps, expiry and TTL (default: the system clock).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -290,6 +307,7 @@ impl LibsqlStoreBuilder {
             }),
             writer: Arc::new(Mutex::new(writer)),
             appends: memory_sqlite_sql::group::WriteQueue::default(),
+            vector_cache: vectors::MatrixCache::new(config.vector_cache_bytes),
             database,
             clock: self.clock,
             config,
@@ -368,6 +386,8 @@ pub struct LibsqlStore {
     appends: memory_sqlite_sql::group::WriteQueue<conversations::QueuedAppend>,
     /// `None`: reads share the writer's connection (in memory, remote).
     readers: Option<Readers>,
+    /// Matrices of scanned scopes, each valid at its collection's generation.
+    vector_cache: vectors::MatrixCache,
     clock: Arc<dyn Clock>,
     config: LibsqlConfig,
 }
@@ -458,6 +478,7 @@ impl LibsqlStore {
                 busy_timeout: Duration::from_secs(5),
                 readers: cpus.max(2),
                 index_min_rows: DEFAULT_INDEX_MIN_ROWS,
+                vector_cache_bytes: 256 << 20,
             },
             url_error: None,
             clock: Arc::new(SystemClock),
@@ -605,5 +626,87 @@ mod tests {
 
         let read = store.read().await.unwrap();
         assert_eq!(cache_kib(&read).await, narrow, "readers keep the default");
+    }
+
+    /// Swaps two vectors' rows behind the store's back: the table changes, the generation not.
+    async fn swap_behind_the_store(store: &LibsqlStore, table: &str) {
+        use memory_core::exact::encode_f32_le;
+        let tx = store.write().await.unwrap();
+        for (id, vector) in [("a", [0.0, 1.0]), ("b", [1.0, 0.0])] {
+            let sql = format!("UPDATE {table} SET vector = ?1 WHERE id = ?2");
+            let blob = libsql::Value::Blob(encode_f32_le(&vector));
+            db::execute(&tx, &sql, (blob, id)).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+    }
+
+    async fn bump_behind_the_store(store: &LibsqlStore) {
+        let tx = store.write().await.unwrap();
+        let sql = "UPDATE collections SET generation = generation + 1";
+        db::execute(&tx, sql, ()).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+
+    /// The id nearest to `[1, 0]` in the scope's `notes`.
+    async fn nearest(store: &LibsqlStore, scope: &memory_core::Scope) -> String {
+        use memory_core::{VectorQuery, VectorStore};
+        let query = VectorQuery::new(vec![1.0, 0.0], 1);
+        let hits = store.search(scope, "notes", query).await.unwrap();
+        hits[0].record.id.to_string()
+    }
+
+    #[tokio::test]
+    async fn a_scanned_scope_is_read_once_per_generation_and_kept_current_by_its_writer() {
+        use memory_core::{CollectionSpec, Scope, VectorId, VectorRecord, VectorStore};
+        let record = |id: &str, vector: [f32; 2]| {
+            VectorRecord::new(VectorId::new(id).unwrap(), vector.to_vec())
+        };
+        for held in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = LibsqlStore::builder()
+                .path(dir.path().join("held.db"))
+                .vector_cache_bytes(if held { 1 << 20 } else { 0 })
+                .open()
+                .await
+                .unwrap();
+            let scope = &Scope::for_subject("ada").unwrap();
+            let spec = CollectionSpec::new("notes", 2, "test-model");
+            store
+                .ensure_collection(scope.namespace(), spec)
+                .await
+                .unwrap();
+            let records = vec![record("a", [1.0, 0.0]), record("b", [0.0, 1.0])];
+            store.upsert_vectors(scope, "notes", records).await.unwrap();
+            assert_eq!(nearest(&store, scope).await, "a");
+
+            let table = {
+                let tx = store.read().await.unwrap();
+                vectors::find_collection(&tx, scope.namespace(), "notes")
+                    .await
+                    .unwrap()
+                    .unwrap()
+                    .table()
+            };
+            swap_behind_the_store(&store, &table).await;
+            let expected = if held { "a" } else { "b" };
+            assert_eq!(
+                nearest(&store, scope).await,
+                expected,
+                "held: no row is read while the generation stands (held = {held})"
+            );
+
+            // The writer's own upsert moves its held matrix on (not read again), so the rows
+            // changed behind its back still do not show.
+            let c = vec![record("c", [0.9, 0.1])];
+            store.upsert_vectors(scope, "notes", c).await.unwrap();
+            assert_eq!(nearest(&store, scope).await, expected);
+
+            bump_behind_the_store(&store).await;
+            assert_eq!(
+                nearest(&store, scope).await,
+                "b",
+                "a new generation is read"
+            );
+        }
     }
 }

@@ -20,8 +20,8 @@ use crate::documents::{
 };
 use crate::facts::{embedding_value, fact_from, insert_tokens};
 use crate::vectors::{
-    find_collection, insert_collection, namespace_collections, record_from, write_vector,
-    CollectionCache, RECORD_COLUMNS,
+    bump_generation, find_collection, insert_collection, namespace_collections, record_from,
+    write_vector, CollectionCache, RECORD_COLUMNS,
 };
 use crate::LibsqlStore;
 
@@ -228,6 +228,10 @@ impl TransferStore for LibsqlStore {
         let mut collections = CollectionCache::new();
         for record in records {
             restore_one(&tx, record, &mut collections).await?;
+        }
+        // The cache holds the collections whose vectors were written.
+        for collection in collections.values() {
+            bump_generation(&tx, collection.pk).await?;
         }
         tx.commit().await?;
         Ok(written)

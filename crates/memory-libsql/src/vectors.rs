@@ -3,10 +3,11 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use libsql::Value;
-use memory_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, TopK};
+use memory_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, TopK};
 use memory_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
     VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -39,10 +40,16 @@ const MIN_INDEX_CANDIDATES: usize = 100;
 /// either way, so these settings only affect which candidates are found.
 const INDEX_SETTINGS: &str = "'compress_neighbors=float8', 'insert_l=32'";
 
-/// A collection row: its pk (naming its table) and spec.
+/// Matrices of scanned scopes by `(collection pk, subject)`, each at the collection generation
+/// it was read at.
+pub(crate) type MatrixCache = memory_core::exact::MatrixCache<(i64, String), i64>;
+
+/// A collection row: its pk (naming its table), spec and generation (bumped by one in every
+/// transaction that writes its vectors).
 pub(crate) struct CollectionRow {
     pub(crate) pk: i64,
     pub(crate) spec: CollectionSpec,
+    pub(crate) generation: i64,
 }
 
 impl CollectionRow {
@@ -84,6 +91,7 @@ fn collection_from(row: &DbRow) -> Result<CollectionRow> {
             metric: metric_from(&row.string(3)?)?,
             model: row.string(4)?,
         },
+        generation: row.int(5)?,
     })
 }
 
@@ -94,7 +102,8 @@ pub(crate) async fn find_collection(
 ) -> Result<Option<CollectionRow>> {
     row(
         conn,
-        "SELECT pk, name, dims, metric, model FROM collections WHERE namespace = ?1 AND name = ?2",
+        "SELECT pk, name, dims, metric, model, generation FROM collections
+         WHERE namespace = ?1 AND name = ?2",
         (namespace.as_str(), name),
     )
     .await?
@@ -109,7 +118,8 @@ pub(crate) async fn namespace_collections(
 ) -> Result<Vec<CollectionRow>> {
     rows(
         conn,
-        "SELECT pk, name, dims, metric, model FROM collections WHERE namespace = ?1 ORDER BY name",
+        "SELECT pk, name, dims, metric, model, generation FROM collections
+         WHERE namespace = ?1 ORDER BY name",
         [namespace.as_str()],
     )
     .await?
@@ -157,6 +167,7 @@ pub(crate) async fn insert_collection(
     let collection = CollectionRow {
         pk: created.int(0)?,
         spec: spec.clone(),
+        generation: 0,
     };
     let table = collection.table();
     let mut ddl = format!(
@@ -195,7 +206,7 @@ pub(crate) async fn delete_conversation_vectors(
     id: &ConversationId,
 ) -> Result<()> {
     for collection in namespace_collections(conn, scope.namespace()).await? {
-        execute(
+        let removed = execute(
             conn,
             &format!(
                 "DELETE FROM {} WHERE subject = ?1 AND conversation_id = ?2",
@@ -204,6 +215,9 @@ pub(crate) async fn delete_conversation_vectors(
             (subject_of(scope), id.as_str()),
         )
         .await?;
+        if removed > 0 {
+            bump_generation(conn, collection.pk).await?;
+        }
     }
     Ok(())
 }
@@ -212,14 +226,30 @@ pub(crate) async fn delete_conversation_vectors(
 pub(crate) async fn delete_scope_vectors(conn: &Conn, scope: &Scope) -> Result<u64> {
     let mut removed = 0;
     for collection in namespace_collections(conn, scope.namespace()).await? {
-        removed += execute(
+        let from_this = execute(
             conn,
             &format!("DELETE FROM {} WHERE subject = ?1", collection.table()),
             [subject_of(scope)],
         )
         .await?;
+        if from_this > 0 {
+            bump_generation(conn, collection.pk).await?;
+        }
+        removed += from_this;
     }
     Ok(removed)
+}
+
+/// Marks a write of the collection's vectors, once per transaction that makes one: a matrix
+/// held at the generation before is no longer the data.
+pub(crate) async fn bump_generation(conn: &Conn, pk: i64) -> Result<()> {
+    execute(
+        conn,
+        "UPDATE collections SET generation = generation + 1 WHERE pk = ?1",
+        [pk],
+    )
+    .await?;
+    Ok(())
 }
 
 /// Writes one vector record (checked against its collection by the caller). The vector is bound
@@ -257,7 +287,11 @@ pub(crate) async fn write_vector(
 pub(crate) const RECORD_COLUMNS: &str = "id, vector, text, metadata, conversation_id";
 
 /// A record from [`RECORD_COLUMNS`] at `first`.
-pub(crate) fn record_from(row: &DbRow, first: usize, include_vector: bool) -> Result<VectorRecord> {
+pub(crate) fn record_from(
+    row: &impl RowExt,
+    first: usize,
+    include_vector: bool,
+) -> Result<VectorRecord> {
     Ok(VectorRecord {
         id: VectorId::new(row.string(first)?).map_err(|e| corrupt("vector id", e))?,
         vector: if include_vector {
@@ -372,6 +406,52 @@ fn first_budget(k: usize, scope_rows: usize, total_rows: usize, filtered: bool) 
 }
 
 impl LibsqlStore {
+    /// The exact answer for a scope searched by scanning it (below `index_min_rows`, or with no
+    /// index): through the scope's matrix, whole records read once per generation of the
+    /// collection and held while the scope's vectors fit `vector_cache_bytes`, so the
+    /// searches after it read no rows; streamed through [`search_exactly`](Self::search_exactly)
+    /// when they do not fit.
+    async fn search_scanned(
+        &self,
+        conn: &Conn,
+        collection: &CollectionRow,
+        subject: &str,
+        query: &VectorQuery,
+        scope_rows: usize,
+    ) -> Result<Vec<VectorHit>> {
+        let vector_bytes = scope_rows.saturating_mul(collection.spec.dims.saturating_mul(4));
+        if vector_bytes > self.config.vector_cache_bytes {
+            return Self::search_exactly(conn, collection, subject, query, false).await;
+        }
+        let mut matrix = ExactIndex::holding_records(collection.spec.dims, collection.spec.metric);
+        scan(
+            conn,
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM {} WHERE subject = ?1",
+                collection.table()
+            ),
+            [subject],
+            |row| {
+                let record = record_from(row, 0, true)?;
+                if record.vector.len() != collection.spec.dims {
+                    return Err(corrupt("vector", format!("{} dims", record.vector.len())));
+                }
+                matrix.push_record(record);
+                Ok(())
+            },
+        )
+        .await?;
+        let matrix = Arc::new(matrix);
+        self.vector_cache.insert(
+            (collection.pk, subject.to_owned()),
+            collection.generation,
+            Arc::clone(&matrix),
+        );
+        matrix
+            .search_records(query)
+            .ok_or_else(|| corrupt("vector", "matrix without its records"))
+    }
+
     /// The exact answer: every row of the scope, ranked in Rust as the scan streams (holding
     /// only the best `k`). With `filter_first`, the scope's metadata is read and filtered
     /// first and only the matching rows' vectors are read (for a filter known to keep few
@@ -445,12 +525,12 @@ impl LibsqlStore {
     /// under a quarter of the candidates), or when the candidates tie across the `k`-th place
     /// (so ties break by id as everywhere).
     async fn search_index(
+        &self,
         conn: &Conn,
         collection: &CollectionRow,
         index: &str,
         subject: &str,
         query: &VectorQuery,
-        index_min_rows: usize,
     ) -> Result<Vec<VectorHit>> {
         let table = collection.table();
         let counts = row(
@@ -470,8 +550,10 @@ impl LibsqlStore {
         if scope_rows == 0 {
             return Ok(Vec::new());
         }
-        if scope_rows < index_min_rows {
-            return Self::search_exactly(conn, collection, subject, query, false).await;
+        if scope_rows < self.config.index_min_rows {
+            return self
+                .search_scanned(conn, collection, subject, query, scope_rows)
+                .await;
         }
         let mut budget = first_budget(query.k, scope_rows, total_rows, query.filter.is_some());
         let sql = format!(
@@ -602,7 +684,18 @@ impl VectorStore for LibsqlStore {
         for record in &records {
             write_vector(&tx, &collection, scope, record).await?;
         }
+        if !records.is_empty() {
+            bump_generation(&tx, collection.pk).await?;
+        }
         tx.commit().await?;
+        if !records.is_empty() {
+            self.vector_cache.written_by_subject(
+                &collection.pk,
+                subject_of(scope),
+                collection.generation,
+                |matrix| matrix.upsert(&records),
+            );
+        }
         Ok(records.len())
     }
 
@@ -637,8 +730,8 @@ impl VectorStore for LibsqlStore {
         let tx = self.write().await?;
         let collection = self::collection(&tx, scope.namespace(), collection).await?;
         let table = collection.table();
-        let ids: Vec<String> = match selector {
-            VectorSelector::Ids(ids) => ids.into_iter().map(String::from).collect(),
+        let ids: Vec<VectorId> = match selector {
+            VectorSelector::Ids(ids) => ids,
             VectorSelector::Filter(filter) => {
                 let mut matching = Vec::new();
                 for row in rows(
@@ -649,7 +742,8 @@ impl VectorStore for LibsqlStore {
                 .await?
                 {
                     if row_matches(&filter, &row, 1)? {
-                        matching.push(row.string(0)?);
+                        let id = VectorId::new(row.string(0)?);
+                        matching.push(id.map_err(|e| corrupt("vector id", e))?);
                     }
                 }
                 matching
@@ -664,7 +758,18 @@ impl VectorStore for LibsqlStore {
             (subject_of(scope), to_json(&ids)),
         )
         .await?;
+        if removed > 0 {
+            bump_generation(&tx, collection.pk).await?;
+        }
         tx.commit().await?;
+        if removed > 0 {
+            self.vector_cache.written_by_subject(
+                &collection.pk,
+                subject_of(scope),
+                collection.generation,
+                |matrix| matrix.remove(&ids),
+            );
+        }
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
@@ -678,17 +783,46 @@ impl VectorStore for LibsqlStore {
         let collection = self::collection(&tx, scope.namespace(), collection).await?;
         collection.spec.check_vector(&query.vector)?;
         let subject = subject_of(scope);
-        let hits = match collection.index() {
-            Some(index) => {
-                let min_rows = self.config.index_min_rows;
-                Self::search_index(&tx, &collection, &index, subject, &query, min_rows).await?
+        let index = collection.index();
+        // A held matrix is the scope at this generation; it serves while the scope is scanned
+        // (an upsert may since have grown it to where the index serves).
+        let scanned_below = if index.is_some() {
+            self.config.index_min_rows
+        } else {
+            usize::MAX
+        };
+        let held = self
+            .vector_cache
+            .get(&(collection.pk, subject.to_owned()), &collection.generation)
+            .filter(|matrix| matrix.len() < scanned_below);
+        let hits = match (held, index) {
+            (Some(matrix), _) => matrix
+                .search_records(&query)
+                .ok_or_else(|| corrupt("vector", "matrix without its records"))?,
+            (None, Some(index)) => {
+                self.search_index(&tx, &collection, &index, subject, &query)
+                    .await?
             }
-            None => Self::search_exactly(&tx, &collection, subject, &query, false).await?,
+            (None, None) => {
+                let counted = row(
+                    &tx,
+                    &format!(
+                        "SELECT count(*) FROM {} WHERE subject = ?1",
+                        collection.table()
+                    ),
+                    [subject],
+                )
+                .await?
+                .ok_or_else(|| corrupt("count", "no row"))?;
+                let scope_rows = usize::try_from(counted.int(0)?).unwrap_or(usize::MAX);
+                self.search_scanned(&tx, &collection, subject, &query, scope_rows)
+                    .await?
+            }
         };
         tx.commit().await?;
         Ok(hits)
     }
 }
 
-/// The namespace's collections by name, for restore's lookups.
+/// The namespace's collections by name, for restore's lookups: those it wrote vectors of.
 pub(crate) type CollectionCache = HashMap<(Namespace, String), CollectionRow>;

@@ -4,7 +4,9 @@
 //! working memory, vector text) as BLOB, because its Rust driver reads TEXT through a C string
 //! that would end at the first NUL, and holds each collection's vectors in a table of its own
 //! (`F32_BLOB(dims)` with a DiskANN index, made by `ensure_collection`), where SQLite keeps one
-//! `vectors` table of little-endian f32 blobs. Later migrations are the same text for both.
+//! `vectors` table of little-endian f32 blobs. Later migrations are the same text for both,
+//! but where one schema catches up with the other (libSQL's 3 adds SQLite's collection
+//! `generation`).
 //! Never edit a released migration: its checksum is recorded in every database it made.
 
 use memory_core::migration::Migration;
@@ -27,6 +29,11 @@ pub const LIBSQL: &[Migration] = &[
         sql: include_str!("../migrations/libsql/0001_initial.sql"),
     },
     REMEMBER_BY_INDEX,
+    Migration {
+        version: 3,
+        name: "collection_generation",
+        sql: include_str!("../migrations/libsql/0003_collection_generation.sql"),
+    },
 ];
 
 /// Version 2 of both: remember's purge and duplicate check by index.
@@ -89,6 +96,10 @@ mod tests {
             (
                 LIBSQL[1],
                 "522ae8d5fd16bfda4e49ed16d98a2a78ea3bf77985bbc2855f58f462ecdbf298",
+            ),
+            (
+                LIBSQL[2],
+                "770f6a548a304f19f62e7d73598e6c37b9669fca31bf06daa405e6044cd1ae3e",
             ),
         ];
         for (migration, checksum) in released {

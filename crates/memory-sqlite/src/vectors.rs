@@ -256,24 +256,20 @@ impl SqliteStore {
     }
 
     /// After a committed write that took `collection` from the generation it was read at (in
-    /// the write's transaction) to the next and changed only `subject`'s rows by `change`:
-    /// the subject's held matrix takes the change, and the collection's other subjects' held
-    /// matrices, untouched, move to the new generation as they are. So neither this writer's
-    /// next search nor another subject's reads the rows again.
+    /// the write's transaction) to the next and changed only `subject`'s rows by `change`: see
+    /// [`MatrixCache::written_by_subject`](memory_core::exact::MatrixCache::written_by_subject).
     fn written(
         &self,
         collection: &CollectionRow,
         subject: &str,
         change: impl FnOnce(&mut ExactIndex),
     ) {
-        let (from, to) = (collection.generation, collection.generation + 1);
-        self.vector_cache
-            .advance(&(collection.pk, subject.to_owned()), &from, to, change);
-        // Not the written subject: a matrix of it read before the write, and kept after the
-        // advance above, is not the data at `to`.
-        self.vector_cache.carry(&from, &to, |(pk, other)| {
-            *pk == collection.pk && other != subject
-        });
+        self.vector_cache.written_by_subject(
+            &collection.pk,
+            subject,
+            collection.generation,
+            change,
+        );
     }
 }
 
