@@ -6,6 +6,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,8 +14,10 @@ use libsql::{Connection, Database, TransactionBehavior, Value};
 use memory_bench::workloads::{
     in_rank_order, query_tokens_json, rank_holding, MessageRecall, RawDriver,
 };
-use memory_core::exact::encode_f32_le;
-use memory_core::{ConversationId, Message, Scope, Timestamp};
+use memory_core::exact::ExactIndex;
+use memory_core::{
+    ConversationId, Filter, Message, Metric, Scope, Timestamp, VectorId, VectorQuery,
+};
 use memory_sqlite_sql::conversations::list_page;
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use tokio::sync::Mutex;
@@ -25,6 +28,16 @@ pub struct RawLibsql {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next: AtomicUsize,
+    /// The one scope's matrix a turn's recall holds, as the store holds a scanned scope's.
+    held: std::sync::Mutex<Option<HeldMatrix>>,
+}
+
+/// A subject's vectors as whole records, read at a collection's generation.
+struct HeldMatrix {
+    collection: i64,
+    generation: i64,
+    subject: String,
+    index: Arc<ExactIndex>,
 }
 
 /// A connection with the store's pragmas.
@@ -93,6 +106,7 @@ impl RawLibsql {
             writer,
             readers: pool,
             next: AtomicUsize::new(0),
+            held: std::sync::Mutex::new(None),
         }
     }
 
@@ -314,9 +328,9 @@ impl RawDriver for RawLibsql {
     }
 
     /// The store's reads of a turn's semantic recall, in one read transaction: the collection's
-    /// table, the conversation's last seq, the nearest of the conversation's vectors before the
-    /// window ranked exactly by libSQL (`vector_distance_cos`, as the store's exact scan of a
-    /// small scope does, here with the conversation and seq filter in SQL), and their messages.
+    /// generation, the subject's vectors (read once as whole records, then held while the
+    /// generation stays, as the store holds a scanned scope), the conversation's last seq, the
+    /// nearest before the window ranked in the client, and their messages.
     async fn recall_messages(
         &self,
         scope: &Scope,
@@ -331,11 +345,60 @@ impl RawDriver for RawLibsql {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let collection = rows(
             &tx,
-            "SELECT pk FROM collections WHERE namespace = ?1 AND name = ?2",
+            "SELECT pk, generation, dims, metric FROM collections
+             WHERE namespace = ?1 AND name = ?2",
             (namespace, recall.collection),
         )
         .await;
-        let table = format!("vectors_{}", int(&collection.first()?[0]));
+        let row = collection.first()?;
+        let (pk, generation) = (int(&row[0]), int(&row[1]));
+        let held = self
+            .held
+            .lock()
+            .expect("not poisoned")
+            .as_ref()
+            .filter(|held| {
+                (held.collection, held.generation, held.subject.as_str())
+                    == (pk, generation, subject)
+            })
+            .map(|held| held.index.clone());
+        let index = if let Some(index) = held {
+            index
+        } else {
+            let dims = usize::try_from(int(&row[2])).expect("dimensions the store wrote");
+            let metric = Metric::parse(&string(&row[3])).expect("a metric the store wrote");
+            let mut index = ExactIndex::holding_records(dims, metric);
+            for row in rows(
+                &tx,
+                &format!(
+                    "SELECT id, vector, metadata, text, conversation_id FROM vectors_{pk}
+                     WHERE subject = ?1"
+                ),
+                [subject],
+            )
+            .await
+            {
+                let Value::Blob(vector) = &row[1] else {
+                    panic!("a vector blob")
+                };
+                index.push_record_le_bytes(
+                    VectorId::new(string(&row[0])).expect("a vector id"),
+                    vector,
+                    serde_json::from_str(&string(&row[2])).expect("metadata"),
+                    (row[3] != Value::Null).then(|| string(&row[3])),
+                    (row[4] != Value::Null)
+                        .then(|| ConversationId::new(string(&row[4])).expect("an id")),
+                );
+            }
+            let index = Arc::new(index);
+            *self.held.lock().expect("not poisoned") = Some(HeldMatrix {
+                collection: pk,
+                generation,
+                subject: subject.to_owned(),
+                index: index.clone(),
+            });
+            index
+        };
         let conversation = rows(
             &tx,
             "SELECT pk, last_seq FROM conversations
@@ -343,35 +406,29 @@ impl RawDriver for RawLibsql {
             (namespace, subject, id.as_str()),
         )
         .await;
-        let (pk, last_seq) = (int(&conversation[0][0]), int(&conversation[0][1]));
+        let (conversation, last_seq) = (int(&conversation[0][0]), int(&conversation[0][1]));
         let before = last_seq - i64::try_from(recall.window).expect("window") + 1;
-        let nearest = rows(
-            &tx,
-            &format!(
-                "SELECT seq FROM (
-                     SELECT metadata ->> '$.seq' AS seq,
-                            vector_distance_cos(vector, ?3) AS distance
-                     FROM {table}
-                     WHERE subject = ?1 AND conversation_id = ?2
-                       AND metadata ->> '$.seq' < ?4)
-                 WHERE 1 - distance >= ?5 ORDER BY distance LIMIT ?6"
-            ),
-            (
-                subject,
-                id.as_str(),
-                Value::Blob(encode_f32_le(recall.vector)),
-                before,
-                f64::from(recall.min_score),
-                i64::try_from(recall.limit).expect("limit"),
-            ),
-        )
-        .await;
-        let seqs: Vec<i64> = nearest.iter().map(|row| int(&row[0])).collect();
+        #[allow(clippy::cast_precision_loss)] // seqs far below 2^52
+        let mut query =
+            VectorQuery::new(recall.vector.to_vec(), recall.limit).with_filter(Filter::and([
+                Filter::eq("conversation_id", id.as_str()),
+                Filter::range("seq").lt(before as f64),
+            ]));
+        query.min_score = Some(recall.min_score);
+        let seqs: Vec<u64> = index
+            .search_records(&query)
+            .expect("a matrix of records")
+            .iter()
+            .filter_map(|hit| hit.record.metadata.get("seq")?.as_u64())
+            .collect();
         let bodies = rows(
             &tx,
             "SELECT body FROM messages
              WHERE conversation = ?1 AND seq IN (SELECT value FROM json_each(?2))",
-            (pk, serde_json::to_string(&seqs).expect("seqs serialize")),
+            (
+                conversation,
+                serde_json::to_string(&seqs).expect("seqs serialize"),
+            ),
         )
         .await;
         tx.commit().await.expect("commit");
