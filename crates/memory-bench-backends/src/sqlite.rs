@@ -750,9 +750,9 @@ impl RawDriver for EngineSqlite {
     }
 
     /// The store's own work, as the engine would do it: in one read transaction, the
-    /// collection's generation, the subject's vectors (read once, then held while the
-    /// generation stays), the nearest before the window ranked in the client, and their
-    /// messages.
+    /// collection's generation, the subject's vectors as whole records (read once, then held
+    /// while the generation stays), the nearest before the window ranked in the client, and
+    /// their messages.
     async fn recall_messages(
         &self,
         scope: &Scope,
@@ -816,36 +816,13 @@ impl RawDriver for EngineSqlite {
                     Filter::range("seq").lt(before as f64),
                 ]));
                 query.min_score = Some(min_score);
-                // As the store does: the hits' rows (their text and metadata), then their
-                // messages by seq.
-                let ids: Vec<&str> = index
-                    .search(&query)
+                // As the store does: the hits from the held records, then their messages by
+                // seq.
+                let seqs: Vec<u64> = index
+                    .search_records(&query)
+                    .expect("a matrix of records")
                     .iter()
-                    .map(|(row, _)| index.id(*row).as_str())
-                    .collect();
-                let metadata: Vec<String> = tx
-                    .prepare_cached(
-                        "SELECT id, text, metadata, conversation_id FROM vectors
-                         WHERE collection = ?1 AND subject = ?2
-                           AND id IN (SELECT value FROM json_each(?3))",
-                    )
-                    .and_then(|mut s| {
-                        s.query_map(
-                            rusqlite::params![
-                                pk,
-                                subject,
-                                serde_json::to_string(&ids).expect("ids serialize")
-                            ],
-                            |r| r.get(2),
-                        )?
-                        .collect()
-                    })
-                    .expect("the hits' rows");
-                let seqs: Vec<u64> = metadata
-                    .iter()
-                    .filter_map(|m| {
-                        serde_json::from_str::<serde_json::Value>(m).ok()?["seq"].as_u64()
-                    })
+                    .filter_map(|hit| hit.record.metadata.get("seq")?.as_u64())
                     .collect();
                 let bodies = tx
                     .prepare_cached(
@@ -917,13 +894,14 @@ fn read_matrix(
     dims: i64,
     metric: &str,
 ) -> ExactIndex {
-    let mut index = ExactIndex::new(
+    let mut index = ExactIndex::holding_records(
         usize::try_from(dims).expect("dimensions the store wrote"),
         Metric::parse(metric).expect("a metric the store wrote"),
     );
     let mut statement = tx
         .prepare_cached(
-            "SELECT id, vector, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
+            "SELECT id, vector, metadata, text, conversation_id FROM vectors
+             WHERE collection = ?1 AND subject = ?2",
         )
         .expect("prepare");
     let mut rows = statement
@@ -931,10 +909,13 @@ fn read_matrix(
         .expect("vectors");
     while let Some(row) = rows.next().expect("a vector row") {
         let metadata: String = row.get(2).expect("metadata");
-        index.push_le_bytes(
+        let conversation: Option<String> = row.get(4).expect("conversation id");
+        index.push_record_le_bytes(
             VectorId::new(row.get::<_, String>(0).expect("id")).expect("a vector id"),
             row.get_ref(1).expect("vector").as_blob().expect("a blob"),
             serde_json::from_str(&metadata).expect("metadata"),
+            row.get(3).expect("text"),
+            conversation.map(|id| ConversationId::new(id).expect("a conversation id")),
         );
     }
     index
