@@ -53,6 +53,7 @@ const BACKENDS: &[(&str, &str, &str)] = &[
     ("redis", "memory-redis", "conformance"),
     ("redis-cluster", "memory-redis", "conformance_cluster"),
     ("libsql", "memory-libsql", "conformance"),
+    ("libsql-scanned", "memory-libsql", "conformance_scanned"),
     // Runs only with MEMORY_TEST_LIBSQL_URL (and the `remote` feature): named skips otherwise.
     ("libsql-remote", "memory-libsql", "conformance_remote"),
 ];

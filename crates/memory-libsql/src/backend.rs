@@ -23,8 +23,14 @@ impl MemoryBackend for LibsqlStore {
 
     fn capabilities(&self) -> Capabilities {
         // Durable against a process crash in both modes; see the crate docs for power loss.
+        // A store that never asks the index scans every scope exactly.
+        let search = if self.config.index_min_rows == usize::MAX {
+            VectorSearch::Exact
+        } else {
+            VectorSearch::Approximate(VectorIndexKind::DiskAnn)
+        };
         Capabilities::default()
-            .with_vector_search(VectorSearch::Approximate(VectorIndexKind::DiskAnn))
+            .with_vector_search(search)
             .with_durability(Durability::Durable)
     }
 

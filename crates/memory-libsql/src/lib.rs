@@ -254,7 +254,8 @@ impl LibsqlStoreBuilder {
     }
 
     /// Searches whose scope holds fewer vectors than this scan them exactly instead of asking
-    /// the DiskANN index (default [`DEFAULT_INDEX_MIN_ROWS`]; 0 always uses the index).
+    /// the DiskANN index (default [`DEFAULT_INDEX_MIN_ROWS`]; 0 always uses the index;
+    /// `usize::MAX` never does, and the store then declares exact vector search).
     #[must_use]
     pub fn index_min_rows(mut self, rows: usize) -> Self {
         self.config.index_min_rows = rows;
