@@ -8,9 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use memory_core::exact::ExactIndex;
 use memory_core::lexical::tokenize;
-use memory_core::{
-    ConversationId, Filter, Message, Metric, Scope, Timestamp, VectorId, VectorQuery,
-};
+use memory_core::{ConversationId, Message, Metric, Scope, Timestamp, VectorId};
 use memory_sqlite_sql::conversations::list_page;
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
@@ -810,20 +808,16 @@ impl RawDriver for EngineSqlite {
                         })
                     })
                     .expect("the conversation");
-                let before = last_seq - window as i64 + 1;
-                let mut query = VectorQuery::new(vector, limit).with_filter(Filter::and([
-                    Filter::eq("conversation_id", id.as_str()),
-                    Filter::range("seq").lt(before as f64),
-                ]));
-                query.min_score = Some(min_score);
+                let recall = MessageRecall {
+                    collection: &collection,
+                    vector: &vector,
+                    window,
+                    limit,
+                    min_score,
+                };
                 // As the store does: the hits from the held records, then their messages by
                 // seq.
-                let seqs: Vec<u64> = index
-                    .search_records(&query)
-                    .expect("a matrix of records")
-                    .iter()
-                    .filter_map(|hit| hit.record.metadata.get("seq")?.as_u64())
-                    .collect();
+                let seqs = recall.seqs_in(&index, &id, last_seq);
                 let bodies = tx
                     .prepare_cached(
                         "SELECT body FROM messages WHERE conversation = ?1

@@ -15,9 +15,7 @@ use memory_bench::workloads::{
     in_rank_order, query_tokens_json, rank_holding, MessageRecall, RawDriver,
 };
 use memory_core::exact::ExactIndex;
-use memory_core::{
-    ConversationId, Filter, Message, Metric, Scope, Timestamp, VectorId, VectorQuery,
-};
+use memory_core::{ConversationId, Message, Metric, Scope, Timestamp, VectorId};
 use memory_sqlite_sql::conversations::list_page;
 use memory_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use tokio::sync::Mutex;
@@ -407,20 +405,7 @@ impl RawDriver for RawLibsql {
         )
         .await;
         let (conversation, last_seq) = (int(&conversation[0][0]), int(&conversation[0][1]));
-        let before = last_seq - i64::try_from(recall.window).expect("window") + 1;
-        #[allow(clippy::cast_precision_loss)] // seqs far below 2^52
-        let mut query =
-            VectorQuery::new(recall.vector.to_vec(), recall.limit).with_filter(Filter::and([
-                Filter::eq("conversation_id", id.as_str()),
-                Filter::range("seq").lt(before as f64),
-            ]));
-        query.min_score = Some(recall.min_score);
-        let seqs: Vec<u64> = index
-            .search_records(&query)
-            .expect("a matrix of records")
-            .iter()
-            .filter_map(|hit| hit.record.metadata.get("seq")?.as_u64())
-            .collect();
+        let seqs = recall.seqs_in(&index, id.as_str(), last_seq);
         let bodies = rows(
             &tx,
             "SELECT body FROM messages

@@ -11,9 +11,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use memory_core::embed::HashingEmbedder;
+use memory_core::exact::ExactIndex;
 use memory_core::{
-    AppendOptions, ConversationId, LoadOptions, MemoryBackend, Message, NewConversation, NewFact,
-    RecallQuery, RememberOptions, Scope, WorkingMemoryKey, WorkingMemoryUpdate,
+    AppendOptions, ConversationId, Filter, LoadOptions, MemoryBackend, Message, NewConversation,
+    NewFact, RecallQuery, RememberOptions, Scope, VectorQuery, WorkingMemoryKey,
+    WorkingMemoryUpdate,
 };
 
 use serde_json::{json, Value};
@@ -166,6 +168,28 @@ pub struct MessageRecall<'a> {
     pub limit: usize,
     /// The least cosine similarity recalled.
     pub min_score: f32,
+}
+
+impl MessageRecall<'_> {
+    /// The seqs this recall finds in a scope's matrix of whole records, ranked as the store
+    /// ranks a held matrix: the nearest `limit` of `conversation`'s vectors before the window
+    /// (the conversation's last seq is `last_seq`), at least `min_score` similar, best first.
+    pub fn seqs_in(&self, index: &ExactIndex, conversation: &str, last_seq: i64) -> Vec<u64> {
+        let before = last_seq - i64::try_from(self.window).expect("window") + 1;
+        #[allow(clippy::cast_precision_loss)] // seqs far below 2^52
+        let mut query =
+            VectorQuery::new(self.vector.to_vec(), self.limit).with_filter(Filter::and([
+                Filter::eq("conversation_id", conversation),
+                Filter::range("seq").lt(before as f64),
+            ]));
+        query.min_score = Some(self.min_score);
+        index
+            .search_records(&query)
+            .expect("a matrix of records")
+            .iter()
+            .filter_map(|hit| hit.record.metadata.get("seq")?.as_u64())
+            .collect()
+    }
 }
 
 /// A side made of a closure called once per round.
