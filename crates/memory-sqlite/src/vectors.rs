@@ -254,23 +254,6 @@ impl SqliteStore {
             .insert(key, collection.generation, Arc::clone(&index));
         Ok(index)
     }
-
-    /// After a committed write that took `collection` from the generation it was read at (in
-    /// the write's transaction) to the next and changed only `subject`'s rows by `change`: see
-    /// [`MatrixCache::written_by_subject`](memory_core::exact::MatrixCache::written_by_subject).
-    fn written(
-        &self,
-        collection: &CollectionRow,
-        subject: &str,
-        change: impl FnOnce(&mut ExactIndex),
-    ) {
-        self.vector_cache.written_by_subject(
-            &collection.pk,
-            subject,
-            collection.generation,
-            change,
-        );
-    }
 }
 
 #[async_trait]
@@ -342,9 +325,12 @@ impl VectorStore for SqliteStore {
         }
         tx.commit().await.db()?;
         if !records.is_empty() {
-            self.written(&collection, subject_of(scope), |matrix| {
-                matrix.upsert(&records);
-            });
+            self.vector_cache.written_by_subject(
+                &collection.pk,
+                subject_of(scope),
+                collection.generation,
+                |matrix| matrix.upsert(&records),
+            );
         }
         Ok(records.len())
     }
@@ -416,7 +402,12 @@ impl VectorStore for SqliteStore {
         }
         tx.commit().await.db()?;
         if removed > 0 {
-            self.written(&collection, subject_of(scope), |matrix| matrix.remove(&ids));
+            self.vector_cache.written_by_subject(
+                &collection.pk,
+                subject_of(scope),
+                collection.generation,
+                |matrix| matrix.remove(&ids),
+            );
         }
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
