@@ -176,9 +176,9 @@ fn test(args: &[String]) -> Result<(), String> {
         }
         Err(reason) => eprintln!("xtask: no all-MiniLM-L6-v2 for the local embedder: {reason}"),
     }
-    match models::mcp_python() {
-        Ok(python) => {
-            command.env("MEMORY_TEST_MCP_PYTHON", python);
+    match models::mcp_pythons() {
+        Ok(pythons) => {
+            command.env("MEMORY_TEST_MCP_PYTHON", pythons);
         }
         Err(reason) => eprintln!("xtask: no Python MCP SDK for the MCP server's tests: {reason}"),
     }

@@ -68,17 +68,29 @@ fn python(args: &[&str], path: &Path, rest: &[&str]) -> Result<(), String> {
         .ok_or_else(|| format!("{shown} failed ({status})"))
 }
 
-/// The MCP client SDK the server's tests drive (`crates/memory-cli/tests/mcp/client.py`).
-const MCP_SDK: &str = "mcp==1.30.0";
+/// The MCP client SDKs the server's tests drive (`crates/memory-cli/tests/mcp/client.py`): the
+/// line `pip install mcp` gives today, and the last of the 1.x line, which clients still ship.
+const MCP_SDKS: [(&str, &str); 2] = [
+    ("mcp-client", "mcp==2.3.0"),
+    ("mcp-client-1", "mcp==1.30.0"),
+];
 
-/// A Python with the MCP SDK: a virtual environment in `target/mcp-client`, made if missing;
-/// `Err` says why it could not be (the MCP tests then skip, or fail when `MEMORY_TEST_REQUIRE`
-/// names `mcp`).
-pub fn mcp_python() -> Result<PathBuf, String> {
-    let target = crate::target_dir();
-    let venv = target.join("mcp-client");
+/// Pythons with the MCP SDK, one per line of [`MCP_SDKS`], joined as `PATH` is (what
+/// `MEMORY_TEST_MCP_PYTHON` takes): virtual environments in `target/`, made if missing. `Err`
+/// says why one could not be (the MCP tests then skip, or fail when `MEMORY_TEST_REQUIRE` names
+/// `mcp`).
+pub fn mcp_pythons() -> Result<std::ffi::OsString, String> {
+    let pythons = MCP_SDKS
+        .iter()
+        .map(|(folder, sdk)| mcp_python(folder, sdk))
+        .collect::<Result<Vec<_>, _>>()?;
+    std::env::join_paths(pythons).map_err(|e| e.to_string())
+}
+
+fn mcp_python(folder: &str, sdk: &str) -> Result<PathBuf, String> {
+    let venv = crate::target_dir().join(folder);
     let python = venv.join("bin").join("python3");
-    let ready = venv.join(MCP_SDK);
+    let ready = venv.join(sdk);
     if ready.exists() {
         return Ok(python);
     }
@@ -90,13 +102,10 @@ pub fn mcp_python() -> Result<PathBuf, String> {
         "install",
         "--quiet",
         "--disable-pip-version-check",
-        MCP_SDK,
+        sdk,
     ]))?;
     std::fs::write(&ready, "").map_err(|e| e.to_string())?;
-    println!(
-        "xtask: the Python MCP SDK ({MCP_SDK}) in {}",
-        venv.display()
-    );
+    println!("xtask: the Python MCP SDK ({sdk}) in {}", venv.display());
     Ok(python)
 }
 

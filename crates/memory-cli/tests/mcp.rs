@@ -39,33 +39,49 @@ const BOBS_SECRET: &str = "Bob's vault code is 4711";
 /// Bob's structured memory (a `Preference`): no answer to Ada may contain it either.
 const BOBS_PIN: &str = "the pin is 9931";
 
-fn python() -> String {
-    std::env::var("MEMORY_TEST_MCP_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+/// The Pythons with the SDK, one per SDK line tested: `MEMORY_TEST_MCP_PYTHON` lists them as
+/// `PATH` does (`cargo xtask test` makes a 2.x and a 1.x environment), else `python3`.
+fn pythons() -> Vec<String> {
+    std::env::var_os("MEMORY_TEST_MCP_PYTHON").map_or_else(
+        || vec!["python3".to_owned()],
+        |list| {
+            std::env::split_paths(&list)
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect()
+        },
+    )
 }
 
 fn python_client_available() -> bool {
-    let found = Command::new(python())
-        .args(["-c", "import mcp"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
+    let missing: Vec<String> = pythons()
+        .into_iter()
+        .filter(|python| {
+            !Command::new(python)
+                .args(["-c", "import mcp"])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    if !missing.is_empty() {
         assert!(
             !memory_conformance::is_required("mcp"),
-            "MEMORY_TEST_REQUIRE names mcp, but {} cannot import mcp (pip install mcp)",
-            python()
+            "MEMORY_TEST_REQUIRE names mcp, but {missing:?} cannot import mcp (pip install mcp)"
         );
-        eprintln!(
-            "SKIP mcp: {} has no `mcp` package (pip install mcp)",
-            python()
-        );
+        eprintln!("SKIP mcp: {missing:?} has no `mcp` package (pip install mcp)");
     }
-    found
+    missing.is_empty()
 }
 
-/// Runs the Python client on a plan and returns its JSON answer.
+/// Runs the Python client (of the first SDK line) on a plan and returns its JSON answer.
 fn client(plan: &Value) -> Value {
-    let mut child = Command::new(python())
+    client_on(&pythons()[0], plan)
+}
+
+/// Runs the Python client on `python` and returns its JSON answer. The client must not log a
+/// failure of its own (the 2.x SDK logs a session ended with a status it does not accept).
+fn client_on(python: &str, plan: &Value) -> Value {
+    let mut child = Command::new(python)
         .arg(CLIENT)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -79,10 +95,11 @@ fn client(plan: &Value) -> Value {
         .write_all(plan.to_string().as_bytes())
         .unwrap();
     let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the client failed: {stderr}");
     assert!(
-        output.status.success(),
-        "the client failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+        !stderr.contains("failed"),
+        "the client logged a failure: {stderr}"
     );
     serde_json::from_slice(&output.stdout).expect("the client prints JSON")
 }
@@ -278,15 +295,21 @@ async fn stdio_serves_every_tool_in_the_configured_scope_only() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}/memory.db", dir.path().display());
-    let bob_thread = seed(&url).await;
-    let answer = client(&json!({
-        "transport": "stdio",
-        "command": BINARY,
-        "args": ["--url", url, "--namespace", "acme", "mcp", "--subject", "ada"],
-        "calls": ada_calls(&bob_thread),
-    }));
-    check_ada(&answer);
+    for (line, python) in pythons().iter().enumerate() {
+        // Each SDK line's run starts from a freshly seeded store.
+        let url = format!("sqlite://{}/memory-{line}.db", dir.path().display());
+        let bob_thread = seed(&url).await;
+        let answer = client_on(
+            python,
+            &json!({
+                "transport": "stdio",
+                "command": BINARY,
+                "args": ["--url", url, "--namespace", "acme", "mcp", "--subject", "ada"],
+                "calls": ada_calls(&bob_thread),
+            }),
+        );
+        check_ada(&answer);
+    }
 }
 
 /// A running `agent-memory mcp --http`, stopped on drop.
@@ -319,6 +342,11 @@ fn make_key(dir: &Path, keys: &Path, args: &[&str]) -> String {
 }
 
 fn start_http(store_url: &str, keys: &Path) -> HttpServer {
+    start_http_with(store_url, keys, &[])
+}
+
+/// The server with more arguments (`--max-sessions-per-key`, …).
+fn start_http_with(store_url: &str, keys: &Path, more: &[&str]) -> HttpServer {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -329,6 +357,7 @@ fn start_http(store_url: &str, keys: &Path) -> HttpServer {
         .arg(format!("127.0.0.1:{port}"))
         .arg("--keys")
         .arg(keys)
+        .args(more)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -355,81 +384,602 @@ async fn http_serves_each_key_its_own_scope_and_refuses_the_rest() {
     if !python_client_available() {
         return;
     }
+    for python in &pythons() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/memory.db", dir.path().display());
+        let bob_thread = seed(&url).await;
+        let keys = dir.path().join("keys.json");
+        let ada = make_key(dir.path(), &keys, &["--subject", "ada", "--label", "ada"]);
+        let bob = make_key(dir.path(), &keys, &["--subject", "bob"]);
+        let admin = make_key(dir.path(), &keys, &["--admin"]);
+        let stored = std::fs::read_to_string(&keys).unwrap();
+        for key in [&ada, &bob, &admin] {
+            assert!(!stored.contains(&key[4..]), "keys are stored hashed");
+        }
+        let server = start_http(&url, &keys);
+
+        let answer = client_on(
+            python,
+            &json!({
+                "transport": "http",
+                "url": server.url,
+                "headers": bearer(&ada),
+                "calls": ada_calls(&bob_thread),
+            }),
+        );
+        check_ada(&answer);
+
+        // Bob's key sees Bob's memory, and none of what Ada's session wrote.
+        let answer = client_on(
+            python,
+            &json!({
+                "transport": "http",
+                "url": server.url,
+                "headers": bearer(&bob),
+                "calls": [
+                    {"name": "recall", "arguments": {"query": "vault code"}},
+                    {"name": "search_memory", "arguments": {"query": "tea", "mode": "lexical"}},
+                    {"name": "get_working_memory", "arguments": {}},
+                    {"name": "list_conversations", "arguments": {}},
+                ],
+            }),
+        );
+        let r = &answer["results"];
+        assert_eq!(r[0]["structured"]["facts"][0]["text"], BOBS_SECRET);
+        assert_eq!(r[1]["structured"]["results"], json!([]));
+        assert_eq!(r[2]["structured"]["working_memory"]["content"], BOBS_SECRET);
+        assert_eq!(r[3]["structured"]["conversations"][0]["id"], bob_thread);
+        assert!(!answer.to_string().contains("Ada"), "{answer}");
+
+        // An admin key works in the scope its headers name.
+        let mut headers = bearer(&admin);
+        headers["X-Memory-Namespace"] = json!("acme");
+        headers["X-Memory-Subject"] = json!("bob");
+        let answer = client_on(
+            python,
+            &json!({
+                "transport": "http",
+                "url": server.url,
+                "headers": headers,
+                "calls": [{"name": "recall", "arguments": {"query": "vault code"}}],
+            }),
+        );
+        assert_eq!(
+            answer["results"][0]["structured"]["facts"][0]["text"],
+            BOBS_SECRET
+        );
+
+        // Refused before any tool runs.
+        let probe = |headers: Value| {
+            client(&json!({"transport": "probe", "url": server.url, "headers": headers}))["status"]
+                .as_u64()
+                .unwrap()
+        };
+        assert_eq!(probe(json!({})), 401, "no key");
+        assert_eq!(probe(bearer("amk_0000")), 401, "an unknown key");
+        assert_eq!(
+            probe(json!({"Authorization": ada.clone()})),
+            401,
+            "not a bearer"
+        );
+        let mut wrong = ada.clone();
+        let last = wrong.pop().unwrap();
+        wrong.push(if last == '0' { '1' } else { '0' });
+        assert_eq!(probe(bearer(&wrong)), 401, "one digit off");
+        let mut elsewhere = bearer(&ada);
+        elsewhere["X-Memory-Subject"] = json!("bob");
+        assert_eq!(probe(elsewhere), 403, "a scoped key naming another scope");
+        assert_eq!(probe(bearer(&admin)), 400, "an admin key naming no scope");
+        assert_eq!(probe(bearer(&ada)), 200, "the probe itself works");
+    }
+}
+
+/// The two tenants of the session tests: Ada's and Bob's keys on a server over a seeded store.
+struct TwoTenants {
+    server: HttpServer,
+    ada: String,
+    bob: String,
+    admin: String,
+    dir: tempfile::TempDir,
+}
+
+async fn two_tenants(server_args: &[&str]) -> TwoTenants {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/memory.db", dir.path().display());
-    let bob_thread = seed(&url).await;
+    seed(&url).await;
     let keys = dir.path().join("keys.json");
-    let ada = make_key(dir.path(), &keys, &["--subject", "ada", "--label", "ada"]);
+    let ada = make_key(dir.path(), &keys, &["--subject", "ada"]);
     let bob = make_key(dir.path(), &keys, &["--subject", "bob"]);
     let admin = make_key(dir.path(), &keys, &["--admin"]);
-    let stored = std::fs::read_to_string(&keys).unwrap();
-    for key in [&ada, &bob, &admin] {
-        assert!(!stored.contains(&key[4..]), "keys are stored hashed");
+    let server = start_http_with(&url, &keys, server_args);
+    TwoTenants {
+        server,
+        ada,
+        bob,
+        admin,
+        dir,
     }
-    let server = start_http(&url, &keys);
+}
 
+/// Ada's requests on Bob's session, racing Bob's own with the same JSON-RPC ids: a server that
+/// routes answers by session and id alone hands Ada Bob's answer and leaves Bob's call
+/// unanswered. Every one of Ada's requests must be refused, and every one of Bob's answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_answers_only_the_scope_that_opened_it_under_a_race() {
+    if !python_client_available() {
+        return;
+    }
+    let tenants = two_tenants(&[]).await;
     let answer = client(&json!({
-        "transport": "http",
-        "url": server.url,
-        "headers": bearer(&ada),
-        "calls": ada_calls(&bob_thread),
+        "transport": "race",
+        "url": tenants.server.url,
+        "owner": tenants.bob,
+        "intruder": tenants.ada,
+        "rounds": 200,
+        "secret": "4711",
+        "call": {"name": "recall", "arguments": {"query": "vault code"}},
     }));
-    check_ada(&answer);
+    assert_eq!(answer["rounds"], 200, "stopped early: {answer}");
+    assert_eq!(answer["foreign"], 0, "Ada received Bob's data: {answer}");
+    assert_eq!(
+        answer["unanswered"], 0,
+        "Bob's calls went unanswered: {answer}"
+    );
+    assert_eq!(
+        answer["intruder_accepted"], 0,
+        "Ada's requests on Bob's session: {answer}"
+    );
+}
 
-    // Bob's key sees Bob's memory, and none of what Ada's session wrote.
+/// Requests, streams and DELETEs on another scope's session are answered exactly as on a
+/// session that never existed, so a leaked id cannot even be confirmed; the owner's session
+/// works on, and its own DELETE ends it with a status clients accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_scopes_session_is_refused_as_unknown() {
+    if !python_client_available() {
+        return;
+    }
+    let tenants = two_tenants(&[]).await;
+    let as_key = |key: &str, session: &str| {
+        json!({"Authorization": format!("Bearer {key}"), "Mcp-Session-Id": session,
+               "Mcp-Protocol-Version": "2025-06-18"})
+    };
+    let admin_as = |subject: &str, session: &str| {
+        let mut headers = as_key(&tenants.admin, session);
+        headers["X-Memory-Namespace"] = json!("acme");
+        headers["X-Memory-Subject"] = json!(subject);
+        headers
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"});
+    let unknown = "0123456789abcdef0123456789abcdef";
     let answer = client(&json!({
-        "transport": "http",
-        "url": server.url,
-        "headers": bearer(&bob),
-        "calls": [
-            {"name": "recall", "arguments": {"query": "vault code"}},
-            {"name": "search_memory", "arguments": {"query": "tea", "mode": "lexical"}},
-            {"name": "get_working_memory", "arguments": {}},
-            {"name": "list_conversations", "arguments": {}},
+        "transport": "raw",
+        "url": tenants.server.url,
+        "requests": [
+            // 0: Bob's session; 1: an admin session bound to Bob's scope.
+            {"headers": {"Authorization": format!("Bearer {}", tenants.bob)}, "body": "initialize"},
+            {"headers": admin_as("bob", ""), "body": "initialize"},
+            // 2–4: a session that never existed: POST, GET, DELETE.
+            {"headers": as_key(&tenants.ada, unknown), "body": list},
+            {"method": "GET", "headers": as_key(&tenants.ada, unknown)},
+            {"method": "DELETE", "headers": as_key(&tenants.ada, unknown)},
+            // 5–7: Ada's key on Bob's session; 8–10: an admin key naming Ada on it;
+            // 11: Bob's key on the admin session bound to Bob (same scope: served).
+            {"headers": as_key(&tenants.ada, "$0"), "body": list},
+            {"method": "GET", "headers": as_key(&tenants.ada, "$0")},
+            {"method": "DELETE", "headers": as_key(&tenants.ada, "$0")},
+            {"headers": admin_as("ada", "$0"), "body": list},
+            {"method": "GET", "headers": admin_as("ada", "$0")},
+            {"method": "DELETE", "headers": admin_as("ada", "$0")},
+            {"headers": as_key(&tenants.bob, "$1"), "body": list},
+            // 12: Bob's session still works; 13: Bob ends it; 14: then it is gone.
+            {"headers": as_key(&tenants.bob, "$0"), "body": list},
+            {"method": "DELETE", "headers": as_key(&tenants.bob, "$0")},
+            {"headers": as_key(&tenants.bob, "$0"), "body": list},
         ],
     }));
-    let r = &answer["results"];
-    assert_eq!(r[0]["structured"]["facts"][0]["text"], BOBS_SECRET);
-    assert_eq!(r[1]["structured"]["results"], json!([]));
-    assert_eq!(r[2]["structured"]["working_memory"]["content"], BOBS_SECRET);
-    assert_eq!(r[3]["structured"]["conversations"][0]["id"], bob_thread);
-    assert!(!answer.to_string().contains("Ada"), "{answer}");
-
-    // An admin key works in the scope its headers name.
-    let mut headers = bearer(&admin);
-    headers["X-Memory-Namespace"] = json!("acme");
-    headers["X-Memory-Subject"] = json!("bob");
-    let answer = client(&json!({
-        "transport": "http",
-        "url": server.url,
-        "headers": headers,
-        "calls": [{"name": "recall", "arguments": {"query": "vault code"}}],
-    }));
+    let r = answer["results"].as_array().unwrap();
+    assert_eq!(r[0]["status"], 200, "{}", r[0]);
+    assert_eq!(r[1]["status"], 200, "{}", r[1]);
+    let refusal = |i: usize| (r[i]["status"].clone(), r[i]["body"].clone());
+    assert_eq!(refusal(2).0, 404, "an unknown session: {}", r[2]);
+    for (i, unknown_twin) in [(5, 2), (6, 3), (7, 4), (8, 2), (9, 3), (10, 4)] {
+        assert_eq!(
+            refusal(i),
+            refusal(unknown_twin),
+            "request {i} on a foreign session must read as unknown: {}",
+            r[i]
+        );
+    }
+    assert_eq!(r[11]["status"], 200, "same scope, other key: {}", r[11]);
     assert_eq!(
-        answer["results"][0]["structured"]["facts"][0]["text"],
-        BOBS_SECRET
+        r[12]["status"], 200,
+        "the owner's session survived: {}",
+        r[12]
+    );
+    assert!(
+        r[12]["body"].as_str().unwrap().contains("recall"),
+        "{}",
+        r[12]
+    );
+    let ended = r[13]["status"].as_u64().unwrap();
+    assert!(
+        ended == 200 || ended == 204,
+        "a DELETE clients accept: {}",
+        r[13]
+    );
+    assert_eq!(refusal(14), refusal(2), "an ended session is unknown");
+}
+
+/// Ten `mcp key` runs at once leave ten keys, each one that was printed; `list` shows them
+/// without the keys; a `revoke` is refused by the running server within seconds, with no
+/// restart, and the revoked key's session ends with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_added_in_parallel_listed_and_revoked_while_serving() {
+    if !python_client_available() {
+        return;
+    }
+    let tenants = two_tenants(&[]).await;
+    let dir = tenants.dir.path();
+    let keys = dir.join("keys.json");
+    let runs: Vec<Child> = (0..10)
+        .map(|i| {
+            Command::new(BINARY)
+                .args(["--namespace", "acme", "mcp", "key", "--keys"])
+                .arg(&keys)
+                .args([
+                    "--subject",
+                    &format!("user-{i}"),
+                    "--label",
+                    &format!("run-{i}"),
+                ])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let printed: Vec<String> = runs
+        .into_iter()
+        .map(|run| {
+            let output = run.wait_with_output().unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8(output.stdout).unwrap().trim().to_owned()
+        })
+        .collect();
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&keys).unwrap()).unwrap();
+    assert_eq!(
+        file["keys"].as_array().unwrap().len(),
+        13,
+        "3 keys before, 10 added: {file}"
     );
 
-    // Refused before any tool runs.
-    let probe = |headers: Value| {
-        client(&json!({"transport": "probe", "url": server.url, "headers": headers}))["status"]
+    let list = Command::new(BINARY)
+        .args(["mcp", "key", "list", "--keys"])
+        .arg(&keys)
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    let listed = String::from_utf8(list.stdout).unwrap();
+    assert_eq!(listed.lines().count(), 13, "{listed}");
+    assert!(listed.contains("acme/user-3") && listed.contains("run-3") && listed.contains("UTC"));
+    assert!(listed.contains("admin"), "{listed}");
+    for key in printed
+        .iter()
+        .chain([&tenants.ada, &tenants.bob, &tenants.admin])
+    {
+        assert!(
+            !listed.contains(&key[4..16]),
+            "list never shows a key: {listed}"
+        );
+    }
+
+    // Every printed key works on the running server, which read none of them at start.
+    let started = Instant::now();
+    let status_of = |key: &str| {
+        client(&json!({"transport": "probe", "url": tenants.server.url, "headers": bearer(key)}))
+            ["status"]
             .as_u64()
             .unwrap()
     };
-    assert_eq!(probe(json!({})), 401, "no key");
-    assert_eq!(probe(bearer("amk_0000")), 401, "an unknown key");
-    assert_eq!(
-        probe(json!({"Authorization": ada.clone()})),
-        401,
-        "not a bearer"
+    while status_of(&printed[9]) != 200 {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a new key was never picked up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for key in &printed {
+        assert_eq!(status_of(key), 200);
+    }
+
+    // Ada's open session, then her key revoked by label (`ada` has none: by id).
+    let session = client(&json!({
+        "transport": "raw", "url": tenants.server.url,
+        "requests": [{"headers": bearer(&tenants.ada), "body": "initialize"}],
+    }))["results"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ada_id = listed
+        .lines()
+        .find(|line| line.contains("acme/ada"))
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    let revoke = Command::new(BINARY)
+        .args(["mcp", "key", "revoke", "--keys"])
+        .arg(&keys)
+        .arg(&ada_id)
+        .output()
+        .unwrap();
+    assert!(
+        revoke.status.success(),
+        "{}",
+        String::from_utf8_lossy(&revoke.stderr)
     );
-    let mut wrong = ada.clone();
-    let last = wrong.pop().unwrap();
-    wrong.push(if last == '0' { '1' } else { '0' });
-    assert_eq!(probe(bearer(&wrong)), 401, "one digit off");
-    let mut elsewhere = bearer(&ada);
-    elsewhere["X-Memory-Subject"] = json!("bob");
-    assert_eq!(probe(elsewhere), 403, "a scoped key naming another scope");
-    assert_eq!(probe(bearer(&admin)), 400, "an admin key naming no scope");
-    assert_eq!(probe(bearer(&ada)), 200, "the probe itself works");
+    assert!(String::from_utf8_lossy(&revoke.stdout).contains("acme/ada"));
+    let revoked = Instant::now();
+    while status_of(&tenants.ada) != 401 {
+        assert!(
+            revoked.elapsed() < Duration::from_secs(5),
+            "the revoked key still works"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status_of(&tenants.bob), 200, "the other keys still work");
+    // SIGHUP re-reads the keys; it does not stop the server.
+    let hangup = Command::new("kill")
+        .args(["-HUP", &tenants.server.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hangup.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(status_of(&tenants.bob), 200, "the server survives SIGHUP");
+    // The admin key naming Ada's scope finds her old session gone.
+    let mut as_ada = bearer(&tenants.admin);
+    as_ada["X-Memory-Namespace"] = json!("acme");
+    as_ada["X-Memory-Subject"] = json!("ada");
+    as_ada["Mcp-Session-Id"] = json!(session);
+    as_ada["Mcp-Protocol-Version"] = json!("2025-06-18");
+    let after = client(&json!({
+        "transport": "raw", "url": tenants.server.url,
+        "requests": [{"headers": as_ada, "body": {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}}],
+    }));
+    assert_eq!(after["results"][0]["status"], 404, "{after}");
+
+    let revoke_label = Command::new(BINARY)
+        .args(["mcp", "key", "revoke", "--keys"])
+        .arg(&keys)
+        .args(["--label", "run-3"])
+        .output()
+        .unwrap();
+    assert!(revoke_label.status.success());
+    let unknown = Command::new(BINARY)
+        .args(["mcp", "key", "revoke", "--keys"])
+        .arg(&keys)
+        .args(["--label", "run-3"])
+        .output()
+        .unwrap();
+    assert!(
+        !unknown.status.success(),
+        "nothing left to revoke is an error"
+    );
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(&keys).unwrap()).unwrap();
+    assert_eq!(file["keys"].as_array().unwrap().len(), 11);
+}
+
+/// A key holds at most `--max-sessions-per-key` sessions; ending one (DELETE) or leaving one
+/// idle past `--session-idle` makes room, and an expired session is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_capped_per_key_and_expire_when_idle() {
+    if !python_client_available() {
+        return;
+    }
+    let tenants = two_tenants(&["--max-sessions-per-key", "3", "--session-idle", "2s"]).await;
+    let init = |key: &str| json!({"headers": bearer(key), "body": "initialize"});
+    let on = |key: &str, i: usize| {
+        json!({"Authorization": format!("Bearer {key}"), "Mcp-Session-Id": format!("${i}"),
+               "Mcp-Protocol-Version": "2025-06-18"})
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let answer = client(&json!({
+        "transport": "raw", "url": tenants.server.url,
+        "requests": [
+            init(&tenants.ada), init(&tenants.ada), init(&tenants.ada),
+            init(&tenants.ada),                               // 3: a fourth is refused
+            init(&tenants.bob),                               // 4: another key has its own cap
+            {"method": "DELETE", "headers": on(&tenants.ada, 0)},
+            init(&tenants.ada),                               // 6: room again
+            {"headers": on(&tenants.ada, 1), "body": list},   // 7: still open
+        ],
+    }));
+    let r = answer["results"].as_array().unwrap();
+    for i in [0, 1, 2, 4, 6, 7] {
+        assert_eq!(r[i]["status"], 200, "request {i}: {}", r[i]);
+    }
+    assert_eq!(r[3]["status"], 429, "{}", r[3]);
+    assert!(r[3]["body"]
+        .as_str()
+        .unwrap()
+        .contains("--max-sessions-per-key"));
+    assert_eq!(r[5]["status"], 204, "{}", r[5]);
+    let ada_sessions: Vec<&str> = [1, 2, 6]
+        .iter()
+        .map(|&i| r[i]["session"].as_str().unwrap())
+        .collect();
+
+    // Idle past 2 s, every one of Ada's sessions ends, and her key may open three again.
+    std::thread::sleep(Duration::from_secs(4));
+    let mut requests: Vec<Value> = ada_sessions
+        .iter()
+        .map(|id| {
+            json!({"headers": {"Authorization": format!("Bearer {}", tenants.ada),
+                   "Mcp-Session-Id": id, "Mcp-Protocol-Version": "2025-06-18"}, "body": list})
+        })
+        .collect();
+    requests.extend([init(&tenants.ada), init(&tenants.ada), init(&tenants.ada)]);
+    let answer =
+        client(&json!({"transport": "raw", "url": tenants.server.url, "requests": requests}));
+    let r = answer["results"].as_array().unwrap();
+    for expired in &r[..3] {
+        assert_eq!(
+            expired["status"], 404,
+            "an expired session is unknown: {expired}"
+        );
+    }
+    for opened in &r[3..6] {
+        assert_eq!(opened["status"], 200, "room after expiry: {opened}");
+    }
+}
+
+/// HTTP as clients send it: `bearer` in any case, a batch refused with 400 and a JSON-RPC
+/// error, a body that is no JSON-RPC message 400 too, and `--http localhost:PORT`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_takes_requests_as_clients_send_them() {
+    if !python_client_available() {
+        return;
+    }
+    let tenants = two_tenants(&[]).await;
+    let probe = |headers: Value| {
+        client(&json!({"transport": "probe", "url": tenants.server.url, "headers": headers}))
+    };
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let answer = probe(json!({"Authorization": format!("{scheme} {}", tenants.ada)}));
+        assert_eq!(answer["status"], 200, "{scheme}: {answer}");
+    }
+    assert_eq!(
+        probe(json!({"Authorization": format!("Basic {}", tenants.ada)}))["status"],
+        401
+    );
+    let one = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let answer = client(&json!({
+        "transport": "raw", "url": tenants.server.url,
+        "requests": [
+            {"headers": bearer(&tenants.ada), "body": [one.clone(), one]},
+            {"headers": bearer(&tenants.ada), "body": "{not json"},
+            {"headers": bearer(&tenants.ada), "body": {"hello": "world"}},
+        ],
+    }));
+    let r = answer["results"].as_array().unwrap();
+    for (i, result) in r.iter().enumerate() {
+        assert_eq!(result["status"], 400, "request {i}: {result}");
+    }
+    let batch: Value = serde_json::from_str(r[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(batch["error"]["code"], -32600, "{batch}");
+    let parse: Value = serde_json::from_str(r[1]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+
+    // A host name binds as well as an IP literal.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let keys = tenants.dir.path().join("keys.json");
+    let store = format!("sqlite://{}/memory.db", tenants.dir.path().display());
+    let mut child = Command::new(BINARY)
+        .args([
+            "--url",
+            &store,
+            "mcp",
+            "--http",
+            &format!("localhost:{port}"),
+            "--keys",
+        ])
+        .arg(&keys)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+        && std::net::TcpStream::connect(("::1", port)).is_err()
+    {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("--http localhost:{port} exited: {status}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "localhost:{port} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let answer = client(
+        &json!({"transport": "probe", "url": format!("http://localhost:{port}/mcp"),
+        "headers": bearer(&tenants.ada)}),
+    );
+    let _ = child.kill();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(answer["status"], 200, "{answer}");
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("warning"),
+        "no clear-text warning on the loopback"
+    );
+    // Off the loopback, one line says that keys travel in clear.
+    let mut child = Command::new(BINARY)
+        .args(["--url", &store, "mcp", "--http", "0.0.0.0:0", "--keys"])
+        .arg(&keys)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let warning = std::io::BufRead::lines(stderr)
+        .map_while(Result::ok)
+        .take(2)
+        .find(|line| line.starts_with("warning:"));
+    let _ = child.kill();
+    let _ = child.wait();
+    let warning = warning.expect("a warning for plain HTTP off the loopback");
+    assert!(warning.contains("TLS"), "{warning}");
+}
+
+/// The server's resident memory, from /proc.
+#[cfg(target_os = "linux")]
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A thousand sessions opened and abandoned (never DELETEd) take their memory with them when
+/// they expire: the server's resident memory falls back by at least half of what they took.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_sessions_give_their_memory_back() {
+    if !python_client_available() {
+        return;
+    }
+    let tenants = two_tenants(&["--max-sessions-per-key", "1000", "--session-idle", "2s"]).await;
+    let pid = tenants.server.child.id();
+    let before = resident_kib(pid);
+    let answer = client(&json!({"transport": "open", "url": tenants.server.url,
+        "key": tenants.ada, "count": 1000}));
+    assert_eq!(answer["opened"], 1000, "{answer}");
+    let held = resident_kib(pid);
+    assert!(
+        held > before + 10_000,
+        "1,000 sessions take memory: {before} → {held} KiB"
+    );
+    let started = Instant::now();
+    loop {
+        let now = resident_kib(pid);
+        if now < held - (held - before) / 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_mins(1),
+            "memory did not come back: {before} KiB before, {held} with the sessions, {now} after"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // And the key may open sessions again.
+    let answer = client(&json!({"transport": "open", "url": tenants.server.url,
+        "key": tenants.ada, "count": 10}));
+    assert_eq!(answer["opened"], 10);
 }
