@@ -11,7 +11,9 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use agent_memory::transfer::{copy, plan, verify, ExportHeader, ExportReader, Record};
+use agent_memory::transfer::{
+    copy, plan, verify, ExportHeader, ExportReader, ExportWriter, Record,
+};
 use agent_memory::{ManualClock, MemoryBackend, OpenOptions, Scope, Subject};
 use memory_conformance::support::seed_every_kind;
 use memory_conformance::Ctx;
@@ -64,16 +66,15 @@ async fn units_of(store: &dyn MemoryBackend, ctx: &Ctx) -> Vec<(String, Vec<Reco
     units
 }
 
-/// The records written as an export file and read back.
+/// The records written as an export file (with its trailer) and read back.
 fn through_a_file(records: &[Record]) -> Vec<Record> {
     let header = ExportHeader::new("test", agent_memory::Timestamp::from_millis(0));
-    let mut file = serde_json::to_string(&header).unwrap();
-    file.push('\n');
+    let mut writer = ExportWriter::new(Vec::new(), &header).expect("the header is written");
     for record in records {
-        file.push_str(&serde_json::to_string(record).unwrap());
-        file.push('\n');
+        writer.write(record).expect("a record is written");
     }
-    ExportReader::new(file.as_bytes())
+    let file = writer.finish().expect("the trailer is written");
+    ExportReader::new(file.as_slice())
         .expect("the header reads back")
         .collect::<Result<_, _>>()
         .expect("every record reads back")

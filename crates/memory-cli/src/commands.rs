@@ -97,6 +97,14 @@ pub enum KindsCommand {
         #[arg(long, value_delimiter = ',')]
         kinds: Vec<String>,
     },
+    /// Deletes a kind: storing memories of it is refused until it is registered again (those
+    /// stored stay).
+    Delete {
+        /// The kind's name.
+        name: String,
+    },
+    /// The grants in force in the namespace.
+    Grants,
     /// Ends a grant.
     Revoke {
         /// Whose memories.
@@ -114,7 +122,11 @@ pub async fn kinds(url: &str, namespace: &str, command: KindsCommand) -> Result<
     let namespace = Namespace::new(namespace)?;
     match command {
         KindsCommand::List => {
-            for kind in memories.kinds(&namespace).await? {
+            let kinds = memories.kinds(&namespace).await?;
+            if kinds.is_empty() {
+                ui::line(&format!("no kinds registered in {}", namespace.as_str()));
+            }
+            for kind in kinds {
                 let unique = if kind.unique_on.is_empty() {
                     String::new()
                 } else {
@@ -147,6 +159,27 @@ pub async fn kinds(url: &str, namespace: &str, command: KindsCommand) -> Result<
             };
             memories.grant(&namespace, grant).await?;
             ui::line("granted");
+        }
+        KindsCommand::Delete { name } => {
+            let deleted = memories.delete_kind(&namespace, &name).await?;
+            if !deleted {
+                anyhow::bail!("no kind {name:?} is registered in {}", namespace.as_str());
+            }
+            ui::line(&format!("deleted kind {name} of {}", namespace.as_str()));
+        }
+        KindsCommand::Grants => {
+            let grants = memories.grants(&namespace).await?;
+            if grants.is_empty() {
+                ui::line(&format!("no grants in {}", namespace.as_str()));
+            }
+            for grant in grants {
+                let kinds = if grant.kinds.is_empty() {
+                    "every kind".to_owned()
+                } else {
+                    grant.kinds.join(", ")
+                };
+                ui::line(&format!("{} → {}: {kinds}", grant.owner, grant.grantee));
+            }
         }
         KindsCommand::Revoke { owner, grantee } => {
             let revoked = memories

@@ -276,6 +276,7 @@ async fn remember_and_recall(
                 },
                 RememberOptions {
                     max_facts: Some(100),
+                    ..RememberOptions::default()
                 },
             )
             .await?;

@@ -84,10 +84,16 @@ enum Command {
         output: PathBuf,
     },
     /// Restore an export into the store of `--url` (records with the same identity are
-    /// replaced, so importing twice is harmless).
+    /// replaced, so importing twice is harmless). The whole file is checked first (its trailer's
+    /// count and SHA-256, every record): a cut, changed or invalid file restores nothing. Then
+    /// each scope is restored in one transaction.
     Import {
         /// The export to read; `-` is stdin.
         input: PathBuf,
+        /// Restore the records of a file whose trailer is missing or does not match (an export
+        /// cut short or edited, or one written before trailers): what it holds, nothing more.
+        #[arg(long)]
+        accept_unverified: bool,
     },
     /// Copy every record from one store to another, one scope per transaction.
     Copy {
@@ -174,7 +180,10 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Mcp(args) => mcp::run(url, ns, args).await?,
         Command::Forget { subject, yes } => commands::forget(url, ns, &subject, yes).await?,
         Command::Export { output } => transfer::export(url, only, &output).await?,
-        Command::Import { input } => transfer::import(url, &input).await?,
+        Command::Import {
+            input,
+            accept_unverified,
+        } => transfer::import(url, &input, accept_unverified).await?,
         Command::Copy { from, to, verify } => transfer::copy(&from, &to, only, verify).await?,
         Command::Verify { from, to } => transfer::verify(&from, &to, only).await?,
     }

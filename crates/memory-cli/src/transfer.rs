@@ -2,26 +2,30 @@
 //!
 //! The file format is JSON Lines: an [`ExportHeader`] line, then one [`Record`] per line, unit
 //! by unit (each namespace's collections and cache entries, then each scope's records), so an
-//! import restores parents before children.
+//! import restores parents before children, then the [`ExportTrailer`](memory_core::transfer::ExportTrailer)
+//! (record count and SHA-256).
+//!
+//! An import reads and checks the whole file (every record, each unit's batch, the trailer)
+//! before it writes anything, then restores one unit per transaction: a file that is cut,
+//! changed or invalid anywhere restores nothing, and a failure of the target midway leaves
+//! whole units restored (running the import again completes it).
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read as _, Write};
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use memory_core::transfer::{
-    copy_units, plan, verify_units, ExportHeader, ExportReader, Mismatch, Unit,
+    check_batch, copy_units, plan, verify_units, ExportHeader, ExportReader, ExportWriter,
+    Mismatch, Unit,
 };
 use memory_core::{MemoryBackend, Namespace, Record};
 
 use crate::open::{open, redacted};
 use crate::ui;
-
-/// Records restored per transaction on import; a scope boundary also ends a batch.
-const IMPORT_BATCH: usize = 5_000;
 
 fn bar(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
@@ -54,22 +58,18 @@ pub async fn export(url: &str, only: Option<&str>, output: &Path) -> Result<()> 
             File::create(output).with_context(|| format!("cannot create {}", output.display()))?,
         )
     };
-    let mut out = BufWriter::new(sink);
     let header = ExportHeader::new(store.backend_name(), memory_core::Timestamp::now());
-    serde_json::to_writer(&mut out, &header)?;
-    out.write_all(b"\n")?;
+    let mut out = ExportWriter::new(BufWriter::new(sink), &header)?;
     let progress = bar(units.len() as u64, "export");
-    let mut records = 0u64;
     for unit in &units {
         progress.set_message(unit.to_string());
         for record in unit.export(store.as_ref()).await? {
-            serde_json::to_writer(&mut out, &record)?;
-            out.write_all(b"\n")?;
-            records += 1;
+            out.write(&record)?;
         }
         progress.inc(1);
     }
-    out.flush()?;
+    let records = out.records();
+    out.finish()?;
     progress.finish_and_clear();
     if output != Path::new("-") {
         ui::good(&format!(
@@ -82,40 +82,134 @@ pub async fn export(url: &str, only: Option<&str>, output: &Path) -> Result<()> 
     Ok(())
 }
 
-/// Reads an export (`-` is stdin) and restores it into `url`.
-pub async fn import(url: &str, input: &Path) -> Result<()> {
-    let store = open(url).await?;
-    let (source, size): (Box<dyn BufRead>, Option<u64>) = if input == Path::new("-") {
-        (Box::new(BufReader::new(io::stdin().lock())), None)
+/// Reads an export (`-` is stdin), checks all of it, then restores it into `url` one unit per
+/// transaction. With `unverified`, a file whose trailer is missing or does not match (cut or
+/// changed) restores the records it holds.
+pub async fn import(url: &str, input: &Path, unverified: bool) -> Result<()> {
+    let input = if input == Path::new("-") {
+        let mut held = Vec::new();
+        io::stdin().lock().read_to_end(&mut held)?;
+        Input::Held(held)
     } else {
-        let file = File::open(input).with_context(|| format!("cannot open {}", input.display()))?;
-        let size = file.metadata().ok().map(|m| m.len());
-        (Box::new(BufReader::new(file)), size)
+        Input::File(input)
     };
-    let mut reader = ExportReader::new(source)?;
-    let progress = bar(size.unwrap_or(0), "import");
-    progress.set_message(format!("bytes, from a {} export", reader.header().backend));
-    let mut batch: Vec<Record> = Vec::new();
-    let mut records = 0u64;
-    while let Some(record) = reader.next() {
-        let record = record?;
-        progress.set_position(reader.bytes_read());
-        let unit_changes = batch.last().is_some_and(|last| {
-            last.scope() != record.scope() || last.namespace() != record.namespace()
-        });
-        if unit_changes || batch.len() >= IMPORT_BATCH {
-            records += store.restore(std::mem::take(&mut batch)).await?;
-        }
-        batch.push(record);
-    }
-    records += store.restore(batch).await?;
+    let open_input = || input.reader(unverified);
+
+    let (reader, size) = open_input()?;
+    let progress = bar(size, "check");
+    progress.set_message(format!("bytes, a {} export", reader.header().backend));
+    let mut checked = 0u64;
+    for_each_unit(reader, |batch, bytes| {
+        check_batch(&batch)?;
+        checked += batch.len() as u64;
+        progress.set_position(bytes);
+        Ok(())
+    })?;
     progress.finish_and_clear();
+
+    let store = open(url).await?;
+    let (reader, size) = open_input()?;
+    let progress = bar(size, "import");
+    let mut reader = UnitBatches::new(reader);
+    let mut records = 0u64;
+    while let Some(batch) = reader.next_batch()? {
+        records += store.restore(batch).await?;
+        progress.set_position(reader.bytes_read());
+    }
+    progress.finish_and_clear();
+    debug_assert_eq!(records, checked);
     ui::good(&format!(
         "imported {records} records from {} into {}",
-        input.display(),
+        input.name(),
         redacted(url)
     ));
     Ok(())
+}
+
+/// An export that is read twice (checked, then restored): a file is opened again, standard
+/// input is held in memory.
+enum Input<'a> {
+    File(&'a Path),
+    Held(Vec<u8>),
+}
+
+/// An export's reader over a file or held bytes.
+type Export<'a> = ExportReader<Box<dyn BufRead + 'a>>;
+
+impl Input<'_> {
+    /// A reader from the start, and the bytes there are to read (0 when unknown).
+    fn reader(&self, unverified: bool) -> Result<(Export<'_>, u64)> {
+        let (source, size): (Box<dyn BufRead>, u64) = match self {
+            Self::Held(held) => (Box::new(held.as_slice()), held.len() as u64),
+            Self::File(path) => {
+                let file =
+                    File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+                let size = file.metadata().map_or(0, |m| m.len());
+                (Box::new(BufReader::new(file)), size)
+            }
+        };
+        let reader = ExportReader::new(source)?;
+        Ok((
+            if unverified {
+                reader.accept_unverified()
+            } else {
+                reader
+            },
+            size,
+        ))
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Self::File(path) => path.display().to_string(),
+            Self::Held(_) => "standard input".to_owned(),
+        }
+    }
+}
+
+/// Calls `each` with every unit's records in turn (and the bytes read so far).
+fn for_each_unit<R: BufRead>(
+    reader: ExportReader<R>,
+    mut each: impl FnMut(Vec<Record>, u64) -> memory_core::Result<()>,
+) -> Result<()> {
+    let mut units = UnitBatches::new(reader);
+    while let Some(batch) = units.next_batch()? {
+        each(batch, units.bytes_read())?;
+    }
+    Ok(())
+}
+
+/// An export's records, one unit (a namespace's own records, or one scope's) at a time.
+struct UnitBatches<R> {
+    reader: ExportReader<R>,
+    /// The first record of the next unit, read while ending the last.
+    next: Option<Record>,
+}
+
+impl<R: BufRead> UnitBatches<R> {
+    fn new(reader: ExportReader<R>) -> Self {
+        Self { reader, next: None }
+    }
+
+    fn bytes_read(&self) -> u64 {
+        self.reader.bytes_read()
+    }
+
+    fn next_batch(&mut self) -> memory_core::Result<Option<Vec<Record>>> {
+        let mut batch: Vec<Record> = self.next.take().into_iter().collect();
+        for record in self.reader.by_ref() {
+            let record = record?;
+            let same_unit = batch.last().is_none_or(|last| {
+                last.scope() == record.scope() && last.namespace() == record.namespace()
+            });
+            if !same_unit {
+                self.next = Some(record);
+                return Ok(Some(batch));
+            }
+            batch.push(record);
+        }
+        Ok((!batch.is_empty()).then_some(batch))
+    }
 }
 
 /// Copies every record from one URL to another, one unit per transaction; then, with

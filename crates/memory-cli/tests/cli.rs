@@ -118,8 +118,11 @@ fn export_import_copy_and_verify_move_every_record_between_files() {
     let dump = std::fs::read_to_string(dir.path().join("dump.jsonl")).unwrap();
     let header: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
     assert_eq!(header["format"], "agent-memory-export");
-    assert_eq!(header["version"], 1);
+    assert_eq!(header["version"], 2);
     assert!(dump.contains(r#"{"kind":"message""#), "{dump}");
+    let trailer: serde_json::Value = serde_json::from_str(dump.lines().last().unwrap()).unwrap();
+    assert_eq!(trailer["end"], "agent-memory-export");
+    assert_eq!(trailer["records"], dump.lines().count() - 2, "{trailer}");
 
     let import = agent_memory(
         dir.path(),
@@ -178,6 +181,79 @@ fn export_import_copy_and_verify_move_every_record_between_files() {
         stdout(&differs)
     );
     assert!(stdout(&differs).contains("message: 8 in the source, 0 in the target"));
+}
+
+/// A backup that was cut (at a line boundary or inside a line) or changed restores nothing,
+/// and says why; `--accept-unverified` restores what a cut file holds; a record the write API
+/// would refuse is refused even then, before anything is written.
+#[test]
+fn a_cut_or_changed_export_restores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(agent_memory(dir.path(), &["demo"]).status.success());
+    let export = agent_memory(dir.path(), &["export", "--output", "dump.jsonl"]);
+    assert!(export.status.success(), "{}", stderr(&export));
+    let dump = std::fs::read_to_string(dir.path().join("dump.jsonl")).unwrap();
+    let lines: Vec<&str> = dump.lines().collect();
+    let write = |name: &str, text: &str| std::fs::write(dir.path().join(name), text).unwrap();
+    let import = |file: &str, target: &str, more: &[&str]| {
+        let url = format!("sqlite://{target}");
+        let mut args = vec!["--url", url.as_str(), "import", file];
+        args.extend(more);
+        agent_memory(dir.path(), &args)
+    };
+
+    // Cut at a line boundary: the trailer and the last three records gone.
+    let kept = &lines[..lines.len() - 4];
+    write("cut.jsonl", &(kept.join("\n") + "\n"));
+    let run = import("cut.jsonl", "cut.db", &[]);
+    assert!(!run.status.success());
+    assert!(stderr(&run).contains("cut short"), "{}", stderr(&run));
+    assert!(!dir.path().join("cut.db").exists(), "nothing was written");
+
+    // Cut inside a line.
+    write("torn.jsonl", &dump[..dump.len() * 2 / 3]);
+    let run = import("torn.jsonl", "torn.db", &[]);
+    assert!(!run.status.success());
+    assert!(stderr(&run).contains("line"), "{}", stderr(&run));
+    assert!(!dir.path().join("torn.db").exists(), "nothing was written");
+
+    // Changed: one message's text edited keeps its shape but not the digest.
+    let edited = dump.replacen("Lisbon", "Madrid", 1);
+    assert_ne!(edited, dump);
+    write("edited.jsonl", &edited);
+    let run = import("edited.jsonl", "edited.db", &[]);
+    assert!(!run.status.success());
+    assert!(
+        stderr(&run).contains("trailer promises"),
+        "{}",
+        stderr(&run)
+    );
+
+    // Asked for, a cut file restores what it holds.
+    let run = import("cut.jsonl", "cut.db", &["--accept-unverified"]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        stdout(&run).contains(&format!("imported {} records", kept.len() - 1)),
+        "{}",
+        stdout(&run)
+    );
+
+    // A message's seq moved from 3 to 30: refused even unverified, and nothing written.
+    let moved: Vec<String> = lines
+        .iter()
+        .map(|line| {
+            if line.contains(r#""kind":"message""#) && line.contains(r#""seq":3,"#) {
+                line.replacen(r#""seq":3,"#, r#""seq":30,"#, 1)
+            } else {
+                (*line).to_owned()
+            }
+        })
+        .collect();
+    write("moved.jsonl", &(moved.join("\n") + "\n"));
+    let run = import("moved.jsonl", "moved.db", &["--accept-unverified"]);
+    assert!(!run.status.success());
+    assert!(stderr(&run).contains("contiguous"), "{}", stderr(&run));
+    assert!(!dir.path().join("moved.db").exists(), "nothing was written");
 }
 
 #[test]
@@ -387,7 +463,8 @@ fn kinds_are_registered_listed_and_granted_from_the_command_line() {
     let schema = dir.path().join("preference.json");
     std::fs::write(
         &schema,
-        r#"{"type": "object", "required": ["category", "value"]}"#,
+        r#"{"type": "object", "required": ["category", "value"],
+            "properties": {"category": {"type": "string"}, "value": {"type": "string"}}}"#,
     )
     .unwrap();
     let schema = schema.to_str().unwrap();
@@ -414,6 +491,27 @@ fn kinds_are_registered_listed_and_granted_from_the_command_line() {
             && listed.contains(r#""required":["category","value"]"#),
         "{listed}"
     );
+    let typo = run(&[
+        "register",
+        "Typo",
+        "--schema",
+        schema,
+        "--unique-on",
+        "categroy",
+    ]);
+    assert!(!typo.status.success(), "an undeclared unique field");
+    assert!(stderr(&typo).contains("categroy"), "{}", stderr(&typo));
+    let unknown = run(&[
+        "grant",
+        "--owner",
+        "agent-1",
+        "--grantee",
+        "agent-2",
+        "--kinds",
+        "NoSuchKind",
+    ]);
+    assert!(!unknown.status.success(), "a grant of an unknown kind");
+    assert!(stdout(&run(&["grants"])).contains("no grants"));
     let reserved = run(&["register", "_kind", "--schema", schema]);
     assert!(!reserved.status.success());
     assert!(
@@ -423,6 +521,11 @@ fn kinds_are_registered_listed_and_granted_from_the_command_line() {
     );
     let granted = run(&["grant", "--owner", "agent-1", "--grantee", "agent-2"]);
     assert!(granted.status.success(), "{}", stderr(&granted));
+    assert!(
+        stdout(&run(&["grants"])).contains("agent-1 → agent-2: every kind"),
+        "{}",
+        stdout(&run(&["grants"]))
+    );
     assert!(stdout(&run(&[
         "revoke",
         "--owner",
@@ -439,4 +542,7 @@ fn kinds_are_registered_listed_and_granted_from_the_command_line() {
         "agent-2"
     ]))
     .contains("no such grant"));
+    assert!(run(&["delete", "Preference"]).status.success());
+    assert!(stdout(&run(&["list"])).contains("no kinds registered"));
+    assert!(!run(&["delete", "Preference"]).status.success(), "gone");
 }

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use memory_core::registry;
 use memory_core::{
     AppendOptions, CheckpointId, CheckpointStatus, CheckpointUpdate, Clock, CollectionSpec,
     ConversationId, ConversationQuery, FactId, FactQuery, Filter, InMemoryBackend, LoadOptions,
@@ -84,6 +85,8 @@ enum Op {
     },
     Remember {
         text: String,
+        /// An index into [`FACT_KINDS`] (reserved shapes among them).
+        kind: Option<u8>,
         key: Option<u8>,
         tags: Vec<u8>,
         score: Option<f32>,
@@ -152,6 +155,24 @@ enum Op {
     DeleteVectors {
         coll: u8,
         ids: Vec<u8>,
+    },
+    /// `registry::register_kind` of a name from [`KIND_NAMES`] (`:` and `_` among them), a
+    /// schema nested `depth` levels (around the limit), unique on a declared, an optional or an
+    /// undeclared field.
+    RegisterKind {
+        name: u8,
+        depth: usize,
+        unique: u8,
+    },
+    /// `registry::kinds`, then `registry::grants`.
+    Registry,
+    /// `registry::put_grant` to the other subject, of no kind or of a name from [`KIND_NAMES`].
+    Grant {
+        kind: Option<u8>,
+    },
+    /// Export of the scope, edited by [`edit_export`], restored.
+    Restore {
+        edit: u8,
     },
     Advance {
         seconds: u8,
@@ -320,20 +341,24 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
         conv.clone().prop_map(|conv| Op::Delete { conv }).boxed(),
         (
             words(),
-            prop::option::of(0u8..3),
-            prop::collection::vec(0u8..3, 0..3),
+            prop::option::of(0..FACT_KINDS.len() as u8),
+            prop::option::of(0u8..5),
+            prop::collection::vec(0u8..4, 0..3),
             score(),
             prop::option::of(0u8..4),
             prop::option::of(1u8..5),
         )
-            .prop_map(|(text, key, tags, score, ttl, max_facts)| Op::Remember {
-                text,
-                key,
-                tags,
-                score,
-                ttl,
-                max_facts,
-            })
+            .prop_map(
+                |(text, kind, key, tags, score, ttl, max_facts)| Op::Remember {
+                    text,
+                    kind,
+                    key,
+                    tags,
+                    score,
+                    ttl,
+                    max_facts,
+                },
+            )
             .boxed(),
         (words(), 1u8..5, score())
             .prop_map(|(text, limit, min_score)| Op::Recall {
@@ -377,6 +402,28 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
         (0u8..2).prop_map(|id| Op::GetCheckpoint { id }).boxed(),
         (0u8..4).prop_map(|seconds| Op::Advance { seconds }).boxed(),
         Just(Op::ForgetAll).boxed(),
+        (
+            0..KIND_NAMES.len() as u8,
+            prop::sample::select(vec![
+                1,
+                memory_core::MAX_JSON_DEPTH,
+                memory_core::MAX_JSON_DEPTH + 1,
+            ]),
+            0u8..4,
+        )
+            .prop_map(|(name, depth, unique)| Op::RegisterKind {
+                name,
+                depth,
+                unique,
+            })
+            .boxed(),
+        Just(Op::Registry).boxed(),
+        prop::option::of(0..KIND_NAMES.len() as u8)
+            .prop_map(|kind| Op::Grant { kind })
+            .boxed(),
+        (0..EXPORT_EDITS)
+            .prop_map(|edit| Op::Restore { edit })
+            .boxed(),
     ];
     if vectors {
         let metric = prop::sample::select(vec![Metric::Cosine, Metric::Dot, Metric::Euclidean]);
@@ -419,7 +466,64 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
 }
 
 /// How many of [`op`]'s strategies come before the vector ones.
-const NON_VECTOR_OPS: usize = 19;
+const NON_VECTOR_OPS: usize = 23;
+
+/// Fact kinds a remember draws from: ordinary ones, and the registry's reserved shapes.
+const FACT_KINDS: [&str; 4] = ["note", "a:b", "_kind", "_grant"];
+/// Fact keys a remember draws from: `key-N`, a key of a memory's shape, reserved ones.
+const FACT_KEYS: [&str; 5] = ["key-0", "key-1", "a:b:x", "_kind:Pref", "_grant:x"];
+/// Fact tags a remember draws from (one reserved).
+const FACT_TAGS: [&str; 4] = ["tag0", "tag1", "tag2", "_to:x"];
+/// Kind names the registry operations draw from: valid, with `:`, reserved.
+const KIND_NAMES: [&str; 4] = ["Pref", "Note", "a:b", "_x"];
+/// How many edits [`edit_export`] knows.
+const EXPORT_EDITS: u8 = 7;
+
+/// A kind's schema: an object nested `depth` levels, declaring `category` (required) and
+/// `note` (optional).
+fn kind_schema(depth: usize) -> Value {
+    let mut schema = json!({"type": "object", "required": ["category"],
+        "properties": {"category": {"type": "string"}, "note": {"type": "string"}}});
+    if depth > 1 {
+        schema["properties"]["deep"] = nested(depth.saturating_sub(2).max(1));
+    }
+    schema
+}
+
+/// An export of a scope as a restore would see it after an edit: 0 none, 1 the first message's
+/// seq moved past the end, 2 NUL in the first fact's key, 3 the first fact's kind reserved,
+/// 4 the first fact's text emptied, 5 its score out of range, 6 the first fact moved to the
+/// shared scope under a registry kind.
+fn edit_export(records: &mut [memory_core::Record], edit: u8) {
+    use memory_core::Record;
+    let first_message = records.iter_mut().find_map(|r| match r {
+        Record::Message { message, .. } => Some(message),
+        _ => None,
+    });
+    if edit == 1 {
+        if let Some(message) = first_message {
+            message.seq += 10;
+        }
+        return;
+    }
+    let Some(fact) = records.iter_mut().find_map(|r| match r {
+        Record::Fact { fact } => Some(fact),
+        _ => None,
+    }) else {
+        return;
+    };
+    match edit {
+        2 => fact.key = Some("a\0b".into()),
+        3 => fact.kind = Some("_kind".into()),
+        4 => fact.text = String::new(),
+        5 => fact.score = Some(7.0),
+        6 => {
+            fact.scope = Scope::shared(fact.scope.namespace().as_str()).expect("shared scope");
+            fact.kind = Some("_grant".into());
+        }
+        _ => {}
+    }
+}
 
 /// What one backend has made so far that later operations refer to.
 #[derive(Default)]
@@ -606,6 +710,7 @@ async fn apply(
         Op::Delete { conv } => answer(b.delete_conversation(scope, &conversation_id(*conv)).await),
         Op::Remember {
             text,
+            kind,
             key,
             tags,
             score,
@@ -613,8 +718,12 @@ async fn apply(
             max_facts,
         } => {
             let new = NewFact {
-                key: key.map(|k| format!("key-{k}")),
-                tags: tags.iter().map(|t| format!("tag{t}")).collect(),
+                kind: kind.map(|k| FACT_KINDS[usize::from(k)].to_owned()),
+                key: key.map(|k| FACT_KEYS[usize::from(k)].to_owned()),
+                tags: tags
+                    .iter()
+                    .map(|&t| FACT_TAGS[usize::from(t)].to_owned())
+                    .collect(),
                 score: *score,
                 expires_at: ttl.map(|s| {
                     clock
@@ -625,6 +734,7 @@ async fn apply(
             };
             let options = RememberOptions {
                 max_facts: max_facts.map(usize::from),
+                ..RememberOptions::default()
             };
             let outcome = b.remember(scope, new, options).await;
             if let Ok(outcome) = &outcome {
@@ -781,6 +891,59 @@ async fn apply(
         ),
         Op::Advance { .. } => json!("advanced"),
         Op::ForgetAll => answer(b.forget_all(scope).await),
+        Op::RegisterKind {
+            name,
+            depth,
+            unique,
+        } => {
+            let unique_on: &[&str] = match unique {
+                0 => &[],
+                1 => &["category"],
+                2 => &["note"],
+                _ => &["categroy"],
+            };
+            let spec = registry::KindSpec::new(KIND_NAMES[usize::from(*name)], kind_schema(*depth))
+                .unique_on(unique_on.iter().copied());
+            answer(registry::register_kind(b, scope.namespace(), &spec).await)
+        }
+        Op::Registry => {
+            // Invariant, on the reference as on the backend: whatever was written or refused
+            // before, the registry reads.
+            let kinds = registry::kinds(b, scope.namespace()).await;
+            let grants = registry::grants(b, scope.namespace()).await;
+            assert!(
+                kinds.is_ok() && grants.is_ok(),
+                "the registry must always read: {kinds:?} {grants:?}"
+            );
+            json!({"kinds": answer(kinds), "grants": answer(grants)})
+        }
+        Op::Grant { kind } => {
+            let grant = registry::Grant {
+                kinds: kind
+                    .map(|k| KIND_NAMES[usize::from(k)].to_owned())
+                    .into_iter()
+                    .collect(),
+                ..registry::Grant::new(
+                    scope.subject().expect("a subject's scope").clone(),
+                    memory_core::Subject::new("grantee").expect("a subject"),
+                )
+            };
+            answer(registry::put_grant(b, scope.namespace(), &grant).await)
+        }
+        Op::Restore { edit } => {
+            let mut records = match b.export_scope(scope).await {
+                Ok(records) => records,
+                Err(error) => return answer(Err::<(), _>(error)),
+            };
+            edit_export(&mut records, *edit);
+            let restored = b.restore(records).await;
+            // Invariant: a store's own export always restores into it.
+            assert!(
+                *edit != 0 || restored.is_ok(),
+                "an unedited export must restore: {restored:?}"
+            );
+            answer(restored)
+        }
     }
 }
 

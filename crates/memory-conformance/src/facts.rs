@@ -578,7 +578,10 @@ pub async fn expired_facts_are_never_returned(ctx: &Ctx) {
 
 /// `max_facts` evicts lowest score first, then oldest; never the new fact.
 pub async fn max_facts_evicts_lowest_score_then_oldest(ctx: &Ctx) {
-    let options = |n| RememberOptions { max_facts: Some(n) };
+    let options = |n| RememberOptions {
+        max_facts: Some(n),
+        ..RememberOptions::default()
+    };
     let b = ctx.backend();
     let mut ids = Vec::new();
     for (text, score) in [
@@ -945,7 +948,10 @@ pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) 
         .remember(
             ctx.scope(),
             NewFact::new("third"),
-            RememberOptions { max_facts: Some(2) },
+            RememberOptions {
+                max_facts: Some(2),
+                ..RememberOptions::default()
+            },
         )
         .await
         .must("capped");

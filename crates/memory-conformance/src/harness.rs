@@ -32,6 +32,8 @@ impl From<MemoryError> for SetupError {
 /// What every scenario gets: a fresh backend handle, its clock, and scopes no other run uses.
 pub struct Ctx {
     backend: Arc<dyn MemoryBackend>,
+    /// The factory's backend before [`Checked::wrap`].
+    bare: Arc<dyn MemoryBackend>,
     clock: ManualClock,
     namespace: Namespace,
     scope: Scope,
@@ -58,12 +60,21 @@ impl Ctx {
             Some(subject(&format!("bob-{}", random_word(8)))),
         );
         Self {
+            bare: Arc::clone(&backend),
             backend,
             clock,
             namespace,
             scope,
             other,
         }
+    }
+
+    /// The backend as its factory made it, before the front layer: for planting what only
+    /// storage damage could (a record the registry cannot read). `None` when the factory's
+    /// backend already is behind the front layer (an `open(url)` store), so nothing can be
+    /// planted.
+    pub fn unchecked(&self) -> Option<&dyn MemoryBackend> {
+        (!self.bare.is_checked()).then_some(self.bare.as_ref())
     }
 
     /// The backend under test.
@@ -135,13 +146,16 @@ pub enum Requirement {
     ApproximateVectors,
     /// Runs only where vector search is absent (checks it is refused).
     NoVectors,
+    /// Needs the backend as its factory made it, not already behind the front layer (plants
+    /// what only storage damage could, through [`Ctx::unchecked`]).
+    Unchecked,
 }
 
 impl Requirement {
     /// `Err(reason)` when the capabilities exclude the scenario.
     pub fn check(self, caps: &Capabilities) -> Result<(), &'static str> {
         match (self, caps.vector_search) {
-            (Self::None, _)
+            (Self::None | Self::Unchecked, _)
             | (Self::Vectors, VectorSearch::Exact | VectorSearch::Approximate(_))
             | (Self::ExactVectors, VectorSearch::Exact)
             | (Self::ApproximateVectors, VectorSearch::Approximate(_))
@@ -290,10 +304,19 @@ where
     if let Err(reason) = scenario.requires.check(&made.capabilities()) {
         return Ok((Outcome::Skipped, reason.to_owned()));
     }
+    if scenario.requires == Requirement::Unchecked && made.is_checked() {
+        return Ok((
+            Outcome::Skipped,
+            "the store under test is already behind the front layer: nothing can be planted"
+                .to_owned(),
+        ));
+    }
     // What users get from `open`: the backend behind the front layer, which checks input,
     // retries and sanitizes once for every backend. The suite holds the pair to the contract.
+    let bare = Arc::clone(&made);
     let made = Checked::wrap(made);
-    let ctx = Ctx::new(made, clock);
+    let mut ctx = Ctx::new(made, clock);
+    ctx.bare = bare;
     let run = scenario.run;
     let task = tokio::spawn(async move { run(&ctx).await });
     let abort = task.abort_handle();

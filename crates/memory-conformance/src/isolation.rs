@@ -205,7 +205,10 @@ pub async fn supersede_never_crosses_scopes(ctx: &Ctx) {
         .remember(
             ctx.other_scope(),
             keyed("Lives in Lima"),
-            RememberOptions { max_facts: Some(1) },
+            RememberOptions {
+                max_facts: Some(1),
+                ..RememberOptions::default()
+            },
         )
         .await
         .must("theirs");

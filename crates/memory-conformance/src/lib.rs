@@ -214,6 +214,12 @@ macro_rules! __with_scenarios {
                 search_filters_and_reports_relevance_confidence_latest_and_source: None,
                 export_and_restore_carry_kinds_memories_and_grants: None,
                 store_many_applies_the_request_ttl_to_memories_without_one: None,
+                registry_records_are_written_by_the_registry_alone: None,
+                an_unreadable_registry_record_is_skipped: Unchecked,
+                erasure_removes_every_version_of_its_grants: None,
+                kinds_and_ids_never_share_a_key: None,
+                schemas_and_data_at_the_depth_limit_read_back: None,
+                kind_rules_hold_at_register_and_kinds_can_be_deleted: None,
             }
             lifecycle {
                 delete_conversation_cascades: None,
@@ -227,6 +233,7 @@ macro_rules! __with_scenarios {
                 export_then_restore_round_trips_every_record: None,
                 restore_twice_is_the_same_as_once: None,
                 restore_is_all_or_nothing_and_needs_parents: None,
+                restore_refuses_what_the_write_api_refuses: None,
                 scopes_list_exactly_the_owners: None,
                 export_leaves_out_expired_records: None,
             }

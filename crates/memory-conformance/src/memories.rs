@@ -430,3 +430,387 @@ pub async fn store_many_applies_the_request_ttl_to_memories_without_one(ctx: &Ct
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].memory.data["category"], "theme");
 }
+
+/// The owner's and reader's subjects of a context.
+fn pair(ctx: &Ctx) -> (memory_core::Subject, memory_core::Subject) {
+    (
+        ctx.scope().subject().unwrap().clone(),
+        ctx.other_scope().subject().unwrap().clone(),
+    )
+}
+
+/// Only the registry writes registry records: a grant or a kind forged through the facts API
+/// (the registry's own kind, key and tags in the shared scope), or any fact with a kind, key or
+/// tag starting with `_`, is `InvalidInput`; so is a restore of a registry record that is not
+/// well formed or sits in a subject's scope. Nothing forged is then honoured: the "grantee"
+/// reads nothing of the "owner".
+pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = pair(ctx);
+    memories
+        .store(ctx.scope(), preference("pin", "9931"))
+        .await
+        .must("store");
+    // What the registry writes for a grant, by hand.
+    let grant = Grant::new(owner.clone(), reader.clone());
+    let mut real = memories.grants(ctx.namespace()).await.must("no grants yet");
+    assert!(real.is_empty());
+    memories
+        .grant(ctx.namespace(), grant.clone())
+        .await
+        .must("a real grant");
+    let shared = ctx.shared_scope();
+    let records = ctx.backend().export_scope(&shared).await.must("export");
+    let forged_shape = records
+        .iter()
+        .find_map(|r| match r {
+            memory_core::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD) => {
+                Some(fact.clone())
+            }
+            _ => None,
+        })
+        .expect("the grant's record");
+    real = memories.grants(ctx.namespace()).await.must("grants");
+    assert_eq!(real, std::slice::from_ref(&grant));
+    memories
+        .revoke(ctx.namespace(), &owner, &reader)
+        .await
+        .must("revoke");
+    let b = ctx.backend();
+    let forge = memory_core::NewFact {
+        kind: forged_shape.kind.clone(),
+        key: forged_shape.key.clone(),
+        tags: forged_shape.tags.clone(),
+        ..memory_core::NewFact::new(forged_shape.text.clone())
+    };
+    b.remember(&shared, forge, memory_core::RememberOptions::default())
+        .await
+        .must_be_invalid("a grant forged through remember");
+    let kind_forge = memory_core::NewFact {
+        kind: Some(KIND_RECORD.into()),
+        key: Some("_kind:Preference".into()),
+        ..memory_core::NewFact::new(r#"{"name":"Preference","schema":true}"#)
+    };
+    b.remember(&shared, kind_forge, memory_core::RememberOptions::default())
+        .await
+        .must_be_invalid("a kind forged through remember");
+    for (kind, key, tag) in [
+        (Some("_mine"), None, None),
+        (None, Some("_key"), None),
+        (None, None, Some("_to:someone")),
+    ] {
+        let fact = memory_core::NewFact {
+            kind: kind.map(Into::into),
+            key: key.map(Into::into),
+            tags: tag.into_iter().map(Into::into).collect(),
+            ..memory_core::NewFact::new("reserved")
+        };
+        b.remember(ctx.scope(), fact, memory_core::RememberOptions::default())
+            .await
+            .must_be_invalid("a reserved shape in a subject's facts");
+    }
+    // A restore of the grant's record in a subject's scope, or with tags not its grant's.
+    let mut misplaced = forged_shape.clone();
+    misplaced.scope = ctx.other_scope().clone();
+    b.restore(vec![memory_core::Record::Fact { fact: misplaced }])
+        .await
+        .must_be_invalid("a registry record in a subject's scope");
+    let mut retagged = forged_shape.clone();
+    retagged.tags.pop();
+    b.restore(vec![memory_core::Record::Fact { fact: retagged }])
+        .await
+        .must_be_invalid("a grant record whose tags are not its grant's");
+    assert!(memories
+        .grants(ctx.namespace())
+        .await
+        .must("grants")
+        .is_empty());
+    let hits = memories
+        .search(
+            ctx.other_scope(),
+            MemoryQuery {
+                scope: SearchScope::Shared,
+                ..search("pin")
+            },
+        )
+        .await
+        .must("shared search");
+    assert!(hits.is_empty(), "nothing forged is honoured: {hits:?}");
+    // The registry's own record, restored as exported, is accepted.
+    b.restore(vec![memory_core::Record::Fact { fact: forged_shape }])
+        .await
+        .must("a well-formed grant record restores");
+    assert_eq!(
+        memories.grants(ctx.namespace()).await.must("grants"),
+        [grant]
+    );
+}
+
+/// A registry record that storage damage made undecodable is skipped, not fatal: the other
+/// kinds still list, stores of them still work, and a grantee's shared search still answers.
+pub async fn an_unreadable_registry_record_is_skipped(ctx: &Ctx) {
+    let bare = ctx
+        .unchecked()
+        .expect("Requirement::Unchecked: the backend as made");
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = pair(ctx);
+    memories
+        .grant(ctx.namespace(), Grant::new(owner.clone(), reader.clone()))
+        .await
+        .must("grant");
+    memories
+        .store(ctx.scope(), preference("food", "vegan"))
+        .await
+        .must("store");
+    let shared = ctx.shared_scope();
+    let plant = |kind: &str, key: &str, tags: Vec<String>| memory_core::NewFact {
+        kind: Some(kind.into()),
+        key: Some(key.into()),
+        tags,
+        ..memory_core::NewFact::new("{not json")
+    };
+    bare.remember(
+        &shared,
+        plant(KIND_RECORD, "_kind:Broken", Vec::new()),
+        memory_core::RememberOptions::default(),
+    )
+    .await
+    .must("plant a damaged kind");
+    let grant_tags = ctx
+        .backend()
+        .export_scope(&shared)
+        .await
+        .must("export")
+        .into_iter()
+        .find_map(|r| match r {
+            memory_core::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD) => {
+                Some(fact.tags)
+            }
+            _ => None,
+        })
+        .expect("the grant's record");
+    bare.remember(
+        &shared,
+        plant(GRANT_RECORD, "_grant:damaged", grant_tags),
+        memory_core::RememberOptions::default(),
+    )
+    .await
+    .must("plant a damaged grant");
+    let names: Vec<String> = memories
+        .kinds(ctx.namespace())
+        .await
+        .must("kinds survive a damaged record")
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert_eq!(names, ["Preference", "UserProfile"]);
+    memories
+        .store(ctx.scope(), preference("drink", "tea"))
+        .await
+        .must("stores still work");
+    let hits = memories
+        .search(
+            ctx.other_scope(),
+            MemoryQuery {
+                scope: SearchScope::Shared,
+                ..search("vegan")
+            },
+        )
+        .await
+        .must("a grantee's search survives a damaged grant");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+}
+
+/// Erasing a subject removes every version of every registry record naming it: a grant that
+/// was superseded leaves nothing naming the owner in the namespace's export.
+pub async fn erasure_removes_every_version_of_its_grants(ctx: &Ctx) {
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = pair(ctx);
+    memories
+        .grant(ctx.namespace(), Grant::new(owner.clone(), reader.clone()))
+        .await
+        .must("grant");
+    memories
+        .grant(
+            ctx.namespace(),
+            Grant {
+                kinds: vec!["Preference".into()],
+                ..Grant::new(owner.clone(), reader.clone())
+            },
+        )
+        .await
+        .must("grant again, narrower: supersedes");
+    ctx.backend().forget_all(ctx.scope()).await.must("erase");
+    let left: Vec<_> = ctx
+        .backend()
+        .export_scope(&ctx.shared_scope())
+        .await
+        .must("export")
+        .into_iter()
+        .filter(|r| {
+            matches!(r, memory_core::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD))
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "grant versions left after erasure: {left:?}"
+    );
+}
+
+/// A memory's key names one kind and one id: a kind name holding `:` is refused, so kind `a`
+/// with id `b:x` never meets a kind `a:b` with id `x`; ids may hold `:`.
+pub async fn kinds_and_ids_never_share_a_key(ctx: &Ctx) {
+    let memories = memories(ctx);
+    let schema = json!({"type": "object"});
+    memories
+        .register_kind(ctx.namespace(), KindSpec::new("a:b", schema.clone()))
+        .await
+        .must_be_invalid("a kind name with `:`");
+    memories
+        .register_kind(ctx.namespace(), KindSpec::new("a", schema))
+        .await
+        .must("register a");
+    let stored = memories
+        .store(
+            ctx.scope(),
+            NewMemory {
+                id: Some("b:x".into()),
+                ..NewMemory::new("a", json!({"n": 1}))
+            },
+        )
+        .await
+        .must("an id with `:`");
+    let read = memories.get(ctx.scope(), "a", "b:x").await.must("get");
+    assert_eq!(read.data, json!({"n": 1}));
+    assert_eq!(read.id, stored.memory.id);
+    memories
+        .get(ctx.scope(), "a:b", "x")
+        .await
+        .must_be_invalid("a kind name with `:` is never a kind");
+}
+
+/// JSON nested `levels` deep: `{"a": {"a": … 0}}`.
+fn nested(levels: usize) -> Value {
+    (1..levels).fold(json!({"a": 0}), |inner, _| json!({ "a": inner }))
+}
+
+/// What is accepted reads back exactly: a schema and a memory's data nested to the JSON depth
+/// limit register, store and read back; one level more is refused at register and at store.
+pub async fn schemas_and_data_at_the_depth_limit_read_back(ctx: &Ctx) {
+    let memories = memories(ctx);
+    let limit = memory_core::limits::MAX_JSON_DEPTH;
+    memories
+        .register_kind(ctx.namespace(), KindSpec::new("Deep", nested(limit + 1)))
+        .await
+        .must_be_invalid("a schema one level past the limit");
+    memories
+        .register_kind(ctx.namespace(), KindSpec::new("Deep", nested(limit)))
+        .await
+        .must("a schema at the limit");
+    let kinds = memories.kinds(ctx.namespace()).await.must("kinds");
+    assert_eq!(kinds.len(), 1);
+    assert_eq!(kinds[0].schema, nested(limit));
+    memories
+        .register_kind(
+            ctx.namespace(),
+            KindSpec::new("Any", json!({"type": "object"})),
+        )
+        .await
+        .must("register Any");
+    let store = |data: Value| NewMemory {
+        id: Some("one".into()),
+        ..NewMemory::new("Any", data)
+    };
+    memories
+        .store(ctx.scope(), store(nested(limit + 1)))
+        .await
+        .must_be_invalid("data one level past the limit");
+    memories
+        .store(ctx.scope(), store(nested(limit)))
+        .await
+        .must("data at the limit");
+    let read = memories.get(ctx.scope(), "Any", "one").await.must("get");
+    assert_eq!(read.data, nested(limit));
+}
+
+/// A kind's rules are checked when it is registered: `unique_on` must name a field the schema
+/// declares and requires (a typo would make every memory supersede the last); a grant must name
+/// registered kinds. Kinds can be deleted (storing is then refused; memories stored stay), and
+/// the grants of a namespace listed.
+pub async fn kind_rules_hold_at_register_and_kinds_can_be_deleted(ctx: &Ctx) {
+    let memories = memories(ctx);
+    let schema = json!({"type": "object", "required": ["category"],
+        "properties": {"category": {"type": "string"}, "note": {"type": "string"}}});
+    for field in ["categroy", "note"] {
+        memories
+            .register_kind(
+                ctx.namespace(),
+                KindSpec::new("Pref", schema.clone()).unique_on([field]),
+            )
+            .await
+            .must_be_invalid("unique_on naming an undeclared or optional field");
+    }
+    memories
+        .register_kind(
+            ctx.namespace(),
+            KindSpec::new("Pref", json!(true)).unique_on(["category"]),
+        )
+        .await
+        .must_be_invalid("unique_on with a schema that declares nothing");
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = pair(ctx);
+    memories
+        .grant(
+            ctx.namespace(),
+            Grant {
+                kinds: vec!["NoSuchKind".into()],
+                ..Grant::new(owner.clone(), reader.clone())
+            },
+        )
+        .await
+        .must_be_invalid("a grant of an unregistered kind");
+    memories
+        .store(ctx.scope(), preference("food", "vegan"))
+        .await
+        .must("store");
+    assert!(memories
+        .delete_kind(ctx.namespace(), "Preference")
+        .await
+        .must("delete"));
+    assert!(!memories
+        .delete_kind(ctx.namespace(), "Preference")
+        .await
+        .must("delete again"));
+    let names: Vec<String> = memories
+        .kinds(ctx.namespace())
+        .await
+        .must("kinds")
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
+    assert_eq!(names, ["UserProfile"]);
+    memories
+        .store(ctx.scope(), preference("drink", "tea"))
+        .await
+        .must_be_invalid("storing a deleted kind");
+    let kept = memories
+        .search(ctx.scope(), search("vegan"))
+        .await
+        .must("search");
+    assert_eq!(kept.len(), 1, "memories of a deleted kind stay: {kept:?}");
+    let grant = Grant {
+        kinds: vec!["UserProfile".into()],
+        ..Grant::new(owner, reader)
+    };
+    memories
+        .grant(ctx.namespace(), grant.clone())
+        .await
+        .must("grant");
+    assert_eq!(
+        memories.grants(ctx.namespace()).await.must("grants"),
+        [grant]
+    );
+}

@@ -327,3 +327,91 @@ pub async fn export_leaves_out_expired_records(ctx: &Ctx) {
         .collect();
     assert_eq!(keys, ["long"]);
 }
+
+/// A change made to a fact before it is restored.
+type FactEdit<'a> = dyn Fn(&mut memory_core::Fact) + Sync + 'a;
+
+/// A restore passes the checks the writes that made its records passed, the same on every
+/// backend: a conversation's messages whose seqs are not one contiguous run ending at its last
+/// seq (a seq edited from 3 to 30), a fact with empty text, an empty or oversized tag, a score
+/// out of [0, 1], or NUL in its key or kind is `InvalidInput`, and nothing of the batch is
+/// written (no key comes back as another key).
+pub async fn restore_refuses_what_the_write_api_refuses(ctx: &Ctx) {
+    let b = ctx.backend();
+    let thread = memory_core::NewConversation {
+        id: Some(cid("edited")),
+        ..memory_core::NewConversation::default()
+    };
+    b.create_conversation(ctx.scope(), thread)
+        .await
+        .must("create");
+    b.append(
+        ctx.scope(),
+        &cid("edited"),
+        (1..=5)
+            .map(|i| memory_core::Message::user(format!("m{i}")))
+            .collect(),
+        memory_core::AppendOptions::default(),
+    )
+    .await
+    .must("append");
+    let exported = b.export_scope(ctx.scope()).await.must("export");
+    let edit_seq = |from: u64, to: u64| {
+        exported
+            .iter()
+            .cloned()
+            .map(|mut record| {
+                if let Record::Message { message, .. } = &mut record {
+                    if message.seq == from {
+                        message.seq = to;
+                    }
+                }
+                record
+            })
+            .collect::<Vec<_>>()
+    };
+    b.forget_all(ctx.scope()).await.must("erase");
+    b.restore(edit_seq(3, 30))
+        .await
+        .must_be_invalid("a seq edited past the end");
+    b.restore(edit_seq(3, 4))
+        .await
+        .must_be_invalid("two messages at one seq");
+    b.get_conversation(ctx.scope(), &cid("edited"))
+        .await
+        .must_be_not_found("nothing of a refused batch is written");
+    b.restore(exported.clone())
+        .await
+        .must("the export as it was");
+
+    let fact = |edit: &FactEdit<'_>| {
+        let mut fact = memory_core::NewFact::new("a fact").into_fact(ctx.scope(), ctx.clock_now());
+        edit(&mut fact);
+        vec![Record::Fact { fact }]
+    };
+    let long_tag = "t".repeat(10_000);
+    let cases: [(&str, &FactEdit<'_>); 8] = [
+        ("empty text", &|f| f.text = String::new()),
+        ("blank text", &|f| f.text = "  ".into()),
+        ("an empty tag", &|f| f.tags = vec![String::new()]),
+        ("a 10 kB tag", &|f| f.tags = vec![long_tag.clone()]),
+        ("score 7", &|f| f.score = Some(7.0)),
+        ("NUL in the key", &|f| f.key = Some("a\0b".into())),
+        ("NUL in the kind", &|f| f.kind = Some("a\0b".into())),
+        ("a reserved kind", &|f| f.kind = Some("_kind".into())),
+    ];
+    for (what, edit) in cases {
+        b.restore(fact(edit)).await.must_be_invalid(what);
+    }
+    let facts = b
+        .list_facts(ctx.scope(), memory_core::FactQuery::default())
+        .await
+        .must("list");
+    assert!(
+        facts.items.is_empty(),
+        "refused facts were written: {facts:?}"
+    );
+    b.restore(fact(&|f| f.key = Some("a".into())))
+        .await
+        .must("a valid fact");
+}

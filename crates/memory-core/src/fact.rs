@@ -130,28 +130,62 @@ impl NewFact {
 
     /// Checks text, identifiers, score and embedding.
     pub fn validate(&self) -> Result<()> {
-        if self.text.trim().is_empty() {
-            return Err(MemoryError::invalid("fact text must not be empty"));
+        check_fact_fields(
+            &self.text,
+            self.kind.as_deref(),
+            self.key.as_deref(),
+            &self.tags,
+            self.score,
+            self.embedding.as_deref(),
+        )
+    }
+}
+
+/// The rules every written fact follows, whether remembered or restored: non-empty text,
+/// identifiers for kind, key and tags, a score in [0, 1], a usable embedding.
+fn check_fact_fields(
+    text: &str,
+    kind: Option<&str>,
+    key: Option<&str>,
+    tags: &[String],
+    score: Option<f32>,
+    embedding: Option<&[f32]>,
+) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(MemoryError::invalid("fact text must not be empty"));
+    }
+    for (what, value) in [("fact kind", kind), ("fact key", key)] {
+        if let Some(value) = value {
+            validate_identifier(what, value)?;
         }
-        for (what, value) in [("fact kind", &self.kind), ("fact key", &self.key)] {
-            if let Some(value) = value {
-                validate_identifier(what, value)?;
-            }
+    }
+    tags.iter()
+        .try_for_each(|t| validate_identifier("tag", t))?;
+    if let Some(score) = score {
+        if !(0.0..=1.0).contains(&score) {
+            return Err(MemoryError::invalid(format!(
+                "fact score must be in [0, 1], got {score}"
+            )));
         }
-        self.tags
-            .iter()
-            .try_for_each(|t| validate_identifier("tag", t))?;
-        if let Some(score) = self.score {
-            if !(0.0..=1.0).contains(&score) {
-                return Err(MemoryError::invalid(format!(
-                    "fact score must be in [0, 1], got {score}"
-                )));
-            }
-        }
-        if let Some(embedding) = &self.embedding {
-            crate::vector::check_vector(embedding, embedding.len(), crate::Metric::Cosine)?;
-        }
-        Ok(())
+    }
+    if let Some(embedding) = embedding {
+        crate::vector::check_vector(embedding, embedding.len(), crate::Metric::Cosine)?;
+    }
+    Ok(())
+}
+
+impl Fact {
+    /// Checks a stored fact (one being restored) by the rules [`NewFact::validate`] applies
+    /// to a new one.
+    pub fn validate(&self) -> Result<()> {
+        check_fact_fields(
+            &self.text,
+            self.kind.as_deref(),
+            self.key.as_deref(),
+            &self.tags,
+            self.score,
+            self.embedding.as_deref(),
+        )
     }
 }
 
@@ -160,6 +194,11 @@ impl NewFact {
 pub struct RememberOptions {
     /// Keep at most this many current facts in the scope, evicting in the same transaction.
     pub max_facts: Option<usize>,
+    /// Set by the registry of kinds and grants alone (nothing else can make a
+    /// [`RegistryWrite`](crate::registry::RegistryWrite)): the front layer refuses a fact of the
+    /// registry's reserved shapes (a kind, key or tag starting with `_`) without it.
+    #[serde(skip)]
+    pub registry: Option<crate::registry::RegistryWrite>,
 }
 
 /// What [`FactStore::remember`] did.

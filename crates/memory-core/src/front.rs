@@ -328,6 +328,13 @@ impl FactStore for Checked {
         options: RememberOptions,
     ) -> Result<RememberOutcome> {
         fact.validate()?;
+        if options.registry.is_none() {
+            crate::registry::check_unreserved(
+                fact.kind.as_deref(),
+                fact.key.as_deref(),
+                &fact.tags,
+            )?;
+        }
         check_max("max_facts", options.max_facts.map(|n| n as u64))?;
         self.inner.remember(scope, fact, options).await
     }
@@ -596,7 +603,7 @@ impl TransferStore for Checked {
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        records.iter().try_for_each(Record::validate)?;
+        crate::transfer::check_batch(&records)?;
         self.retried(|| self.inner.restore(records.clone())).await
     }
 }

@@ -16,6 +16,11 @@
 //! | keys per cache batch (`cache_get_many`, `cache_set_many`) | at most [`MAX_CACHE_BATCH`] (1,000) | `InvalidInput` | `cache::batches_read_and_write_like_single_calls` |
 //! | page size | 1..=[`MAX_PAGE_SIZE`] (1,000), default [`DEFAULT_PAGE_SIZE`] | `InvalidInput` | `payload::identifiers_at_the_length_limit_round_trip` |
 //! | filter nesting | [`MAX_FILTER_DEPTH`] levels of `and`/`or`/`not` (32) | `InvalidInput` | `vectors::top_k_and_filter_depth_hold_at_their_limits` |
+//! | memory kinds (structured memories) | identifiers of at most [`MAX_KIND_NAME_BYTES`] (120), no `:`, not starting with `_` | `InvalidInput` at register | `memories::kinds_and_ids_never_share_a_key` |
+//! | memory ids | identifiers of at most [`MAX_MEMORY_ID_BYTES`] (120) | `InvalidInput` | `memories::kinds_and_ids_never_share_a_key` |
+//! | kind schemas and memory data | [`MAX_JSON_DEPTH`] levels, as other JSON; `unique_on` fields declared and required by the schema | `InvalidInput` at register and at store; what is accepted reads back exactly | `memories::schemas_and_data_at_the_depth_limit_read_back`, `memories::kind_rules_hold_at_register_and_kinds_can_be_deleted` |
+//! | reserved names | a fact kind, key or tag starting with [`RESERVED_PREFIX`] (`_`) is the registry's alone | `InvalidInput` on `remember` and `restore` | `memories::registry_records_are_written_by_the_registry_alone` |
+//! | restored records | the rules of the writes that made them: facts as `remember`, a conversation's message seqs one contiguous run ending at its last seq | `InvalidInput`, nothing of the batch written | `transfer::restore_refuses_what_the_write_api_refuses` |
 //! | lexical tokens | NFKC, lowercased, at least [`MIN_TOKEN_CHARS`] characters | shorter tokens are ignored | `facts::recall_matches_every_unicode_normal_form`, `facts::recall_ignores_short_tokens_and_splits_on_punctuation` |
 //!
 //! Per backend, beyond these: PostgreSQL with HNSW indexes collections of at most 2,000
@@ -29,6 +34,7 @@ pub use crate::filter::MAX_FILTER_DEPTH;
 pub use crate::lexical::MIN_TOKEN_CHARS;
 pub use crate::message::MAX_JSON_DEPTH;
 pub use crate::page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+pub use crate::registry::{MAX_KIND_NAME_BYTES, MAX_MEMORY_ID_BYTES, RESERVED_PREFIX};
 pub use crate::scope::MAX_ID_BYTES;
 pub use crate::similarity::MAX_SQUARED_NORM;
 pub use crate::vector::{MAX_DIMS, MAX_TOP_K};

@@ -8,9 +8,16 @@
 //! never meets them. The front layer's [`forget_all`](crate::MemoryBackend::forget_all) removes
 //! the grants from and to the subject it erases.
 //!
+//! Only this module writes registry records. Kinds, keys and tags starting with `_` are its
+//! reserved shapes: the front layer refuses them on every other path (`remember` without a
+//! [`RegistryWrite`], which only this module can make; a restore record that is not a
+//! well-formed registry record, [`check_record`]), so nobody forges a grant or replaces a schema
+//! through the facts API. Reads skip a record they cannot decode (and log it), so one bad record
+//! never makes a namespace's kinds or shared search fail.
+//!
 //! Checking memories against a kind's JSON Schema is the engine's (`memory_engine::Memories`);
 //! what is kept here is what every store must agree on: the record formats, the keys, the
-//! canonical JSON of a memory's data.
+//! canonical JSON of a memory's data, and the limits that keep what is accepted readable.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -19,6 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::backend::MemoryBackend;
 use crate::error::{MemoryError, Result};
 use crate::fact::{Fact, FactQuery, NewFact, RememberOptions};
+use crate::message::check_json_depth;
 use crate::migration::lowercase_hex;
 use crate::scope::{validate_identifier, Namespace, Scope, Subject};
 
@@ -30,6 +38,78 @@ pub const GRANT_RECORD: &str = "_grant";
 pub const MAX_KIND_NAME_BYTES: usize = 120;
 /// The longest memory id, in bytes.
 pub const MAX_MEMORY_ID_BYTES: usize = 120;
+/// What starts every reserved kind, key and tag: the registry's records use them, and no other
+/// fact may.
+pub const RESERVED_PREFIX: char = '_';
+
+/// Proof that a write comes from this module: it alone can make one, and the front layer
+/// refuses a fact of the reserved shapes in a [`RememberOptions`] without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistryWrite(());
+
+/// `InvalidInput` when a fact's kind, key or any tag has a reserved shape (starts with `_`).
+pub fn check_unreserved(kind: Option<&str>, key: Option<&str>, tags: &[String]) -> Result<()> {
+    let fields = [("kind", kind), ("key", key)]
+        .into_iter()
+        .filter_map(|(what, value)| Some((what, value?)))
+        .chain(tags.iter().map(|tag| ("tag", tag.as_str())));
+    for (what, value) in fields {
+        if value.starts_with(RESERVED_PREFIX) {
+            return Err(MemoryError::invalid(format!(
+                "fact {what} {value:?} starts with `{RESERVED_PREFIX}`: reserved for the registry of \
+                 kinds and grants (register kinds and grant through the registry)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a fact being restored: a fact of a reserved shape must be a well-formed registry
+/// record (a kind or a grant, in its namespace's shared scope, whose key and tags are the ones
+/// this module writes for its content, and whose content decodes and is valid); any other fact
+/// must not use a reserved shape.
+pub fn check_record(fact: &Fact) -> Result<()> {
+    let reserved = check_unreserved(fact.kind.as_deref(), fact.key.as_deref(), &fact.tags);
+    let Err(reserved) = reserved else {
+        return Ok(());
+    };
+    let malformed = |why: &str| {
+        MemoryError::invalid(format!(
+            "fact {} has a registry record's shape but {why}",
+            fact.id
+        ))
+    };
+    if fact.scope.subject().is_some() {
+        return Err(reserved);
+    }
+    match fact.kind.as_deref() {
+        Some(KIND_RECORD) => {
+            let spec: KindSpec = serde_json::from_str(&fact.text)
+                .map_err(|e| malformed(&format!("its kind does not decode: {e}")))?;
+            spec.validate()?;
+            if fact.key.as_deref() != Some(kind_key(&spec.name).as_str()) || !fact.tags.is_empty() {
+                return Err(malformed("its key or tags are not its kind's"));
+            }
+            Ok(())
+        }
+        Some(GRANT_RECORD) => {
+            let grant: Grant = serde_json::from_str(&fact.text)
+                .map_err(|e| malformed(&format!("its grant does not decode: {e}")))?;
+            grant.validate()?;
+            let mut tags = fact.tags.clone();
+            tags.sort();
+            let mut expected = vec![from_tag(&grant.owner), to_tag(&grant.grantee)];
+            expected.sort();
+            if fact.key.as_deref() != Some(Grant::key(&grant.owner, &grant.grantee).as_str())
+                || tags != expected
+            {
+                return Err(malformed("its key or tags are not its grant's"));
+            }
+            Ok(())
+        }
+        _ => Err(reserved),
+    }
+}
 
 /// A kind of structured memory: its name, the JSON Schema its data follows, and the fields
 /// that identify one memory of the kind.
@@ -65,9 +145,28 @@ impl KindSpec {
         self
     }
 
-    /// Checks the name and the unique fields (the schema is the engine's to compile).
+    /// Checks the name, the schema's nesting and the unique fields (compiling the schema is the
+    /// engine's).
+    ///
+    /// A unique field must be declared in the schema's `properties` and listed in its
+    /// `required`: a memory's identity is never a field it may leave out (a typo'd or optional
+    /// field would give every memory the same identity, each superseding the last).
     pub fn validate(&self) -> Result<()> {
         check_kind_name(&self.name)?;
+        if !self.schema.is_object() && !self.schema.is_boolean() {
+            return Err(MemoryError::invalid(format!(
+                "kind {}: a JSON Schema is an object (or a boolean)",
+                self.name
+            )));
+        }
+        check_json_depth(&format!("kind {}: the schema", self.name), &self.schema)?;
+        let declared = self.schema.get("properties").and_then(Value::as_object);
+        let required: Vec<&str> = self
+            .schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|fields| fields.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         for (i, field) in self.unique_on.iter().enumerate() {
             if field.is_empty() || self.unique_on[..i].contains(field) {
                 return Err(MemoryError::invalid(format!(
@@ -75,12 +174,15 @@ impl KindSpec {
                     self.name
                 )));
             }
-        }
-        if !self.schema.is_object() && !self.schema.is_boolean() {
-            return Err(MemoryError::invalid(format!(
-                "kind {}: a JSON Schema is an object (or a boolean)",
-                self.name
-            )));
+            if !declared.is_some_and(|d| d.contains_key(field))
+                || !required.contains(&field.as_str())
+            {
+                return Err(MemoryError::invalid(format!(
+                    "kind {}: unique_on field {field:?} must be declared in the schema's \
+                     `properties` and listed in its `required`",
+                    self.name
+                )));
+            }
         }
         Ok(())
     }
@@ -105,15 +207,24 @@ impl KindSpec {
 
 fn check_kind_name(name: &str) -> Result<()> {
     validate_identifier("memory kind", name)?;
-    if name.starts_with('_') || name.len() > MAX_KIND_NAME_BYTES {
+    if name.starts_with(RESERVED_PREFIX) || name.contains(':') || name.len() > MAX_KIND_NAME_BYTES {
         return Err(MemoryError::invalid(format!(
-            "memory kind {name:?} must be at most {MAX_KIND_NAME_BYTES} bytes and not start with `_` (reserved)"
+            "memory kind {name:?} must be at most {MAX_KIND_NAME_BYTES} bytes, hold no `:` (it \
+             ends the kind in a memory's key) and not start with `_` (reserved)"
         )));
     }
     Ok(())
 }
 
-/// The fact key of memory `id` of `kind`: `kind:id`.
+/// `InvalidInput` unless a memory's data reads back exactly: nested at most
+/// [`MAX_JSON_DEPTH`](crate::limits::MAX_JSON_DEPTH) levels, as every other JSON the stores
+/// keep.
+pub fn check_memory_data(kind: &str, data: &Value) -> Result<()> {
+    check_json_depth(&format!("a memory of kind {kind}"), data)
+}
+
+/// The fact key of memory `id` of `kind`: `kind:id` (a kind holds no `:`, so the key names
+/// one kind and one id).
 pub fn memory_key(kind: &str, id: &str) -> Result<String> {
     check_kind_name(kind)?;
     validate_identifier("memory id", id)?;
@@ -190,6 +301,23 @@ impl Grant {
         }
     }
 
+    /// Checks the grant on its own: another subject, kind names and tags (not whether the kinds
+    /// are registered: [`put_grant`] asks the store).
+    pub fn validate(&self) -> Result<()> {
+        if self.owner == self.grantee {
+            return Err(MemoryError::invalid(
+                "a grant shares with another subject, not with its owner",
+            ));
+        }
+        for kind in &self.kinds {
+            check_kind_name(kind)?;
+        }
+        for tag in &self.tags {
+            validate_identifier("tag", tag)?;
+        }
+        check_unreserved(None, None, &self.tags)
+    }
+
     /// Whether the grant lets the grantee read `fact`.
     pub fn admits(&self, fact: &Fact) -> bool {
         (self.kinds.is_empty() || fact.kind.as_ref().is_some_and(|k| self.kinds.contains(k)))
@@ -231,9 +359,41 @@ pub async fn register_kind(
         ..NewFact::new(record_text(spec))
     };
     backend
-        .remember(&shared(namespace)?, record, RememberOptions::default())
+        .remember(&shared(namespace)?, record, registry_write())
         .await?;
     Ok(())
+}
+
+/// The options of every registry write.
+fn registry_write() -> RememberOptions {
+    RememberOptions {
+        registry: Some(RegistryWrite(())),
+        ..RememberOptions::default()
+    }
+}
+
+/// Deletes kind `name` of `namespace` (every version of its record); whether it was registered.
+/// Memories of the kind stay, and read as before; storing more needs the kind registered again.
+pub async fn delete_kind(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<bool> {
+    check_kind_name(name)?;
+    forget_every_version(backend, &shared(namespace)?, &kind_key(name)).await
+}
+
+/// Forgets every version of `key` in `scope`; whether any was there.
+async fn forget_every_version(
+    backend: &dyn MemoryBackend,
+    scope: &Scope,
+    key: &str,
+) -> Result<bool> {
+    let mut forgotten = false;
+    for version in backend.history(scope, key).await? {
+        forgotten |= backend.forget(scope, &version.id).await?;
+    }
+    Ok(forgotten)
 }
 
 /// The kind registered as `name` in `namespace`, if any.
@@ -246,11 +406,10 @@ pub async fn kind(
     let versions = backend
         .history(&shared(namespace)?, &kind_key(name))
         .await?;
-    versions
+    Ok(versions
         .into_iter()
         .rfind(Fact::is_current)
-        .map(|fact| serde_json::from_str(&fact.text).map_err(|e| corrupt("kind", &e)))
-        .transpose()
+        .and_then(|fact| decoded::<KindSpec>(&fact)))
 }
 
 /// Grants (or replaces the grant of) `grant.owner`'s memories to `grant.grantee`.
@@ -259,16 +418,14 @@ pub async fn put_grant(
     namespace: &Namespace,
     grant: &Grant,
 ) -> Result<()> {
-    if grant.owner == grant.grantee {
-        return Err(MemoryError::invalid(
-            "a grant shares with another subject, not with its owner",
-        ));
-    }
-    for kind in &grant.kinds {
-        check_kind_name(kind)?;
-    }
-    for tag in &grant.tags {
-        validate_identifier("tag", tag)?;
+    grant.validate()?;
+    for name in &grant.kinds {
+        if kind(backend, namespace, name).await?.is_none() {
+            return Err(MemoryError::invalid(format!(
+                "a grant names kind {name:?}, which is not registered in namespace {}",
+                namespace.as_str()
+            )));
+        }
     }
     let record = NewFact {
         kind: Some(GRANT_RECORD.to_owned()),
@@ -277,7 +434,7 @@ pub async fn put_grant(
         ..NewFact::new(record_text(grant))
     };
     backend
-        .remember(&shared(namespace)?, record, RememberOptions::default())
+        .remember(&shared(namespace)?, record, registry_write())
         .await?;
     Ok(())
 }
@@ -289,12 +446,7 @@ pub async fn revoke_grant(
     owner: &Subject,
     grantee: &Subject,
 ) -> Result<bool> {
-    let scope = shared(namespace)?;
-    let mut revoked = false;
-    for version in backend.history(&scope, &Grant::key(owner, grantee)).await? {
-        revoked |= backend.forget(&scope, &version.id).await?;
-    }
-    Ok(revoked)
+    forget_every_version(backend, &shared(namespace)?, &Grant::key(owner, grantee)).await
 }
 
 /// The grants in force to `grantee`.
@@ -304,26 +456,34 @@ pub async fn grants_to(
     grantee: &Subject,
 ) -> Result<Vec<Grant>> {
     let records = grant_records(backend, namespace, to_tag(grantee)).await?;
-    records
+    Ok(records
         .iter()
-        .map(|fact| serde_json::from_str(&fact.text).map_err(|e| corrupt("grant", &e)))
-        .filter(|grant| {
-            grant
-                .as_ref()
-                .map_or(true, |g: &Grant| &g.grantee == grantee)
-        })
-        .collect()
+        .filter_map(decoded::<Grant>)
+        .filter(|grant| &grant.grantee == grantee)
+        .collect())
 }
 
-/// Removes every grant from or to the subject of `scope` (the front layer's `forget_all`
-/// calls it); how many.
+/// Every grant in force in `namespace`, by owner then grantee.
+pub async fn grants(backend: &dyn MemoryBackend, namespace: &Namespace) -> Result<Vec<Grant>> {
+    let mut grants: Vec<Grant> = records(backend, namespace, GRANT_RECORD, Vec::new())
+        .await?
+        .iter()
+        .filter_map(decoded::<Grant>)
+        .collect();
+    grants.sort_by(|a, b| (&a.owner, &a.grantee).cmp(&(&b.owner, &b.grantee)));
+    Ok(grants)
+}
+
+/// Removes every grant from or to the subject of `scope`, with every superseded version of
+/// each (the front layer's `forget_all` calls it, so erasure leaves no record naming the
+/// subject); how many records.
 pub async fn forget_grants_of(backend: &dyn MemoryBackend, scope: &Scope) -> Result<u64> {
     let subject = scope.require_subject("forget_all")?;
     let namespace = scope.namespace();
     let shared_scope = shared(namespace)?;
     let mut forgotten = 0;
     for tag in [from_tag(subject), to_tag(subject)] {
-        for record in grant_records(backend, namespace, tag).await? {
+        for record in records_with_history(backend, namespace, GRANT_RECORD, vec![tag]).await? {
             forgotten += u64::from(backend.forget(&shared_scope, &record.id).await?);
         }
     }
@@ -339,19 +499,32 @@ async fn grant_records(
     records(backend, namespace, GRANT_RECORD, vec![tag]).await
 }
 
-/// Every kind registered in `namespace`, by name.
+/// Every kind registered in `namespace`, by name (a record that does not decode is skipped and
+/// logged).
 pub async fn kinds(backend: &dyn MemoryBackend, namespace: &Namespace) -> Result<Vec<KindSpec>> {
     let mut kinds: Vec<KindSpec> = records(backend, namespace, KIND_RECORD, Vec::new())
         .await?
         .iter()
-        .map(|fact| serde_json::from_str(&fact.text).map_err(|e| corrupt("kind", &e)))
-        .collect::<Result<_>>()?;
+        .filter_map(decoded::<KindSpec>)
+        .collect();
     kinds.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(kinds)
 }
 
 /// The current records of `kind` carrying every one of `tags`, every page.
 async fn records(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    kind: &str,
+    tags: Vec<String>,
+) -> Result<Vec<Fact>> {
+    let mut current = records_with_history(backend, namespace, kind, tags).await?;
+    current.retain(Fact::is_current);
+    Ok(current)
+}
+
+/// The records of `kind` carrying every one of `tags`, superseded versions included.
+async fn records_with_history(
     backend: &dyn MemoryBackend,
     namespace: &Namespace,
     kind: &str,
@@ -365,11 +538,11 @@ async fn records(
             .list_facts(
                 &scope,
                 FactQuery {
+                    include_superseded: true,
                     kind: Some(kind.to_owned()),
                     tags: tags.clone(),
                     limit: Some(crate::page::MAX_PAGE_SIZE),
                     cursor,
-                    ..FactQuery::default()
                 },
             )
             .await?;
@@ -385,10 +558,40 @@ fn shared(namespace: &Namespace) -> Result<Scope> {
     Scope::shared(namespace.as_str())
 }
 
-fn corrupt(what: &str, error: &serde_json::Error) -> MemoryError {
-    MemoryError::Backend {
-        backend: "registry",
-        source: format!("stored {what} record does not decode: {error}").into(),
+/// A registry record's content, or `None` (logged) when it does not decode or is not valid: a
+/// record nobody can use is skipped, never the reason a namespace's reads fail.
+fn decoded<T: serde::de::DeserializeOwned + Validated>(fact: &Fact) -> Option<T> {
+    let content = serde_json::from_str::<T>(&fact.text)
+        .map_err(|e| MemoryError::invalid(e.to_string()))
+        .and_then(Validated::validated);
+    match content {
+        Ok(content) => Some(content),
+        Err(error) => {
+            tracing::warn!(
+                target: "memory_core::registry",
+                record = %fact.id,
+                namespace = fact.scope.namespace().as_str(),
+                "skipped a registry record that cannot be used: {error}"
+            );
+            None
+        }
+    }
+}
+
+/// Registry content that checks itself once decoded.
+trait Validated: Sized {
+    fn validated(self) -> Result<Self>;
+}
+
+impl Validated for KindSpec {
+    fn validated(self) -> Result<Self> {
+        self.validate().map(|()| self)
+    }
+}
+
+impl Validated for Grant {
+    fn validated(self) -> Result<Self> {
+        self.validate().map(|()| self)
     }
 }
 

@@ -41,8 +41,9 @@ use crate::working::{WorkingMemory, WorkingMemoryKey};
 
 /// The `format` of an export's header line.
 pub const FORMAT: &str = "agent-memory-export";
-/// The export format version this build writes and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The export format version this build writes and the newest it reads. Version 2 ends with an
+/// [`ExportTrailer`]; version 1 had none.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The first line of a JSON Lines export; every following line is one [`Record`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,15 +88,103 @@ impl ExportHeader {
     }
 }
 
+/// The last line of an export: how many records it holds and a SHA-256 of their lines, so a
+/// file cut short (even at a line boundary) or changed is told apart from a whole one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportTrailer {
+    /// Always [`FORMAT`]: what ends.
+    pub end: String,
+    /// The record lines before it.
+    pub records: u64,
+    /// Lowercase hex SHA-256 of those lines, each with its `\n`, in file order.
+    pub sha256: String,
+}
+
+/// Writes a JSON Lines export: the header, one line per record, and the [`ExportTrailer`].
+///
+/// ```
+/// use memory_core::transfer::{ExportHeader, ExportReader, ExportWriter};
+/// use memory_core::{Namespace, Record, Timestamp};
+/// let mut writer = ExportWriter::new(Vec::new(), &ExportHeader::new("memory", Timestamp::EPOCH))?;
+/// writer.write(&Record::CacheEntry {
+///     namespace: Namespace::new("support")?, key: "k".into(), value: vec![1], expires_at: None,
+/// })?;
+/// let file = writer.finish()?;
+/// assert_eq!(ExportReader::new(file.as_slice())?.collect::<Result<Vec<_>, _>>()?.len(), 1);
+/// let cut = &file[..file.len() - 10];
+/// assert!(ExportReader::new(cut)?.collect::<Result<Vec<_>, _>>().is_err());
+/// # Ok::<(), memory_core::MemoryError>(())
+/// ```
+pub struct ExportWriter<W: std::io::Write> {
+    out: W,
+    hasher: Sha256,
+    records: u64,
+}
+
+impl<W: std::io::Write> ExportWriter<W> {
+    /// Starts an export on `out` with its header line.
+    pub fn new(mut out: W, header: &ExportHeader) -> Result<Self> {
+        let mut line = serde_json::to_vec(header).expect("headers serialize to JSON");
+        line.push(b'\n');
+        out.write_all(&line).map_err(write_error)?;
+        Ok(Self {
+            out,
+            hasher: Sha256::new(),
+            records: 0,
+        })
+    }
+
+    /// Writes one record's line.
+    pub fn write(&mut self, record: &Record) -> Result<()> {
+        let mut line = serde_json::to_vec(record).expect("records serialize to JSON");
+        line.push(b'\n');
+        self.hasher.update(&line);
+        self.records += 1;
+        self.out.write_all(&line).map_err(write_error)
+    }
+
+    /// The records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Writes the trailer, flushes, and returns the output.
+    pub fn finish(mut self) -> Result<W> {
+        let trailer = ExportTrailer {
+            end: FORMAT.to_owned(),
+            records: self.records,
+            sha256: lowercase_hex(&self.hasher.finalize()),
+        };
+        let mut line = serde_json::to_vec(&trailer).expect("trailers serialize to JSON");
+        line.push(b'\n');
+        self.out.write_all(&line).map_err(write_error)?;
+        self.out.flush().map_err(write_error)?;
+        Ok(self.out)
+    }
+}
+
+fn write_error(error: std::io::Error) -> MemoryError {
+    MemoryError::Backend {
+        backend: "export",
+        source: Box::new(error),
+    }
+}
+
 /// Reads a JSON Lines export: the [`ExportHeader`] line, checked when the reader is made, then
-/// one [`Record`] per line (blank lines skipped), each decoded and [validated](Record::validate).
-/// Every error names its line; nothing after an error is read.
+/// one [`Record`] per line (blank lines skipped), each decoded and [validated](Record::validate),
+/// then the [`ExportTrailer`], whose count and digest must match the lines read. A file that
+/// ends without it (cut short, even at a line boundary), or whose trailer does not match, ends
+/// in an error after its last record, unless [`accept_unverified`](Self::accept_unverified) was
+/// asked for. Every error names its line; nothing after an error is read.
 ///
 /// ```
 /// use memory_core::transfer::ExportReader;
 /// let export = "{\"format\":\"agent-memory-export\",\"version\":1,\"backend\":\"memory\",\"exported_at\":0}\n\
 ///     {\"kind\":\"cache_entry\",\"namespace\":\"support\",\"key\":\"k\",\"value\":[1],\"expires_at\":null}\n";
-/// let reader = ExportReader::new(export.as_bytes())?;
+/// // Version 1 had no trailer: read only when asked to accept an unverified file.
+/// assert!(ExportReader::new(export.as_bytes())?.collect::<Result<Vec<_>, _>>().is_err());
+/// let reader = ExportReader::new(export.as_bytes())?.accept_unverified();
 /// assert_eq!(reader.header().backend, "memory");
 /// assert_eq!(reader.collect::<Result<Vec<_>, _>>()?.len(), 1);
 /// # Ok::<(), memory_core::MemoryError>(())
@@ -107,6 +196,13 @@ pub struct ExportReader<R> {
     line: usize,
     /// Bytes of the lines read so far, with their line ends.
     bytes: u64,
+    /// The record lines read, and their digest so far.
+    records: u64,
+    hasher: Sha256,
+    /// The trailer has been read and matched.
+    ended: bool,
+    /// A missing or mismatched trailer is accepted.
+    unverified: bool,
     failed: bool,
 }
 
@@ -128,8 +224,41 @@ impl<R: std::io::BufRead> ExportReader<R> {
             lines,
             line: 1,
             bytes,
+            records: 0,
+            hasher: Sha256::new(),
+            ended: false,
+            unverified: false,
             failed: false,
         })
+    }
+
+    /// Reads a file whose trailer is missing (cut short, or written before version 2) or does
+    /// not match, yielding the records it holds: for rescuing what a damaged backup still has.
+    #[must_use]
+    pub fn accept_unverified(mut self) -> Self {
+        self.unverified = true;
+        self
+    }
+
+    /// Checks the trailer on `text` against the records read.
+    fn check_trailer(&mut self, trailer: &ExportTrailer) -> Result<()> {
+        let sha256 = lowercase_hex(&self.hasher.clone().finalize());
+        if trailer.end != FORMAT {
+            return Err(MemoryError::invalid(format!(
+                "line {}: a trailer of {:?}, not of an agent-memory export",
+                self.line, trailer.end
+            )));
+        }
+        if !self.unverified && (trailer.records != self.records || trailer.sha256 != sha256) {
+            return Err(MemoryError::invalid(format!(
+                "line {}: the trailer promises {} records (SHA-256 {}), the file holds {} \
+                 (SHA-256 {sha256}): it was changed or cut; nothing was restored \
+                 (`--accept-unverified` restores what it holds)",
+                self.line, trailer.records, trailer.sha256, self.records
+            )));
+        }
+        self.ended = true;
+        Ok(())
     }
 
     /// The export's header.
@@ -147,7 +276,16 @@ impl<R: std::io::BufRead> ExportReader<R> {
         self.bytes
     }
 
-    fn record(&self, text: &str) -> Result<Record> {
+    fn record(&mut self, text: &str) -> Result<Record> {
+        if self.ended {
+            return Err(MemoryError::invalid(format!(
+                "line {} follows the export's trailer",
+                self.line
+            )));
+        }
+        self.records += 1;
+        self.hasher.update(text.as_bytes());
+        self.hasher.update(b"\n");
         let record: Record = serde_json::from_str(text).map_err(|e| {
             MemoryError::invalid(format!("line {} is not a record: {e}", self.line))
         })?;
@@ -169,7 +307,18 @@ impl<R: std::io::BufRead> Iterator for ExportReader<R> {
             return None;
         }
         loop {
-            let next = self.lines.next()?;
+            let Some(next) = self.lines.next() else {
+                self.failed = true;
+                if self.ended || self.unverified {
+                    return None;
+                }
+                return Some(Err(MemoryError::invalid(format!(
+                    "the export ends at line {} without its trailer: it was cut short after {} \
+                     records (or written before format version 2); nothing was restored \
+                     (`--accept-unverified` restores what it holds)",
+                    self.line, self.records
+                ))));
+            };
             self.line += 1;
             let outcome = match next {
                 Err(e) => Err(read_error(self.line, &e)),
@@ -178,7 +327,13 @@ impl<R: std::io::BufRead> Iterator for ExportReader<R> {
                     if text.trim().is_empty() {
                         continue;
                     }
-                    self.record(&text)
+                    match serde_json::from_str::<ExportTrailer>(&text) {
+                        Ok(trailer) if !self.ended => match self.check_trailer(&trailer) {
+                            Ok(()) => continue,
+                            Err(error) => Err(error),
+                        },
+                        _ => self.record(&text),
+                    }
                 }
             };
             self.failed = outcome.is_err();
@@ -407,13 +562,10 @@ impl Record {
                 Ok(())
             }
             Self::Fact { fact } => {
-                if fact.embedding.iter().flatten().any(|x| !x.is_finite()) {
-                    return Err(MemoryError::invalid(format!(
-                        "fact {} has an embedding with NaN or infinity",
-                        fact.id
-                    )));
-                }
-                Ok(())
+                fact.validate().map_err(|e| {
+                    MemoryError::invalid(format!("fact {}: {}", fact.id, reason(&e)))
+                })?;
+                crate::registry::check_record(fact)
             }
             Self::Checkpoint { checkpoint, .. } => {
                 validate_identifier("workflow", &checkpoint.workflow)?;
@@ -424,10 +576,70 @@ impl Record {
                 "conversation metadata",
                 &conversation.metadata,
             ),
-            Self::Message { message, .. } => message.message.check_json_depth(),
+            Self::Message { message, .. } => {
+                if message.seq == 0 {
+                    return Err(MemoryError::invalid("a message's seq starts at 1"));
+                }
+                message.message.check_json_depth()
+            }
             Self::WorkingMemory { .. } => Ok(()),
         }
     }
+}
+
+/// The reason an `InvalidInput` gives (its message without the variant's prefix).
+fn reason(error: &MemoryError) -> String {
+    match error {
+        MemoryError::InvalidInput(reason) => reason.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Checks a batch of records to restore as the writes that made them were checked: each record
+/// ([`Record::validate`]), and the messages of each conversation in the batch, whose seqs are
+/// distinct and contiguous (a conversation's messages are only ever pruned from its start) and,
+/// when the batch holds the conversation, end at its `last_seq`.
+pub fn check_batch(records: &[Record]) -> Result<()> {
+    records.iter().try_for_each(Record::validate)?;
+    let mut seqs: BTreeMap<(&Scope, &ConversationId), Vec<u64>> = BTreeMap::new();
+    let mut last_seqs: BTreeMap<(&Scope, &ConversationId), u64> = BTreeMap::new();
+    for record in records {
+        match record {
+            Record::Message {
+                scope,
+                conversation_id,
+                message,
+            } => seqs
+                .entry((scope, conversation_id))
+                .or_default()
+                .push(message.seq),
+            Record::Conversation { conversation } => {
+                last_seqs.insert(
+                    (&conversation.scope, &conversation.id),
+                    conversation.last_seq,
+                );
+            }
+            _ => {}
+        }
+    }
+    for (key @ (scope, id), seqs) in &mut seqs {
+        seqs.sort_unstable();
+        let (first, last) = (seqs[0], seqs[seqs.len() - 1]);
+        let contiguous = seqs.windows(2).all(|pair| pair[1] == pair[0] + 1);
+        let ends_right = last_seqs.get(key).is_none_or(|&last_seq| last == last_seq);
+        if !contiguous || !ends_right {
+            return Err(MemoryError::invalid(format!(
+                "conversation {id} of {scope}: its messages' seqs {first}..={last} ({} messages) \
+                 are not one contiguous run{}",
+                seqs.len(),
+                last_seqs
+                    .get(key)
+                    .map(|l| format!(" ending at its last seq {l}"))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Sorts records into the canonical order every export returns: by kind in restore order, then

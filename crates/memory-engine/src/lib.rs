@@ -1269,6 +1269,7 @@ impl Memory {
         };
         let options = RememberOptions {
             max_facts: Some(self.config.facts.max_facts),
+            ..RememberOptions::default()
         };
         let mut stored = Vec::new();
         let now = self.backend.now();

@@ -262,6 +262,17 @@ impl Memories {
         registry::kinds(self.backend.as_ref(), namespace).await
     }
 
+    /// Deletes kind `name` of `namespace`; whether it was registered. Memories of the kind stay
+    /// and read as before; storing more needs the kind registered again.
+    pub async fn delete_kind(&self, namespace: &Namespace, name: &str) -> Result<bool> {
+        let deleted = registry::delete_kind(self.backend.as_ref(), namespace, name).await?;
+        self.schemas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(namespace.clone(), name.to_owned()));
+        Ok(deleted)
+    }
+
     /// The kind registered as `name`, with its compiled schema; `InvalidInput` when none is.
     async fn kind(&self, namespace: &Namespace, name: &str) -> Result<(KindSpec, Arc<Schema>)> {
         let spec = registry::kind(self.backend.as_ref(), namespace, name)
@@ -307,6 +318,7 @@ impl Memories {
     pub async fn store(&self, scope: &Scope, memory: NewMemory) -> Result<MemoryOutcome> {
         scope.require_subject("storing a memory")?;
         let (spec, schema) = self.kind(scope.namespace(), &memory.kind).await?;
+        registry::check_memory_data(&spec.name, &memory.data)?;
         schema.check(&memory.data, &format!("a memory of kind {}", spec.name))?;
         let id = match (spec.unique_id(&memory.data), memory.id) {
             (Some(_), Some(_)) => {
@@ -468,6 +480,11 @@ impl Memories {
     /// The grants in force to `grantee`.
     pub async fn grants_to(&self, namespace: &Namespace, grantee: &Subject) -> Result<Vec<Grant>> {
         registry::grants_to(self.backend.as_ref(), namespace, grantee).await
+    }
+
+    /// Every grant in force in `namespace`, by owner then grantee.
+    pub async fn grants(&self, namespace: &Namespace) -> Result<Vec<Grant>> {
+        registry::grants(self.backend.as_ref(), namespace).await
     }
 }
 
