@@ -21,9 +21,15 @@ pub fn good(text: &str) {
     anstream::println!("  {GOOD}✔{GOOD:#} {text}");
 }
 
-/// A line with a red cross (an expected refusal, in the demo).
+/// A line with a red cross: something failed or differs.
 pub fn refused(text: &str) {
     anstream::println!("  {BAD}✘{BAD:#} {text}");
+}
+
+/// A check that passed by being refused (the demo's stale compare-and-append, forged
+/// continuation, …): a green check, so it never reads as a failure.
+pub fn refused_as_expected(text: &str) {
+    anstream::println!("  {GOOD}✔{GOOD:#} refused, as it must be: {text}");
 }
 
 /// A plain indented line.

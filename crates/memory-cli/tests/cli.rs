@@ -31,6 +31,11 @@ fn demo_runs_twice_and_the_second_run_finds_the_first_runs_data() {
         String::from_utf8_lossy(&first.stderr)
     );
     assert!(stdout(&first).contains("run 1"), "{}", stdout(&first));
+    assert!(
+        !stdout(&first).contains('✘'),
+        "an expected refusal is a passed check: {}",
+        stdout(&first)
+    );
     assert!(dir.path().join(".agent-memory/memory.db").exists());
 
     let second = agent_memory(dir.path(), &["demo"]);
@@ -254,6 +259,29 @@ fn a_cut_or_changed_export_restores_nothing() {
     assert!(!run.status.success());
     assert!(stderr(&run).contains("contiguous"), "{}", stderr(&run));
     assert!(!dir.path().join("moved.db").exists(), "nothing was written");
+}
+
+/// A run cut short (piped into `head`) leaves `trip-N` without its follow-up; every later run
+/// still succeeds.
+#[test]
+fn the_demo_runs_after_an_interrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/.agent-memory/memory.db", dir.path().display());
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            let store = agent_memory::open(&url).await.unwrap();
+            let ada = store.scope("demo", "ada").unwrap();
+            let id = memory_core::ConversationId::new("trip-1").unwrap();
+            ada.new_conversation().id(id).await.unwrap();
+        });
+    let run = agent_memory(dir.path(), &["demo"]);
+    assert!(run.status.success(), "{}{}", stdout(&run), stderr(&run));
+    assert!(stdout(&run).contains("run 2"), "{}", stdout(&run));
+    let again = agent_memory(dir.path(), &["demo"]);
+    assert!(again.status.success(), "{}", stderr(&again));
 }
 
 #[test]
