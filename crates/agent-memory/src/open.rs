@@ -134,6 +134,7 @@ pub struct OpenOptions {
     clock: Arc<dyn Clock>,
     retry: RetryPolicy,
     auth_token: Option<String>,
+    create_if_missing: bool,
 }
 
 impl std::fmt::Debug for OpenOptions {
@@ -154,7 +155,18 @@ impl OpenOptions {
             clock: Arc::new(SystemClock),
             retry: RetryPolicy::default(),
             auth_token: None,
+            create_if_missing: true,
         }
+    }
+
+    /// Whether an embedded database file (SQLite, libSQL) that does not exist is created, with
+    /// its folders (the default). With `false` it is `NotFound` naming the path and nothing is
+    /// created, so a mistyped path fails instead of opening an empty store. Server backends
+    /// are unaffected.
+    #[must_use]
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
     }
 
     /// What decides "now" for timestamps and expiry (tests pass a `ManualClock`).
@@ -198,6 +210,7 @@ impl OpenOptions {
             Scheme::Sqlite => Arc::new(
                 memory_sqlite::SqliteStore::builder()
                     .url(url)
+                    .create_if_missing(self.create_if_missing)
                     .clock(clock)
                     .open()
                     .await?,
@@ -228,6 +241,7 @@ impl OpenOptions {
                 Arc::new(
                     memory_libsql::LibsqlStore::builder()
                         .url(url)
+                        .create_if_missing(self.create_if_missing)
                         .auth_token(token)
                         .clock(clock)
                         .open()

@@ -15,7 +15,7 @@ use memory_core::{
     Namespace, RecallQuery, Scope, Subject, VectorQuery,
 };
 
-use crate::open::{open, open_with_clock, redacted, Scheme};
+use crate::open::{open, open_existing, open_with_clock, redacted, Scheme};
 use crate::ui;
 
 #[derive(Debug, Subcommand)]
@@ -117,7 +117,10 @@ pub enum KindsCommand {
 }
 
 pub async fn kinds(url: &str, namespace: &str, command: KindsCommand) -> Result<()> {
-    let store = open(url).await?;
+    let store = match command {
+        KindsCommand::List | KindsCommand::Grants => open_existing(url).await?,
+        _ => open(url).await?,
+    };
     let memories = Memories::new(store);
     let namespace = Namespace::new(namespace)?;
     match command {
@@ -277,7 +280,7 @@ fn scope(namespace: &str, subject: &str) -> Result<Scope> {
 }
 
 pub async fn stats(url: &str, namespace: &str, subject: Option<&str>) -> Result<()> {
-    let store = open(url).await?;
+    let store = open_existing(url).await?;
     let capabilities = store.capabilities();
     ui::heading(&format!("{} ({})", redacted(url), store.backend_name()));
     let version = store.schema_version().await?;
@@ -368,7 +371,7 @@ pub async fn conversations(
     namespace: &str,
     command: ConversationsCommand,
 ) -> Result<()> {
-    let store = open(url).await?;
+    let store = open_existing(url).await?;
     match command {
         ConversationsCommand::List { subject, limit } => {
             let scope = scope(namespace, &subject)?;
@@ -415,7 +418,7 @@ pub fn describe(message: &memory_core::Message) -> String {
 }
 
 pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<()> {
-    let store = open(url).await?;
+    let store = open_existing(url).await?;
     match command {
         FactsCommand::List {
             subject,
@@ -472,7 +475,7 @@ pub async fn search(
     k: usize,
     query: &str,
 ) -> Result<()> {
-    let store = open(url).await?;
+    let store = open_existing(url).await?;
     let scope = scope(namespace, subject)?;
     let embedder = HashingEmbedder::default();
     let specs = store.list_collections(scope.namespace()).await?;

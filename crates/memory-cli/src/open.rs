@@ -18,7 +18,19 @@ pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn
     Ok(store.backend())
 }
 
-/// Opens the store a URL names on the system clock.
+/// Opens the store a URL names on the system clock (creating an embedded database file that is
+/// missing: for commands that write).
 pub async fn open(url: &str) -> Result<Arc<dyn MemoryBackend>> {
     open_with_clock(url, Arc::new(memory_core::SystemClock)).await
+}
+
+/// Opens a store that must already exist, for commands that only read: a missing database file
+/// is an error naming its path, and nothing is created.
+pub async fn open_existing(url: &str) -> Result<Arc<dyn MemoryBackend>> {
+    let store = OpenOptions::new(url)
+        .create_if_missing(false)
+        .open()
+        .await
+        .with_context(|| format!("cannot open {}", redacted(url)))?;
+    Ok(store.backend())
 }

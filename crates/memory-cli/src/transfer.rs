@@ -24,7 +24,7 @@ use memory_core::transfer::{
 };
 use memory_core::{MemoryBackend, Namespace, Record};
 
-use crate::open::{open, redacted};
+use crate::open::{open, open_existing, redacted};
 use crate::ui;
 
 fn bar(len: u64, what: &str) -> ProgressBar {
@@ -48,7 +48,7 @@ fn namespace(name: Option<&str>) -> Result<Option<Namespace>> {
 
 /// Writes every record of `url` (or of one namespace) to `output` (`-` is stdout).
 pub async fn export(url: &str, only: Option<&str>, output: &Path) -> Result<()> {
-    let store = open(url).await?;
+    let store = open_existing(url).await?;
     let only = namespace(only)?;
     let units = plan(store.as_ref(), only.as_ref()).await?;
     let sink: Box<dyn Write> = if output == Path::new("-") {
@@ -215,7 +215,7 @@ impl<R: BufRead> UnitBatches<R> {
 /// Copies every record from one URL to another, one unit per transaction; then, with
 /// `verify`, compares both sides unit by unit.
 pub async fn copy(from: &str, to: &str, only: Option<&str>, verify: bool) -> Result<()> {
-    let (source, target) = (open(from).await?, open(to).await?);
+    let (source, target) = (open_existing(from).await?, open(to).await?);
     let units = plan(source.as_ref(), namespace(only)?.as_ref()).await?;
     let progress = bar(units.len() as u64, "copy");
     let report = copy_units(source.as_ref(), target.as_ref(), &units, |unit, _| {
@@ -239,7 +239,7 @@ pub async fn copy(from: &str, to: &str, only: Option<&str>, verify: bool) -> Res
 
 /// Compares two stores unit by unit without writing.
 pub async fn verify(from: &str, to: &str, only: Option<&str>) -> Result<()> {
-    let (source, target) = (open(from).await?, open(to).await?);
+    let (source, target) = (open_existing(from).await?, open_existing(to).await?);
     let units = plan(source.as_ref(), namespace(only)?.as_ref()).await?;
     compare(source.as_ref(), target.as_ref(), &units).await
 }

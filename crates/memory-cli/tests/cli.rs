@@ -284,6 +284,41 @@ fn the_demo_runs_after_an_interrupted_run() {
     assert!(again.status.success(), "{}", stderr(&again));
 }
 
+/// A command that only reads never creates a database: a mistyped path is an error naming it,
+/// not an empty store; a URL's options that would be dropped are refused.
+#[test]
+fn reading_commands_never_create_a_database() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["--url", "sqlite://./no/such/dir/x.db", "stats"][..],
+        &["--url", "sqlite://./typo.db", "--namespace", "demo", "facts", "list", "--subject", "ada"],
+        &["--url", "sqlite://./typo.db", "export", "--output", "out.jsonl"],
+        &["copy", "--from", "sqlite://./typo.db", "--to", "sqlite://./target.db", "--verify"],
+        &["verify", "--from", "sqlite://./typo.db", "--to", "sqlite://./typo2.db"],
+    ] {
+        let run = agent_memory(dir.path(), args);
+        assert!(!run.status.success(), "{args:?}: {}", stdout(&run));
+        assert!(
+            stderr(&run).contains("typo.db") || stderr(&run).contains("no/such/dir/x.db"),
+            "{args:?}: the error names the path: {}",
+            stderr(&run)
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "nothing was created: {left:?}");
+
+    let options = agent_memory(dir.path(), &["--url", "sqlite://./x.db?mode=ro", "migrate"]);
+    assert!(!options.status.success());
+    assert!(stderr(&options).contains("mode=ro"), "{}", stderr(&options));
+    // A command that writes creates the database, folders included.
+    let made = agent_memory(dir.path(), &["--url", "sqlite://./new/x.db", "migrate"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    assert!(dir.path().join("new/x.db").exists());
+}
+
 #[test]
 fn import_refuses_a_newer_export_format() {
     let dir = tempfile::tempdir().unwrap();

@@ -181,9 +181,19 @@ pub struct LibsqlStoreBuilder {
     config: LibsqlConfig,
     url_error: Option<String>,
     clock: Arc<dyn Clock>,
+    create_if_missing: bool,
 }
 
 impl LibsqlStoreBuilder {
+    /// Whether a missing database file is created, with its parent folders (the default); with
+    /// `false`, opening a file that does not exist is `NotFound` naming the path, and nothing is
+    /// created.
+    #[must_use]
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
+        self
+    }
+
     /// A database file (created, with its parent folders, when missing).
     #[must_use]
     pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
@@ -289,6 +299,12 @@ impl LibsqlStoreBuilder {
                 true,
             ),
             Location::File(path) => {
+                if !self.create_if_missing && !path.exists() {
+                    return Err(MemoryError::not_found(
+                        "libSQL database",
+                        path.display().to_string(),
+                    ));
+                }
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent).map_err(|e| MemoryError::Backend {
                         backend: db::BACKEND,
@@ -483,6 +499,7 @@ impl LibsqlStore {
             },
             url_error: None,
             clock: Arc::new(SystemClock),
+            create_if_missing: true,
         }
     }
 

@@ -151,6 +151,7 @@ pub struct SqliteStoreBuilder {
     pool: Option<SqlitePool>,
     url_error: Option<String>,
     clock: Arc<dyn Clock>,
+    create_if_missing: bool,
 }
 
 impl SqliteStoreBuilder {
@@ -169,6 +170,16 @@ impl SqliteStoreBuilder {
             Ok(location) => self.config.location = location,
             Err(e) => self.url_error = Some(e),
         }
+        self
+    }
+
+    /// Whether a missing database file is created, with its parent folders (the default); with
+    /// `false`, opening a file that does not exist is `NotFound` naming the path, and nothing is
+    /// created (what a command that only reads wants: a typo'd path is an error, not an empty
+    /// store).
+    #[must_use]
+    pub fn create_if_missing(mut self, create: bool) -> Self {
+        self.create_if_missing = create;
         self
     }
 
@@ -247,6 +258,12 @@ impl SqliteStoreBuilder {
                 (connections.clone(), connections)
             }
             (Location::File(path), _) => {
+                if !self.create_if_missing && !path.exists() {
+                    return Err(MemoryError::not_found(
+                        "SQLite database",
+                        path.display().to_string(),
+                    ));
+                }
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
                     std::fs::create_dir_all(parent).map_err(|e| MemoryError::Backend {
                         backend: db::BACKEND,
@@ -295,7 +312,11 @@ fn parse_url(url: &str) -> std::result::Result<Location, String> {
         return Ok(Location::Memory);
     }
     let path = rest.strip_prefix("//").unwrap_or(rest);
-    let path = path.split('?').next().unwrap_or(path);
+    if let Some((_, query)) = path.split_once('?') {
+        return Err(format!(
+            "sqlite URL {url:?}: options ({query}) are not read; give the file's path alone"
+        ));
+    }
     if path.is_empty() {
         return Err(format!("sqlite URL {url:?} names no file"));
     }
@@ -337,6 +358,7 @@ impl SqliteStore {
             pool: None,
             url_error: None,
             clock: Arc::new(SystemClock),
+            create_if_missing: true,
         }
     }
 
