@@ -384,6 +384,9 @@ pub async fn conversations(
                     },
                 )
                 .await?;
+            if page.items.is_empty() {
+                ui::line(&format!("{scope} has no conversations"));
+            }
             for c in page.items {
                 ui::line(&format!(
                     "{:<40} {:>5} messages  {}",
@@ -400,7 +403,11 @@ pub async fn conversations(
                 last,
                 ..LoadOptions::raw()
             };
-            for m in store.load(&scope, &id, options).await? {
+            let messages = store.load(&scope, &id, options).await?;
+            if messages.is_empty() {
+                ui::line(&format!("conversation {id} of {scope} has no messages"));
+            }
+            for m in messages {
                 ui::message(m.seq, m.message.role.as_str(), &describe(&m.message));
             }
         }
@@ -425,9 +432,10 @@ pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<
             history,
             limit,
         } => {
+            let scope = scope(namespace, &subject)?;
             let page = store
                 .list_facts(
-                    &scope(namespace, &subject)?,
+                    &scope,
                     FactQuery {
                         include_superseded: history,
                         limit: Some(limit),
@@ -435,10 +443,15 @@ pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<
                     },
                 )
                 .await?;
+            if page.items.is_empty() {
+                ui::line(&format!("{scope} has no facts"));
+            }
             for f in page.items {
                 let status = if f.is_current() { "" } else { "  (superseded)" };
                 ui::line(&format!(
-                    "{}  [{}] {}{status}",
+                    "{}  {}  {}  [{}] {}{status}",
+                    f.id,
+                    crate::ui::utc_minute(f.created_at),
                     f.key.as_deref().unwrap_or("-"),
                     f.tags.join(","),
                     f.text
@@ -450,15 +463,19 @@ pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<
             limit,
             query,
         } => {
+            let scope = scope(namespace, &subject)?;
             let hits = store
                 .recall(
-                    &scope(namespace, &subject)?,
+                    &scope,
                     RecallQuery {
                         limit: Some(limit),
-                        ..RecallQuery::text(query)
+                        ..RecallQuery::text(query.clone())
                     },
                 )
                 .await?;
+            if hits.is_empty() {
+                ui::line(&format!("no fact of {scope} matches {query:?}"));
+            }
             for hit in hits {
                 ui::line(&format!("{:.2}  {}", hit.relevance, hit.fact.text));
             }
@@ -496,11 +513,24 @@ pub async fn search(
             VectorQuery::new(embedder.embed_one(query), k),
         )
         .await?;
-    for hit in hits {
+    if hits.is_empty() {
         ui::line(&format!(
-            "{:.3}  {}",
+            "nothing of {scope} in collection {collection:?} is near {query:?}"
+        ));
+    }
+    for hit in hits {
+        // Where a hit comes from: a message's conversation and seq, as the engine records them.
+        let metadata = &hit.record.metadata;
+        let origin = match (metadata.get("conversation_id"), metadata.get("seq")) {
+            (Some(serde_json::Value::String(conversation)), Some(seq)) => {
+                format!("{conversation} #{seq}")
+            }
+            _ => hit.record.id.to_string(),
+        };
+        ui::line(&format!(
+            "{:.3}  {origin}  {}",
             hit.score,
-            hit.record.text.as_deref().unwrap_or(hit.record.id.as_str())
+            hit.record.text.as_deref().unwrap_or_default()
         ));
     }
     Ok(())
@@ -509,9 +539,22 @@ pub async fn search(
 pub async fn forget(url: &str, namespace: &str, subject: &str, yes: bool) -> Result<()> {
     let scope = scope(namespace, subject)?;
     if !yes {
+        // A dry run: what --yes would erase, counted by kind.
+        let store = open_existing(url).await?;
+        let held = memory_core::transfer::Digest::of(&store.export_scope(&scope).await?);
+        let counts: Vec<String> = held
+            .counts
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
         ui::line(&format!(
-            "this erases everything {scope} owns in {}; run again with --yes to do it",
-            redacted(url)
+            "dry run, nothing erased: with --yes this erases what {scope} owns in {}: {}",
+            redacted(url),
+            if counts.is_empty() {
+                "nothing (it owns no records)".to_owned()
+            } else {
+                counts.join(", ")
+            }
         ));
         return Ok(());
     }

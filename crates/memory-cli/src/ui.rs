@@ -46,3 +46,14 @@ pub fn dim(text: &str) {
 pub fn message(seq: u64, role: &str, text: &str) {
     anstream::println!("    {DIM}#{seq:<3}{DIM:#} {ROLE}{role:<9}{ROLE:#} {text}");
 }
+
+/// `2026-12-02 14:05 UTC`.
+pub fn utc_minute(at: memory_core::Timestamp) -> String {
+    let (year, month, day) = at.utc_date();
+    let minutes = at.as_millis().div_euclid(60_000).rem_euclid(24 * 60);
+    format!(
+        "{year}-{month:02}-{day:02} {:02}:{:02} UTC",
+        minutes / 60,
+        minutes % 60
+    )
+}

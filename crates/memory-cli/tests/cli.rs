@@ -291,10 +291,38 @@ fn reading_commands_never_create_a_database() {
     let dir = tempfile::tempdir().unwrap();
     for args in [
         &["--url", "sqlite://./no/such/dir/x.db", "stats"][..],
-        &["--url", "sqlite://./typo.db", "--namespace", "demo", "facts", "list", "--subject", "ada"],
-        &["--url", "sqlite://./typo.db", "export", "--output", "out.jsonl"],
-        &["copy", "--from", "sqlite://./typo.db", "--to", "sqlite://./target.db", "--verify"],
-        &["verify", "--from", "sqlite://./typo.db", "--to", "sqlite://./typo2.db"],
+        &[
+            "--url",
+            "sqlite://./typo.db",
+            "--namespace",
+            "demo",
+            "facts",
+            "list",
+            "--subject",
+            "ada",
+        ],
+        &[
+            "--url",
+            "sqlite://./typo.db",
+            "export",
+            "--output",
+            "out.jsonl",
+        ],
+        &[
+            "copy",
+            "--from",
+            "sqlite://./typo.db",
+            "--to",
+            "sqlite://./target.db",
+            "--verify",
+        ],
+        &[
+            "verify",
+            "--from",
+            "sqlite://./typo.db",
+            "--to",
+            "sqlite://./typo2.db",
+        ],
     ] {
         let run = agent_memory(dir.path(), args);
         assert!(!run.status.success(), "{args:?}: {}", stdout(&run));
@@ -317,6 +345,35 @@ fn reading_commands_never_create_a_database() {
     let made = agent_memory(dir.path(), &["--url", "sqlite://./new/x.db", "migrate"]);
     assert!(made.status.success(), "{}", stderr(&made));
     assert!(dir.path().join("new/x.db").exists());
+}
+
+/// An empty answer says what was empty; `forget` without `--yes` says it is a dry run and what
+/// `--yes` would erase; `facts list` shows the ids `forget` needs.
+#[test]
+fn empty_answers_and_dry_runs_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(agent_memory(dir.path(), &["demo"]).status.success());
+    let said = |args: &[&str]| {
+        let run = agent_memory(dir.path(), &[&["--namespace", "demo"][..], args].concat());
+        assert!(run.status.success(), "{args:?}: {}", stderr(&run));
+        stdout(&run)
+    };
+    let nobody = ["--subject", "nobody"];
+    assert!(said(&[&["facts", "list"][..], &nobody].concat()).contains("no facts"));
+    assert!(said(&[&["conversations", "list"][..], &nobody].concat()).contains("no conversations"));
+    assert!(said(&[&["facts", "recall"][..], &nobody, &["tea"]].concat()).contains("no fact"));
+    let dry = said(&["forget", "--subject", "ada"]);
+    assert!(
+        dry.contains("dry run") && dry.contains("8 message"),
+        "{dry}"
+    );
+    let listed = said(&["facts", "list", "--subject", "ada", "--history"]);
+    assert!(
+        listed.contains("UTC") && listed.contains("(superseded)"),
+        "{listed}"
+    );
+    // Nothing was erased by the dry run.
+    assert!(said(&["conversations", "list", "--subject", "ada"]).contains("trip-1"));
 }
 
 #[test]

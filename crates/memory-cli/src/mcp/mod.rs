@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use clap::{Args, Subcommand};
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use memory_core::embed::{Embedder, HashingEmbedder};
-use memory_core::{Scope, Timestamp, Ttl};
+use memory_core::{Scope, Ttl};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt as _;
 
@@ -208,7 +208,9 @@ fn manage_keys(namespace: &str, args: KeyArgs) -> Result<()> {
                     "{}  {:<30}  {:<16}  {}",
                     entry.short_id(),
                     entry.grants(),
-                    entry.created_at.map_or_else(|| "-".to_owned(), utc_minute),
+                    entry
+                        .created_at
+                        .map_or_else(|| "-".to_owned(), crate::ui::utc_minute),
                     entry.label.as_deref().unwrap_or("-"),
                 );
             }
@@ -226,17 +228,6 @@ fn manage_keys(namespace: &str, args: KeyArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `2026-12-02 14:05 UTC`.
-fn utc_minute(at: Timestamp) -> String {
-    let (year, month, day) = at.utc_date();
-    let minutes = at.as_millis().div_euclid(60_000).rem_euclid(24 * 60);
-    format!(
-        "{year}-{month:02}-{day:02} {:02}:{:02} UTC",
-        minutes / 60,
-        minutes % 60
-    )
 }
 
 /// What every HTTP request passes before rmcp's service: the keys and the session table.
