@@ -49,13 +49,57 @@ impl Scheme {
             "redis+cluster" => Self::RedisCluster,
             "libsql" | "file" | "http" | "https" => Self::Libsql,
             other => {
+                let all = [
+                    Self::Memory,
+                    Self::Sqlite,
+                    Self::Postgres,
+                    Self::Redis,
+                    Self::RedisCluster,
+                    Self::Libsql,
+                ];
+                let (here, elsewhere): (Vec<Self>, Vec<Self>) =
+                    all.into_iter().partition(|s| s.is_compiled_in());
+                let forms = |schemes: &[Self]| {
+                    schemes
+                        .iter()
+                        .map(|s| s.url_forms())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let more: Vec<String> = elsewhere
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "the `{}` feature adds {}",
+                            s.feature().unwrap_or_default(),
+                            s.url_forms()
+                        )
+                    })
+                    .collect();
                 return Err(MemoryError::invalid(format!(
-                    "unknown URL scheme {other:?} in {:?}; use memory://, sqlite://, \
-                     postgres://, redis://, rediss://, redis+cluster://, file: or libsql://",
-                    redacted(url)
-                )))
+                    "unknown URL scheme {other:?} in {:?}: this build opens {}{}",
+                    redacted(url),
+                    forms(&here),
+                    if more.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {}", more.join("; "))
+                    }
+                )));
             }
         })
+    }
+
+    /// The URL forms of the backend, for messages.
+    fn url_forms(self) -> &'static str {
+        match self {
+            Self::Memory => "memory://",
+            Self::Sqlite => "sqlite://FILE",
+            Self::Postgres => "postgres://",
+            Self::Redis => "redis://, rediss://",
+            Self::RedisCluster => "redis+cluster://",
+            Self::Libsql => "file:FILE, libsql://",
+        }
     }
 
     /// The backend's name (`"sqlite"`, `"redis-cluster"`, …).

@@ -142,13 +142,29 @@ fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(error) => {
             anstream::eprintln!(
-                "{}error:{} {error:#}",
+                "{}error:{} {}",
                 ui::BAD.render(),
-                ui::BAD.render_reset()
+                ui::BAD.render_reset(),
+                said_once(&error)
             );
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes, each said once: drivers often repeat their source in their own
+/// message ("error connecting to server: error connecting to server: …", "db error: db error:"),
+/// so a cause already said is left out, and so is a part repeating the one before it.
+fn said_once(error: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        for part in cause.to_string().split(": ") {
+            if parts.last().is_none_or(|last| last != part) && !parts.iter().any(|p| p == part) {
+                parts.push(part.to_owned());
+            }
+        }
+    }
+    parts.join(": ")
 }
 
 async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {

@@ -376,6 +376,37 @@ fn empty_answers_and_dry_runs_say_so() {
     assert!(said(&["conversations", "list", "--subject", "ada"]).contains("trip-1"));
 }
 
+/// One cause, said once: a refused connection is named once, not three times; an unknown
+/// scheme lists what this build opens and which feature adds the rest.
+#[test]
+fn errors_say_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Port 1 on the loopback: nothing listens, the connection is refused at once.
+    for url in [
+        "postgres://postgres@127.0.0.1:1/test",
+        "redis://127.0.0.1:1",
+    ] {
+        let run = agent_memory(dir.path(), &["--url", url, "stats"]);
+        assert!(!run.status.success());
+        let said = stderr(&run);
+        assert_eq!(said.matches("Connection refused").count(), 1, "{said}");
+        assert!(
+            !said.contains("server: error connecting to server"),
+            "{said}"
+        );
+    }
+    let run = agent_memory(dir.path(), &["--url", "foo://x", "stats"]);
+    let said = stderr(&run);
+    assert!(
+        said.contains("this build opens memory://, sqlite://FILE"),
+        "{said}"
+    );
+    assert!(
+        said.contains("the `libsql` feature adds file:FILE, libsql://"),
+        "{said}"
+    );
+}
+
 #[test]
 fn import_refuses_a_newer_export_format() {
     let dir = tempfile::tempdir().unwrap();
