@@ -248,7 +248,8 @@ async fn registered_kinds_are_offered_and_their_memories_stored() {
     let (memory, errors) = memory_with(chat(&server), config);
     let scope = Scope::for_subject("user-1").unwrap();
     let memories = Memories::new(Arc::clone(memory.backend()));
-    let schema = json!({"type": "object", "required": ["category", "value"]});
+    let schema = json!({"type": "object", "required": ["category", "value"],
+        "properties": {"category": {"type": "string"}, "value": {"type": "string"}}});
     memories
         .register_kind(
             scope.namespace(),
