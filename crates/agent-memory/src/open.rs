@@ -49,16 +49,8 @@ impl Scheme {
             "redis+cluster" => Self::RedisCluster,
             "libsql" | "file" | "http" | "https" => Self::Libsql,
             other => {
-                let all = [
-                    Self::Memory,
-                    Self::Sqlite,
-                    Self::Postgres,
-                    Self::Redis,
-                    Self::RedisCluster,
-                    Self::Libsql,
-                ];
                 let (here, elsewhere): (Vec<Self>, Vec<Self>) =
-                    all.into_iter().partition(|s| s.is_compiled_in());
+                    Self::ALL.into_iter().partition(|s| s.is_compiled_in());
                 let forms = |schemes: &[Self]| {
                     schemes
                         .iter()
@@ -136,19 +128,22 @@ impl Scheme {
         }
     }
 
+    /// Every scheme, compiled in or not.
+    const ALL: [Self; 6] = [
+        Self::Memory,
+        Self::Sqlite,
+        Self::Postgres,
+        Self::Redis,
+        Self::RedisCluster,
+        Self::Libsql,
+    ];
+
     /// Every scheme this build can open.
     pub fn compiled_in() -> Vec<Self> {
-        [
-            Self::Memory,
-            Self::Sqlite,
-            Self::Postgres,
-            Self::Redis,
-            Self::RedisCluster,
-            Self::Libsql,
-        ]
-        .into_iter()
-        .filter(|s| s.is_compiled_in())
-        .collect()
+        Self::ALL
+            .into_iter()
+            .filter(|s| s.is_compiled_in())
+            .collect()
     }
 }
 
