@@ -10,8 +10,12 @@ pub use agent_memory::{redacted, Scheme, DEFAULT_URL};
 
 /// Opens the store a URL names, with `clock` deciding "now".
 pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>> {
-    let store = OpenOptions::new(url)
-        .clock(clock)
+    opened(OpenOptions::new(url).clock(clock), url).await
+}
+
+/// Opens with `options`, naming `url` (redacted) when it cannot.
+async fn opened(options: OpenOptions, url: &str) -> Result<Arc<dyn MemoryBackend>> {
+    let store = options
         .open()
         .await
         .with_context(|| format!("cannot open {}", redacted(url)))?;
@@ -27,10 +31,5 @@ pub async fn open(url: &str) -> Result<Arc<dyn MemoryBackend>> {
 /// Opens a store that must already exist, for commands that only read: a missing database file
 /// is an error naming its path, and nothing is created.
 pub async fn open_existing(url: &str) -> Result<Arc<dyn MemoryBackend>> {
-    let store = OpenOptions::new(url)
-        .create_if_missing(false)
-        .open()
-        .await
-        .with_context(|| format!("cannot open {}", redacted(url)))?;
-    Ok(store.backend())
+    opened(OpenOptions::new(url).create_if_missing(false), url).await
 }

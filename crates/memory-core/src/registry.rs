@@ -518,9 +518,7 @@ async fn records(
     kind: &str,
     tags: Vec<String>,
 ) -> Result<Vec<Fact>> {
-    let mut current = records_with_history(backend, namespace, kind, tags).await?;
-    current.retain(Fact::is_current);
-    Ok(current)
+    listed(backend, namespace, kind, tags, false).await
 }
 
 /// The records of `kind` carrying every one of `tags`, superseded versions included.
@@ -530,6 +528,18 @@ async fn records_with_history(
     kind: &str,
     tags: Vec<String>,
 ) -> Result<Vec<Fact>> {
+    listed(backend, namespace, kind, tags, true).await
+}
+
+/// Every page of the shared scope's facts of `kind` carrying `tags`, with history or without
+/// (a grantee's every shared search reads the grants: it reads only the current ones).
+async fn listed(
+    backend: &dyn MemoryBackend,
+    namespace: &Namespace,
+    kind: &str,
+    tags: Vec<String>,
+    include_superseded: bool,
+) -> Result<Vec<Fact>> {
     let scope = shared(namespace)?;
     let mut records = Vec::new();
     let mut cursor = None;
@@ -538,7 +548,7 @@ async fn records_with_history(
             .list_facts(
                 &scope,
                 FactQuery {
-                    include_superseded: true,
+                    include_superseded,
                     kind: Some(kind.to_owned()),
                     tags: tags.clone(),
                     limit: Some(crate::page::MAX_PAGE_SIZE),
