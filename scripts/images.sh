@@ -31,7 +31,11 @@ build() {
   echo "images.sh: building $name"
   docker build -q -t "$name" -f "$dockerfile" "$context" >/dev/null
 }
-build agent-memory/postgres:dev docker/postgres/Dockerfile scripts
+# PostgreSQL's build installs pgvector as scripts/pgvector.sh does on a machine.
+context=$(mktemp -d)
+cp scripts/pgvector.sh scripts/debian-mirror.sh docker/postgres/start.sh "$context/"
+build agent-memory/postgres:dev docker/postgres/Dockerfile "$context"
+rm -rf "$context"
 build agent-memory/redis:dev docker/redis/Dockerfile docker/redis
 build agent-memory/redis-cluster:dev docker/redis-cluster/Dockerfile docker/redis-cluster
 if [ -n "$cli" ]; then

@@ -9,18 +9,26 @@ use std::time::{Duration, Instant};
 /// The compose project's name, so that the stack never mixes with a user's own.
 const PROJECT: &str = "agent-memory-test";
 
-/// The `MEMORY_TEST_*` variables the stack answers, with its URLs (docker-compose.yml's ports).
+/// The `MEMORY_TEST_*` variables the stack answers, with its URLs (docker-compose.yml's ports
+/// and password).
 pub const URLS: &[(&str, &str)] = &[
     (
         "MEMORY_TEST_POSTGRES_URL",
-        "postgres://postgres@127.0.0.1:55432/test",
+        "postgres://postgres:agent-memory@127.0.0.1:55432/test",
     ),
-    ("MEMORY_TEST_REDIS_URL", "redis://127.0.0.1:56379"),
+    (
+        "MEMORY_TEST_REDIS_URL",
+        "redis://:agent-memory@127.0.0.1:56379",
+    ),
     (
         "MEMORY_TEST_REDIS_CLUSTER_URLS",
-        "redis://127.0.0.1:57001,redis://127.0.0.1:57002,redis://127.0.0.1:57003",
+        "redis://:agent-memory@127.0.0.1:57001,redis://:agent-memory@127.0.0.1:57002,\
+         redis://:agent-memory@127.0.0.1:57003",
     ),
 ];
+
+/// The ports docker-compose.yml publishes, which must answer on loopback only.
+const PUBLISHED: &[u16] = &[55432, 56379, 57001, 57002, 57003, 57004, 57005, 57006];
 
 /// A running stack; dropping it takes it down.
 pub struct Stack {
@@ -101,9 +109,15 @@ impl Stack {
             compose: compose_command()?,
         };
         images(None)?;
-        super::run(stack.command(&["up", "--detach"]))?;
+        // A stack an interrupted run left behind would be restarted as it was, state and all:
+        // start from nothing.
+        let _ = stack
+            .command(&["down", "--volumes", "--remove-orphans"])
+            .status();
+        super::run(stack.command(&["up", "--detach", "--force-recreate", "--renew-anon-volumes"]))?;
         stack.wait_healthy(Duration::from_mins(2))?;
         eprintln!("xtask: the compose stack is up and healthy");
+        loopback_only()?;
         Ok(stack)
     }
 
@@ -156,6 +170,39 @@ impl Stack {
         images(Some(cli))?;
         super::run(self.command(&["run", "--rm", "app"]))
     }
+}
+
+/// Checks that no published port answers on the machine's other addresses (`hostname -I`):
+/// the stack must not be reachable from the network it is on.
+fn loopback_only() -> Result<(), String> {
+    let output = Command::new("hostname")
+        .arg("-I")
+        .output()
+        .map_err(|e| format!("hostname -I: {e}"))?;
+    let addresses: Vec<std::net::IpAddr> = String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .filter_map(|a| a.parse().ok())
+        .filter(|a: &std::net::IpAddr| !a.is_loopback())
+        .collect();
+    if addresses.is_empty() {
+        eprintln!("xtask: SKIP the loopback-only check: this machine has no other address");
+        return Ok(());
+    }
+    for address in &addresses {
+        for port in PUBLISHED {
+            let at = std::net::SocketAddr::new(*address, *port);
+            if std::net::TcpStream::connect_timeout(&at, Duration::from_secs(2)).is_ok() {
+                return Err(format!(
+                    "the compose stack answers on {at}: it must publish on 127.0.0.1 only"
+                ));
+            }
+        }
+    }
+    eprintln!(
+        "xtask: the compose stack answers on none of {} other address(es) of this machine",
+        addresses.len()
+    );
+    Ok(())
 }
 
 /// `scripts/images.sh`, with the CLI image too when given its binary.

@@ -87,12 +87,22 @@ mod containers {
     static POSTGRES: OnceLock<Started> = OnceLock::new();
     static REDIS: OnceLock<Started> = OnceLock::new();
 
-    /// One of `scripts/images.sh`'s images, started and healthy (each has a HEALTHCHECK).
-    fn start_image(name: &str, port: u16, url: impl Fn(u16) -> String) -> Started {
+    /// The password the images are started with (as docker-compose.yml's).
+    const PASSWORD: &str = "agent-memory";
+
+    /// One of `scripts/images.sh`'s images, started with its password in `password_var` and
+    /// healthy (each has a HEALTHCHECK).
+    fn start_image(
+        name: &str,
+        port: u16,
+        password_var: &str,
+        url: impl Fn(u16) -> String,
+    ) -> Started {
         Mutex::new((|| {
             let container = GenericImage::new(name, "dev")
                 .with_exposed_port(port.tcp())
                 .with_wait_for(WaitFor::healthcheck())
+                .with_env_var(password_var, PASSWORD)
                 .with_label(LABEL, "containers")
                 .start()
                 .map_err(|e| format!("{name}:dev (built by scripts/images.sh): {e}"))?;
@@ -106,13 +116,13 @@ mod containers {
     pub(super) fn start(service: Service) -> Result<String, String> {
         let slot = match service {
             Service::Postgres => POSTGRES.get_or_init(|| {
-                start_image("agent-memory/postgres", 5432, |port| {
-                    format!("postgres://postgres@127.0.0.1:{port}/test")
+                start_image("agent-memory/postgres", 5432, "POSTGRES_PASSWORD", |port| {
+                    format!("postgres://postgres:{PASSWORD}@127.0.0.1:{port}/test")
                 })
             }),
             Service::Redis => REDIS.get_or_init(|| {
-                start_image("agent-memory/redis", 6379, |port| {
-                    format!("redis://127.0.0.1:{port}")
+                start_image("agent-memory/redis", 6379, "REDIS_PASSWORD", |port| {
+                    format!("redis://:{PASSWORD}@127.0.0.1:{port}")
                 })
             }),
             Service::RedisCluster | Service::Libsql => return Err(
