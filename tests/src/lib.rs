@@ -96,6 +96,16 @@ pub async fn proxied(
     url: &str,
     retry: RetryPolicy,
 ) -> Result<(FaultProxy, Store), String> {
+    proxied_with(server, url, |options| options.retry(retry)).await
+}
+
+/// A proxy in front of `server` (at `url`), and a store opened through it with the options
+/// `options` makes of the URL's.
+pub async fn proxied_with(
+    server: Server,
+    url: &str,
+    options: impl FnOnce(OpenOptions) -> OpenOptions,
+) -> Result<(FaultProxy, Store), String> {
     let default_port = match server {
         Server::Postgres => 5432,
         Server::Redis => 6379,
@@ -114,8 +124,7 @@ pub async fn proxied(
         Server::Postgres => with_param(&through(url, proxy.addr()), "schema", "faults"),
         Server::Redis => with_param(&through(url, proxy.addr()), "prefix", "faults"),
     };
-    let store = OpenOptions::new(&url)
-        .retry(retry)
+    let store = options(OpenOptions::new(&url))
         .open()
         .await
         .map_err(|e| format!("cannot open {url}: {e}"))?;

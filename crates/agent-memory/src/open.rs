@@ -1,6 +1,7 @@
 //! From a URL to a ready [`Store`], by scheme.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use memory_core::{Clock, MemoryError, Result, RetryPolicy, Store, SystemClock};
 
@@ -174,6 +175,7 @@ pub struct OpenOptions {
     retry: RetryPolicy,
     auth_token: Option<String>,
     create_if_missing: bool,
+    timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for OpenOptions {
@@ -182,6 +184,7 @@ impl std::fmt::Debug for OpenOptions {
             .field("url", &redacted(&self.url))
             .field("retry", &self.retry)
             .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -195,6 +198,7 @@ impl OpenOptions {
             retry: RetryPolicy::default(),
             auth_token: None,
             create_if_missing: true,
+            timeout: Some(memory_core::DEFAULT_SERVER_TIMEOUT),
         }
     }
 
@@ -205,6 +209,16 @@ impl OpenOptions {
     #[must_use]
     pub fn create_if_missing(mut self, create: bool) -> Self {
         self.create_if_missing = create;
+        self
+    }
+
+    /// How long a call to a server backend (PostgreSQL, Redis) waits on a silent server,
+    /// connecting or for an answer, before it fails `Unavailable` and the retry policy applies
+    /// (default [`DEFAULT_SERVER_TIMEOUT`](memory_core::DEFAULT_SERVER_TIMEOUT), 30 s; `None`
+    /// waits as long as the connection stays open). Embedded backends are unaffected.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -258,6 +272,7 @@ impl OpenOptions {
             Scheme::Postgres => Arc::new(
                 memory_postgres::PostgresStore::builder()
                     .url(url)
+                    .timeout(self.timeout)
                     .clock(clock)
                     .open()
                     .await?,
@@ -266,6 +281,7 @@ impl OpenOptions {
             Scheme::Redis | Scheme::RedisCluster => Arc::new(
                 memory_redis::RedisStore::builder()
                     .url(url)
+                    .timeout(self.timeout)
                     .clock(clock)
                     .open()
                     .await?,

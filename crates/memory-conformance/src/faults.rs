@@ -10,7 +10,9 @@
 //!   messages `1..n` and nothing more;
 //! - [`Fault::LoseReply`] forwards the message, then closes the connection when the server
 //!   answers (or after 250 ms): the server did the work, the client never hears of it;
-//! - [`Fault::Delay`] holds the message back for a while, then forwards it and goes on.
+//! - [`Fault::Delay`] holds the message back for a while, then forwards it and goes on;
+//! - [`Fault::Silence`] swallows that message and everything after it on that connection, in
+//!   both directions, and keeps the connection open: a server gone without a reset.
 //!
 //! One arm, one fault; [`FaultProxy::disarm`] says whether it fired. Cutting at `n = 1, 2, …`
 //! until an operation completes without the fault firing tries every boundary in turn.
@@ -43,6 +45,8 @@ pub enum Fault {
     LoseReply,
     /// Forward the message after this delay (a stall when long), then go on.
     Delay(Duration),
+    /// Forward nothing more on this connection, either way, and never close it (a blackhole).
+    Silence,
 }
 
 #[derive(Default)]
@@ -142,6 +146,7 @@ enum Verdict {
     Drop,
     LoseReply,
     Delay(Duration),
+    Silence,
 }
 
 fn judge(state: &Mutex<State>) -> Verdict {
@@ -155,6 +160,7 @@ fn judge(state: &Mutex<State>) -> Verdict {
                 Fault::Drop => Verdict::Drop,
                 Fault::LoseReply => Verdict::LoseReply,
                 Fault::Delay(d) => Verdict::Delay(d),
+                Fault::Silence => Verdict::Silence,
             }
         }
         Some((left, fault)) => {
@@ -177,6 +183,8 @@ async fn relay(
     let (mut server_read, mut server_write) = server.split();
     // Set once the answer to a LoseReply message must not reach the client.
     let losing = AtomicBool::new(false);
+    // Set once the connection goes silent: the server's bytes stop here too.
+    let silent = AtomicBool::new(false);
     let upstream = async {
         let mut framer = Framer::new(protocol);
         let mut buf = vec![0u8; 64 * 1024];
@@ -199,6 +207,12 @@ async fn relay(
                         return;
                     }
                     Verdict::Delay(d) => tokio::time::sleep(d).await,
+                    Verdict::Silence => {
+                        silent.store(true, Ordering::SeqCst);
+                        // Read on, so the client's writes go out; forward nothing.
+                        while client_read.read(&mut buf).await.unwrap_or(0) > 0 {}
+                        return;
+                    }
                 }
                 if server_write.write_all(&message).await.is_err() {
                     return;
@@ -210,6 +224,13 @@ async fn relay(
         let mut buf = vec![0u8; 64 * 1024];
         loop {
             let read = server_read.read(&mut buf).await.unwrap_or(0);
+            if silent.load(Ordering::SeqCst) {
+                if read == 0 {
+                    // The server hung up: the client must still hear nothing.
+                    std::future::pending::<()>().await;
+                }
+                continue;
+            }
             if read == 0 || losing.load(Ordering::SeqCst) {
                 // The answer to the lost message (or anything after it) is dropped here.
                 return;

@@ -50,6 +50,13 @@ use crate::vector::{
 };
 use crate::working::{WorkingMemory, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate};
 
+/// How long a server backend (PostgreSQL, Redis) waits for a silent server, connecting or
+/// for an answer it is owed, before the call fails [`MemoryError::Unavailable`] and the
+/// [`RetryPolicy`] applies: each backend's `timeout` setting, and `OpenOptions::timeout` of the
+/// front door. Long enough for the longest statement a store sends (a large `forget_all` or
+/// restore batch takes seconds), short enough that a vanished host is noticed.
+pub const DEFAULT_SERVER_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How [`Checked`] retries a retryable failure ([`MemoryError::is_retryable`]) of an idempotent
 /// operation: up to `attempts` tries in all, waiting `first_delay`, then twice as long each
 /// time, never more than `max_delay` (with jitter).

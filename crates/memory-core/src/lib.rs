@@ -52,7 +52,7 @@ pub use fact::{
     RememberStatus, ScoredFact, MAX_EXPIRY_BATCH,
 };
 pub use filter::{FieldPath, Filter, FilterValue};
-pub use front::{Checked, RetryPolicy};
+pub use front::{Checked, RetryPolicy, DEFAULT_SERVER_TIMEOUT};
 pub use handle::{ConversationHandle, Facts, Scoped, Vectors, WorkingMemoryHandle};
 pub use in_memory::InMemoryBackend;
 pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage, MAX_JSON_DEPTH};

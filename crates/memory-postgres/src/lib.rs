@@ -78,6 +78,7 @@ mod documents;
 mod facts;
 mod filter;
 mod hnsw;
+mod socket;
 mod transfer;
 mod vectors;
 
@@ -132,6 +133,7 @@ pub struct PostgresConfig {
     pgvector: bool,
     index_min_rows: usize,
     vector_cache_bytes: usize,
+    timeout: Option<Duration>,
 }
 
 impl fmt::Debug for PostgresConfig {
@@ -164,6 +166,7 @@ impl fmt::Debug for PostgresConfig {
             .field("pgvector", &self.pgvector)
             .field("index_min_rows", &self.index_min_rows)
             .field("vector_cache_bytes", &self.vector_cache_bytes)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -227,6 +230,20 @@ impl PostgresStoreBuilder {
     #[must_use]
     pub fn max_connections(mut self, n: usize) -> Self {
         self.config.max_connections = n.max(1);
+        self
+    }
+
+    /// How long a call waits on a silent server before it fails `Unavailable` (default
+    /// [`memory_core::DEFAULT_SERVER_TIMEOUT`], 30 s; `None` waits as long as the socket stays
+    /// open): connecting, and each answer the server owes — bytes written and none read back
+    /// since. Any bytes either way start the wait again, so a long `COPY` or a reply that keeps
+    /// coming never times out; a statement the server works on silently for longer does, and
+    /// fails as a lost connection would. The connection is dropped and the front layer's retry
+    /// policy applies. Background builds of vector indexes run on connections without it.
+    /// Applies to the pool the store makes, not to one given with [`pool`](Self::pool).
+    #[must_use]
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.config.timeout = timeout;
         self
     }
 
@@ -297,24 +314,14 @@ impl PostgresStoreBuilder {
         }
         let config = self.config;
         let schema = quote_schema(&config.schema)?;
-        let pool = match (self.pool, &config.connection) {
-            (Some(pool), _) => pool,
-            (None, Some(connection)) => {
-                let manager = Manager::from_config(
-                    connection.clone(),
-                    NoTls,
-                    ManagerConfig {
-                        recycling_method: RecyclingMethod::Fast,
-                    },
-                );
-                Pool::builder(manager)
-                    .max_size(config.max_connections)
-                    .runtime(Runtime::Tokio1)
-                    .wait_timeout(Some(Duration::from_secs(30)))
-                    .create_timeout(Some(Duration::from_secs(10)))
-                    .build()
-                    .map_err(|e| MemoryError::invalid(format!("cannot build the pool: {e}")))?
-            }
+        // Index builds get connections of their own, without the timeout: `CREATE INDEX`
+        // says nothing until it is done, which on a large collection takes minutes.
+        let (pool, builds) = match (self.pool, &config.connection) {
+            (Some(pool), _) => (pool.clone(), pool),
+            (None, Some(connection)) => (
+                make_pool(connection, config.max_connections, config.timeout)?,
+                make_pool(connection, 2, None)?,
+            ),
             (None, None) => {
                 return Err(MemoryError::invalid(
                     "no PostgreSQL connection: give url(), config() or pool()",
@@ -329,7 +336,7 @@ impl PostgresStoreBuilder {
         drop(client);
         let seen_collections = Arc::new(vectors::SeenCollections::default());
         let index_builder = Arc::new(hnsw::IndexBuilder::new(
-            pool.clone(),
+            builds,
             schema.clone(),
             config.hnsw,
             config.index_min_rows,
@@ -351,6 +358,36 @@ impl PostgresStoreBuilder {
             index_builder,
         })
     }
+}
+
+/// A pool of `size` connections to `connection`, each giving up on a server silent for
+/// `timeout` (see [`PostgresStoreBuilder::timeout`]).
+fn make_pool(
+    connection: &tokio_postgres::Config,
+    size: usize,
+    timeout: Option<Duration>,
+) -> Result<Pool> {
+    let recycling = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match timeout {
+        Some(timeout) => {
+            Manager::from_connect(connection.clone(), socket::Connector { timeout }, recycling)
+        }
+        None => Manager::from_config(connection.clone(), NoTls, recycling),
+    };
+    let connect = connection
+        .get_connect_timeout()
+        .copied()
+        .or(timeout)
+        .unwrap_or(memory_core::DEFAULT_SERVER_TIMEOUT);
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(Duration::from_secs(30)))
+        .create_timeout(Some(connect))
+        .build()
+        .map_err(|e| MemoryError::invalid(format!("cannot build the pool: {e}")))
 }
 
 /// `^[a-z_][a-z0-9_]{0,62}$`, returned double-quoted for SQL.
@@ -417,6 +454,7 @@ impl PostgresStore {
                 pgvector: true,
                 index_min_rows: DEFAULT_INDEX_MIN_ROWS,
                 vector_cache_bytes: 256 << 20,
+                timeout: Some(memory_core::DEFAULT_SERVER_TIMEOUT),
             },
             pool: None,
             error: None,

@@ -3,7 +3,9 @@
 //! Every write that reads before it writes is one Lua script, so it is atomic on the server
 //! with no read-modify-write across round trips; scripts are sent by SHA (`EVALSHA`) and loaded
 //! on first use. Standalone servers go through a [`redis::aio::ConnectionManager`] (which
-//! reconnects), clusters through [`redis::cluster_async::ClusterConnection`].
+//! reconnects when its socket fails, and is replaced when the server goes silent: see
+//! [`Standalone`]), clusters through [`redis::cluster_async::ClusterConnection`]. No call
+//! waits longer than [`RedisStoreBuilder::timeout`] on a silent server.
 //!
 //! ```no_run
 //! use memory_core::{AppendOptions, ConversationStore, LoadOptions, Message, NewConversation, Scope};
@@ -107,6 +109,7 @@ mod conversations;
 mod facts;
 mod keys;
 mod paging;
+mod standalone;
 mod transfer;
 mod vectors;
 mod working;
@@ -117,11 +120,12 @@ use std::sync::{Arc, Mutex};
 
 use memory_core::url::redacted;
 use memory_core::{Clock, Durability, MemoryError, Namespace, Result, Scope, SystemClock};
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::keys::Keys;
+pub use crate::standalone::Standalone;
 
 pub(crate) const BACKEND: &str = "redis";
 
@@ -130,8 +134,8 @@ pub(crate) const BACKEND: &str = "redis";
 /// clones share one multiplexed socket per node.
 #[derive(Clone)]
 pub enum RedisConnection {
-    /// A standalone server.
-    Standalone(ConnectionManager),
+    /// A standalone server (from a [`redis::aio::ConnectionManager`] of yours with `.into()`).
+    Standalone(Standalone),
     /// A cluster.
     Cluster(ClusterConnection),
 }
@@ -179,7 +183,7 @@ pub struct RedisStoreBuilder {
     target: Option<Target>,
     prefix: String,
     clock: Arc<dyn Clock>,
-    response_timeout: std::time::Duration,
+    timeout: Option<std::time::Duration>,
     vector_cache_bytes: usize,
 }
 
@@ -188,7 +192,7 @@ impl fmt::Debug for RedisStoreBuilder {
         f.debug_struct("RedisStoreBuilder")
             .field("target", &self.target.as_ref().map(Target::redacted))
             .field("prefix", &self.prefix)
-            .field("response_timeout", &self.response_timeout)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -264,14 +268,18 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// How long a command may run before the store reports the server unavailable (default
-    /// 30 s), for connections the store makes from a URL or a [`client`](Self::client).
-    /// redis-rs's own default, 500 ms, is shorter than legitimate scripts on large subjects:
-    /// `forget_all` of 10k facts, messages and vectors took 0.25–0.65 s on a 2-core machine,
-    /// and the erasure would run to its end while the caller was told it failed.
+    /// How long a call waits on a silent server before it fails `Unavailable` (default
+    /// [`memory_core::DEFAULT_SERVER_TIMEOUT`], 30 s; `None` lifts it, and a cluster then keeps
+    /// redis-rs's own): connecting, and
+    /// each command's answer. The front layer's retry policy then applies. For connections
+    /// the store makes from a URL or a [`client`](Self::client) (a connection or cluster client
+    /// you give keeps its own settings). redis-rs's own defaults (500 ms for an answer) are
+    /// shorter than legitimate scripts on large subjects: `forget_all` of 10k facts, messages
+    /// and vectors took 0.25–0.65 s on a 2-core machine, and the erasure would run to its end
+    /// while the caller was told it failed.
     #[must_use]
-    pub fn response_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.response_timeout = timeout;
+    pub fn timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.timeout = timeout;
         self
     }
 
@@ -320,27 +328,31 @@ impl RedisStoreBuilder {
         let bad =
             |e: redis::RedisError| MemoryError::invalid(format!("bad Redis URL {shown}: {e}"));
         let manager_config = redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(self.response_timeout));
+            .set_response_timeout(self.timeout)
+            .set_connection_timeout(self.timeout);
         let connection = match target {
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(bad)?;
                 RedisConnection::Standalone(
-                    ConnectionManager::new_with_config(client, manager_config)
+                    Standalone::connect(client, manager_config)
                         .await
                         .map_err(to_error)?,
                 )
             }
             Target::Client(client) => RedisConnection::Standalone(
-                ConnectionManager::new_with_config(*client, manager_config)
+                Standalone::connect(*client, manager_config)
                     .await
                     .map_err(to_error)?,
             ),
             Target::Cluster(nodes) => {
-                let client =
-                    redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str))
-                        .response_timeout(self.response_timeout)
-                        .build()
-                        .map_err(bad)?;
+                let mut builder =
+                    redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str));
+                if let Some(timeout) = self.timeout {
+                    builder = builder
+                        .response_timeout(timeout)
+                        .connection_timeout(timeout);
+                }
+                let client = builder.build().map_err(bad)?;
                 RedisConnection::Cluster(client.get_async_connection().await.map_err(to_error)?)
             }
             Target::ClusterClient(client) => {
@@ -447,7 +459,7 @@ impl RedisStore {
         RedisStoreBuilder {
             target: None,
             prefix: "agent-memory".to_owned(),
-            response_timeout: std::time::Duration::from_secs(30),
+            timeout: Some(memory_core::DEFAULT_SERVER_TIMEOUT),
             clock: Arc::new(SystemClock),
             vector_cache_bytes: 256 << 20,
         }
