@@ -220,7 +220,7 @@ pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
         redacted(url)
     );
     let results =
-        memory_conformance::run_suite(backend, factory, |r: &ScenarioResult| match r.outcome {
+        memory_conformance::run_suite(backend, &factory, |r: &ScenarioResult| match r.outcome {
             Outcome::Passed if verbose => ui::good(r.name),
             Outcome::Passed => {}
             Outcome::Skipped => ui::dim(&format!("SKIP {}: {}", r.name, r.reason)),
@@ -246,6 +246,22 @@ pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
     );
     for (group, [p, f, s]) in &groups {
         anstream::println!("  {group:<16} {p:>6} {f:>6} {s:>7}");
+    }
+    // Every scenario wrote in namespaces of its own, which no one else uses: erase them, so
+    // that a run against a team's store leaves it as it was.
+    let erased = memory_conformance::erase_suite_data(&factory)
+        .await
+        .map_err(|e| anyhow::anyhow!("erasing the suite's test data: {e:?}"))?;
+    anstream::println!(
+        "\nremoved the suite's test data: {} namespaces, {} records",
+        erased.namespaces,
+        erased.receipt.total()
+    );
+    if erased.left > 0 {
+        bail!(
+            "{} of the suite's namespaces are still there after erasing them",
+            erased.left
+        );
     }
     let count = |o: Outcome| results.iter().filter(|r| r.outcome == o).count();
     let failed = count(Outcome::Failed);

@@ -40,7 +40,7 @@ enum Command {
     /// semantic search and erasure. Run it twice: the second run finds the first run's data.
     Demo,
     /// Run the conformance suite against the backend of `--url` (required here: scenarios write
-    /// into fresh random namespaces `t…`) and print the matrix.
+    /// into fresh random namespaces `t…`, erased at the end) and print the matrix.
     Conformance {
         /// Print every scenario, not only failures and skips.
         #[arg(long)]

@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use memory_core::{
-    Capabilities, Checked, Clock, ManualClock, MemoryBackend, MemoryError, Namespace, Scope,
-    Timestamp, VectorSearch,
+    Capabilities, Checked, Clock, ManualClock, MemoryBackend, MemoryError, Namespace,
+    NamespaceReceipt, Scope, Timestamp, VectorSearch,
 };
 
 /// A boxed future, as returned by factories and scenarios.
@@ -40,6 +40,34 @@ pub struct Ctx {
     other: Scope,
 }
 
+/// Every namespace a context has handed out in this process.
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<String>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A random namespace, noted as the suite's.
+fn fresh_namespace() -> Namespace {
+    let namespace = Namespace::new(format!("t{}", random_word(12))).expect("valid namespace");
+    HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(namespace.as_str().to_owned());
+    namespace
+}
+
+/// Whether `namespace` is one the suite's scenarios wrote in, in this process: handed out by
+/// a [`Ctx`], or derived from one (`{namespace}-…`). A run against a store that holds other
+/// data erases these, and only these, at its end.
+pub fn is_suite_namespace(namespace: &Namespace) -> bool {
+    let name = namespace.as_str();
+    let handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    handed_out.contains(name)
+        || name
+            .split_once('-')
+            .is_some_and(|(base, _)| handed_out.contains(base))
+}
+
 fn random_word(len: usize) -> String {
     (0..len)
         .map(|_| fastrand::alphanumeric().to_ascii_lowercase())
@@ -50,7 +78,7 @@ impl Ctx {
     /// A context over `backend` (which must have been built with `clock`), with a random
     /// namespace and two random subjects, so runs never collide and never wipe shared data.
     pub fn new(backend: Arc<dyn MemoryBackend>, clock: ManualClock) -> Self {
-        let namespace = Namespace::new(format!("t{}", random_word(12))).expect("valid namespace");
+        let namespace = fresh_namespace();
         let scope = Scope::from_parts(
             namespace.clone(),
             Some(subject(&format!("alice-{}", random_word(8)))),
@@ -124,7 +152,7 @@ impl Ctx {
 
     /// The main subject in another (random) namespace.
     pub fn foreign_namespace_scope(&self) -> Scope {
-        let namespace = Namespace::new(format!("t{}", random_word(12))).expect("valid namespace");
+        let namespace = fresh_namespace();
         Scope::from_parts(namespace, self.scope.subject().cloned())
     }
 }
@@ -404,6 +432,49 @@ where
         results.push(result);
     }
     results
+}
+
+/// What [`erase_suite_data`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Erased {
+    /// The suite's namespaces erased.
+    pub namespaces: usize,
+    /// What their erasure removed, summed.
+    pub receipt: NamespaceReceipt,
+    /// The suite's namespaces still listed afterwards (written while they were erased).
+    pub left: usize,
+}
+
+/// Erases what this process's scenarios wrote (their namespaces: see [`is_suite_namespace`])
+/// from the store `factory` opens, so that a run against a store that holds other data
+/// leaves it as it was. The store is opened on a clock at the Unix epoch: nothing the
+/// scenarios wrote reads as expired there, so expired facts and cache entries, which no read
+/// sees on the real clock, are found and erased too.
+pub async fn erase_suite_data<F>(factory: F) -> Result<Erased, SetupError>
+where
+    F: FnOnce(Arc<dyn Clock>) -> BoxFuture<'static, Result<Arc<dyn MemoryBackend>, SetupError>>,
+{
+    let backend = factory(Arc::new(ManualClock::new(Timestamp::from_millis(0)))).await?;
+    let failed = |e: MemoryError| SetupError::Failed(e);
+    let mut erased = Erased::default();
+    for namespace in backend.namespaces().await.map_err(failed)? {
+        if is_suite_namespace(&namespace) {
+            let receipt = backend.forget_namespace(&namespace).await.map_err(failed)?;
+            erased.receipt.scopes += receipt.scopes;
+            erased.receipt.records += receipt.records;
+            erased.receipt.collections += receipt.collections;
+            erased.receipt.cache_entries += receipt.cache_entries;
+            erased.namespaces += 1;
+        }
+    }
+    erased.left = backend
+        .namespaces()
+        .await
+        .map_err(failed)?
+        .iter()
+        .filter(|namespace| is_suite_namespace(namespace))
+        .count();
+    Ok(erased)
 }
 
 /// [`run_scenario`] on a fresh multi-threaded tokio runtime (4 workers); what [`suite!`](crate::suite)'s

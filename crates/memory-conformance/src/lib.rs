@@ -25,8 +25,8 @@ pub mod vectors;
 pub mod working_memory;
 
 pub use harness::{
-    block_on_scenario, is_required, run_scenario, run_suite, skip, BoxFuture, Ctx, Outcome,
-    Requirement, Scenario, ScenarioResult, SetupError,
+    block_on_scenario, erase_suite_data, is_required, is_suite_namespace, run_scenario, run_suite,
+    skip, BoxFuture, Ctx, Erased, Outcome, Requirement, Scenario, ScenarioResult, SetupError,
 };
 
 /// The one list of scenarios, by contract: each scenario's name and the capability it needs.
@@ -228,6 +228,7 @@ macro_rules! __with_scenarios {
                 forget_all_leaves_nothing_behind: None,
                 forget_all_leaves_others_untouched: None,
                 forget_all_requires_a_subject: None,
+                forget_namespace_erases_everything_in_it_and_nothing_else: None,
             }
             transfer {
                 export_then_restore_round_trips_every_record: None,

@@ -250,3 +250,103 @@ pub async fn forget_all_requires_a_subject(ctx: &Ctx) {
         .await
         .must_be_invalid("shared scope");
 }
+
+/// `forget_namespace` erases every scope of the namespace (the shared one too), its
+/// collections and its cache entries, counts them, and leaves other namespaces untouched.
+pub async fn forget_namespace_erases_everything_in_it_and_nothing_else(ctx: &Ctx) {
+    let b = ctx.backend();
+    let seeded = seed_everything(ctx).await;
+    conversation_with_in(ctx, ctx.other_scope(), 2).await;
+    b.remember(
+        &ctx.shared_scope(),
+        NewFact::new("shared knowledge"),
+        RememberOptions::default(),
+    )
+    .await
+    .must("shared fact");
+    b.cache_set(ctx.namespace(), "k", b"v".to_vec(), None)
+        .await
+        .must("cache");
+    let foreign = ctx.foreign_namespace_scope();
+    let kept = conversation_with_in(ctx, &foreign, 1).await;
+    b.cache_set(foreign.namespace(), "k", b"kept".to_vec(), None)
+        .await
+        .must("foreign cache");
+
+    let receipt = b
+        .forget_namespace(ctx.namespace())
+        .await
+        .must("forget_namespace");
+    assert_eq!(
+        receipt.scopes, 3,
+        "subject, other subject, shared: {receipt:?}"
+    );
+    let mut expected = seeded;
+    expected.conversations += 1;
+    expected.messages += 2;
+    expected.facts += 1;
+    assert_eq!(receipt.records, expected, "every row counted");
+    let collections = if ctx.capabilities().has_vectors() {
+        2
+    } else {
+        0
+    };
+    assert_eq!(receipt.collections, collections, "{receipt:?}");
+    assert_eq!(receipt.cache_entries, 1, "{receipt:?}");
+
+    let namespaces = b.namespaces().await.must("namespaces");
+    assert!(!namespaces.contains(ctx.namespace()), "{namespaces:?}");
+    assert!(namespaces.contains(foreign.namespace()), "{namespaces:?}");
+    assert!(b.scopes(ctx.namespace()).await.must("scopes").is_empty());
+    assert!(b
+        .export_namespace(ctx.namespace())
+        .await
+        .must("export")
+        .is_empty());
+    assert!(
+        FactStore::recall(b, &ctx.shared_scope(), RecallQuery::text("shared"))
+            .await
+            .must("shared recall")
+            .is_empty()
+    );
+    assert_eq!(
+        b.load(&foreign, &kept.id, LoadOptions::raw())
+            .await
+            .must("the other namespace's conversation")
+            .len(),
+        1
+    );
+    assert_eq!(
+        b.cache_get(foreign.namespace(), "k").await.must("cache"),
+        Some(b"kept".to_vec())
+    );
+    let again = b
+        .forget_namespace(ctx.namespace())
+        .await
+        .must("forget_namespace again");
+    assert_eq!(again.total(), 0, "nothing left: {again:?}");
+    b.forget_namespace(foreign.namespace())
+        .await
+        .must("the other namespace");
+}
+
+async fn conversation_with_in(
+    ctx: &Ctx,
+    scope: &memory_core::Scope,
+    messages: usize,
+) -> memory_core::Conversation {
+    let b = ctx.backend();
+    let conversation = b
+        .create_conversation(scope, memory_core::NewConversation::default())
+        .await
+        .must("conversation");
+    b.append(
+        scope,
+        &conversation.id,
+        texts("n", messages),
+        AppendOptions::default(),
+    )
+    .await
+    .must("append");
+    conversation
+}

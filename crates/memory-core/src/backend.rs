@@ -9,7 +9,7 @@ use crate::checkpoint::CheckpointStore;
 use crate::conversation::ConversationStore;
 use crate::error::Result;
 use crate::fact::FactStore;
-use crate::scope::Scope;
+use crate::scope::{Namespace, Scope};
 use crate::time::Timestamp;
 use crate::transfer::TransferStore;
 use crate::vector::VectorStore;
@@ -49,6 +49,38 @@ impl DeletionReceipt {
     }
 }
 
+/// What [`MemoryBackend::forget_namespace`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespaceReceipt {
+    /// Scopes erased, the shared scope included.
+    pub scopes: u64,
+    /// What their erasure removed, summed over the scopes.
+    pub records: DeletionReceipt,
+    /// Collections dropped.
+    pub collections: u64,
+    /// Live cache entries removed.
+    pub cache_entries: u64,
+}
+
+impl NamespaceReceipt {
+    /// Every record removed: the scopes' rows, the collections and the cache entries.
+    pub fn total(&self) -> u64 {
+        self.records.total() + self.collections + self.cache_entries
+    }
+}
+
+impl std::ops::AddAssign for DeletionReceipt {
+    fn add_assign(&mut self, other: Self) {
+        self.conversations += other.conversations;
+        self.messages += other.messages;
+        self.facts += other.facts;
+        self.vectors += other.vectors;
+        self.working_memory += other.working_memory;
+        self.checkpoints += other.checkpoints;
+        self.cursors += other.cursors;
+    }
+}
+
 /// A complete backend: all six contracts, export/restore, its capabilities and its name.
 ///
 /// Use it as `Arc<dyn MemoryBackend>`.
@@ -79,6 +111,37 @@ pub trait MemoryBackend:
     ///   go too: see [`registry`](crate::registry).)
     /// - The shared scope (no subject) is `InvalidInput`.
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt>;
+
+    /// Erases a whole namespace (a tenant leaving): every scope's records as
+    /// [`forget_all`](Self::forget_all) erases them, the shared scope's included, then its
+    /// collections and its cache entries.
+    ///
+    /// # Behavior
+    /// - Afterwards [`namespaces`](crate::TransferStore::namespaces) does not list it and no
+    ///   read of it finds anything; other namespaces are untouched. Erasing an empty or unknown
+    ///   namespace removes nothing.
+    /// - Scope by scope, not atomic: a write racing the erasure may survive it (erase again).
+    /// - The default, in terms of the other methods, is what every backend does; one may do
+    ///   the same faster.
+    async fn forget_namespace(&self, namespace: &Namespace) -> Result<NamespaceReceipt> {
+        let mut receipt = NamespaceReceipt::default();
+        for scope in self.scopes(namespace).await? {
+            receipt.records += self.forget_all(&scope).await?;
+            receipt.scopes += 1;
+        }
+        if self.capabilities().has_vectors() {
+            for spec in self.list_collections(namespace).await? {
+                receipt.collections +=
+                    u64::from(self.drop_collection(namespace, &spec.name).await?);
+            }
+        }
+        for record in self.export_namespace(namespace).await? {
+            if let crate::Record::CacheEntry { key, .. } = record {
+                receipt.cache_entries += u64::from(self.cache_delete(namespace, &key).await?);
+            }
+        }
+        Ok(receipt)
+    }
 
     /// For operators: the version of the storage schema the store has migrated to, or `None`
     /// for storage without a versioned schema (the default).

@@ -25,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use backon::{ExponentialBuilder, Retryable};
 
-use crate::backend::{DeletionReceipt, MemoryBackend};
+use crate::backend::{DeletionReceipt, MemoryBackend, NamespaceReceipt};
 use crate::cache::{CacheStore, MAX_CACHE_BATCH};
 use crate::capabilities::Capabilities;
 use crate::checkpoint::{Checkpoint, CheckpointStore, CheckpointUpdate, NewCheckpoint};
@@ -641,6 +641,13 @@ impl MemoryBackend for Checked {
         // name leaves with its data.
         crate::registry::forget_grants_of(self, scope).await?;
         Ok(receipt)
+    }
+
+    /// The backend's own erasure: the front layer's `forget_all` refuses the shared scope,
+    /// which a namespace's erasure takes too (grants included: they live there).
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn forget_namespace(&self, namespace: &Namespace) -> Result<NamespaceReceipt> {
+        self.inner.forget_namespace(namespace).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]

@@ -32,7 +32,7 @@ pub mod url;
 pub mod vector;
 pub mod working;
 
-pub use backend::{DeletionReceipt, MemoryBackend};
+pub use backend::{DeletionReceipt, MemoryBackend, NamespaceReceipt};
 pub use cache::{CacheStore, MAX_CACHE_BATCH};
 pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
 pub use checkpoint::{

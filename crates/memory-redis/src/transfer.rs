@@ -78,16 +78,32 @@ impl RedisStore {
         Ok(false)
     }
 
-    /// The live cache keys of a namespace.
+    /// The live cache keys of a namespace: unexpired by the store's clock in the index, and
+    /// still held (the server's TTL may have taken an entry first: the index and the entries
+    /// expire by different clocks when the store's is not the server's).
     async fn live_cache_keys(&self, namespace: &Namespace) -> Result<Vec<String>> {
         let now = self.clock.now().as_millis();
-        redis::cmd("ZRANGEBYSCORE")
-            .arg(self.keys.namespace(namespace).cache_index())
+        let keys = self.keys.namespace(namespace);
+        let indexed: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+            .arg(keys.cache_index())
             .arg(format!("({now}"))
             .arg("+inf")
             .query_async(&mut self.conn())
             .await
-            .db()
+            .db()?;
+        if indexed.is_empty() {
+            return Ok(indexed);
+        }
+        let mut exists = redis::pipe();
+        for key in &indexed {
+            exists.exists(keys.cache_entry(key));
+        }
+        let held: Vec<bool> = exists.query_async(&mut self.conn()).await.db()?;
+        Ok(indexed
+            .into_iter()
+            .zip(held)
+            .filter_map(|(key, held)| held.then_some(key))
+            .collect())
     }
 
     /// The ids of a scope's conversations, oldest first.
