@@ -178,6 +178,8 @@ enum Op {
         seconds: u8,
     },
     ForgetAll,
+    /// `forget_namespace` of the case's namespace: every scope, collections, cache.
+    ForgetNamespace,
 }
 
 fn words() -> impl Strategy<Value = String> {
@@ -402,6 +404,7 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
         (0u8..2).prop_map(|id| Op::GetCheckpoint { id }).boxed(),
         (0u8..4).prop_map(|seconds| Op::Advance { seconds }).boxed(),
         Just(Op::ForgetAll).boxed(),
+        Just(Op::ForgetNamespace).boxed(),
         (
             0..KIND_NAMES.len() as u8,
             prop::sample::select(vec![
@@ -891,6 +894,7 @@ async fn apply(
         ),
         Op::Advance { .. } => json!("advanced"),
         Op::ForgetAll => answer(b.forget_all(scope).await),
+        Op::ForgetNamespace => answer(b.forget_namespace(scope.namespace()).await),
         Op::RegisterKind {
             name,
             depth,
