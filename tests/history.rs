@@ -72,7 +72,7 @@ async fn history_under_cuts(server: Server) {
         .await
         .expect("the final load");
     let anomalies = check(&history);
-    let mut line = history.figures(&workload, &anomalies);
+    let mut line = history.figures(&anomalies);
     line.insert("test".into(), "history".into());
     line.insert("backend".into(), server.name().into());
     line.insert("cuts".into(), cuts.load(Ordering::SeqCst).into());

@@ -102,7 +102,7 @@ async fn restarts_under_load(server: Server) {
         .await
         .expect("the final load");
     let anomalies = check(&history);
-    let mut line = history.figures(&workload, &anomalies);
+    let mut line = history.figures(&anomalies);
     line.insert("test".into(), "restarts".into());
     line.insert("backend".into(), server.name().into());
     line.insert("restarts".into(), RESTARTS.into());

@@ -3,7 +3,8 @@
 # replicas per master (the first ports become the masters), waits for cluster_state:ok on every
 # node, marks the container healthy and stays in the foreground. Each node tells clients it is
 # at $ANNOUNCE_IP, port + $ANNOUNCE_OFFSET: where the host publishes it. Clients and replicas
-# authenticate with $REDIS_PASSWORD (required).
+# authenticate with $REDIS_PASSWORD (required). `bash /usr/local/bin/redis-cluster-node PORT`
+# starts a node (again, after a test killed it: it rejoins as a replica).
 set -euo pipefail
 : "${REDIS_PASSWORD:?set REDIS_PASSWORD: clients authenticate with it}"
 export REDISCLI_AUTH=$REDIS_PASSWORD
@@ -12,18 +13,9 @@ nodes=()
 for port in $PORTS; do
   # A test cluster starts empty: a restarted container would otherwise meet its old
   # nodes.conf, whose slots and peers it may no longer agree on.
-  rm -rf "/data/$port" && mkdir -p "/data/$port"
-  redis-server --port "$port" --bind 0.0.0.0 --requirepass "$REDIS_PASSWORD" \
-    --masterauth "$REDIS_PASSWORD" --dir "/data/$port" \
-    --cluster-enabled yes --cluster-config-file nodes.conf \
-    --cluster-announce-ip "$ANNOUNCE_IP" --cluster-announce-port $((port + ANNOUNCE_OFFSET)) \
-    --cluster-announce-bus-port $((port + 10000)) \
-    --appendonly yes --appendfsync always --save "" --daemonize yes \
-    --logfile "/data/$port/redis.log"
+  rm -rf "/data/$port"
+  bash /usr/local/bin/redis-cluster-node "$port"
   nodes+=("127.0.0.1:$port")
-done
-for port in $PORTS; do
-  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.1; done
 done
 redis-cli --cluster create "${nodes[@]}" --cluster-replicas "$REPLICAS" --cluster-yes >/dev/null
 for port in $PORTS; do

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 const PROJECT: &str = "agent-memory-test";
 
 /// The `MEMORY_TEST_*` variables the stack answers, with its URLs (docker-compose.yml's ports
-/// and password).
+/// and password); its cluster has a replica per master, which the cluster suite waits for.
 pub const URLS: &[(&str, &str)] = &[
     (
         "MEMORY_TEST_POSTGRES_URL",
@@ -25,6 +25,7 @@ pub const URLS: &[(&str, &str)] = &[
         "redis://:agent-memory@127.0.0.1:57001,redis://:agent-memory@127.0.0.1:57002,\
          redis://:agent-memory@127.0.0.1:57003",
     ),
+    ("MEMORY_TEST_REDIS_REPLICAS", "1"),
 ];
 
 /// The ports docker-compose.yml publishes, which must answer on loopback only.

@@ -328,7 +328,7 @@ impl OpenOptions {
 /// |---|---|---|
 /// | `sqlite://FILE`, `sqlite::memory:` | SQLite (embedded) | `sqlite` (default) |
 /// | `postgres://user@host/db?schema=NAME` | PostgreSQL (+ pgvector) | `postgres` |
-/// | `redis://host:6379?prefix=NAME`, `rediss://…` | Redis | `redis`, `redis-tls` |
+/// | `redis://host:6379?prefix=NAME&replicas=N`, `rediss://…` | Redis | `redis`, `redis-tls` |
 /// | `redis+cluster://host:port,host:port` | Redis Cluster | `redis` |
 /// | `file:PATH`, `libsql::memory:`, `libsql://…` | libSQL | `libsql`, `libsql-remote` |
 /// | `memory://` | in-memory reference | always |

@@ -37,6 +37,9 @@ pub struct Workload {
     pub readers: usize,
     /// Tries per batch (the first included) before a writer gives the batch up as unknown.
     pub attempts: u32,
+    /// How long a writer waits after each batch (none by default): spreads a workload over a
+    /// schedule of faults that takes seconds.
+    pub pause: Duration,
 }
 
 impl Default for Workload {
@@ -47,6 +50,7 @@ impl Default for Workload {
             batch_size: 2,
             readers: 2,
             attempts: 10,
+            pause: Duration::ZERO,
         }
     }
 }
@@ -117,16 +121,12 @@ impl History {
             .count()
     }
 
-    /// The figures of a run of `workload` that [`check`] judged with `anomalies`, as the JSON
+    /// The figures of a run that [`check`] judged with `anomalies`, as the JSON
     /// fields a report row carries (`appends`, `acknowledged`, `reads`, `failed_tries`,
     /// `failed_reads`, `anomalies`); a test adds its own beside them.
-    pub fn figures(
-        &self,
-        workload: &Workload,
-        anomalies: &[String],
-    ) -> serde_json::Map<String, serde_json::Value> {
+    pub fn figures(&self, anomalies: &[String]) -> serde_json::Map<String, serde_json::Value> {
         let serde_json::Value::Object(figures) = serde_json::json!({
-            "appends": workload.writers * workload.batches,
+            "appends": self.ops.iter().filter(|op| matches!(op, Op::Append { .. })).count(),
             "acknowledged": self.acknowledged(),
             "reads": self.reads(),
             "failed_tries": self.failed_tries,
@@ -162,12 +162,28 @@ pub async fn record(
     id: ConversationId,
     workload: Workload,
 ) -> History {
+    record_until(backend, scope, id, workload, Arc::default()).await
+}
+
+/// [`record`], the writers stopping sooner (after the batch in hand) once `stop` is set: for
+/// a schedule of faults whose length is not known in advance.
+pub async fn record_until(
+    backend: Arc<dyn MemoryBackend>,
+    scope: Scope,
+    id: ConversationId,
+    workload: Workload,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> History {
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writers = (0..workload.writers).map(|writer| {
         let (backend, scope, id) = (Arc::clone(&backend), scope.clone(), id.clone());
+        let stop = Arc::clone(&stop);
         tokio::spawn(async move {
             let (mut ops, mut failed) = (Vec::new(), 0);
             for b in 0..workload.batches {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 let messages = batch(writer, b, workload.batch_size);
                 let ids = messages.iter().map(|m| m.id.clone()).collect();
                 let invoked = Instant::now();
@@ -191,6 +207,9 @@ pub async fn record(
                     completed: Instant::now(),
                     acknowledged,
                 });
+                if !workload.pause.is_zero() {
+                    tokio::time::sleep(workload.pause).await;
+                }
             }
             (ops, failed)
         })

@@ -109,6 +109,7 @@ mod conversations;
 mod facts;
 mod keys;
 mod paging;
+mod replicas;
 mod standalone;
 mod transfer;
 mod vectors;
@@ -185,6 +186,9 @@ pub struct RedisStoreBuilder {
     clock: Arc<dyn Clock>,
     timeout: Option<std::time::Duration>,
     vector_cache_bytes: usize,
+    replicas: u32,
+    /// A `replicas=` URL parameter that is not a count, refused by `open`.
+    bad_replicas: Option<String>,
 }
 
 impl fmt::Debug for RedisStoreBuilder {
@@ -193,6 +197,7 @@ impl fmt::Debug for RedisStoreBuilder {
             .field("target", &self.target.as_ref().map(Target::redacted))
             .field("prefix", &self.prefix)
             .field("timeout", &self.timeout)
+            .field("replicas", &self.replicas)
             .finish_non_exhaustive()
     }
 }
@@ -225,6 +230,13 @@ impl RedisStoreBuilder {
         let (url, prefix) = memory_core::url::take_query_param(url, "prefix");
         if let Some(prefix) = prefix {
             self.prefix = prefix;
+        }
+        let (url, replicas) = memory_core::url::take_query_param(&url, "replicas");
+        if let Some(replicas) = replicas {
+            match replicas.parse() {
+                Ok(replicas) => self.replicas = replicas,
+                Err(_) => self.bad_replicas = Some(replicas),
+            }
         }
         let url = url.as_str();
         self.target = Some(match url.strip_prefix("redis+cluster://") {
@@ -283,6 +295,21 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// How many replicas must hold what a call did or saw before the store answers it
+    /// (default 0: the master's word). Redis replicates asynchronously, so a master that fails
+    /// right after answering can lose a write its promoted replica never received, and with it
+    /// what reads had shown of it; with `n` the store sends `WAIT n` after each command (to the
+    /// master of the key's slot on a cluster) and fails the call `Unavailable` when fewer than
+    /// `n` replicas acknowledge within [`timeout`](Self::timeout). Then a failover takes back
+    /// nothing a caller was told, at the price of a round trip per command, and of calls
+    /// refused while a master has fewer than `n` replicas (after a failover, until the old
+    /// master is back as a replica). `replicas=N` in the URL sets it too.
+    #[must_use]
+    pub fn replicas(mut self, replicas: u32) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
     /// The prefix of every key (default `agent-memory`): printable ASCII without spaces or
     /// braces, at most 64 bytes. Several stores with their own prefixes share a server.
     #[must_use]
@@ -319,6 +346,11 @@ impl RedisStoreBuilder {
             return Err(MemoryError::invalid(format!(
                 "key prefix {:?} must be 1-64 printable ASCII characters without braces",
                 self.prefix
+            )));
+        }
+        if let Some(replicas) = &self.bad_replicas {
+            return Err(MemoryError::invalid(format!(
+                "replicas={replicas:?} is not a count of replicas"
             )));
         }
         let target = self
@@ -362,6 +394,12 @@ impl RedisStoreBuilder {
         };
         let durability = durability(&mut connection.clone()).await;
         Ok(RedisStore {
+            replicas: self.replicas,
+            // WAIT's own limit: never 0, which waits for ever.
+            wait: self
+                .timeout
+                .unwrap_or(memory_core::DEFAULT_SERVER_TIMEOUT)
+                .max(std::time::Duration::from_millis(1)),
             cluster: matches!(connection, RedisConnection::Cluster(_)),
             connection,
             keys: Keys::new(&self.prefix),
@@ -429,6 +467,10 @@ async fn durability(connection: &mut RedisConnection) -> Durability {
 /// Every memory contract on one Redis server or cluster. Cheap to share behind an `Arc`.
 pub struct RedisStore {
     connection: RedisConnection,
+    /// Replicas a write must reach before it is acknowledged (see
+    /// [`RedisStoreBuilder::replicas`]), and how long `WAIT` waits for them.
+    replicas: u32,
+    wait: std::time::Duration,
     keys: Keys,
     clock: Arc<dyn Clock>,
     durability: Durability,
@@ -462,6 +504,8 @@ impl RedisStore {
             timeout: Some(memory_core::DEFAULT_SERVER_TIMEOUT),
             clock: Arc::new(SystemClock),
             vector_cache_bytes: 256 << 20,
+            replicas: 0,
+            bad_replicas: None,
         }
     }
 
@@ -485,8 +529,12 @@ impl RedisStore {
     }
 
     /// A handle on the shared connection (clones share the same socket).
-    pub(crate) fn conn(&self) -> RedisConnection {
-        self.connection.clone()
+    pub(crate) fn conn(&self) -> replicas::Acknowledged {
+        replicas::Acknowledged {
+            inner: self.connection.clone(),
+            replicas: self.replicas,
+            wait: self.wait,
+        }
     }
 
     /// The store's connection, for commands of your own (it implements

@@ -1,7 +1,9 @@
 //! The conformance suite against a Redis Cluster: the nodes from
 //! `MEMORY_TEST_REDIS_CLUSTER_URLS` (comma-separated seed URLs; `cargo xtask test` starts a
 //! local 3-master cluster), a named skip without them, a failure when `MEMORY_TEST_REQUIRE`
-//! names redis-cluster. Each scenario writes under a key prefix of its own.
+//! names redis-cluster. Each scenario writes under a key prefix of its own. With
+//! `MEMORY_TEST_REDIS_REPLICAS=N` (the compose cluster, a replica per master, sets 1) the
+//! store waits for N replicas after every command (`replicas`).
 
 mod common;
 
@@ -17,6 +19,12 @@ async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupE
     let store = RedisStore::builder()
         .cluster(urls.split(',').map(str::trim))
         .prefix(&common::scenario_prefix())
+        .replicas(
+            std::env::var("MEMORY_TEST_REDIS_REPLICAS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+        )
         .clock(clock)
         .open()
         .await?;

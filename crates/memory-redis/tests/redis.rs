@@ -312,3 +312,40 @@ async fn searches_see_writes_of_another_cluster_client() {
     )
     .await;
 }
+
+/// `replicas(1)` against a server with no replica: a write is refused `Unavailable` once `WAIT`
+/// gives up (the store's timeout), never acknowledged; a store without it writes as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_that_are_missing_refuse_the_write() {
+    let test = "replicas_that_are_missing_refuse_the_write";
+    let Some(url) = server(Service::Redis, "redis", test) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let waiting = RedisStore::builder()
+        .url(&url)
+        .prefix(&prefix)
+        .replicas(1)
+        .timeout(Some(Duration::from_millis(200)))
+        .open()
+        .await
+        .expect("open");
+    let scope = Scope::new("replicas", "ada").unwrap();
+    let refused = waiting
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .expect_err("no replica acknowledges it");
+    assert!(refused.is_retryable(), "{refused}");
+    assert!(refused.to_string().contains("0 of 1 replicas"), "{refused}");
+    let plain = store(Service::Redis, &url, &prefix).await;
+    plain
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .expect("without replicas the write is the master's");
+    let bad = RedisStore::builder()
+        .url(&format!("{url}?replicas=one"))
+        .open()
+        .await
+        .expect_err("not a count");
+    assert!(bad.is_invalid_input(), "{bad}");
+}
