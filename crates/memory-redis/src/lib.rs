@@ -300,7 +300,8 @@ impl RedisStoreBuilder {
     /// right after answering can lose a write its promoted replica never received, and with it
     /// what reads had shown of it; with `n` the store sends `WAIT n` after each command (to the
     /// master of the key's slot on a cluster) and fails the call `Unavailable` when fewer than
-    /// `n` replicas acknowledge within [`timeout`](Self::timeout). Then a failover takes back
+    /// `n` replicas acknowledge within half of [`timeout`](Self::timeout) (so that `WAIT`'s
+    /// answer comes back before the call would time out). Then a failover takes back
     /// nothing a caller was told, at the price of a round trip per command, and of calls
     /// refused while a master has fewer than `n` replicas (after a failover, until the old
     /// master is back as a replica). `replicas=N` in the URL sets it too.
@@ -395,10 +396,9 @@ impl RedisStoreBuilder {
         let durability = durability(&mut connection.clone()).await;
         Ok(RedisStore {
             replicas: self.replicas,
-            // WAIT's own limit: never 0, which waits for ever.
-            wait: self
-                .timeout
-                .unwrap_or(memory_core::DEFAULT_SERVER_TIMEOUT)
+            // WAIT's own limit: half the call's, so that its answer ("k of n") comes back
+            // before the call would time out; never 0, which waits for ever.
+            wait: (self.timeout.unwrap_or(memory_core::DEFAULT_SERVER_TIMEOUT) / 2)
                 .max(std::time::Duration::from_millis(1)),
             cluster: matches!(connection, RedisConnection::Cluster(_)),
             connection,
