@@ -1,11 +1,11 @@
 //! A Redis Cluster master killed under load and its replica promoted, three times: four
 //! writers and two readers on one conversation (the history checker's workload) while the
-//! replica of the conversation's slot is stalled (SIGSTOP, its link cut) for 300 ms, its master SIGKILLed,
-//! the replica let go on and promoted, and the killed node started again (it rejoins as the
-//! new master's replica). Whatever the master answered during the stall its replica never
-//! received: without `replicas` the failover loses those writes, and the checker says so. The store waits for one replica
-//! (`replicas=1`): nothing a caller was told, written or read, may be taken back by the
-//! failover. When the run ends, [`memory_conformance::history::check`] must find no
+//! replica of the conversation's slot is stalled (SIGSTOP, its link cut) for 300 ms, its
+//! master SIGKILLed, the replica let go on and promoted, and the killed node started again (it
+//! rejoins as the new master's replica). Whatever the master answered during the stall its
+//! replica never received: without `replicas` the failover loses those writes, and the checker
+//! says so. The store waits for one replica (`replicas=1`): nothing a caller was told, written
+//! or read, may be taken back by the failover. When the run ends, [`memory_conformance::history::check`] must find no
 //! acknowledged append lost, none twice, no partial batch, every read a prefix of the final
 //! order.
 //!
@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_memory::{NewConversation, OpenOptions, RetryPolicy, Scope};
-use memory_conformance::history::{check, record_until, Workload};
+use memory_conformance::history::{record_until, Workload};
 
 const FAILOVERS: usize = 3;
 
@@ -54,6 +54,58 @@ fn cli(container: &str, port: u16, args: &[&str]) -> Option<String> {
     (output.status.success() && !out.starts_with("Could not connect")).then_some(out)
 }
 
+/// One line of `CLUSTER NODES`: `id ip:port@bus flags master ping pong epoch link slots…`.
+struct Node {
+    id: String,
+    /// Its port in the container (the announced one, less the announce offset).
+    port: u16,
+    flags: String,
+    /// Its master's id (`-` for a master).
+    master: String,
+    /// The slot ranges it serves, inclusive.
+    slots: Vec<(u16, u16)>,
+}
+
+impl Node {
+    fn parse(line: &str, offset: u16) -> Option<Self> {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let announced: u16 = fields
+            .get(1)?
+            .split('@')
+            .next()?
+            .rsplit(':')
+            .next()?
+            .parse()
+            .ok()?;
+        let slots = fields
+            .get(8..)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|range| {
+                let (from, to) = range.split_once('-').unwrap_or((range, range));
+                Some((from.parse().ok()?, to.parse().ok()?))
+            })
+            .collect();
+        Some(Self {
+            id: (*fields.first()?).to_owned(),
+            port: announced - offset,
+            flags: (*fields.get(2)?).to_owned(),
+            master: (*fields.get(3)?).to_owned(),
+            slots,
+        })
+    }
+
+    fn is(&self, flag: &str) -> bool {
+        self.flags.split(',').any(|f| f == flag)
+    }
+
+    fn serves(&self, slot: u16) -> bool {
+        self.slots
+            .iter()
+            .any(|(from, to)| (*from..=*to).contains(&slot))
+    }
+}
+
 /// The cluster inside its container: its nodes' ports there, and what the host adds to them.
 struct Cluster {
     container: String,
@@ -76,49 +128,46 @@ impl Cluster {
         }
     }
 
+    /// The cluster as the node on `port` sees it (`CLUSTER NODES`), or any live node when
+    /// `port` is `None`.
+    fn nodes(&self, port: Option<u16>) -> Option<Vec<Node>> {
+        let listing = match port {
+            Some(port) => cli(&self.container, port, &["cluster", "nodes"])?,
+            None => self
+                .ports
+                .iter()
+                .find_map(|port| cli(&self.container, *port, &["cluster", "nodes"]))?,
+        };
+        Some(
+            listing
+                .lines()
+                .filter_map(|line| Node::parse(line, self.offset))
+                .collect(),
+        )
+    }
+
     /// The port (in the container) of the live master serving `slot`, asked of any live node.
     fn master_of(&self, slot: u16) -> Option<u16> {
-        let nodes = self
-            .ports
+        self.nodes(None)?
+            .into_iter()
+            .find(|n| n.is("master") && !n.is("fail") && !n.is("fail?") && n.serves(slot))
+            .map(|n| n.port)
+    }
+
+    /// The port of the replica of the master on `port`.
+    fn replica_of(&self, port: u16) -> Option<u16> {
+        let nodes = self.nodes(Some(port))?;
+        let me = nodes.iter().find(|n| n.is("myself"))?;
+        nodes
             .iter()
-            .find_map(|port| cli(&self.container, *port, &["cluster", "nodes"]))?;
-        nodes.lines().find_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            let (address, flags) = (fields.get(1)?, fields.get(2)?);
-            if !flags.contains("master") || flags.contains("fail") {
-                return None;
-            }
-            let serves = fields.get(8..).unwrap_or_default().iter().any(|range| {
-                let (from, to) = range.split_once('-').unwrap_or((range, range));
-                matches!((from.parse::<u16>(), to.parse::<u16>()), (Ok(a), Ok(b)) if (a..=b).contains(&slot))
-            });
-            let announced: u16 = address.split(['@']).next()?.rsplit(':').next()?.parse().ok()?;
-            serves.then_some(announced - self.offset)
-        })
+            .find(|n| n.is("slave") && n.master == me.id)
+            .map(|n| n.port)
     }
 
     fn slot(&self, key: &str) -> u16 {
         cli(&self.container, self.ports[0], &["cluster", "keyslot", key])
             .and_then(|s| s.trim().parse().ok())
             .expect("the key's slot")
-    }
-
-    /// The port of the replica of the master on `port`.
-    fn replica_of(&self, port: u16) -> Option<u16> {
-        let nodes = cli(&self.container, port, &["cluster", "nodes"])?;
-        let fields =
-            |line: &str| -> Vec<String> { line.split_whitespace().map(str::to_owned).collect() };
-        let id = nodes
-            .lines()
-            .map(fields)
-            .find(|f| f.get(2).is_some_and(|flags| flags.contains("myself")))?[0]
-            .clone();
-        nodes.lines().map(fields).find_map(|f| {
-            (f.get(2)?.contains("slave") && f.get(3)? == &id).then(|| {
-                let announced: u16 = f[1].split('@').next()?.rsplit(':').next()?.parse().ok()?;
-                Some(announced - self.offset)
-            })?
-        })
     }
 
     /// Stops the replica of the master on `port` (SIGSTOP) and cuts its link, SIGKILLs the
@@ -268,24 +317,19 @@ async fn a_cluster_keeps_what_it_acknowledged_through_failovers() {
     let under_load = stop.load(Ordering::SeqCst);
     let failovers = killer.await.expect("the killer");
     let mut history = history.expect("the workload ends within 5 minutes of failovers");
-    history
-        .finish(store.backend().as_ref(), &scope, &conversation.id)
-        .await
-        .expect("the final load");
-    let anomalies = check(&history);
-    let mut line = history.figures(&anomalies);
-    line.insert("test".into(), "failover".into());
-    line.insert("backend".into(), "redis-cluster".into());
-    line.insert("failovers".into(), FAILOVERS.into());
     let seconds: Vec<String> = failovers
         .iter()
         .map(|d| format!("{:.1}", d.as_secs_f64()))
         .collect();
-    line.insert("failover_seconds".into(), seconds.join(", ").into());
-    line.insert("seconds".into(), format!("{workload_seconds:.1}").into());
-    let line = serde_json::Value::Object(line);
-    eprintln!("{tests}: {line}");
-    memory_tests::report(&[line]);
+    let row = [
+        ("test", "failover".into()),
+        ("backend", "redis-cluster".into()),
+        ("failovers", FAILOVERS.into()),
+        ("failover_seconds", seconds.join(", ").into()),
+        ("seconds", format!("{workload_seconds:.1}").into()),
+    ];
+    let anomalies =
+        memory_tests::judge(&mut history, &store, &scope, &conversation.id, tests, row).await;
     assert!(
         under_load,
         "the workload ended before the last failover: give it more batches"

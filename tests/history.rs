@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_memory::{NewConversation, RetryPolicy, Scope};
-use memory_conformance::history::{check, record, Workload};
+use memory_conformance::history::{record, Workload};
 use memory_tests::{proxied, Server};
 
 async fn history_under_cuts(server: Server) {
@@ -67,19 +67,14 @@ async fn history_under_cuts(server: Server) {
     // The final read comes once the cuts have stopped.
     cutter.abort();
     let _ = cutter.await;
-    history
-        .finish(store.backend().as_ref(), &scope, &conversation.id)
-        .await
-        .expect("the final load");
-    let anomalies = check(&history);
-    let mut line = history.figures(&anomalies);
-    line.insert("test".into(), "history".into());
-    line.insert("backend".into(), server.name().into());
-    line.insert("cuts".into(), cuts.load(Ordering::SeqCst).into());
-    line.insert("severed".into(), proxy.severed().into());
-    let line = serde_json::Value::Object(line);
-    eprintln!("{tests}: {line}");
-    memory_tests::report(&[line]);
+    let row = [
+        ("test", "history".into()),
+        ("backend", server.name().into()),
+        ("cuts", cuts.load(Ordering::SeqCst).into()),
+        ("severed", proxy.severed().into()),
+    ];
+    let anomalies =
+        memory_tests::judge(&mut history, &store, &scope, &conversation.id, &tests, row).await;
     assert!(proxy.severed() > 0, "the cuts ended connections in use");
     assert!(
         history.acknowledged() > 0,

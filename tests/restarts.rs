@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use agent_memory::{NewConversation, OpenOptions, RetryPolicy, Scope};
-use memory_conformance::history::{check, record, Workload};
+use memory_conformance::history::{record, Workload};
 use memory_tests::{with_param, Server};
 
 const RESTARTS: usize = 3;
@@ -97,21 +97,18 @@ async fn restarts_under_load(server: Server) {
     let under_load = killer.is_finished();
     let downtime = killer.await.expect("the killer");
     let mut history = history.expect("the workload ends within 5 minutes of restarts");
-    history
-        .finish(store.backend().as_ref(), &scope, &conversation.id)
-        .await
-        .expect("the final load");
-    let anomalies = check(&history);
-    let mut line = history.figures(&anomalies);
-    line.insert("test".into(), "restarts".into());
-    line.insert("backend".into(), server.name().into());
-    line.insert("restarts".into(), RESTARTS.into());
-    let seconds_down = format!("{:.1}", downtime.as_secs_f64());
-    line.insert("seconds_down".into(), seconds_down.into());
-    line.insert("seconds".into(), format!("{workload_seconds:.1}").into());
-    let line = serde_json::Value::Object(line);
-    eprintln!("{tests}: {line}");
-    memory_tests::report(&[line]);
+    let row = [
+        ("test", "restarts".into()),
+        ("backend", server.name().into()),
+        ("restarts", RESTARTS.into()),
+        (
+            "seconds_down",
+            format!("{:.1}", downtime.as_secs_f64()).into(),
+        ),
+        ("seconds", format!("{workload_seconds:.1}").into()),
+    ];
+    let anomalies =
+        memory_tests::judge(&mut history, &store, &scope, &conversation.id, &tests, row).await;
     assert!(
         under_load,
         "the workload ended before the last restart: give it more batches"

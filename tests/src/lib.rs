@@ -3,8 +3,9 @@
 
 use std::net::SocketAddr;
 
-use agent_memory::{OpenOptions, RetryPolicy, Store};
+use agent_memory::{ConversationId, OpenOptions, RetryPolicy, Scope, Store};
 use memory_conformance::faults::{FaultProxy, Protocol};
+use memory_conformance::history::{check, History};
 use memory_conformance::services::{locate, Service};
 use memory_conformance::SetupError;
 
@@ -89,6 +90,31 @@ pub fn unique(prefix: &str) -> String {
 }
 
 pub use memory_conformance::faults::report;
+
+/// Reads conversation `id`'s final contents into `history` (the faults must have stopped),
+/// checks it, and reports the run: the history's figures with `row` beside them (`test`,
+/// `backend` and the test's own), to stderr under `tests` and to `MEMORY_FAULTS_REPORT`.
+/// Returns the anomalies.
+pub async fn judge(
+    history: &mut History,
+    store: &Store,
+    scope: &Scope,
+    id: &ConversationId,
+    tests: &str,
+    row: impl IntoIterator<Item = (&'static str, serde_json::Value)>,
+) -> Vec<String> {
+    history
+        .finish(store.backend().as_ref(), scope, id)
+        .await
+        .expect("the final load");
+    let anomalies = check(history);
+    let mut line = history.figures(&anomalies);
+    line.extend(row.into_iter().map(|(key, value)| (key.to_owned(), value)));
+    let line = serde_json::Value::Object(line);
+    eprintln!("{tests}: {line}");
+    report(&[line]);
+    anomalies
+}
 
 /// A proxy in front of `server` (at `url`), and a store opened through it with `retry`.
 pub async fn proxied(

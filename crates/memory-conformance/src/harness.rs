@@ -459,11 +459,7 @@ where
     let mut erased = Erased::default();
     for namespace in backend.namespaces().await.map_err(failed)? {
         if is_suite_namespace(&namespace) {
-            let receipt = backend.forget_namespace(&namespace).await.map_err(failed)?;
-            erased.receipt.scopes += receipt.scopes;
-            erased.receipt.records += receipt.records;
-            erased.receipt.collections += receipt.collections;
-            erased.receipt.cache_entries += receipt.cache_entries;
+            erased.receipt += backend.forget_namespace(&namespace).await.map_err(failed)?;
             erased.namespaces += 1;
         }
     }

@@ -69,6 +69,15 @@ impl NamespaceReceipt {
     }
 }
 
+impl std::ops::AddAssign for NamespaceReceipt {
+    fn add_assign(&mut self, other: Self) {
+        self.scopes += other.scopes;
+        self.records += other.records;
+        self.collections += other.collections;
+        self.cache_entries += other.cache_entries;
+    }
+}
+
 impl std::ops::AddAssign for DeletionReceipt {
     fn add_assign(&mut self, other: Self) {
         self.conversations += other.conversations;

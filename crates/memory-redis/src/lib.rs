@@ -282,10 +282,9 @@ impl RedisStoreBuilder {
 
     /// How long a call waits on a silent server before it fails `Unavailable` (default
     /// [`memory_core::DEFAULT_SERVER_TIMEOUT`], 30 s; `None` lifts it, and a cluster then keeps
-    /// redis-rs's own): connecting, and
-    /// each command's answer. The front layer's retry policy then applies. For connections
-    /// the store makes from a URL or a [`client`](Self::client) (a connection or cluster client
-    /// you give keeps its own settings). redis-rs's own defaults (500 ms for an answer) are
+    /// redis-rs's own): connecting, and each command's answer. The front layer's retry policy
+    /// then applies. For connections the store makes from a URL or a [`client`](Self::client)
+    /// (a connection or cluster client you give keeps its own settings). redis-rs's own defaults (500 ms for an answer) are
     /// shorter than legitimate scripts on large subjects: `forget_all` of 10k facts, messages
     /// and vectors took 0.25–0.65 s on a 2-core machine, and the erasure would run to its end
     /// while the caller was told it failed.
