@@ -119,6 +119,7 @@ impl Stack {
         stack.wait_healthy(Duration::from_mins(2))?;
         eprintln!("xtask: the compose stack is up and healthy");
         loopback_only()?;
+        passwords_required()?;
         Ok(stack)
     }
 
@@ -203,6 +204,51 @@ fn loopback_only() -> Result<(), String> {
         "xtask: the compose stack answers on none of {} other address(es) of this machine",
         addresses.len()
     );
+    Ok(())
+}
+
+/// Checks that a client without the password gets nothing: PostgreSQL asks for it (any
+/// answer to the startup message but "authentication ok"), Redis answers `NOAUTH`.
+fn passwords_required() -> Result<(), String> {
+    use std::io::{Read as _, Write as _};
+    let connect = |port: u16| {
+        let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let stream = std::net::TcpStream::connect_timeout(&at, Duration::from_secs(5))
+            .map_err(|e| format!("{at}: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(stream)
+    };
+    // A v3 startup message as user postgres; AuthenticationOk is 'R', length 8, code 0.
+    let mut postgres = connect(55432)?;
+    let body = b"\0\x03\0\0user\0postgres\0database\0test\0\0";
+    let mut startup = u32::try_from(body.len() + 4)
+        .expect("short")
+        .to_be_bytes()
+        .to_vec();
+    startup.extend_from_slice(body);
+    postgres.write_all(&startup).map_err(|e| e.to_string())?;
+    let mut answer = [0u8; 9];
+    postgres
+        .read_exact(&mut answer)
+        .map_err(|e| e.to_string())?;
+    if answer == [b'R', 0, 0, 0, 8, 0, 0, 0, 0] {
+        return Err("the compose PostgreSQL lets a client in without a password".into());
+    }
+    for port in [56379, 57001] {
+        let mut redis = connect(port)?;
+        redis.write_all(b"PING\r\n").map_err(|e| e.to_string())?;
+        let mut answer = [0u8; 7];
+        redis.read_exact(&mut answer).map_err(|e| e.to_string())?;
+        if &answer != b"-NOAUTH" {
+            return Err(format!(
+                "the compose Redis on {port} answers a client without the password: {}",
+                String::from_utf8_lossy(&answer)
+            ));
+        }
+    }
+    eprintln!("xtask: the compose services refuse a client without the password");
     Ok(())
 }
 
