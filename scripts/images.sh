@@ -4,17 +4,17 @@
 # (once; later runs reuse it), and every service image installs its packages with apt inside
 # its build (docker's cache makes a rebuild take seconds).
 #
-#   scripts/images.sh           the services: agent-memory/postgres, /redis, /redis-cluster
-#   scripts/images.sh --cli BIN  also agent-memory/cli from an `agent-memory` binary built here
+#   scripts/images.sh           the services: mnemix/postgres, /redis, /redis-cluster
+#   scripts/images.sh --cli BIN  also mnemix/cli from an `mnemix` binary built here
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cli=""
 if [ "${1:-}" = "--cli" ]; then
-  cli=${2:?"--cli needs the path of an agent-memory binary"}
+  cli=${2:?"--cli needs the path of an mnemix binary"}
 fi
 
-base=agent-memory/base:bookworm
+base=mnemix/base:bookworm
 if ! docker image inspect "$base" >/dev/null 2>&1; then
   command -v debootstrap >/dev/null || {
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
@@ -34,13 +34,13 @@ build() {
 # PostgreSQL's build installs pgvector as scripts/pgvector.sh does on a machine.
 context=$(mktemp -d)
 cp scripts/pgvector.sh scripts/debian-mirror.sh docker/postgres/start.sh "$context/"
-build agent-memory/postgres:dev docker/postgres/Dockerfile "$context"
+build mnemix/postgres:dev docker/postgres/Dockerfile "$context"
 rm -rf "$context"
-build agent-memory/redis:dev docker/redis/Dockerfile docker/redis
-build agent-memory/redis-cluster:dev docker/redis-cluster/Dockerfile docker/redis-cluster
+build mnemix/redis:dev docker/redis/Dockerfile docker/redis
+build mnemix/redis-cluster:dev docker/redis-cluster/Dockerfile docker/redis-cluster
 if [ -n "$cli" ]; then
   context=$(mktemp -d)
-  cp "$cli" "$context/agent-memory"
-  build agent-memory/cli:dev docker/cli/Dockerfile "$context"
+  cp "$cli" "$context/mnemix"
+  build mnemix/cli:dev docker/cli/Dockerfile "$context"
   rm -rf "$context"
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the machine's PostgreSQL and Redis run (installing them from Debian's packages when
 # missing). Tests of server backends use them through `cargo xtask test`; without them those
-# tests are named skips, or failures where MEMORY_TEST_REQUIRE names the backend.
+# tests are named skips, or failures where MNEMIX_TEST_REQUIRE names the backend.
 set -euo pipefail
 
 need_install=()

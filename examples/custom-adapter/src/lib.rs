@@ -4,9 +4,9 @@
 //! It is a store of its own, not a wrapper: every record is a JSON value in one ordered table,
 //! under a key that starts with its owner, so a scope's records sit together and a prefix scan
 //! reads them. What it writes is storage only: input checks, retries and sanitizing come from
-//! the front layer (`memory_core::Checked`) that `Store::new` and the suite put in front of it,
+//! the front layer (`mnemix_core::Checked`) that `Store::new` and the suite put in front of it,
 //! and the decisions every backend shares (`plan_append`, `rank_facts`, `rank_hits`, …) come from
-//! `memory_core::adapter`.
+//! `mnemix_core::adapter`.
 //!
 //! Atomicity is redb's: each write is one write transaction (redb runs one at a time, so a
 //! read-then-write never races), and a transaction is never held across an `.await`.
@@ -28,11 +28,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use memory_core::adapter::{
+use mnemix_core::adapter::{
     order_history, page_newest_first, plan_append, plan_remember, rank_facts, rank_hits,
     sort_canonical, AppendPlan, RememberPlan,
 };
-use memory_core::{
+use mnemix_core::{
     AppendOptions, AppendReceipt, CacheStore, Capabilities, Checkpoint, CheckpointId,
     CheckpointStatus, CheckpointStore, CheckpointUpdate, Clock, CollectionSpec, Conversation,
     ConversationId, ConversationQuery, ConversationStore, ConversationUpdate, DeletionReceipt,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use custom_adapter_example::RedbStore;
-use memory_conformance::SetupError;
-use memory_core::{Clock, MemoryBackend};
+use mnemix_conformance::SetupError;
+use mnemix_core::{Clock, MemoryBackend};
 
 async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
     // A fresh file per scenario. The directory goes at once; the open file lives on until the
@@ -14,4 +14,4 @@ async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupE
     Ok(Arc::new(store))
 }
 
-memory_conformance::suite!("redb", factory);
+mnemix_conformance::suite!("redb", factory);

@@ -1,0 +1,694 @@
+//! The MCP tools: one scope's facts, structured memories, search, working memory and
+//! conversations.
+//!
+//! The scope is never an argument. Over stdio it is the server's (`--namespace`, `--subject`);
+//! over HTTP it is the bearer key's, put on the request by the authentication layer as a
+//! [`Tenant`]. So whatever a prompt makes the model send, it reaches one tenant's memory.
+
+use std::sync::Arc;
+
+use mnemix::engine::{Memories, MemoryQuery, NewMemory, SearchScope};
+use mnemix_core::embed::Embedder;
+use mnemix_core::{
+    ConversationId, FactId, MemoryError, Scope, Scoped, Store, VectorQuery, WorkingMemory,
+    WorkingMemoryKey, WorkingMemoryUpdate,
+};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// The collection the engine embeds conversation messages into (semantic search reads it).
+pub const MESSAGES_COLLECTION: &str = "messages";
+
+/// The scope an authenticated HTTP request works in.
+#[derive(Debug, Clone)]
+pub struct Tenant(pub Scope);
+
+/// Where the scope of a call comes from.
+#[derive(Debug, Clone)]
+pub enum ScopeSource {
+    /// The server's own (stdio).
+    Fixed(Scope),
+    /// The request's credential ([`Tenant`], HTTP).
+    Credential,
+}
+
+/// The memory as MCP tools.
+#[derive(Clone)]
+pub struct MemoryTools {
+    store: Store,
+    memories: Arc<Memories>,
+    embedder: Arc<dyn Embedder>,
+    scope: ScopeSource,
+    tool_router: ToolRouter<Self>,
+}
+
+impl MemoryTools {
+    /// Tools over `store`, embedding with `embedder`, in the scope `scope` gives.
+    pub fn new(store: Store, embedder: Arc<dyn Embedder>, scope: ScopeSource) -> Self {
+        Self {
+            memories: Arc::new(Memories::new(store.backend())),
+            store,
+            embedder,
+            scope,
+            tool_router: Self::tool_router(),
+        }
+    }
+
+    fn scoped(&self, context: &RequestContext<RoleServer>) -> Result<Scoped, ErrorData> {
+        let scope = match &self.scope {
+            ScopeSource::Fixed(scope) => scope.clone(),
+            ScopeSource::Credential => context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Tenant>())
+                .map(|tenant| tenant.0.clone())
+                .ok_or_else(|| ErrorData::invalid_request("no credential on the request", None))?,
+        };
+        Ok(self.store.at(scope))
+    }
+
+    async fn embed(&self, text: &str) -> Result<Vec<f32>, MemoryError> {
+        let mut vectors = self.embedder.embed(&[text.to_owned()]).await?;
+        vectors
+            .pop()
+            .ok_or_else(|| MemoryError::invalid("the embedder returned nothing"))
+    }
+}
+
+/// A tool's answer: a JSON object for the model, or the error it can act on. (A store error is
+/// the model's to read, not a protocol error; the `Result` is the tool methods' return type.)
+#[allow(clippy::unnecessary_wraps)]
+fn answer(result: Result<Value, MemoryError>) -> Result<CallToolResult, ErrorData> {
+    Ok(match result {
+        Ok(value) => CallToolResult::structured(value),
+        Err(error) => CallToolResult::structured_error(json!({
+            "error": error.to_string(),
+            "kind": error_kind(&error),
+        })),
+    })
+}
+
+fn error_kind(error: &MemoryError) -> &'static str {
+    match error {
+        MemoryError::NotFound { .. } => "not_found",
+        MemoryError::InvalidInput(_) => "invalid_input",
+        MemoryError::Conflict { .. } => "conflict",
+        MemoryError::AlreadyExists { .. } => "already_exists",
+        _ => "backend",
+    }
+}
+
+fn fact_json(fact: &mnemix_core::fact::Fact) -> Value {
+    json!({
+        "id": fact.id.as_str(),
+        "text": fact.text,
+        "kind": fact.kind,
+        "key": fact.key,
+        "tags": fact.tags,
+        "created_at": fact.created_at,
+    })
+}
+
+/// `"created"`, `"duplicate"` or `{"superseded": previous id}`.
+fn status_json(status: &mnemix_core::fact::RememberStatus) -> Value {
+    match status {
+        mnemix_core::fact::RememberStatus::Created => json!("created"),
+        mnemix_core::fact::RememberStatus::Duplicate => json!("duplicate"),
+        mnemix_core::fact::RememberStatus::Superseded { previous } => {
+            json!({"superseded": previous.as_str()})
+        }
+    }
+}
+
+fn working_json(memory: Option<WorkingMemory>) -> Value {
+    json!({
+        "working_memory": memory.map(|m| json!({
+            "content": m.content,
+            "format": m.format.as_str(),
+            "revision": m.revision,
+            "updated_at": m.updated_at,
+        }))
+    })
+}
+
+fn working_key(conversation_id: Option<String>) -> Result<WorkingMemoryKey, MemoryError> {
+    conversation_id.map_or(Ok(WorkingMemoryKey::User), |id| {
+        ConversationId::new(id).map(WorkingMemoryKey::Conversation)
+    })
+}
+
+/// Arguments of `remember`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RememberArgs {
+    /// The fact, as one self-contained sentence ("Prefers tea to coffee").
+    pub text: String,
+    /// What sort of fact it is (`preference`, `profile`, …); recall can filter by it.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// A stable key ("favourite_drink"): a new fact with the same key supersedes the current
+    /// one, which stays in history.
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Tags recall can filter by.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Arguments of `recall`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallArgs {
+    /// What to recall, in words.
+    pub query: String,
+    /// How many facts at most (default 5).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only facts of this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only facts carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// Arguments of `forget`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForgetArgs {
+    /// The fact's id, as `remember` or `recall` gave it.
+    pub id: String,
+}
+
+/// How `search_memory` ranks.
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    /// By shared words (facts).
+    Lexical,
+    /// By meaning, with the server's embedder (facts, and conversation messages the agent's
+    /// engine embedded).
+    #[default]
+    Semantic,
+}
+
+/// Arguments of `search_memory`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchArgs {
+    /// What to look for.
+    pub query: String,
+    /// `lexical` or `semantic` (default).
+    #[serde(default)]
+    pub mode: SearchMode,
+    /// How many results at most (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Arguments of `list_memory_kinds`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListKindsArgs {}
+
+/// Arguments of `store_memory`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StoreMemoryArgs {
+    /// A kind `list_memory_kinds` names.
+    pub kind: String,
+    /// The memory: a JSON object following the kind's schema.
+    pub data: Value,
+    /// For a kind without unique fields: the id of the memory to update (omit to create).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Tags searches can filter by.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// How sure you are, from 0 to 1.
+    #[serde(default)]
+    pub confidence: Option<f32>,
+    /// How long it lasts: "30s", "15m", "1h", "7d" (omit: until forgotten).
+    #[serde(default)]
+    pub ttl: Option<String>,
+}
+
+/// Arguments of `search_memories`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchMemoriesArgs {
+    /// What to look for, in words.
+    pub query: String,
+    /// Only memories of this kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Only memories carrying every one of these tags.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// `own`, `shared` (what other agents granted) or `all` (default).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// How many at most (default 10).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Arguments of `get_working_memory`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetWorkingMemoryArgs {
+    /// A conversation's own document; without it, the user's document.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+}
+
+/// Arguments of `update_working_memory`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWorkingMemoryArgs {
+    /// The whole new document, in Markdown (it replaces the old one).
+    pub content: String,
+    /// A conversation's own document; without it, the user's document.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
+    /// Apply only if the document is still at this revision (from `get_working_memory`), so
+    /// two agents never overwrite each other unknowingly.
+    #[serde(default)]
+    pub expected_revision: Option<u64>,
+}
+
+/// Arguments of `list_conversations`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListConversationsArgs {
+    /// How many at most (default 20).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// The `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// Arguments of `show_conversation`.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShowConversationArgs {
+    /// The conversation's id, as `list_conversations` gave it.
+    pub conversation_id: String,
+    /// Only the last N messages (default 50).
+    #[serde(default)]
+    pub last: Option<usize>,
+}
+
+#[tool_router]
+impl MemoryTools {
+    /// Stores a fact about the user.
+    #[tool(
+        description = "Remember a fact about the user for later conversations. Returns the fact's id and whether it was new, a duplicate, or superseded an older fact with the same key."
+    )]
+    pub async fn remember(
+        &self,
+        Parameters(args): Parameters<RememberArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let embedding = self.embed(&args.text).await?;
+                let mut remember = scoped
+                    .facts()
+                    .remember(args.text)
+                    .tags(args.tags)
+                    .embedding(embedding);
+                if let Some(kind) = args.kind {
+                    remember = remember.kind(kind);
+                }
+                if let Some(key) = args.key {
+                    remember = remember.key(key);
+                }
+                let outcome = remember.await?;
+                Ok(json!({"fact": fact_json(&outcome.fact), "status": status_json(&outcome.status)}))
+            }
+            .await,
+        )
+    }
+
+    /// The facts most relevant to a query.
+    #[tool(
+        description = "Recall the facts about the user most relevant to a query, best first, ranked by words and meaning together."
+    )]
+    pub async fn recall(
+        &self,
+        Parameters(args): Parameters<RecallArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let vector = self.embed(&args.query).await?;
+                let mut recall = scoped
+                    .facts()
+                    .recall(args.query)
+                    .vector(vector)
+                    .tags(args.tags)
+                    .limit(args.limit.unwrap_or(5));
+                if let Some(kind) = args.kind {
+                    recall = recall.kind(kind);
+                }
+                let facts: Vec<Value> = recall
+                    .await?
+                    .iter()
+                    .map(|hit| {
+                        let mut fact = fact_json(&hit.fact);
+                        fact["relevance"] = json!(hit.relevance);
+                        fact
+                    })
+                    .collect();
+                Ok(json!({ "facts": facts }))
+            }
+            .await,
+        )
+    }
+
+    /// Deletes one fact.
+    #[tool(
+        description = "Forget one fact by id. Returns whether it existed (an unknown id is not an error)."
+    )]
+    pub async fn forget(
+        &self,
+        Parameters(args): Parameters<ForgetArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let id = FactId::new(args.id)?;
+                Ok(json!({ "forgotten": scoped.facts().forget(&id).await? }))
+            }
+            .await,
+        )
+    }
+
+    /// Searches facts (and, by meaning, embedded messages).
+    #[tool(
+        description = "Search the user's memory. `lexical` matches words in facts; `semantic` (default) matches meaning in facts and in conversation messages. Each result says its source (fact or message)."
+    )]
+    pub async fn search_memory(
+        &self,
+        Parameters(args): Parameters<SearchArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(self.search(&scoped, args).await)
+    }
+
+    /// The kinds of structured memory registered in the namespace.
+    #[tool(
+        description = "List the kinds of structured memory you can store: each kind's name, the JSON Schema its data follows, and the fields that identify one memory (a new memory with the same values replaces it)."
+    )]
+    pub async fn list_memory_kinds(
+        &self,
+        Parameters(_args): Parameters<ListKindsArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let kinds = self.memories.kinds(scoped.scope().namespace()).await?;
+                Ok(json!({ "kinds": kinds }))
+            }
+            .await,
+        )
+    }
+
+    /// Stores a structured memory.
+    #[tool(
+        description = "Store a structured memory: a kind from list_memory_kinds and data following its schema. Returns the memory's id and whether it was created, a duplicate, or superseded the memory with the same identifying values."
+    )]
+    pub async fn store_memory(
+        &self,
+        Parameters(args): Parameters<StoreMemoryArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let ttl = args.ttl.as_deref().map(str::parse).transpose()?;
+                let embedding = self
+                    .embed(&mnemix_core::registry::canonical_json(&args.data))
+                    .await?;
+                let memory = NewMemory {
+                    id: args.id,
+                    tags: args.tags,
+                    confidence: args.confidence,
+                    ttl,
+                    embedding: Some(embedding),
+                    ..NewMemory::new(args.kind, args.data)
+                };
+                let outcome = self.memories.store(scoped.scope(), memory).await?;
+                Ok(json!({"memory": outcome.memory, "status": status_json(&outcome.status)}))
+            }
+            .await,
+        )
+    }
+
+    /// Searches structured memories, own and shared.
+    #[tool(
+        description = "Search structured memories by words and meaning: your own, those other agents shared with you, or both (default). Each result has the memory's kind, data, relevance, confidence, whether it is the latest version, and its source."
+    )]
+    pub async fn search_memories(
+        &self,
+        Parameters(args): Parameters<SearchMemoriesArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let scope = match args.scope.as_deref() {
+                    None | Some("all") => SearchScope::All,
+                    Some("own") => SearchScope::Own,
+                    Some("shared") => SearchScope::Shared,
+                    Some(other) => {
+                        return Err(MemoryError::invalid(format!(
+                            "scope {other:?} is not own, shared or all"
+                        )))
+                    }
+                };
+                let query = MemoryQuery {
+                    vector: Some(self.embed(&args.query).await?),
+                    text: Some(args.query),
+                    kind: args.kind,
+                    tags: args.tags,
+                    limit: args.limit,
+                    scope,
+                    ..MemoryQuery::default()
+                };
+                let hits = self.memories.search(scoped.scope(), query).await?;
+                Ok(json!({ "memories": hits }))
+            }
+            .await,
+        )
+    }
+
+    /// The working-memory document.
+    #[tool(
+        description = "Read the working memory: a Markdown document of durable context about the user (or about one conversation), with its revision."
+    )]
+    pub async fn get_working_memory(
+        &self,
+        Parameters(args): Parameters<GetWorkingMemoryArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let key = working_key(args.conversation_id)?;
+                let memory = scoped
+                    .store()
+                    .get_working_memory(scoped.scope(), &key)
+                    .await?;
+                Ok(working_json(memory))
+            }
+            .await,
+        )
+    }
+
+    /// Replaces the working-memory document.
+    #[tool(
+        description = "Replace the working memory with an updated Markdown document (the whole document, not a diff). Give expected_revision to refuse overwriting someone else's newer update."
+    )]
+    pub async fn update_working_memory(
+        &self,
+        Parameters(args): Parameters<UpdateWorkingMemoryArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let key = working_key(args.conversation_id)?;
+                let mut update = WorkingMemoryUpdate::markdown(args.content);
+                update.expected_revision = args.expected_revision;
+                let stored = scoped
+                    .store()
+                    .set_working_memory(scoped.scope(), &key, update)
+                    .await?;
+                Ok(working_json(Some(stored)))
+            }
+            .await,
+        )
+    }
+
+    /// The user's conversations.
+    #[tool(
+        description = "List the user's conversations, most recently created first, with title, agent and message count; page with next_cursor."
+    )]
+    pub async fn list_conversations(
+        &self,
+        Parameters(args): Parameters<ListConversationsArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let mut list = scoped.conversations().limit(args.limit.unwrap_or(20));
+                if let Some(cursor) = args.cursor {
+                    list = list.cursor(cursor);
+                }
+                let page = list.await?;
+                let conversations: Vec<Value> = page
+                    .items
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "id": c.id.as_str(),
+                            "title": c.title,
+                            "agent": c.agent,
+                            "messages": c.last_seq,
+                            "created_at": c.created_at,
+                            "updated_at": c.updated_at,
+                        })
+                    })
+                    .collect();
+                Ok(json!({"conversations": conversations, "next_cursor": page.next_cursor}))
+            }
+            .await,
+        )
+    }
+
+    /// One conversation's messages.
+    #[tool(
+        description = "Show the last messages of one conversation, oldest first, with role, text and sequence number."
+    )]
+    pub async fn show_conversation(
+        &self,
+        Parameters(args): Parameters<ShowConversationArgs>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let scoped = self.scoped(&context)?;
+        answer(
+            async {
+                let id = ConversationId::new(args.conversation_id)?;
+                let conversation = scoped.conversation(&id).get().await?;
+                let messages = scoped
+                    .conversation(&id)
+                    .load()
+                    .last(args.last.unwrap_or(50))
+                    .await?;
+                let messages: Vec<Value> = messages
+                    .iter()
+                    .map(|m| {
+                        json!({
+                            "seq": m.seq,
+                            "role": m.message.role.as_str(),
+                            "text": m.message.text(),
+                            "created_at": m.message.created_at,
+                        })
+                    })
+                    .collect();
+                Ok(json!({
+                    "id": conversation.id.as_str(),
+                    "title": conversation.title,
+                    "messages": messages,
+                }))
+            }
+            .await,
+        )
+    }
+}
+
+impl MemoryTools {
+    async fn search(&self, scoped: &Scoped, args: SearchArgs) -> Result<Value, MemoryError> {
+        let limit = args.limit.unwrap_or(10);
+        let mut results: Vec<(f64, Value)> = Vec::new();
+        let facts = match args.mode {
+            SearchMode::Lexical => scoped.facts().recall(args.query.clone()),
+            SearchMode::Semantic => scoped
+                .facts()
+                .recall_similar(self.embed(&args.query).await?),
+        };
+        for hit in facts.limit(limit).await? {
+            let mut fact = fact_json(&hit.fact);
+            fact["source"] = json!("fact");
+            fact["score"] = json!(hit.relevance);
+            results.push((hit.relevance, fact));
+        }
+        if matches!(args.mode, SearchMode::Semantic) {
+            let collections = scoped
+                .store()
+                .list_collections(scoped.scope().namespace())
+                .await?;
+            // Messages embedded by another model cannot be compared with this query's vector.
+            let comparable = collections.iter().any(|spec| {
+                spec.name == MESSAGES_COLLECTION
+                    && spec.model == self.embedder.model_id()
+                    && spec.dims == self.embedder.dims()
+            });
+            if comparable {
+                let query = VectorQuery::new(self.embed(&args.query).await?, limit);
+                let hits = scoped
+                    .store()
+                    .search(scoped.scope(), MESSAGES_COLLECTION, query)
+                    .await?;
+                for hit in hits {
+                    let score = f64::from(hit.score);
+                    results.push((
+                        score,
+                        json!({
+                            "source": "message",
+                            "id": hit.record.id.as_str(),
+                            "text": hit.record.text,
+                            "conversation_id": hit.record.conversation_id.as_ref().map(ConversationId::as_str),
+                            "score": score,
+                        }),
+                    ));
+                }
+            }
+        }
+        results.sort_by(|a, b| b.0.total_cmp(&a.0));
+        results.truncate(limit);
+        Ok(json!({"results": results.into_iter().map(|(_, r)| r).collect::<Vec<_>>()}))
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemoryTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                "mnemix",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Long-term memory of one user: facts (remember, recall, forget, search_memory), \
+                 structured memories of registered kinds (list_memory_kinds, store_memory, \
+                 search_memories), a working-memory document (get_working_memory, update_working_memory) and past \
+                 conversations (list_conversations, show_conversation). Recall before answering \
+                 questions about the user; remember what they tell you about themselves.",
+            )
+    }
+}

@@ -1,0 +1,387 @@
+//! Export and restore: every table read back as [`Record`]s, and records written verbatim.
+
+use std::collections::{BTreeSet, HashMap};
+
+use async_trait::async_trait;
+use mnemix_core::transfer::sort_canonical;
+use mnemix_core::{
+    ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
+    Timestamp, TransferStore, WorkingMemoryKey,
+};
+use mnemix_sqlite_sql as sql;
+
+use crate::conversations::{conversation_from, conversation_pk, message_from};
+use crate::db::{
+    corrupt, execute, millis, opt_text, row, rows, seq_from_db, seq_to_db, subject_of, text,
+    to_json, Conn, RowExt,
+};
+use crate::documents::{
+    checkpoint_from, put_cache, working_from, working_slot, write_working, CHECKPOINT_COLUMNS,
+};
+use crate::facts::{embedding_value, fact_from, insert_tokens};
+use crate::vectors::{
+    bump_generation, find_collection, insert_collection, namespace_collections, record_from,
+    write_vector, CollectionCache, RECORD_COLUMNS,
+};
+use crate::LibsqlStore;
+
+fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
+    let subject = if subject.is_empty() {
+        None
+    } else {
+        Some(Subject::new(subject).map_err(|e| corrupt("subject", e))?)
+    };
+    Ok(Scope::from_parts(namespace.clone(), subject))
+}
+
+/// Strings of the first column of every row.
+async fn strings(
+    conn: &Conn,
+    sql: &str,
+    params: impl libsql::params::IntoParams,
+) -> Result<Vec<String>> {
+    rows(conn, sql, params)
+        .await?
+        .iter()
+        .map(|r| r.string(0))
+        .collect()
+}
+
+#[async_trait]
+impl TransferStore for LibsqlStore {
+    async fn namespaces(&self) -> Result<Vec<Namespace>> {
+        let tx = self.read().await?;
+        let names = strings(&tx, sql::transfer::NAMESPACES, [millis(self.clock.now())]).await?;
+        names
+            .into_iter()
+            .map(|n| Namespace::new(n).map_err(|e| corrupt("namespace", e)))
+            .collect()
+    }
+
+    async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
+        let tx = self.read().await?;
+        let mut subjects: BTreeSet<String> = strings(
+            &tx,
+            sql::transfer::SUBJECTS_BUT_VECTORS,
+            (namespace.as_str(), millis(self.clock.now())),
+        )
+        .await?
+        .into_iter()
+        .collect();
+        for collection in namespace_collections(&tx, namespace).await? {
+            subjects.extend(
+                strings(
+                    &tx,
+                    &format!("SELECT DISTINCT subject FROM {}", collection.table()),
+                    (),
+                )
+                .await?,
+            );
+        }
+        tx.commit().await?;
+        subjects
+            .into_iter()
+            .map(|s| scope_of(namespace, s))
+            .collect()
+    }
+
+    async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
+        let tx = self.read().await?;
+        let mut records: Vec<Record> = namespace_collections(&tx, namespace)
+            .await?
+            .into_iter()
+            .map(|c| Record::Collection {
+                namespace: namespace.clone(),
+                spec: c.spec,
+            })
+            .collect();
+        let entries = rows(
+            &tx,
+            sql::transfer::EXPORT_CACHE,
+            (namespace.as_str(), millis(self.clock.now())),
+        )
+        .await?;
+        tx.commit().await?;
+        for entry in &entries {
+            records.push(Record::CacheEntry {
+                namespace: namespace.clone(),
+                key: entry.string(0)?,
+                value: entry.blob(1)?,
+                expires_at: entry.opt_int(2)?.map(Timestamp::from_millis),
+            });
+        }
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let now = millis(self.clock.now());
+        // One read transaction: the export is one snapshot.
+        let tx = self.read().await?;
+        let mut records = Vec::new();
+        let mut ids: HashMap<i64, ConversationId> = HashMap::new();
+
+        for row in rows(&tx, sql::conversations::OF_SCOPE, (namespace, subject)).await? {
+            let conversation = conversation_from(scope, &row)?;
+            ids.insert(row.int(0)?, conversation.id.clone());
+            records.push(Record::Conversation { conversation });
+        }
+        let id_of = |pk: i64| -> Result<ConversationId> {
+            ids.get(&pk)
+                .cloned()
+                .ok_or_else(|| corrupt("conversation reference", pk))
+        };
+
+        for row in rows(&tx, sql::transfer::EXPORT_MESSAGES, (namespace, subject)).await? {
+            records.push(Record::Message {
+                scope: scope.clone(),
+                conversation_id: id_of(row.int(0)?)?,
+                message: StoredMessage {
+                    seq: seq_from_db(row.int(1)?),
+                    message: message_from(&row.string(2)?)?,
+                },
+            });
+        }
+
+        for row in rows(&tx, sql::transfer::EXPORT_CURSORS, (namespace, subject)).await? {
+            records.push(Record::Cursor {
+                scope: scope.clone(),
+                conversation_id: id_of(row.int(0)?)?,
+                name: row.string(1)?,
+                value: seq_from_db(row.int(2)?),
+            });
+        }
+
+        for row in rows(
+            &tx,
+            sql::transfer::EXPORT_WORKING_MEMORY,
+            (namespace, subject),
+        )
+        .await?
+        {
+            let key = match row.int(0)? {
+                0 => WorkingMemoryKey::User,
+                pk => WorkingMemoryKey::Conversation(id_of(pk)?),
+            };
+            records.push(Record::WorkingMemory {
+                scope: scope.clone(),
+                key,
+                memory: working_from(&row, 1)?,
+            });
+        }
+
+        for row in rows(&tx, sql::transfer::EXPORT_FACTS, (namespace, subject, now)).await? {
+            records.push(Record::Fact {
+                fact: fact_from(scope, &row)?,
+            });
+        }
+
+        for collection in namespace_collections(&tx, scope.namespace()).await? {
+            for row in rows(
+                &tx,
+                &format!(
+                    "SELECT {RECORD_COLUMNS} FROM {} WHERE subject = ?1",
+                    collection.table()
+                ),
+                [subject],
+            )
+            .await?
+            {
+                records.push(Record::Vector {
+                    scope: scope.clone(),
+                    collection: collection.spec.name.clone(),
+                    record: record_from(&row, 0, true)?,
+                });
+            }
+        }
+
+        for row in rows(
+            &tx,
+            &format!(
+                "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ?1 AND subject = ?2"
+            ),
+            (namespace, subject),
+        )
+        .await?
+        {
+            records.push(Record::Checkpoint {
+                scope: scope.clone(),
+                checkpoint: checkpoint_from(&row)?,
+            });
+        }
+        tx.commit().await?;
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        let mut records = records;
+        sort_canonical(&mut records);
+        let written = records.len() as u64;
+        let mut tx = self.write().await?;
+        let vectors = records
+            .iter()
+            .filter(|record| matches!(record, Record::Vector { .. }))
+            .count();
+        tx.widen_cache_for(vectors).await?;
+        let mut collections = CollectionCache::new();
+        for record in records {
+            restore_one(&tx, record, &mut collections).await?;
+        }
+        // The cache holds the collections whose vectors were written.
+        for collection in collections.values() {
+            bump_generation(&tx, collection.pk).await?;
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+}
+
+/// Writes one record in the restore transaction. Records come in canonical order, so parents
+/// (collections, conversations) are written before their children.
+async fn restore_one(conn: &Conn, record: Record, collections: &mut CollectionCache) -> Result<()> {
+    match record {
+        Record::Collection { namespace, spec } => {
+            if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
+                existing.spec.check_same(&spec)?;
+                return Ok(());
+            }
+            insert_collection(conn, &namespace, &spec).await?;
+        }
+        Record::Conversation { conversation: c } => {
+            // An upsert, not a REPLACE: replacing the row would cascade to its messages.
+            execute(
+                conn,
+                sql::transfer::RESTORE_CONVERSATION,
+                (
+                    c.scope.namespace().as_str(),
+                    subject_of(&c.scope),
+                    c.id.as_str(),
+                    c.agent.as_deref(),
+                    opt_text(c.title.as_deref()),
+                    to_json(&c.metadata),
+                    c.resource_slug.as_deref(),
+                    c.record_id.as_deref(),
+                    millis(c.created_at),
+                    millis(c.updated_at),
+                    seq_to_db(c.last_seq),
+                ),
+            )
+            .await?;
+        }
+        Record::Message {
+            scope,
+            conversation_id,
+            message: StoredMessage { seq, message },
+        } => {
+            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
+            // REPLACE drops the message stored at this seq or under this id (no table
+            // references messages, so nothing else goes with it).
+            execute(
+                conn,
+                sql::transfer::RESTORE_MESSAGE,
+                (
+                    pk,
+                    seq_to_db(seq),
+                    message.id.as_str(),
+                    message.role.as_str(),
+                    to_json(&message),
+                ),
+            )
+            .await?;
+        }
+        Record::Cursor {
+            scope,
+            conversation_id,
+            name,
+            value,
+        } => {
+            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
+            execute(
+                conn,
+                sql::transfer::RESTORE_CURSOR,
+                (pk, name, seq_to_db(value)),
+            )
+            .await?;
+        }
+        Record::WorkingMemory { scope, key, memory } => {
+            let slot = working_slot(conn, &scope, &key).await?;
+            write_working(conn, &scope, slot, &memory).await?;
+        }
+        Record::Fact { fact } => {
+            let pk = row(
+                conn,
+                sql::transfer::RESTORE_FACT,
+                (
+                    fact.scope.namespace().as_str(),
+                    subject_of(&fact.scope),
+                    fact.id.as_str(),
+                    text(&fact.text),
+                    fact.kind.as_deref(),
+                    fact.key.as_deref(),
+                    to_json(&fact.tags),
+                    fact.score.map(f64::from),
+                    fact.source.as_ref().map(to_json),
+                    embedding_value(fact.embedding.as_deref()),
+                    millis(fact.created_at),
+                    millis(fact.updated_at),
+                    fact.expires_at.map(millis),
+                    fact.valid_to.map(millis),
+                    fact.superseded_by.as_ref().map(FactId::as_str),
+                ),
+            )
+            .await?
+            .ok_or_else(|| corrupt("fact", "upsert returned no row"))?
+            .int(0)?;
+            // The lexical index holds current facts only.
+            execute(conn, sql::facts::DELETE_TOKENS, [pk]).await?;
+            if fact.is_current() {
+                insert_tokens(conn, &fact.scope, pk, &fact.text).await?;
+            }
+        }
+        Record::Vector {
+            scope,
+            collection,
+            record,
+        } => {
+            let key = (scope.namespace().clone(), collection);
+            if !collections.contains_key(&key) {
+                let row = find_collection(conn, &key.0, &key.1)
+                    .await?
+                    .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
+                collections.insert(key.clone(), row);
+            }
+            let collection = &collections[&key];
+            collection.spec.check_vector(&record.vector)?;
+            write_vector(conn, collection, &scope, &record).await?;
+        }
+        Record::Checkpoint { scope, checkpoint } => {
+            execute(
+                conn,
+                sql::transfer::RESTORE_CHECKPOINT,
+                (
+                    scope.namespace().as_str(),
+                    subject_of(&scope),
+                    checkpoint.id.as_str(),
+                    checkpoint.workflow.as_str(),
+                    checkpoint.status.as_str(),
+                    to_json(&checkpoint.state),
+                    seq_to_db(checkpoint.version),
+                    millis(checkpoint.created_at),
+                    millis(checkpoint.updated_at),
+                ),
+            )
+            .await?;
+        }
+        Record::CacheEntry {
+            namespace,
+            key,
+            value,
+            expires_at,
+        } => {
+            put_cache(conn, &namespace, &key, &value, expires_at).await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,828 @@
+//! Vector collections: a table per collection with an `F32_BLOB(dims)` column and a DiskANN
+//! index, searched through `vector_top_k` and re-ranked exactly in Rust.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use libsql::Value;
+use mnemix_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, TopK};
+use mnemix_core::{
+    CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
+    VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+};
+
+use crate::db::{
+    corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, scan, subject_of, to_json,
+    Conn, DbRow, RowExt,
+};
+use crate::LibsqlStore;
+
+/// The most candidates a search asks the DiskANN index for; beyond that it scans the scope
+/// exactly, which is then the cheaper way to honour the scope and filter anyway.
+pub const MAX_INDEX_CANDIDATES: usize = 4096;
+
+/// The least candidates asked for, however selective the scope: DiskANN's recall at very small
+/// `k` is poor, and the exact re-rank of a few hundred rows costs little.
+const MIN_INDEX_CANDIDATES: usize = 100;
+
+/// DiskANN settings of every new index: neighbours stored as 8-bit floats, and an insert's
+/// search keeps 32 candidates (libSQL's default is 70). Measured with `measure-libsql` (384
+/// dims): libSQL's defaults ingest 137 vectors/s into a 4,000-row index, float8 neighbours
+/// 346/s at the same recall (0.994 there, 1.000 on 20,000 rows); capping `max_neighbors` at 32
+/// as well was faster still but dropped recall@10 on 20,000 rows to 0.71. On another machine,
+/// 20,000 rows in ten scopes and in one, two runs each: float8 137–155 and 189–204 vectors/s,
+/// recall@10 0.984–0.988 and 1.000; with `insert_l=32` 248–257 and 348–363, recall
+/// 0.978–0.986 and 0.998–1.000; `insert_l=16` 382–407 and 549–601 but recall 0.972–0.974 and
+/// 0.996–0.998; 1-bit neighbours (cosine only) 732 and 854 but recall 0.868 in the ten scopes,
+/// which no candidate budget or `search_l` brought back. Re-ranking is exact
+/// either way, so these settings only affect which candidates are found.
+const INDEX_SETTINGS: &str = "'compress_neighbors=float8', 'insert_l=32'";
+
+/// Matrices of scanned scopes by `(collection pk, subject)`, each at the collection generation
+/// it was read at.
+pub(crate) type MatrixCache = mnemix_core::exact::MatrixCache<(i64, String), i64>;
+
+/// A collection row: its pk (naming its table), spec and generation (bumped by one in every
+/// transaction that writes its vectors).
+pub(crate) struct CollectionRow {
+    pub(crate) pk: i64,
+    pub(crate) spec: CollectionSpec,
+    pub(crate) generation: i64,
+}
+
+impl CollectionRow {
+    /// The collection's table.
+    pub(crate) fn table(&self) -> String {
+        table_of(self.pk)
+    }
+
+    /// The DiskANN index, for metrics DiskANN knows.
+    fn index(&self) -> Option<String> {
+        index_metric(self.spec.metric).map(|_| format!("{}_ann", self.table()))
+    }
+}
+
+/// A collection's table: from the integer pk only, so no name is ever spliced into SQL.
+fn table_of(pk: i64) -> String {
+    format!("vectors_{pk}")
+}
+
+/// DiskANN's name for a metric; it has none for the dot product.
+fn index_metric(metric: Metric) -> Option<&'static str> {
+    match metric {
+        Metric::Cosine => Some("cosine"),
+        Metric::Euclidean => Some("l2"),
+        Metric::Dot => None,
+    }
+}
+
+fn metric_from(text: &str) -> Result<Metric> {
+    Metric::parse(text).ok_or_else(|| corrupt("metric", text))
+}
+
+fn collection_from(row: &DbRow) -> Result<CollectionRow> {
+    Ok(CollectionRow {
+        pk: row.int(0)?,
+        spec: CollectionSpec {
+            name: row.string(1)?,
+            dims: usize::try_from(row.int(2)?).map_err(|e| corrupt("dims", e))?,
+            metric: metric_from(&row.string(3)?)?,
+            model: row.string(4)?,
+        },
+        generation: row.int(5)?,
+    })
+}
+
+pub(crate) async fn find_collection(
+    conn: &Conn,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<Option<CollectionRow>> {
+    row(
+        conn,
+        "SELECT pk, name, dims, metric, model, generation FROM collections
+         WHERE namespace = ?1 AND name = ?2",
+        (namespace.as_str(), name),
+    )
+    .await?
+    .map(|row| collection_from(&row))
+    .transpose()
+}
+
+/// Every collection of a namespace, by name.
+pub(crate) async fn namespace_collections(
+    conn: &Conn,
+    namespace: &Namespace,
+) -> Result<Vec<CollectionRow>> {
+    rows(
+        conn,
+        "SELECT pk, name, dims, metric, model, generation FROM collections
+         WHERE namespace = ?1 ORDER BY name",
+        [namespace.as_str()],
+    )
+    .await?
+    .iter()
+    .map(collection_from)
+    .collect()
+}
+
+/// Every collection's table.
+pub(crate) async fn all_tables(conn: &Conn) -> Result<Vec<String>> {
+    rows(conn, "SELECT pk FROM collections ORDER BY pk", ())
+        .await?
+        .iter()
+        .map(|row| row.int(0).map(table_of))
+        .collect()
+}
+
+async fn collection(conn: &Conn, namespace: &Namespace, name: &str) -> Result<CollectionRow> {
+    find_collection(conn, namespace, name)
+        .await?
+        .ok_or_else(|| MemoryError::not_found("collection", name))
+}
+
+/// Creates a collection: its row, its table and (cosine, Euclidean) its DiskANN index. The
+/// caller has checked that none of that name exists.
+pub(crate) async fn insert_collection(
+    conn: &Conn,
+    namespace: &Namespace,
+    spec: &CollectionSpec,
+) -> Result<()> {
+    let created = row(
+        conn,
+        "INSERT INTO collections (namespace, name, dims, metric, model)
+         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING pk",
+        (
+            namespace.as_str(),
+            spec.name.as_str(),
+            count_to_db(spec.dims),
+            spec.metric.as_str(),
+            spec.model.as_str(),
+        ),
+    )
+    .await?
+    .ok_or_else(|| corrupt("collection", "insert returned no row"))?;
+    let collection = CollectionRow {
+        pk: created.int(0)?,
+        spec: spec.clone(),
+        generation: 0,
+    };
+    let table = collection.table();
+    let mut ddl = format!(
+        "CREATE TABLE {table} (
+             subject         TEXT NOT NULL,
+             id              TEXT NOT NULL,
+             vector          F32_BLOB({dims}) NOT NULL,
+             text            BLOB,
+             metadata        TEXT NOT NULL,
+             conversation_id TEXT,
+             UNIQUE (subject, id)
+         );
+         CREATE INDEX {table}_by_conversation ON {table} (subject, conversation_id)
+             WHERE conversation_id IS NOT NULL;",
+        dims = spec.dims
+    );
+    if let (Some(index), Some(metric)) = (collection.index(), index_metric(spec.metric)) {
+        write!(
+            ddl,
+            "CREATE INDEX {index} ON {table}
+                 (libsql_vector_idx(vector, 'metric={metric}', {INDEX_SETTINGS}));"
+        )
+        .expect("writing to a String cannot fail");
+    }
+    conn.execute_batch(&ddl)
+        .await
+        .map_err(crate::db::to_memory_error)?;
+    Ok(())
+}
+
+/// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
+/// namespace (part of deleting the conversation).
+pub(crate) async fn delete_conversation_vectors(
+    conn: &Conn,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<()> {
+    for collection in namespace_collections(conn, scope.namespace()).await? {
+        let removed = execute(
+            conn,
+            &format!(
+                "DELETE FROM {} WHERE subject = ?1 AND conversation_id = ?2",
+                collection.table()
+            ),
+            (subject_of(scope), id.as_str()),
+        )
+        .await?;
+        if removed > 0 {
+            bump_generation(conn, collection.pk).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Deletes every vector of the scope in the namespace's collections; returns how many.
+pub(crate) async fn delete_scope_vectors(conn: &Conn, scope: &Scope) -> Result<u64> {
+    let mut removed = 0;
+    for collection in namespace_collections(conn, scope.namespace()).await? {
+        let from_this = execute(
+            conn,
+            &format!("DELETE FROM {} WHERE subject = ?1", collection.table()),
+            [subject_of(scope)],
+        )
+        .await?;
+        if from_this > 0 {
+            bump_generation(conn, collection.pk).await?;
+        }
+        removed += from_this;
+    }
+    Ok(removed)
+}
+
+/// Marks a write of the collection's vectors, once per transaction that makes one: a matrix
+/// held at the generation before is no longer the data.
+pub(crate) async fn bump_generation(conn: &Conn, pk: i64) -> Result<()> {
+    execute(
+        conn,
+        "UPDATE collections SET generation = generation + 1 WHERE pk = ?1",
+        [pk],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Writes one vector record (checked against its collection by the caller). The vector is bound
+/// as its little-endian `f32` blob, which is libSQL's `F32_BLOB` format.
+pub(crate) async fn write_vector(
+    conn: &Conn,
+    collection: &CollectionRow,
+    scope: &Scope,
+    record: &VectorRecord,
+) -> Result<()> {
+    execute(
+        conn,
+        &format!(
+            "INSERT INTO {} (subject, id, vector, text, metadata, conversation_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (subject, id) DO UPDATE SET
+                 vector = excluded.vector, text = excluded.text,
+                 metadata = excluded.metadata, conversation_id = excluded.conversation_id",
+            collection.table()
+        ),
+        (
+            subject_of(scope),
+            record.id.as_str(),
+            Value::Blob(encode_f32_le(&record.vector)),
+            opt_text(record.text.as_deref()),
+            to_json(&record.metadata),
+            record.conversation_id.as_ref().map(ConversationId::as_str),
+        ),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Columns read by [`record_from`], in its order (unqualified; prefix with an alias as needed).
+pub(crate) const RECORD_COLUMNS: &str = "id, vector, text, metadata, conversation_id";
+
+/// A record from [`RECORD_COLUMNS`] at `first`.
+pub(crate) fn record_from(
+    row: &impl RowExt,
+    first: usize,
+    include_vector: bool,
+) -> Result<VectorRecord> {
+    Ok(VectorRecord {
+        id: VectorId::new(row.string(first)?).map_err(|e| corrupt("vector id", e))?,
+        vector: if include_vector {
+            decode_f32_le(&row.blob(first + 1)?)
+        } else {
+            Vec::new()
+        },
+        text: row.opt_string(first + 2)?,
+        metadata: metadata_from(&row.string(first + 3)?)?,
+        conversation_id: row
+            .opt_string(first + 4)?
+            .map(ConversationId::new)
+            .transpose()
+            .map_err(|e| corrupt("conversation id", e))?,
+    })
+}
+
+/// Columns a search reads of every candidate (the text and references only of the winners).
+const SCAN_COLUMNS: &str = "rowid, id, vector, metadata";
+
+/// Whether a row's metadata, JSON in `column`, matches `filter`.
+fn row_matches(filter: &Filter, row: &impl RowExt, column: usize) -> Result<bool> {
+    Ok(filter.matches(&metadata_from(&row.string(column)?)?))
+}
+
+/// The exact top `k` of rows of [`SCAN_COLUMNS`] offered one at a time, as `(rowid, score)`:
+/// a row's id and metadata are read only when its score could enter, so an unfiltered scan
+/// reads each row's vector and nothing else.
+struct Ranking<'q> {
+    top: TopK<i64>,
+    filter: Option<&'q Filter>,
+}
+
+impl<'q> Ranking<'q> {
+    /// Ranks for `query`, checking `filter` (the query's, or `None` where the caller has
+    /// already kept only matching rows).
+    fn new(collection: &CollectionRow, query: &VectorQuery, filter: Option<&'q Filter>) -> Self {
+        Self {
+            top: TopK::new(query, collection.spec.metric),
+            filter,
+        }
+    }
+
+    fn offer(&mut self, row: &impl RowExt) -> Result<()> {
+        let vector = row.blob(2)?;
+        let score = self
+            .top
+            .score_le_bytes(&vector)
+            .ok_or_else(|| corrupt("vector", format!("{} bytes", vector.len())))?;
+        if !self.top.could_enter(score) {
+            return Ok(());
+        }
+        if let Some(filter) = self.filter {
+            if !row_matches(filter, row, 3)? {
+                return Ok(());
+            }
+        }
+        self.top.offer(score, &row.string(1)?, row.int(0)?);
+        Ok(())
+    }
+
+    /// The top `k`, best first.
+    fn into_ranked(self) -> Vec<(i64, f32)> {
+        self.top.into_ranked()
+    }
+}
+
+/// The records of ranked rowids, in rank order.
+async fn hits(
+    conn: &Conn,
+    collection: &CollectionRow,
+    ranked: Vec<(i64, f32)>,
+    include_vectors: bool,
+) -> Result<Vec<VectorHit>> {
+    if ranked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rowids: Vec<i64> = ranked.iter().map(|(rowid, _)| *rowid).collect();
+    let mut records: HashMap<i64, VectorRecord> = HashMap::with_capacity(ranked.len());
+    for row in rows(
+        conn,
+        &format!(
+            "SELECT rowid, {RECORD_COLUMNS} FROM {}
+             WHERE rowid IN (SELECT value FROM json_each(?1))",
+            collection.table()
+        ),
+        [to_json(&rowids)],
+    )
+    .await?
+    {
+        records.insert(row.int(0)?, record_from(&row, 1, include_vectors)?);
+    }
+    ranked
+        .into_iter()
+        .map(|(rowid, score)| {
+            let record = records
+                .remove(&rowid)
+                .ok_or_else(|| corrupt("vector", "hit vanished inside one snapshot"))?;
+            Ok(VectorHit { record, score })
+        })
+        .collect()
+}
+
+/// How many candidates to ask the index for: `k` scaled by how much of the collection the
+/// scope is, doubled for slack (and again under a filter), at least [`MIN_INDEX_CANDIDATES`].
+fn first_budget(k: usize, scope_rows: usize, total_rows: usize, filtered: bool) -> usize {
+    let spread = total_rows.div_ceil(scope_rows.max(1));
+    let budget = k
+        .saturating_mul(spread)
+        .saturating_mul(if filtered { 4 } else { 2 });
+    budget.max(MIN_INDEX_CANDIDATES)
+}
+
+impl LibsqlStore {
+    /// The exact answer for a scope searched by scanning it (below `index_min_rows`, or with no
+    /// index): through the scope's matrix, whole records read once per generation of the
+    /// collection and held while the scope's vectors fit `vector_cache_bytes`, so the
+    /// searches after it read no rows; streamed through [`search_exactly`](Self::search_exactly)
+    /// when they do not fit.
+    async fn search_scanned(
+        &self,
+        conn: &Conn,
+        collection: &CollectionRow,
+        subject: &str,
+        query: &VectorQuery,
+        scope_rows: usize,
+    ) -> Result<Vec<VectorHit>> {
+        let vector_bytes = scope_rows.saturating_mul(collection.spec.dims.saturating_mul(4));
+        if vector_bytes > self.config.vector_cache_bytes {
+            return Self::search_exactly(conn, collection, subject, query, false).await;
+        }
+        let mut matrix = ExactIndex::holding_records(collection.spec.dims, collection.spec.metric);
+        scan(
+            conn,
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM {} WHERE subject = ?1",
+                collection.table()
+            ),
+            [subject],
+            |row| {
+                let record = record_from(row, 0, true)?;
+                if record.vector.len() != collection.spec.dims {
+                    return Err(corrupt("vector", format!("{} dims", record.vector.len())));
+                }
+                matrix.push_record(record);
+                Ok(())
+            },
+        )
+        .await?;
+        let matrix = Arc::new(matrix);
+        self.vector_cache.insert(
+            (collection.pk, subject.to_owned()),
+            collection.generation,
+            Arc::clone(&matrix),
+        );
+        matrix
+            .search_records(query)
+            .ok_or_else(|| corrupt("vector", "matrix without its records"))
+    }
+
+    /// The exact answer: every row of the scope, ranked in Rust as the scan streams (holding
+    /// only the best `k`). With `filter_first`, the scope's metadata is read and filtered
+    /// first and only the matching rows' vectors are read (for a filter known to keep few
+    /// rows: on 100,000 rows keeping 1%, reading every vector cost 250 ms).
+    async fn search_exactly(
+        conn: &Conn,
+        collection: &CollectionRow,
+        subject: &str,
+        query: &VectorQuery,
+        filter_first: bool,
+    ) -> Result<Vec<VectorHit>> {
+        let table = collection.table();
+        let ranking = match query.filter.as_ref().filter(|_| filter_first) {
+            None => {
+                let mut ranking = Ranking::new(collection, query, query.filter.as_ref());
+                scan(
+                    conn,
+                    &format!("SELECT {SCAN_COLUMNS} FROM {table} WHERE subject = ?1"),
+                    [subject],
+                    |row| ranking.offer(row),
+                )
+                .await?;
+                ranking
+            }
+            Some(filter) => {
+                let mut matching = Vec::new();
+                scan(
+                    conn,
+                    &format!("SELECT rowid, metadata FROM {table} WHERE subject = ?1"),
+                    [subject],
+                    |row| {
+                        if row_matches(filter, row, 1)? {
+                            matching.push(row.int(0)?);
+                        }
+                        Ok(())
+                    },
+                )
+                .await?;
+                if matching.is_empty() {
+                    return Ok(Vec::new());
+                }
+                // Every row read next matches: the filter need not be checked again.
+                let mut ranking = Ranking::new(collection, query, None);
+                scan(
+                    conn,
+                    &format!(
+                        "SELECT {SCAN_COLUMNS} FROM {table}
+                         WHERE rowid IN (SELECT value FROM json_each(?1))"
+                    ),
+                    [to_json(&matching)],
+                    |row| ranking.offer(row),
+                )
+                .await?;
+                ranking
+            }
+        };
+        hits(
+            conn,
+            collection,
+            ranking.into_ranked(),
+            query.include_vectors,
+        )
+        .await
+    }
+
+    /// Through the DiskANN index — unless the scope holds fewer than `index_min_rows` rows, when
+    /// scanning them is faster than any index query. Candidates in the scope and matching the
+    /// filter are re-ranked exactly; while fewer than `k` survive, asks again for as many as
+    /// the survivors' share says it takes (at least 4× as many), and falls back to the exact
+    /// scan once that is past [`MAX_INDEX_CANDIDATES`] (filtering first when the filter kept
+    /// under a quarter of the candidates), or when the candidates tie across the `k`-th place
+    /// (so ties break by id as everywhere).
+    async fn search_index(
+        &self,
+        conn: &Conn,
+        collection: &CollectionRow,
+        index: &str,
+        subject: &str,
+        query: &VectorQuery,
+    ) -> Result<Vec<VectorHit>> {
+        let table = collection.table();
+        let counts = row(
+            conn,
+            &format!(
+                "SELECT (SELECT count(*) FROM {table} WHERE subject = ?1),
+                        (SELECT count(*) FROM {table})"
+            ),
+            [subject],
+        )
+        .await?
+        .ok_or_else(|| corrupt("count", "no row"))?;
+        let (scope_rows, total_rows) = (
+            usize::try_from(counts.int(0)?).unwrap_or(0),
+            usize::try_from(counts.int(1)?).unwrap_or(0),
+        );
+        if scope_rows == 0 {
+            return Ok(Vec::new());
+        }
+        if scope_rows < self.config.index_min_rows {
+            return self
+                .search_scanned(conn, collection, subject, query, scope_rows)
+                .await;
+        }
+        let mut budget = first_budget(query.k, scope_rows, total_rows, query.filter.is_some());
+        let sql = format!(
+            // CROSS JOIN fixes the loop order: the index query runs once, outermost. With a
+            // plain JOIN the planner may loop over the scope's rows and re-run it for each.
+            "SELECT {columns} FROM vector_top_k('{index}', ?1, ?2) AS top
+             CROSS JOIN {table} v ON v.rowid = top.id WHERE v.subject = ?3",
+            columns = SCAN_COLUMNS
+                .split(", ")
+                .map(|c| format!("v.{c}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+        let probe = Value::Blob(encode_f32_le(&query.vector));
+        // One row past k: a tie across the k-th place shows there, and the index chose among
+        // the equal rows, not necessarily the smallest ids, so such a tie is settled exactly.
+        let one_past_k = VectorQuery {
+            k: query.k + 1,
+            ..query.clone()
+        };
+        // Whether an earlier round showed the filter keeping few of the scope's rows.
+        let mut selective = false;
+        loop {
+            if budget >= total_rows || budget > MAX_INDEX_CANDIDATES {
+                return Self::search_exactly(conn, collection, subject, query, selective).await;
+            }
+            // Candidates are filtered here, once each (all are counted), and the eligible
+            // ranked as they stream.
+            let mut ranking = Ranking::new(collection, &one_past_k, None);
+            let (mut candidates, mut eligible) = (0, 0);
+            scan(
+                conn,
+                &sql,
+                (probe.clone(), count_to_db(budget), subject),
+                |row| {
+                    candidates += 1;
+                    if let Some(filter) = &query.filter {
+                        if !row_matches(filter, row, 3)? {
+                            return Ok(());
+                        }
+                    }
+                    eligible += 1;
+                    ranking.offer(row)
+                },
+            )
+            .await?;
+            // `k` eligible candidates: farther ones cannot enter the top k (up to the index's
+            // approximation), and a `min_score` cut only removes the farthest.
+            if eligible >= query.k {
+                let mut ranked = ranking.into_ranked();
+                if tie_across_k(&ranked, query.k) {
+                    return Self::search_exactly(conn, collection, subject, query, false).await;
+                }
+                ranked.truncate(query.k);
+                return hits(conn, collection, ranked, query.include_vectors).await;
+            }
+            // The share of the scope's candidates the filter kept estimates how many more the
+            // index must be asked for (with the same slack as the first budget): ask for that
+            // at once, or scan now when it is past what the index is ever asked for.
+            let needed = if eligible == 0 {
+                budget.saturating_mul(16)
+            } else {
+                budget.saturating_mul(2 * query.k).div_ceil(eligible)
+            };
+            selective = query.filter.is_some() && eligible * 4 < candidates;
+            budget = needed.max(budget.saturating_mul(4));
+        }
+    }
+}
+
+#[async_trait]
+impl VectorStore for LibsqlStore {
+    async fn ensure_collection(
+        &self,
+        namespace: &Namespace,
+        spec: CollectionSpec,
+    ) -> Result<CollectionSpec> {
+        let tx = self.write().await?;
+        if let Some(existing) = find_collection(&tx, namespace, &spec.name).await? {
+            existing.spec.check_same(&spec)?;
+            return Ok(existing.spec);
+        }
+        insert_collection(&tx, namespace, &spec).await?;
+        tx.commit().await?;
+        Ok(spec)
+    }
+
+    async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
+        let tx = self.read().await?;
+        Ok(namespace_collections(&tx, namespace)
+            .await?
+            .into_iter()
+            .map(|c| c.spec)
+            .collect())
+    }
+
+    async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
+        let tx = self.write().await?;
+        let Some(collection) = find_collection(&tx, namespace, name).await? else {
+            return Ok(false);
+        };
+        // Dropping the table drops its DiskANN index (and the index's shadow table) with it.
+        tx.execute_batch(&format!("DROP TABLE {};", collection.table()))
+            .await
+            .map_err(crate::db::to_memory_error)?;
+        execute(
+            &tx,
+            "DELETE FROM collections WHERE pk = ?1",
+            [collection.pk],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn upsert_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        records: Vec<VectorRecord>,
+    ) -> Result<usize> {
+        let mut tx = self.write().await?;
+        let collection = self::collection(&tx, scope.namespace(), collection).await?;
+        for record in &records {
+            collection.spec.check_vector(&record.vector)?;
+        }
+        tx.widen_cache_for(records.len()).await?;
+        for record in &records {
+            write_vector(&tx, &collection, scope, record).await?;
+        }
+        if !records.is_empty() {
+            bump_generation(&tx, collection.pk).await?;
+        }
+        tx.commit().await?;
+        if !records.is_empty() {
+            self.vector_cache.written_by_subject(
+                &collection.pk,
+                subject_of(scope),
+                collection.generation,
+                |matrix| matrix.upsert(&records),
+            );
+        }
+        Ok(records.len())
+    }
+
+    async fn get_vector(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        id: &VectorId,
+    ) -> Result<VectorRecord> {
+        let tx = self.read().await?;
+        let collection = self::collection(&tx, scope.namespace(), collection).await?;
+        let found = row(
+            &tx,
+            &format!(
+                "SELECT {RECORD_COLUMNS} FROM {} WHERE subject = ?1 AND id = ?2",
+                collection.table()
+            ),
+            (subject_of(scope), id.as_str()),
+        )
+        .await?
+        .ok_or_else(|| MemoryError::not_found("vector", id.as_str()))?;
+        tx.commit().await?;
+        record_from(&found, 0, true)
+    }
+
+    async fn delete_vectors(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        selector: VectorSelector,
+    ) -> Result<usize> {
+        let tx = self.write().await?;
+        let collection = self::collection(&tx, scope.namespace(), collection).await?;
+        let table = collection.table();
+        let ids: Vec<VectorId> = match selector {
+            VectorSelector::Ids(ids) => ids,
+            VectorSelector::Filter(filter) => {
+                let mut matching = Vec::new();
+                for row in rows(
+                    &tx,
+                    &format!("SELECT id, metadata FROM {table} WHERE subject = ?1"),
+                    [subject_of(scope)],
+                )
+                .await?
+                {
+                    if row_matches(&filter, &row, 1)? {
+                        let id = VectorId::new(row.string(0)?);
+                        matching.push(id.map_err(|e| corrupt("vector id", e))?);
+                    }
+                }
+                matching
+            }
+        };
+        let removed = execute(
+            &tx,
+            &format!(
+                "DELETE FROM {table} WHERE subject = ?1
+                   AND id IN (SELECT value FROM json_each(?2))"
+            ),
+            (subject_of(scope), to_json(&ids)),
+        )
+        .await?;
+        if removed > 0 {
+            bump_generation(&tx, collection.pk).await?;
+        }
+        tx.commit().await?;
+        if removed > 0 {
+            self.vector_cache.written_by_subject(
+                &collection.pk,
+                subject_of(scope),
+                collection.generation,
+                |matrix| matrix.remove(&ids),
+            );
+        }
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
+    async fn search(
+        &self,
+        scope: &Scope,
+        collection: &str,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>> {
+        let tx = self.read().await?;
+        let collection = self::collection(&tx, scope.namespace(), collection).await?;
+        collection.spec.check_vector(&query.vector)?;
+        let subject = subject_of(scope);
+        let index = collection.index();
+        // A held matrix is the scope at this generation; it serves while the scope is scanned
+        // (an upsert may since have grown it to where the index serves).
+        let scanned_below = if index.is_some() {
+            self.config.index_min_rows
+        } else {
+            usize::MAX
+        };
+        let held = self
+            .vector_cache
+            .get(&(collection.pk, subject.to_owned()), &collection.generation)
+            .filter(|matrix| matrix.len() < scanned_below);
+        let hits = match (held, index) {
+            (Some(matrix), _) => matrix
+                .search_records(&query)
+                .ok_or_else(|| corrupt("vector", "matrix without its records"))?,
+            (None, Some(index)) => {
+                self.search_index(&tx, &collection, &index, subject, &query)
+                    .await?
+            }
+            (None, None) => {
+                let counted = row(
+                    &tx,
+                    &format!(
+                        "SELECT count(*) FROM {} WHERE subject = ?1",
+                        collection.table()
+                    ),
+                    [subject],
+                )
+                .await?
+                .ok_or_else(|| corrupt("count", "no row"))?;
+                let scope_rows = usize::try_from(counted.int(0)?).unwrap_or(usize::MAX);
+                self.search_scanned(&tx, &collection, subject, &query, scope_rows)
+                    .await?
+            }
+        };
+        tx.commit().await?;
+        Ok(hits)
+    }
+}
+
+/// The namespace's collections by name, for restore's lookups: those it wrote vectors of.
+pub(crate) type CollectionCache = HashMap<(Namespace, String), CollectionRow>;

@@ -1,0 +1,399 @@
+//! Facts: dedupe, supersede, eviction and lexical/semantic recall through a GIN token index.
+
+use async_trait::async_trait;
+use mnemix_core::fact::{fact_tokens, order_history, rank_facts};
+use mnemix_core::lexical::tokenize;
+use mnemix_core::page::page_newest_first;
+use mnemix_core::{
+    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
+    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
+
+use crate::db::{corrupt, millis, subject_of, text_from, to_json, Db, DbResult};
+use crate::PostgresStore;
+
+pub(crate) const FACT_COLUMNS: &str = "pk, id, text, kind, key, tags, score, source, embedding, \
+     created_at, updated_at, expires_at, valid_to, superseded_by";
+
+pub(crate) fn fact_from(scope: &Scope, row: &Row) -> Result<Fact> {
+    let id = |column: &str| -> Result<Option<FactId>> {
+        row.get::<_, Option<String>>(column)
+            .map(FactId::new)
+            .transpose()
+            .map_err(|e| corrupt("fact id", e))
+    };
+    Ok(Fact {
+        id: id("id")?.ok_or_else(|| corrupt("fact id", "missing"))?,
+        scope: scope.clone(),
+        text: text_from(row.get("text"))?,
+        kind: row.get("kind"),
+        key: row.get("key"),
+        tags: row.get("tags"),
+        score: row.get("score"),
+        source: row
+            .get::<_, Option<String>>("source")
+            .map(|s| serde_json::from_str(&s))
+            .transpose()
+            .map_err(|e| corrupt("fact source", e))?,
+        embedding: row.get("embedding"),
+        created_at: Timestamp::from_millis(row.get("created_at")),
+        updated_at: Timestamp::from_millis(row.get("updated_at")),
+        expires_at: row
+            .get::<_, Option<i64>>("expires_at")
+            .map(Timestamp::from_millis),
+        valid_to: row
+            .get::<_, Option<i64>>("valid_to")
+            .map(Timestamp::from_millis),
+        superseded_by: id("superseded_by")?,
+    })
+}
+
+fn facts_from(scope: &Scope, rows: &[Row]) -> Result<Vec<Fact>> {
+    rows.iter().map(|row| fact_from(scope, row)).collect()
+}
+
+/// The statement that writes a fact verbatim (remember inserts; restore upserts).
+pub(crate) const UPSERT_FACT: &str = "INSERT INTO {s}.facts (namespace, subject, id, text, kind,
+         key, tags, score, source, embedding, created_at, updated_at, expires_at, valid_to,
+         superseded_by, tokens)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+     ON CONFLICT (namespace, subject, id) DO UPDATE SET
+         text = excluded.text, kind = excluded.kind, key = excluded.key, tags = excluded.tags,
+         score = excluded.score, source = excluded.source, embedding = excluded.embedding,
+         created_at = excluded.created_at, updated_at = excluded.updated_at,
+         expires_at = excluded.expires_at, valid_to = excluded.valid_to,
+         superseded_by = excluded.superseded_by, tokens = excluded.tokens";
+
+impl PostgresStore {
+    /// Writes `fact` with [`UPSERT_FACT`], its tokens included.
+    pub(crate) async fn write_fact(&self, db: &impl Db, fact: &Fact) -> Result<()> {
+        let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
+        db.exec(
+            &self.sql(UPSERT_FACT),
+            &[
+                &fact.scope.namespace().as_str(),
+                &subject_of(&fact.scope),
+                &fact.id.as_str(),
+                &fact.text.as_bytes(),
+                &fact.kind,
+                &fact.key,
+                &fact.tags,
+                &fact.score,
+                &fact.source.as_ref().map(to_json),
+                &fact.embedding,
+                &millis(fact.created_at),
+                &millis(fact.updated_at),
+                &fact.expires_at.map(millis),
+                &fact.valid_to.map(millis),
+                &fact.superseded_by.as_ref().map(FactId::as_str),
+                &tokens,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl FactStore for PostgresStore {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
+        let now = self.clock.now();
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.db()?;
+        // Dedupe, supersede and eviction read then write the scope's facts: one writer per
+        // scope at a time (a row lock cannot cover facts that do not exist yet).
+        let lock_key = format!("facts\u{1f}{namespace}\u{1f}{subject}");
+        tx.exec(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+            &[&lock_key],
+        )
+        .await?;
+        // Expired facts are never returned: purge the scope's before deciding anything.
+        tx.exec(
+            &self.sql(
+                "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2 AND expires_at <= $3",
+            ),
+            &[&namespace, &subject, &millis(now)],
+        )
+        .await?;
+        let same = tx
+            .row(
+                &self.sql(&format!(
+                    "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                     WHERE namespace = $1 AND subject = $2 AND superseded_by IS NULL
+                       AND md5(text) = md5($4::bytea) AND key IS NOT DISTINCT FROM $3 AND text = $4
+                     LIMIT 1"
+                )),
+                &[&namespace, &subject, &new.key, &new.text.as_bytes()],
+            )
+            .await?;
+        if let Some(row) = same {
+            return Ok(RememberOutcome {
+                fact: fact_from(scope, &row)?,
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            });
+        }
+        let fact = new.into_fact(scope, now);
+        let mut status = RememberStatus::Created;
+        if let Some(key) = &fact.key {
+            let previous = tx
+                .row(
+                    &self.sql(
+                        "UPDATE {s}.facts SET valid_to = $1, superseded_by = $2, updated_at = $1
+                         WHERE namespace = $3 AND subject = $4 AND key = $5
+                           AND superseded_by IS NULL
+                         RETURNING id",
+                    ),
+                    &[&millis(now), &fact.id.as_str(), &namespace, &subject, key],
+                )
+                .await?;
+            if let Some(row) = previous {
+                status = RememberStatus::Superseded {
+                    previous: FactId::new(row.get::<_, String>(0))
+                        .map_err(|e| corrupt("fact id", e))?,
+                };
+            }
+        }
+        self.write_fact(&tx, &fact).await?;
+        let mut evicted = Vec::new();
+        if let Some(max) = options.max_facts {
+            // The core's eviction order: lowest score first (none lowest), oldest, then id.
+            let victims = tx
+                .rows(
+                    &self.sql(
+                        "DELETE FROM {s}.facts WHERE pk IN (
+                             SELECT pk FROM {s}.facts
+                             WHERE namespace = $1 AND subject = $2 AND superseded_by IS NULL
+                               AND id <> $3
+                             ORDER BY score ASC NULLS FIRST, created_at ASC, id ASC
+                             LIMIT greatest(0, (SELECT count(*) FROM {s}.facts
+                                 WHERE namespace = $1 AND subject = $2
+                                   AND superseded_by IS NULL) - $4))
+                         RETURNING id, score, created_at",
+                    ),
+                    &[
+                        &namespace,
+                        &subject,
+                        &fact.id.as_str(),
+                        &i64::try_from(max).unwrap_or(i64::MAX),
+                    ],
+                )
+                .await?;
+            let mut victims: Vec<(Option<f32>, i64, String)> = victims
+                .iter()
+                .map(|row| (row.get(1), row.get(2), row.get(0)))
+                .collect();
+            victims.sort_by(|a, b| {
+                a.0.unwrap_or(f32::NEG_INFINITY)
+                    .total_cmp(&b.0.unwrap_or(f32::NEG_INFINITY))
+                    .then(a.1.cmp(&b.1))
+                    .then(a.2.cmp(&b.2))
+            });
+            evicted = victims
+                .into_iter()
+                .map(|(_, _, id)| FactId::new(id).map_err(|e| corrupt("fact id", e)))
+                .collect::<Result<Vec<_>>>()?;
+        }
+        tx.commit().await.db()?;
+        Ok(RememberOutcome {
+            fact,
+            status,
+            evicted,
+        })
+    }
+
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        let now = millis(self.clock.now());
+        let client = self.client().await?;
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let rows = if query.vector.is_some() {
+            // Semantic (or hybrid) recall compares against every current fact's embedding.
+            client
+                .rows(
+                    &self.sql(&format!(
+                        "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                         WHERE namespace = $1 AND subject = $2 AND superseded_by IS NULL
+                           AND (expires_at IS NULL OR expires_at > $3)"
+                    )),
+                    &[&namespace, &subject, &now],
+                )
+                .await?
+        } else {
+            let tokens: Vec<String> = query
+                .text
+                .as_deref()
+                .map(tokenize)
+                .unwrap_or_default()
+                .into_iter()
+                .collect();
+            if tokens.is_empty() {
+                return Ok(Vec::new());
+            }
+            client
+                .rows(
+                    &self.sql(&format!(
+                        "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                         WHERE namespace = $1 AND subject = $2 AND tokens && $4::text[]
+                           AND superseded_by IS NULL AND (expires_at IS NULL OR expires_at > $3)"
+                    )),
+                    &[&namespace, &subject, &now, &tokens],
+                )
+                .await?
+        };
+        Ok(rank_facts(&query, facts_from(scope, &rows)?))
+    }
+
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
+        let client = self.client().await?;
+        let row = client
+            .row(
+                &self.sql(&format!(
+                    "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                     WHERE namespace = $1 AND subject = $2 AND id = $3
+                       AND (expires_at IS NULL OR expires_at > $4)"
+                )),
+                &[
+                    &scope.namespace().as_str(),
+                    &subject_of(scope),
+                    &id.as_str(),
+                    &millis(self.clock.now()),
+                ],
+            )
+            .await?
+            .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
+        fact_from(scope, &row)
+    }
+
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
+        let limit = query.page_limit();
+        let cursor = query.after();
+        let client = self.client().await?;
+        let (namespace, subject, now) = (
+            scope.namespace().as_str(),
+            subject_of(scope),
+            millis(self.clock.now()),
+        );
+        let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+            &namespace,
+            &subject,
+            &now,
+            &query.include_superseded,
+            &query.kind,
+            &query.tags,
+            &fetch,
+        ];
+        // The cursor bound is in the statement only on later pages: as
+        // `($8 IS NULL OR (created_at, id) < ($8, $9))` the cached generic plan made it a
+        // filter, so every page scanned the subject's facts from the newest down.
+        let cursor_millis = cursor.as_ref().map(|c| c.created_at.as_millis());
+        let cursor_id = cursor.as_ref().map(|c| c.id.as_str());
+        let after = if let (Some(millis), Some(id)) = (&cursor_millis, &cursor_id) {
+            params.push(millis);
+            params.push(id);
+            " AND (created_at, id) < ($8, $9)"
+        } else {
+            ""
+        };
+        let rows = client
+            .rows(
+                &self.sql(&format!(
+                    "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                     WHERE namespace = $1 AND subject = $2
+                       AND (expires_at IS NULL OR expires_at > $3)
+                       AND ($4 OR superseded_by IS NULL) AND ($5::text IS NULL OR kind = $5)
+                       AND tags @> $6::text[]{after}
+                     ORDER BY created_at DESC, id DESC LIMIT $7"
+                )),
+                &params,
+            )
+            .await?;
+        Ok(page_newest_first(
+            facts_from(scope, &rows)?,
+            |f| (f.created_at, f.id.as_str()),
+            None,
+            limit,
+        ))
+    }
+
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+        let client = self.client().await?;
+        let rows = client
+            .rows(
+                &self.sql(&format!(
+                    "SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                     WHERE namespace = $1 AND subject = $2 AND key = $3
+                       AND (expires_at IS NULL OR expires_at > $4)"
+                )),
+                &[
+                    &scope.namespace().as_str(),
+                    &subject_of(scope),
+                    &key,
+                    &millis(self.clock.now()),
+                ],
+            )
+            .await?;
+        facts_from(scope, &rows).map(order_history)
+    }
+
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        let client = self.client().await?;
+        // An expired fact is removed too, but was already gone to readers: not reported.
+        let live = client
+            .row(
+                &self.sql(
+                    "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2 AND id = $3
+                     RETURNING expires_at IS NULL OR expires_at > $4",
+                ),
+                &[
+                    &scope.namespace().as_str(),
+                    &subject_of(scope),
+                    &id.as_str(),
+                    &millis(self.clock.now()),
+                ],
+            )
+            .await?;
+        Ok(live.is_some_and(|row| row.get::<_, bool>(0)))
+    }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let client = self.client().await?;
+        let ids: Vec<&str> = ids.iter().map(FactId::as_str).collect();
+        // One statement: all the ids or none.
+        let changed = client
+            .rows(
+                &self.sql(
+                    "UPDATE {s}.facts SET expires_at = $4, updated_at = $5
+                     WHERE namespace = $1 AND subject = $2 AND id = ANY($3)
+                       AND (expires_at IS NULL OR expires_at > $5)
+                     RETURNING id",
+                ),
+                &[
+                    &scope.namespace().as_str(),
+                    &subject_of(scope),
+                    &ids,
+                    &expires_at.map(millis),
+                    &millis(self.clock.now()),
+                ],
+            )
+            .await?;
+        changed
+            .iter()
+            .map(|row| FactId::new(row.get::<_, String>(0)).map_err(|e| corrupt("fact id", e)))
+            .collect()
+    }
+}

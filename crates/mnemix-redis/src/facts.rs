@@ -1,0 +1,266 @@
+//! Facts: a hash each, token sets for lexical recall, and one script for remember (dedupe,
+//! supersede, eviction) so it is atomic.
+
+use std::sync::LazyLock;
+
+use async_trait::async_trait;
+use mnemix_core::fact::{fact_tokens, order_history, rank_facts};
+use mnemix_core::page::page_newest_first;
+use mnemix_core::{
+    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
+    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+use redis::Script;
+
+use crate::keys::ScopeKeys;
+use crate::paging::IdPager;
+use crate::{corrupt, to_json, RedisResultExt, RedisStore};
+
+macro_rules! fact_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/facts_prelude.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+
+static REMEMBER: LazyLock<Script> = fact_script!("lua/remember.lua");
+static FORGET: LazyLock<Script> = fact_script!("lua/forget_fact.lua");
+static SET_EXPIRY: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("lua/set_expiry.lua")));
+
+const FACT_FIELDS: [&str; 5] = [
+    "doc",
+    "updated_at",
+    "valid_to",
+    "superseded_by",
+    "expires_at",
+];
+
+/// A fact hash's fields as read, in [`FACT_FIELDS`] order.
+type FactFields = (
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// A millisecond field a script may have left empty.
+fn optional_millis(field: Option<String>, what: &str) -> Result<Option<Timestamp>> {
+    field
+        .filter(|v| !v.is_empty())
+        .map(|v| v.parse().map(Timestamp::from_millis))
+        .transpose()
+        .map_err(|e| corrupt(what, e))
+}
+
+/// The fact of a hash: the document written at creation with the fields that change later
+/// (a script never edits JSON).
+fn fact_from(fields: FactFields) -> Result<Option<Fact>> {
+    let (Some(doc), Some(updated_at), valid_to, superseded_by, expires_at) = fields else {
+        return Ok(None);
+    };
+    let mut fact: Fact = serde_json::from_str(&doc).map_err(|e| corrupt("fact", e))?;
+    fact.updated_at = Timestamp::from_millis(updated_at);
+    fact.valid_to = optional_millis(valid_to, "fact valid_to")?;
+    fact.expires_at = optional_millis(expires_at, "fact expires_at")?;
+    fact.superseded_by = superseded_by
+        .filter(|s| !s.is_empty())
+        .map(FactId::new)
+        .transpose()
+        .map_err(|e| corrupt("fact superseded_by", e))?;
+    Ok(Some(fact))
+}
+
+impl RedisStore {
+    /// The unexpired facts of these ids, in their order (missing ones skipped).
+    pub(crate) async fn read_facts(&self, keys: &ScopeKeys, ids: &[String]) -> Result<Vec<Fact>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HMGET").arg(keys.fact(id)).arg(&FACT_FIELDS);
+        }
+        let rows: Vec<FactFields> = pipe.query_async(&mut self.conn()).await.db()?;
+        let now = self.clock.now();
+        let mut facts = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(fact) = fact_from(row)? {
+                if !fact.is_expired(now) {
+                    facts.push(fact);
+                }
+            }
+        }
+        Ok(facts)
+    }
+
+    async fn members(&self, command: &str, key: String) -> Result<Vec<String>> {
+        let mut cmd = redis::cmd(command);
+        cmd.arg(key);
+        if command != "SMEMBERS" {
+            cmd.arg(0).arg(-1);
+        }
+        cmd.query_async(&mut self.conn()).await.db()
+    }
+}
+
+#[async_trait]
+impl FactStore for RedisStore {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
+        let now = self.clock.now();
+        let fact = new.into_fact(scope, now);
+        self.register_scope(scope).await?;
+        let keys = self.keys.scope(scope);
+        let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
+        let fact_key = fact.key.clone().unwrap_or_default();
+        let reply: Vec<String> = REMEMBER
+            .key(keys.facts())
+            .arg(keys.base())
+            .arg(now.as_millis())
+            .arg(fact.id.as_str())
+            .arg(&fact_key)
+            .arg(format!("{fact_key}\0{}", fact.text).into_bytes())
+            .arg(to_json(&fact))
+            .arg(fact.created_at.as_millis())
+            .arg(fact.score.map(|s| s.to_string()).unwrap_or_default())
+            .arg(
+                fact.expires_at
+                    .map(|t| t.as_millis().to_string())
+                    .unwrap_or_default(),
+            )
+            .arg(options.max_facts.map(|m| m.to_string()).unwrap_or_default())
+            .arg(tokens.join(" "))
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        let status = reply.first().map(String::as_str).unwrap_or_default();
+        let id_at = |i: usize| -> Result<FactId> {
+            FactId::new(reply.get(i).cloned().unwrap_or_default())
+                .map_err(|e| corrupt("remember reply", e))
+        };
+        if status == "duplicate" {
+            let existing = id_at(1)?;
+            let fact = self
+                .read_facts(&keys, &[existing.to_string()])
+                .await?
+                .pop()
+                .ok_or_else(|| MemoryError::not_found("fact", existing.as_str()))?;
+            return Ok(RememberOutcome {
+                fact,
+                status: RememberStatus::Duplicate,
+                evicted: Vec::new(),
+            });
+        }
+        let status = match status {
+            "created" => RememberStatus::Created,
+            "superseded" => RememberStatus::Superseded {
+                previous: id_at(1)?,
+            },
+            other => return Err(corrupt("remember reply", other)),
+        };
+        let evicted = (2..reply.len()).map(id_at).collect::<Result<_>>()?;
+        Ok(RememberOutcome {
+            fact,
+            status,
+            evicted,
+        })
+    }
+
+    async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        let keys = self.keys.scope(scope);
+        let ids: Vec<String> = if query.vector.is_some() {
+            self.members("SMEMBERS", keys.current_facts()).await?
+        } else {
+            let tokens = fact_tokens(query.text.as_deref().unwrap_or_default());
+            if tokens.is_empty() {
+                return Ok(Vec::new());
+            }
+            let mut cmd = redis::cmd("SUNION");
+            for token in &tokens {
+                cmd.arg(keys.fact_token(token));
+            }
+            cmd.query_async(&mut self.conn()).await.db()?
+        };
+        let candidates = self.read_facts(&keys, &ids).await?;
+        Ok(rank_facts(
+            &query,
+            candidates.into_iter().filter(Fact::is_current),
+        ))
+    }
+
+    async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {
+        let keys = self.keys.scope(scope);
+        self.read_facts(&keys, &[id.to_string()])
+            .await?
+            .pop()
+            .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))
+    }
+
+    async fn list_facts(&self, scope: &Scope, query: FactQuery) -> Result<Page<Fact>> {
+        let keys = self.keys.scope(scope);
+        let mut pager = IdPager::new(keys.facts(), query.after(), query.page_limit());
+        let mut found = Vec::new();
+        while let Some(ids) = pager.next(self, found.len()).await? {
+            let read = self.read_facts(&keys, &ids).await?;
+            found.extend(read.into_iter().filter(|f| query.matches(f)));
+        }
+        Ok(page_newest_first(
+            found,
+            |f| (f.created_at, f.id.as_str()),
+            None,
+            pager.size,
+        ))
+    }
+
+    async fn history(&self, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+        let keys = self.keys.scope(scope);
+        let ids = self.members("ZRANGE", keys.fact_versions(key)).await?;
+        self.read_facts(&keys, &ids).await.map(order_history)
+    }
+
+    async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        let keys = self.keys.scope(scope);
+        let removed: i64 = FORGET
+            .key(keys.facts())
+            .arg(keys.base())
+            .arg(id.as_str())
+            .arg(self.clock.now().as_millis())
+            .invoke_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(removed == 1)
+    }
+
+    async fn set_expiry(
+        &self,
+        scope: &Scope,
+        ids: &[FactId],
+        expires_at: Option<Timestamp>,
+    ) -> Result<Vec<FactId>> {
+        let keys = self.keys.scope(scope);
+        let mut call = SET_EXPIRY.key(keys.facts());
+        call.arg(keys.base()).arg(self.clock.now().as_millis()).arg(
+            expires_at
+                .map(|t| t.as_millis().to_string())
+                .unwrap_or_default(),
+        );
+        for id in ids {
+            call.arg(id.as_str());
+        }
+        let changed: Vec<String> = call.invoke_async(&mut self.conn()).await.db()?;
+        changed
+            .into_iter()
+            .map(|id| FactId::new(id).map_err(|e| corrupt("set_expiry reply", e)))
+            .collect()
+    }
+}

@@ -1,0 +1,351 @@
+//! Redis-specific guarantees beyond the suite: two clients (two connection managers, or two
+//! cluster connections) racing appends to one conversation. (A server restarted in the middle
+//! of a stream of appends is `tests/restart.rs`.)
+//!
+//! Needs `MNEMIX_TEST_REDIS_URL` / `MNEMIX_TEST_REDIS_CLUSTER_URLS` (set by `cargo xtask
+//! test`); without them each test says so and passes as a skip, unless `MNEMIX_TEST_REQUIRE`
+//! names redis / redis-cluster.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mnemix_conformance::services::{locate, Service};
+use mnemix_conformance::{is_required, SetupError};
+use mnemix_core::{
+    AppendOptions, ConversationStore, LoadOptions, Message, MessageId, NewConversation, Scope,
+};
+use mnemix_redis::RedisStore;
+
+/// The service's address, or `None` (a named skip) when there is none and it is not required.
+fn server(service: Service, backend: &str, test: &str) -> Option<String> {
+    match locate(service) {
+        Ok(url) => Some(url),
+        Err(SetupError::Unreachable(why)) if !is_required(backend) => {
+            eprintln!("SKIP {backend}::{test}: {why}");
+            None
+        }
+        Err(e) => panic!("{backend} is required: {e:?}"),
+    }
+}
+
+async fn store(service: Service, address: &str, prefix: &str) -> RedisStore {
+    let builder = RedisStore::builder().prefix(prefix);
+    let builder = match service {
+        Service::RedisCluster => builder.cluster(address.split(',').map(str::trim)),
+        _ => builder.url(address),
+    };
+    builder.open().await.expect("open")
+}
+
+fn message(id: &str) -> Message {
+    Message {
+        id: MessageId::new(id).unwrap(),
+        ..Message::user(format!("text of {id}"))
+    }
+}
+
+/// Every message once, seqs 1..=n without gaps, in an order where each writer's batches keep
+/// their own order.
+fn assert_whole(stored: &[mnemix_core::StoredMessage], expected: usize) {
+    assert_eq!(stored.len(), expected, "nothing lost, nothing duplicated");
+    let seqs: Vec<u64> = stored.iter().map(|m| m.seq).collect();
+    assert_eq!(
+        seqs,
+        (1..=expected as u64).collect::<Vec<_>>(),
+        "contiguous seqs"
+    );
+    let ids: HashSet<&str> = stored.iter().map(|m| m.message.id.as_str()).collect();
+    assert_eq!(ids.len(), expected, "every id once");
+}
+
+async fn two_clients_race(service: Service, backend: &str, test: &str) {
+    let Some(address) = server(service, backend, test) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let (a, b) = (
+        store(service, &address, &prefix).await,
+        store(service, &address, &prefix).await,
+    );
+    let scope = Scope::new("redis-tests", "racer").unwrap();
+    let thread = a
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    let (per_writer, batch) = (50, 4);
+    let write = |store: RedisStore, writer: &'static str| {
+        let (scope, id) = (scope.clone(), thread.id.clone());
+        tokio::spawn(async move {
+            for n in 0..per_writer {
+                let messages = (0..batch)
+                    .map(|i| message(&format!("{writer}-{n}-{i}")))
+                    .collect();
+                store
+                    .append(&scope, &id, messages, AppendOptions::default())
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let (one, two) = (write(a, "a"), write(b, "b"));
+    one.await.unwrap();
+    two.await.unwrap();
+    let reader = store(service, &address, &prefix).await;
+    let stored = reader
+        .load(&scope, &thread.id, LoadOptions::raw())
+        .await
+        .unwrap();
+    assert_whole(&stored, 2 * per_writer * batch);
+    // Each batch is contiguous: no interleaving inside a batch.
+    for window in stored.chunks(batch) {
+        let first = window[0].message.id.as_str();
+        let stem = &first[..first.rfind('-').unwrap()];
+        assert!(window
+            .iter()
+            .all(|m| m.message.id.as_str().starts_with(stem)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_connection_managers_racing_appends_lose_and_duplicate_nothing() {
+    two_clients_race(
+        Service::Redis,
+        "redis",
+        "two_connection_managers_racing_appends_lose_and_duplicate_nothing",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_cluster_clients_racing_appends_lose_and_duplicate_nothing() {
+    two_clients_race(
+        Service::RedisCluster,
+        "redis-cluster",
+        "two_cluster_clients_racing_appends_lose_and_duplicate_nothing",
+    )
+    .await;
+}
+
+/// After `forget_all` nothing on the server names the subject: no key carries it and the
+/// namespace's registry of subjects no longer lists it (GDPR erasure leaves no trace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_all_leaves_no_trace_of_the_subject() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "forget_all_leaves_no_trace_of_the_subject",
+    ) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let clock =
+        mnemix_core::ManualClock::new(mnemix_core::Timestamp::from_millis(1_700_000_000_000));
+    let store = RedisStore::builder()
+        .url(&url)
+        .prefix(&prefix)
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .await
+        .unwrap();
+    let ctx = mnemix_conformance::Ctx::new(Arc::new(store), clock);
+    mnemix_conformance::support::seed_every_kind(&ctx).await;
+    let subject = ctx.scope().subject().unwrap().as_str().to_owned();
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let keys = |pattern: String| {
+        let mut conn = conn.clone();
+        async move {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys
+        }
+    };
+    assert!(
+        !keys(format!("{prefix}:*{subject}*")).await.is_empty(),
+        "seeded"
+    );
+    let receipt = ctx.backend().forget_all(ctx.scope()).await.unwrap();
+    assert!(receipt.total() > 0);
+    assert_eq!(
+        keys(format!("{prefix}:*{subject}*")).await,
+        Vec::<String>::new()
+    );
+    let registered: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(format!("{prefix}:{{{}}}:subjects", ctx.namespace()))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(!registered.contains(&subject), "{registered:?}");
+    assert!(!registered.is_empty(), "the other subject stays registered");
+}
+
+/// A store opened on another store's connection shares its data and its socket.
+#[tokio::test]
+async fn a_store_opens_on_an_existing_connection() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "a_store_opens_on_an_existing_connection",
+    ) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let first = store(Service::Redis, &url, &prefix).await;
+    let second = RedisStore::builder()
+        .connection(first.connection())
+        .prefix(&prefix)
+        .open()
+        .await
+        .unwrap();
+    let scope = Scope::new("redis-tests", "shared").unwrap();
+    let thread = first
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        second.get_conversation(&scope, &thread.id).await.unwrap(),
+        thread
+    );
+}
+
+/// Listings read their index in chunks of 256: pages across chunk borders, and hundreds of
+/// conversations created in the same millisecond (one zset score), still list every
+/// conversation exactly once, newest first.
+#[tokio::test]
+async fn listings_page_across_index_chunks_and_equal_timestamps() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "listings_page_across_index_chunks_and_equal_timestamps",
+    ) else {
+        return;
+    };
+    let clock =
+        mnemix_core::ManualClock::new(mnemix_core::Timestamp::from_millis(1_700_000_000_000));
+    let store = RedisStore::builder()
+        .url(&url)
+        .prefix(&common::scenario_prefix())
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .await
+        .unwrap();
+    let scope = Scope::new("redis-tests", "pager").unwrap();
+    let mut created = Vec::new();
+    for i in 0..900 {
+        // 600 in one millisecond, then 300 a millisecond apart.
+        if i >= 600 {
+            clock.advance(Duration::from_millis(1));
+        }
+        let c = store
+            .create_conversation(&scope, NewConversation::default())
+            .await
+            .unwrap();
+        created.push((c.created_at, c.id.to_string()));
+    }
+    created.sort_by(|a, b| b.cmp(a));
+    let expected: Vec<String> = created.into_iter().map(|(_, id)| id).collect();
+    for limit in [7, 100, 1000] {
+        let (mut listed, mut cursor) = (Vec::new(), None);
+        loop {
+            let page = store
+                .list_conversations(
+                    &scope,
+                    mnemix_core::ConversationQuery {
+                        limit: Some(limit),
+                        cursor: cursor.take(),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            listed.extend(page.items.into_iter().map(|c| c.id.to_string()));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(listed, expected, "pages of {limit}");
+    }
+}
+
+/// A search holds a scope's matrix until the records change: every kind of write by another
+/// client is seen by the next search of a client that searched before it.
+async fn searches_see_writes_of_another_client(service: Service, backend: &str, test: &str) {
+    let Some(address) = server(service, backend, test) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let (reader, writer) = (
+        store(service, &address, &prefix).await,
+        store(service, &address, &prefix).await,
+    );
+    let scope = Scope::new("redis-tests", "searcher").unwrap();
+    mnemix_conformance::handles::searches_see_writes_of_another_handle(&reader, &writer, &scope)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_see_writes_of_another_connection_manager() {
+    searches_see_writes_of_another_client(
+        Service::Redis,
+        "redis",
+        "searches_see_writes_of_another_connection_manager",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn searches_see_writes_of_another_cluster_client() {
+    searches_see_writes_of_another_client(
+        Service::RedisCluster,
+        "redis-cluster",
+        "searches_see_writes_of_another_cluster_client",
+    )
+    .await;
+}
+
+/// `replicas(1)` against a server with no replica: a write is refused `Unavailable` once `WAIT`
+/// gives up (the store's timeout), never acknowledged; a store without it writes as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_that_are_missing_refuse_the_write() {
+    let test = "replicas_that_are_missing_refuse_the_write";
+    let Some(url) = server(Service::Redis, "redis", test) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let waiting = RedisStore::builder()
+        .url(&url)
+        .prefix(&prefix)
+        .replicas(1)
+        .timeout(Some(Duration::from_millis(200)))
+        .open()
+        .await
+        .expect("open");
+    let scope = Scope::new("replicas", "ada").unwrap();
+    let refused = waiting
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .expect_err("no replica acknowledges it");
+    assert!(refused.is_retryable(), "{refused}");
+    assert!(refused.to_string().contains("0 of 1 replicas"), "{refused}");
+    let plain = store(Service::Redis, &url, &prefix).await;
+    plain
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .expect("without replicas the write is the master's");
+    let bad = RedisStore::builder()
+        .url(&format!("{url}?replicas=one"))
+        .open()
+        .await
+        .expect_err("not a count");
+    assert!(bad.is_invalid_input(), "{bad}");
+}

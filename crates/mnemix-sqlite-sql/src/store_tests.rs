@@ -1,0 +1,203 @@
+//! The tests of what a SQLite-family store does with its file, written once and run by each
+//! (feature `store-tests`): migrations on open (a fresh file, an older schema upgraded keeping
+//! its data, a newer or edited one refused), two stores on one file as two processes, and a
+//! search through one store seeing another's writes. A crate runs them all with
+//! [`store_tests!`](crate::store_tests), naming its [`FileStore`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mnemix_core::migration::Migration;
+use mnemix_core::{
+    AppendOptions, ConversationStore, LoadOptions, MemoryBackend, Message, NewConversation, Result,
+    Scope,
+};
+
+/// How the tests open a SQLite-family store on a file and reach the file (implemented by a
+/// type of the test's own, naming the store).
+#[async_trait]
+pub trait FileStore: Send + 'static {
+    /// The store.
+    type Store: MemoryBackend + 'static;
+    /// The store's schema.
+    const MIGRATIONS: &'static [Migration];
+    /// Opens (and migrates) the store on `path`.
+    async fn open(path: &Path) -> Result<Self::Store>;
+    /// Applies `migrations` to the file alone, as the store's migration runner does.
+    async fn migrate_file_with(path: &Path, migrations: &[Migration]) -> Result<Vec<u32>>;
+    /// `SELECT body, author FROM notes` on the file, read with the store's driver.
+    async fn read_note(path: &Path) -> (String, Option<String>);
+    /// Lets go of the file.
+    async fn close(store: Self::Store) {
+        drop(store);
+    }
+}
+
+fn scope() -> Scope {
+    Scope::new("sql-store-tests", "user-1").unwrap()
+}
+
+async fn open<S: FileStore>(path: &Path) -> S::Store {
+    S::open(path).await.unwrap()
+}
+
+/// A fresh file (in folders that do not exist yet) is migrated to the latest version, and
+/// reopens with its data.
+pub async fn a_fresh_file_is_migrated_to_the_latest_version_and_reopens<S: FileStore>(dir: &Path) {
+    let path = dir.join("nested/folder/memory.db");
+    let store = open::<S>(&path).await;
+    let latest = S::MIGRATIONS.last().unwrap().version;
+    assert_eq!(store.schema_version().await.unwrap(), Some(latest));
+    let thread = store
+        .create_conversation(&scope(), NewConversation::default())
+        .await
+        .unwrap();
+    S::close(store).await;
+    let again = open::<S>(&path).await;
+    assert_eq!(again.schema_version().await.unwrap(), Some(latest));
+    again.get_conversation(&scope(), &thread.id).await.unwrap();
+}
+
+/// An older schema is upgraded by the pending migrations only, keeping its rows.
+pub async fn an_older_database_is_upgraded_keeping_its_data<S: FileStore>(dir: &Path) {
+    const V1: Migration = Migration {
+        version: 1,
+        name: "notes",
+        sql: "CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('kept');",
+    };
+    const V2: Migration = Migration {
+        version: 2,
+        name: "notes-author",
+        sql: "ALTER TABLE notes ADD COLUMN author TEXT;",
+    };
+    let path = dir.join("memory.db");
+    assert_eq!(S::migrate_file_with(&path, &[V1]).await.unwrap(), [1]);
+    assert_eq!(S::migrate_file_with(&path, &[V1, V2]).await.unwrap(), [2]);
+    assert!(S::migrate_file_with(&path, &[V1, V2])
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(S::read_note(&path).await, ("kept".to_owned(), None));
+}
+
+/// A file migrated by a newer release is refused, saying so.
+pub async fn a_newer_database_is_refused_with_a_clear_error<S: FileStore>(dir: &Path) {
+    let path = dir.join("memory.db");
+    let mut newer = S::MIGRATIONS.to_vec();
+    newer.push(Migration {
+        version: S::MIGRATIONS.len() as u32 + 1,
+        name: "from-the-future",
+        sql: "CREATE TABLE future (x);",
+    });
+    S::migrate_file_with(&path, &newer).await.unwrap();
+    let err = S::open(&path)
+        .await
+        .err()
+        .expect("a newer schema is refused");
+    let cause = std::error::Error::source(&err).unwrap().to_string();
+    assert!(cause.contains("newer than this build"), "{cause}");
+}
+
+/// A file whose recorded migration differs from the embedded one is refused.
+pub async fn an_edited_migration_is_refused<S: FileStore>(dir: &Path) {
+    let path = dir.join("memory.db");
+    let edited = Migration {
+        sql: "CREATE TABLE something_else (x);",
+        ..S::MIGRATIONS[0]
+    };
+    S::migrate_file_with(&path, &[edited]).await.unwrap();
+    let err = S::open(&path)
+        .await
+        .err()
+        .expect("an edited schema is refused");
+    let cause = std::error::Error::source(&err).unwrap().to_string();
+    assert!(
+        cause.contains("was changed after it was applied"),
+        "{cause}"
+    );
+}
+
+/// Two stores on one file are two processes as far as SQLite is concerned: separate
+/// connections, so only `BEGIN IMMEDIATE` and the busy timeout keep their appends apart.
+/// (Run it on a multi-threaded runtime.)
+pub async fn writers_on_separate_connections_never_lose_an_append<S: FileStore>(dir: &Path) {
+    let path = dir.join("memory.db");
+    let stores = [
+        Arc::new(open::<S>(&path).await),
+        Arc::new(open::<S>(&path).await),
+    ];
+    let thread = stores[0]
+        .create_conversation(&scope(), NewConversation::default())
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for (w, store) in stores.iter().cycle().take(8).enumerate() {
+        let (store, id) = (Arc::clone(store), thread.id.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..25 {
+                let batch = vec![
+                    Message::user(format!("w{w} m{i}a")),
+                    Message::user(format!("w{w} m{i}b")),
+                ];
+                store
+                    .append(&scope(), &id, batch, AppendOptions::default())
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let all = stores[1]
+        .load(&scope(), &thread.id, LoadOptions::raw())
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 8 * 25 * 2);
+    assert!(
+        all.iter().enumerate().all(|(i, m)| m.seq == i as u64 + 1),
+        "seqs are 1..=400"
+    );
+    for pair in all.chunks(2) {
+        // A batch is contiguous: its two messages are never split by another writer's.
+        assert_eq!(
+            pair[0].message.text().trim_end_matches('a'),
+            pair[1].message.text().trim_end_matches('b')
+        );
+    }
+}
+
+/// A search through one store sees every kind of vector write made through another on the same
+/// file (whatever the store keeps in the process, a matrix cache or nothing).
+pub async fn searches_see_writes_from_another_connection<S: FileStore>(dir: &Path) {
+    let path = dir.join("memory.db");
+    let (a, b) = (open::<S>(&path).await, open::<S>(&path).await);
+    mnemix_conformance::handles::searches_see_writes_of_another_handle(&a, &b, &scope()).await;
+}
+
+/// Runs every test of [`store_tests`](self) against a [`FileStore`], each in a temporary
+/// folder of its own: `mnemix_sqlite_sql::store_tests!(MyFile);` in an integration test (which
+/// needs `tokio` and `tempfile`).
+#[macro_export]
+macro_rules! store_tests {
+    ($file:ty) => {
+        $crate::store_tests!(@each $file;
+            a_fresh_file_is_migrated_to_the_latest_version_and_reopens,
+            an_older_database_is_upgraded_keeping_its_data,
+            a_newer_database_is_refused_with_a_clear_error,
+            an_edited_migration_is_refused,
+            writers_on_separate_connections_never_lose_an_append,
+            searches_see_writes_from_another_connection,
+        );
+    };
+    (@each $file:ty; $($test:ident,)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $test() {
+                let dir = tempfile::tempdir().unwrap();
+                $crate::store_tests::$test::<$file>(dir.path()).await;
+            }
+        )*
+    };
+}

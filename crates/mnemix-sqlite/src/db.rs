@@ -1,0 +1,159 @@
+//! Driver glue: error mapping, column codecs and the migration runner.
+
+use async_trait::async_trait;
+use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
+use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use mnemix_sqlite_sql::migrations;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::Connection;
+
+pub(crate) const BACKEND: &str = "sqlite";
+
+/// The schema, oldest first (the SQLite family's SQL crate holds it). Never edit an entry once
+/// released: add a new one.
+pub const MIGRATIONS: &[Migration] = migrations::SQLITE;
+
+/// `.db()?` turns a driver error into the contract's error kinds.
+pub(crate) trait DbResult<T> {
+    fn db(self) -> Result<T>;
+}
+
+impl<T> DbResult<T> for std::result::Result<T, sqlx::Error> {
+    fn db(self) -> Result<T> {
+        self.map_err(to_memory_error)
+    }
+}
+
+/// Busy/locked databases and lost pools are worth retrying; everything else is a backend error.
+pub(crate) fn to_memory_error(e: sqlx::Error) -> MemoryError {
+    let retryable = match &e {
+        sqlx::Error::Database(db) => {
+            // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+            let primary = db
+                .code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .map(|c| c & 0xff);
+            matches!(primary, Some(5 | 6))
+        }
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+        _ => false,
+    };
+    if retryable {
+        MemoryError::Unavailable {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    } else {
+        MemoryError::Backend {
+            backend: BACKEND,
+            source: Box::new(e),
+        }
+    }
+}
+
+/// A stored value that does not decode: the database was edited by something else.
+pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
+    MemoryError::Backend {
+        backend: BACKEND,
+        source: format!("stored {what} does not decode: {e}").into(),
+    }
+}
+
+/// The `subject` column of a scope: '' for the shared scope.
+pub(crate) fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("model types serialize to JSON")
+}
+
+pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
+    serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
+}
+
+pub(crate) fn millis(t: Timestamp) -> i64 {
+    t.as_millis()
+}
+
+pub(crate) fn seq_to_db(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+pub(crate) fn seq_from_db(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+/// The migration runner's view of a `BEGIN IMMEDIATE` transaction.
+struct Ledger<'a>(&'a mut SqliteConnection);
+
+#[async_trait]
+impl MigrationTarget for Ledger<'_> {
+    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
+        sqlx::query(migrations::CREATE_LEDGER)
+            .execute(&mut *self.0)
+            .await
+            .db()?;
+        let rows: Vec<(i64, String)> = sqlx::query_as(migrations::RECORDED)
+            .fetch_all(&mut *self.0)
+            .await
+            .db()?;
+        Ok(rows
+            .into_iter()
+            .map(|(version, checksum)| AppliedMigration {
+                version: u32::try_from(version).unwrap_or(u32::MAX),
+                checksum,
+            })
+            .collect())
+    }
+
+    async fn run(&mut self, migration: &Migration) -> Result<()> {
+        sqlx::raw_sql(migration.sql)
+            .execute(&mut *self.0)
+            .await
+            .db()
+            .map(drop)
+    }
+
+    async fn record(
+        &mut self,
+        migration: &Migration,
+        checksum: &str,
+        applied_at: Timestamp,
+    ) -> Result<()> {
+        sqlx::query(migrations::RECORD)
+            .bind(i64::from(migration.version))
+            .bind(migration.name)
+            .bind(checksum)
+            .bind(applied_at.as_millis())
+            .execute(&mut *self.0)
+            .await
+            .db()
+            .map(drop)
+    }
+}
+
+/// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
+/// processes opening the same file at once migrate it exactly once. Returns the versions applied.
+pub(crate) async fn migrate(conn: &mut SqliteConnection, known: &[Migration]) -> Result<Vec<u32>> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.db()?;
+    let applied = apply_pending(&mut Ledger(&mut tx), known, BACKEND).await?;
+    tx.commit().await.db()?;
+    Ok(applied)
+}
+
+/// The schema version recorded in the database (0 when never migrated).
+pub(crate) async fn schema_version(conn: &mut SqliteConnection) -> Result<u32> {
+    let exists: Option<i64> = sqlx::query_scalar(migrations::LEDGER_EXISTS)
+        .fetch_optional(&mut *conn)
+        .await
+        .db()?;
+    if exists.is_none() {
+        return Ok(0);
+    }
+    let version: Option<i64> = sqlx::query_scalar(migrations::SCHEMA_VERSION)
+        .fetch_one(conn)
+        .await
+        .db()?;
+    Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}

@@ -1,0 +1,396 @@
+//! Export and restore: every table read back as [`Record`]s, and records written verbatim.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use mnemix_core::exact::encode_f32_le;
+use mnemix_core::transfer::sort_canonical;
+use mnemix_core::{
+    ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
+    Timestamp, TransferStore, WorkingMemory, WorkingMemoryKey,
+};
+use mnemix_sqlite_sql as sql;
+use sqlx::sqlite::SqliteConnection;
+use sqlx::Row;
+
+use crate::conversations::{conversation_from, conversation_pk, message_from};
+use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult};
+use crate::documents::{checkpoint_from, format_from, put_cache, working_slot, write_working};
+use crate::facts::{fact_from, insert_tokens};
+use crate::vectors::{
+    bump_generations, find_collection, insert_collection, record_from, write_vector, CollectionRow,
+};
+use crate::SqliteStore;
+
+fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
+    let subject = if subject.is_empty() {
+        None
+    } else {
+        Some(Subject::new(subject).map_err(|e| corrupt("subject", e))?)
+    };
+    Ok(Scope::from_parts(namespace.clone(), subject))
+}
+
+#[async_trait]
+impl TransferStore for SqliteStore {
+    async fn namespaces(&self) -> Result<Vec<Namespace>> {
+        let names: Vec<String> = sqlx::query_scalar(sql::transfer::NAMESPACES)
+            .bind(millis(self.clock.now()))
+            .fetch_all(&mut *self.reader.acquire().await?)
+            .await
+            .db()?;
+        names
+            .into_iter()
+            .map(|n| Namespace::new(n).map_err(|e| corrupt("namespace", e)))
+            .collect()
+    }
+
+    async fn scopes(&self, namespace: &Namespace) -> Result<Vec<Scope>> {
+        let subjects: Vec<String> = sqlx::query_scalar(concat!(
+            mnemix_sqlite_sql::subjects_but_vectors!(),
+            " UNION SELECT v.subject FROM vectors v JOIN collections c ON c.pk = v.collection
+                   WHERE c.namespace = ?1
+             ORDER BY 1"
+        ))
+        .bind(namespace.as_str())
+        .bind(millis(self.clock.now()))
+        .fetch_all(&mut *self.reader.acquire().await?)
+        .await
+        .db()?;
+        subjects
+            .into_iter()
+            .map(|s| scope_of(namespace, s))
+            .collect()
+    }
+
+    async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
+        let mut tx = self.read().await?;
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM collections WHERE namespace = ?1")
+                .bind(namespace.as_str())
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+        let mut records = Vec::new();
+        for name in names {
+            if let Some(row) = find_collection(&mut tx, namespace, &name).await? {
+                records.push(Record::Collection {
+                    namespace: namespace.clone(),
+                    spec: row.spec,
+                });
+            }
+        }
+        let entries: Vec<(String, Vec<u8>, Option<i64>)> =
+            sqlx::query_as(sql::transfer::EXPORT_CACHE)
+                .bind(namespace.as_str())
+                .bind(millis(self.clock.now()))
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+        tx.commit().await.db()?;
+        records.extend(
+            entries
+                .into_iter()
+                .map(|(key, value, expires_at)| Record::CacheEntry {
+                    namespace: namespace.clone(),
+                    key,
+                    value,
+                    expires_at: expires_at.map(Timestamp::from_millis),
+                }),
+        );
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let now = millis(self.clock.now());
+        // One read transaction: the export is one snapshot.
+        let mut tx = self.read().await?;
+        let mut records = Vec::new();
+        let mut ids: HashMap<i64, ConversationId> = HashMap::new();
+
+        let rows = sqlx::query(sql::conversations::OF_SCOPE)
+            .bind(namespace)
+            .bind(subject)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for row in &rows {
+            let conversation = conversation_from(scope, row)?;
+            ids.insert(row.get("pk"), conversation.id.clone());
+            records.push(Record::Conversation { conversation });
+        }
+        let id_of = |pk: i64| -> Result<ConversationId> {
+            ids.get(&pk)
+                .cloned()
+                .ok_or_else(|| corrupt("conversation reference", pk))
+        };
+
+        let messages: Vec<(i64, i64, String)> = sqlx::query_as(sql::transfer::EXPORT_MESSAGES)
+            .bind(namespace)
+            .bind(subject)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for (pk, seq, body) in messages {
+            records.push(Record::Message {
+                scope: scope.clone(),
+                conversation_id: id_of(pk)?,
+                message: StoredMessage {
+                    seq: seq_from_db(seq),
+                    message: message_from(&body)?,
+                },
+            });
+        }
+
+        let cursors: Vec<(i64, String, i64)> = sqlx::query_as(sql::transfer::EXPORT_CURSORS)
+            .bind(namespace)
+            .bind(subject)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for (pk, name, value) in cursors {
+            records.push(Record::Cursor {
+                scope: scope.clone(),
+                conversation_id: id_of(pk)?,
+                name,
+                value: seq_from_db(value),
+            });
+        }
+
+        let documents: Vec<(i64, String, String, i64, i64)> =
+            sqlx::query_as(sql::transfer::EXPORT_WORKING_MEMORY)
+                .bind(namespace)
+                .bind(subject)
+                .fetch_all(&mut *tx)
+                .await
+                .db()?;
+        for (slot, content, format, revision, updated_at) in documents {
+            let key = match slot {
+                0 => WorkingMemoryKey::User,
+                pk => WorkingMemoryKey::Conversation(id_of(pk)?),
+            };
+            records.push(Record::WorkingMemory {
+                scope: scope.clone(),
+                key,
+                memory: WorkingMemory {
+                    content,
+                    format: format_from(&format)?,
+                    revision: seq_from_db(revision),
+                    updated_at: Timestamp::from_millis(updated_at),
+                },
+            });
+        }
+
+        let facts = sqlx::query(sql::transfer::EXPORT_FACTS)
+            .bind(namespace)
+            .bind(subject)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await
+            .db()?;
+        for row in &facts {
+            records.push(Record::Fact {
+                fact: fact_from(scope, row)?,
+            });
+        }
+
+        let vectors = sqlx::query(
+            "SELECT c.name, v.id, v.vector, v.text, v.metadata, v.conversation_id
+             FROM vectors v JOIN collections c ON c.pk = v.collection
+             WHERE c.namespace = ?1 AND v.subject = ?2",
+        )
+        .bind(namespace)
+        .bind(subject)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        for row in &vectors {
+            records.push(Record::Vector {
+                scope: scope.clone(),
+                collection: row.get("name"),
+                record: record_from(row, true)?,
+            });
+        }
+
+        let checkpoints = sqlx::query(
+            "SELECT id, workflow, status, state, version, created_at, updated_at
+             FROM checkpoints WHERE namespace = ?1 AND subject = ?2",
+        )
+        .bind(namespace)
+        .bind(subject)
+        .fetch_all(&mut *tx)
+        .await
+        .db()?;
+        for row in &checkpoints {
+            records.push(Record::Checkpoint {
+                scope: scope.clone(),
+                checkpoint: checkpoint_from(row)?,
+            });
+        }
+        tx.commit().await.db()?;
+        sort_canonical(&mut records);
+        Ok(records)
+    }
+
+    async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        let mut records = records;
+        sort_canonical(&mut records);
+        let written = records.len() as u64;
+        let mut tx = self.write().await?;
+        let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();
+        let mut touched = Vec::new();
+        for record in records {
+            restore_one(&mut tx, record, &mut collections, &mut touched).await?;
+        }
+        bump_generations(&mut tx, touched).await?;
+        tx.commit().await.db()?;
+        Ok(written)
+    }
+}
+
+/// Writes one record in the restore transaction. Records come in canonical order, so parents
+/// (collections, conversations) are written before their children.
+async fn restore_one(
+    conn: &mut SqliteConnection,
+    record: Record,
+    collections: &mut HashMap<(Namespace, String), CollectionRow>,
+    touched: &mut Vec<i64>,
+) -> Result<()> {
+    match record {
+        Record::Collection { namespace, spec } => {
+            if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
+                existing.spec.check_same(&spec)?;
+                return Ok(());
+            }
+            insert_collection(conn, &namespace, &spec).await?;
+        }
+        Record::Conversation { conversation: c } => {
+            // An upsert, not a REPLACE: replacing the row would cascade to its messages.
+            sqlx::query(sql::transfer::RESTORE_CONVERSATION)
+                .bind(c.scope.namespace().as_str())
+                .bind(subject_of(&c.scope))
+                .bind(c.id.as_str())
+                .bind(c.agent.as_deref())
+                .bind(c.title.as_deref())
+                .bind(to_json(&c.metadata))
+                .bind(c.resource_slug.as_deref())
+                .bind(c.record_id.as_deref())
+                .bind(millis(c.created_at))
+                .bind(millis(c.updated_at))
+                .bind(seq_to_db(c.last_seq))
+                .execute(conn)
+                .await
+                .db()?;
+        }
+        Record::Message {
+            scope,
+            conversation_id,
+            message: StoredMessage { seq, message },
+        } => {
+            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
+            // REPLACE drops the message stored at this seq or under this id (no table
+            // references messages, so nothing else goes with it).
+            sqlx::query(sql::transfer::RESTORE_MESSAGE)
+                .bind(pk)
+                .bind(seq_to_db(seq))
+                .bind(message.id.as_str())
+                .bind(message.role.as_str())
+                .bind(to_json(&message))
+                .execute(conn)
+                .await
+                .db()?;
+        }
+        Record::Cursor {
+            scope,
+            conversation_id,
+            name,
+            value,
+        } => {
+            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
+            sqlx::query(sql::transfer::RESTORE_CURSOR)
+                .bind(pk)
+                .bind(name)
+                .bind(seq_to_db(value))
+                .execute(conn)
+                .await
+                .db()?;
+        }
+        Record::WorkingMemory { scope, key, memory } => {
+            let slot = working_slot(conn, &scope, &key).await?;
+            write_working(conn, &scope, slot, &memory).await?;
+        }
+        Record::Fact { fact } => {
+            let pk: i64 = sqlx::query_scalar(sql::transfer::RESTORE_FACT)
+                .bind(fact.scope.namespace().as_str())
+                .bind(subject_of(&fact.scope))
+                .bind(fact.id.as_str())
+                .bind(&fact.text)
+                .bind(fact.kind.as_deref())
+                .bind(fact.key.as_deref())
+                .bind(to_json(&fact.tags))
+                .bind(fact.score.map(f64::from))
+                .bind(fact.source.as_ref().map(to_json))
+                .bind(fact.embedding.as_deref().map(encode_f32_le))
+                .bind(millis(fact.created_at))
+                .bind(millis(fact.updated_at))
+                .bind(fact.expires_at.map(millis))
+                .bind(fact.valid_to.map(millis))
+                .bind(fact.superseded_by.as_ref().map(FactId::as_str))
+                .fetch_one(&mut *conn)
+                .await
+                .db()?;
+            // The lexical index holds current facts only.
+            sqlx::query(sql::facts::DELETE_TOKENS)
+                .bind(pk)
+                .execute(&mut *conn)
+                .await
+                .db()?;
+            if fact.is_current() {
+                insert_tokens(conn, &fact.scope, pk, &fact.text).await?;
+            }
+        }
+        Record::Vector {
+            scope,
+            collection,
+            record,
+        } => {
+            let key = (scope.namespace().clone(), collection);
+            if !collections.contains_key(&key) {
+                let row = find_collection(conn, &key.0, &key.1)
+                    .await?
+                    .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
+                collections.insert(key.clone(), row);
+            }
+            let collection = &collections[&key];
+            collection.spec.check_vector(&record.vector)?;
+            write_vector(conn, collection.pk, &scope, &record).await?;
+            touched.push(collection.pk);
+        }
+        Record::Checkpoint { scope, checkpoint } => {
+            sqlx::query(sql::transfer::RESTORE_CHECKPOINT)
+                .bind(scope.namespace().as_str())
+                .bind(subject_of(&scope))
+                .bind(checkpoint.id.as_str())
+                .bind(&checkpoint.workflow)
+                .bind(checkpoint.status.as_str())
+                .bind(to_json(&checkpoint.state))
+                .bind(seq_to_db(checkpoint.version))
+                .bind(millis(checkpoint.created_at))
+                .bind(millis(checkpoint.updated_at))
+                .execute(conn)
+                .await
+                .db()?;
+        }
+        Record::CacheEntry {
+            namespace,
+            key,
+            value,
+            expires_at,
+        } => {
+            put_cache(conn, &namespace, &key, &value, expires_at).await?;
+        }
+    }
+    Ok(())
+}

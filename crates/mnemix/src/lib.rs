@@ -1,0 +1,99 @@
+//! Agent memory for Rust: conversation history, working memory, learned facts and vector recall
+//! on the database a team already runs, picked by URL.
+//!
+//! One dependency, one call: [`open`] (or [`from_env`], which reads `MNEMIX_URL`) returns a
+//! [`Store`] for `sqlite://`, `postgres://`, `redis://`, `redis+cluster://`, `file:`/`libsql://`
+//! or `memory://`, with its schema migrated. Every call goes through the front layer
+//! ([`Checked`]): input checks, one retry policy and sanitized loads, the same on every backend.
+//!
+//! ```
+//! use mnemix::prelude::*;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # std::env::set_var("MNEMIX_URL", format!("sqlite://{}/memory.db", dir.path().display()));
+//! // sqlite://./memory.db here; postgres://… or redis://… in production: no code changes.
+//! let store = mnemix::from_env().await?;
+//! let user = store.scope("support", "user-42")?;
+//!
+//! let thread = user.new_conversation().await?;
+//! user.conversation(&thread.id).append([Message::user("My project is Foo")]).await?;
+//! let window = user.conversation(&thread.id).load().last(10).await?;
+//! assert_eq!(window.len(), 1);
+//! # Ok::<(), MemoryError>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # Features
+//! `sqlite` and `engine` (default), `postgres`, `redis`, `redis-tls` (`rediss://`), `libsql`,
+//! `libsql-remote`, `embed-http` (`embedders::OpenAiEmbedder`) and `embed-local`
+//! (`embedders::LocalEmbedder`, and with `engine` the default embedder of `Memory` when the
+//! model is installed: `MNEMIX_MODEL_DIR` or `~/.cache/mnemix/models/all-MiniLM-L6-v2`).
+//! `sqlite` and `libsql` exclude each other: both link a SQLite C
+//! library, so a libSQL build drops the default (`default-features = false, features =
+//! ["libsql"]`).
+//!
+//! Everything of `mnemix-core` is re-exported here (the contracts, the model, the engine), so a
+//! program depends on this crate alone; the backend crates are under [`backends`] for their own
+//! builders and options.
+
+#![deny(unsafe_code)]
+
+#[cfg(all(feature = "sqlite", feature = "libsql"))]
+compile_error!(
+    "features `sqlite` and `libsql` of mnemix cannot be enabled together: sqlx's bundled \
+     SQLite and libSQL both define the sqlite3_* C symbols, so they cannot link into one binary. \
+     Use `default-features = false, features = [\"libsql\"]` for a libSQL build."
+);
+
+mod open;
+
+pub use mnemix_core::*;
+pub use open::{
+    from_env, open, redacted, OpenOptions, Scheme, DEFAULT_URL, LIBSQL_TOKEN_ENV, URL_ENV,
+};
+
+/// The engine: `Memory` (prepare and commit an agent turn over any store), its `config`, the
+/// provider `prompt_cache` and the working-memory tools.
+#[cfg(feature = "engine")]
+pub use mnemix_engine as engine;
+
+/// The backend crates, for their own builders, configuration and operator functions.
+pub mod backends {
+    #[cfg(feature = "libsql")]
+    pub use mnemix_libsql as libsql;
+    #[cfg(feature = "postgres")]
+    pub use mnemix_postgres as postgres;
+    #[cfg(feature = "redis")]
+    pub use mnemix_redis as redis;
+    #[cfg(feature = "sqlite")]
+    pub use mnemix_sqlite as sqlite;
+}
+
+/// Embedders beyond the offline [`HashingEmbedder`](crate::embed::HashingEmbedder): an
+/// OpenAI-compatible HTTP API (`embed-http`) and local sentence-transformers models
+/// (`embed-local`).
+#[cfg(any(feature = "embed-http", feature = "embed-local"))]
+pub mod embedders {
+    #[cfg(feature = "embed-local")]
+    pub use mnemix_embed::LocalEmbedder;
+    #[cfg(feature = "embed-http")]
+    pub use mnemix_embed::{OpenAiChat, OpenAiChatBuilder, OpenAiEmbedder, OpenAiEmbedderBuilder};
+}
+
+/// What a program needs, in one `use mnemix::prelude::*;`.
+pub mod prelude {
+    pub use crate::{from_env, open, OpenOptions};
+    pub use mnemix_core::{
+        AppendOptions, CacheStore, CheckpointStore, CollectionSpec, ConversationId,
+        ConversationStore, FactStore, Filter, LoadOptions, MemoryBackend, MemoryError, Message,
+        NewConversation, NewFact, RecallQuery, RememberOptions, Role, Scope, Scoped, Store,
+        Timestamp, TransferStore, Ttl, VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey,
+        WorkingMemoryStore, WorkingMemoryUpdate,
+    };
+}
+
+/// The repository README's examples, compiled and run as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;

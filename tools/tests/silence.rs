@@ -1,0 +1,96 @@
+//! A silent server: a [`FaultProxy`] holds the store's connection open and lets nothing
+//! through, either way (a blackhole, not a cut: no reset ever comes). A call waits at most the
+//! store's timeout and fails `Unavailable`; the next call, and the front layer's retry of a
+//! read, go to a fresh connection and succeed.
+//!
+//! [`FaultProxy`]: mnemix_conformance::faults::FaultProxy
+
+use std::time::{Duration, Instant};
+
+use mnemix::{
+    AppendOptions, LoadOptions, MemoryError, Message, NewConversation, RetryPolicy, Scope,
+};
+use mnemix_conformance::faults::Fault;
+use mnemix_tests::{proxied_with, Server};
+
+/// The stores' timeout here: short, so the test is quick.
+const LIMIT: Duration = Duration::from_secs(2);
+
+/// Far past the timeout: a call still running then hangs, and the test fails instead.
+const HANG: Duration = Duration::from_mins(1);
+
+async fn silence(server: Server) {
+    let tests = format!("silence on {}", server.name());
+    let Some(url) = server.url(&tests) else {
+        return;
+    };
+    for retry in [RetryPolicy::never(), RetryPolicy::default()] {
+        let (proxy, store) = proxied_with(server, &url, |o| o.retry(retry).timeout(Some(LIMIT)))
+            .await
+            .expect("a store through the proxy");
+        let scope = Scope::new("silence", mnemix_tests::unique("subject")).expect("a scope");
+        let thread = store
+            .create_conversation(&scope, NewConversation::default())
+            .await
+            .expect("a conversation before the silence");
+        store
+            .append(
+                &scope,
+                &thread.id,
+                vec![Message::user("hello")],
+                AppendOptions::default(),
+            )
+            .await
+            .expect("an append before the silence");
+
+        proxy.arm(1, Fault::Silence);
+        let started = Instant::now();
+        let silent =
+            tokio::time::timeout(HANG, store.load(&scope, &thread.id, LoadOptions::last(10)))
+                .await
+                .unwrap_or_else(|_| panic!("{}: a call on a silent server hung", server.name()));
+        let waited = started.elapsed();
+        assert!(proxy.disarm(), "the silence fell on the load");
+        eprintln!(
+            "silence on {} (retry {} tries): {:?} after {waited:?} (timeout {LIMIT:?})",
+            server.name(),
+            retry.attempts,
+            silent.as_ref().map(Vec::len),
+        );
+        if retry.attempts == 1 {
+            assert!(
+                matches!(silent, Err(MemoryError::Unavailable { .. })),
+                "{}: {silent:?}",
+                server.name()
+            );
+            assert!(waited >= LIMIT, "it gave up before its timeout: {waited:?}");
+        } else {
+            // The retry went to a new connection, past the silent one.
+            assert_eq!(
+                silent.expect("the retried load").len(),
+                1,
+                "{}",
+                server.name()
+            );
+        }
+
+        // The silent connection is not used again: the next call is answered.
+        let after =
+            tokio::time::timeout(HANG, store.load(&scope, &thread.id, LoadOptions::last(10)))
+                .await
+                .expect("no hang after the silence")
+                .unwrap_or_else(|e| panic!("{}: the call after the silence: {e}", server.name()));
+        assert_eq!(after.len(), 1);
+        store.forget_all(&scope).await.expect("clean up");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_postgres_server_fails_a_call_within_the_timeout() {
+    silence(Server::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_redis_server_fails_a_call_within_the_timeout() {
+    silence(Server::Redis).await;
+}

@@ -1,0 +1,718 @@
+//! `cargo xtask`: the project's tasks.
+//!
+//! - `cargo xtask test` provisions what the tests can use (given URLs, running local services,
+//!   docker-compose.yml's stack, or local binaries on spare ports) and runs the whole
+//!   workspace's tests. `--compose` runs them against the compose stack, built here and
+//!   brought up first (starting `dockerd` if needed), then starts the same images through
+//!   testcontainers in a test and runs the stack's `app` service; without Docker it is a named
+//!   skip, or a failure when `MNEMIX_TEST_REQUIRE` names `compose`.
+//! - `cargo xtask conformance --backend NAME` runs the conformance suite for one backend, prints
+//!   a matrix by contract and ends with `NAME: N passed, M failed, K skipped`. With
+//!   `--differential CASES` it runs only the differential suite, for CASES generated sequences
+//!   per seed (`MNEMIX_DIFFERENTIAL_SEED` runs one seed instead of the fixed list).
+//! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
+//!   `target/models`; `test` does it too.
+//! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` builds the benchmark
+//!   binaries, makes the benchmark data (corpus and embeddings, cached in `target/bench-data`),
+//!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` at the root, or with
+//!   `--quick` (small sizes, a smoke test) into `target/bench-report`, built by the same
+//!   `cargo build --workspace --all-targets` as the tests so that it reuses their build.
+//! - `cargo xtask recall --locomo PATH [--quick]` builds the `recall` binary and measures
+//!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
+//!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`);
+//!   without a path (or `MNEMIX_LOCOMO`) it is a named skip.
+//! - `cargo xtask reliability [--quick]` runs the fault tests (cut connections, killed
+//!   writers, the history checker under cuts) at long-run sizes into `RELIABILITY.md`.
+//! - `cargo xtask fuzz [--quick] [--target NAME,…]` runs the `mnemix-fuzz` targets under AFL++
+//!   (installing cargo-afl on first use): 10 million executions each into `RELIABILITY.md` and
+//!   the committed corpus, or with `--quick` a few seconds each.
+//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` +
+//!   `test --compose` + `fuzz --quick` + `bench --quick`.
+//!
+//! Arguments are parsed by hand: a few commands and flags do not justify compiling clap into
+//! every `cargo xtask` call.
+
+mod compose;
+mod fuzz;
+mod models;
+mod reliability;
+mod services;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+/// Backends whose conformance suite `xtask conformance` can run: name → (package, test target).
+const BACKENDS: &[(&str, &str, &str)] = &[
+    ("memory", "mnemix-conformance", "memory"),
+    ("redb", "custom-adapter-example", "conformance"),
+    ("sqlite", "mnemix-sqlite", "conformance"),
+    ("postgres", "mnemix-postgres", "conformance"),
+    ("postgres-exact", "mnemix-postgres", "conformance_exact"),
+    ("postgres-plain", "mnemix-postgres", "conformance_plain"),
+    ("redis", "mnemix-redis", "conformance"),
+    ("redis-cluster", "mnemix-redis", "conformance_cluster"),
+    ("libsql", "mnemix-libsql", "conformance"),
+    ("libsql-scanned", "mnemix-libsql", "conformance_scanned"),
+    // Runs only with MNEMIX_TEST_LIBSQL_URL (and the `remote` feature): named skips otherwise.
+    ("libsql-remote", "mnemix-libsql", "conformance_remote"),
+];
+
+/// libSQL bundles its own SQLite: a crate linking it must never also pull in these, or two
+/// copies of the `sqlite3_*` symbols meet in one binary (the linker may not even complain).
+const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("conformance") => conformance(&args[1..]),
+        Some("ci") => ci(),
+        Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
+        Some("bench") => bench(&args[1..]),
+        Some("recall") => recall(&args[1..]),
+        Some("reliability") => reliability::run(&args[1..]),
+        Some("fuzz") => fuzz::run(&args[1..]),
+        _ => Err(usage()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage() -> String {
+    let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
+    format!(
+        "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | ci \
+         | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
+         | recall [--quick] [--locomo PATH] | reliability [--quick] \
+         | fuzz [--quick] [--target NAME,…]",
+        names.join("|")
+    )
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("xtask lives in tools/ of the workspace")
+        .to_path_buf()
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, or `target` in the workspace.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
+fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(workspace_root());
+    command
+}
+
+fn run(mut command: Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
+
+/// Property tests run 10,000 cases unless told otherwise.
+fn with_test_env(command: &mut Command, services: &services::Provisioned) {
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        command.env("PROPTEST_CASES", "10000");
+    }
+    for (var, url) in &services.urls {
+        command.env(var, url);
+    }
+}
+
+fn report_path(label: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "mnemix-conformance-{label}-{}.jsonl",
+        std::process::id()
+    ))
+}
+
+/// Runs the whole workspace's tests once; every suite reports into one file, which then prints
+/// a matrix per backend (so no suite runs twice). With `--compose`, against the compose stack.
+fn test(args: &[String]) -> Result<(), String> {
+    let services = match args {
+        [] => services::provision(),
+        [flag] if flag == "--compose" => match services::compose() {
+            Ok(services) => services,
+            Err(why) if mnemix_conformance::is_required("compose") => {
+                return Err(format!("MNEMIX_TEST_REQUIRE names compose: {why}"))
+            }
+            Err(why) => {
+                eprintln!("xtask: SKIP the compose suite: {why}");
+                services::provision()
+            }
+        },
+        _ => return Err(usage()),
+    };
+    let report = report_path("workspace");
+    let _ = std::fs::remove_file(&report);
+    let mut command = cargo();
+    // Every test binary runs even when one fails, so the matrices show every backend's real
+    // outcome rather than "did not report".
+    command.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
+    command.env("MNEMIX_CONFORMANCE_REPORT", &report);
+    with_test_env(&mut command, &services);
+    // mnemix-embed's `local` feature is on in the workspace build (the benchmark data needs
+    // it), so its tests against the real model run here.
+    match models::minilm() {
+        Ok(dir) => {
+            command.env("MNEMIX_TEST_MINILM_DIR", dir);
+        }
+        Err(reason) => eprintln!("xtask: no all-MiniLM-L6-v2 for the local embedder: {reason}"),
+    }
+    match models::mcp_pythons() {
+        Ok(pythons) => {
+            command.env("MNEMIX_TEST_MCP_PYTHON", pythons);
+        }
+        Err(reason) => eprintln!("xtask: no Python MCP SDK for the MCP server's tests: {reason}"),
+    }
+    let tests = run(command);
+    // Memory's default embedder with the `local-embedder` feature (off in the workspace build,
+    // so that the engine's other tests keep the hashing embedder whatever the machine holds).
+    let mut default_embedder = cargo();
+    default_embedder.args([
+        "test",
+        "-p",
+        "mnemix-engine",
+        "--features",
+        "local-embedder",
+        "--test",
+        "default_embedder",
+    ]);
+    with_test_env(&mut default_embedder, &services);
+    if let Ok(dir) = models::minilm() {
+        default_embedder.env("MNEMIX_TEST_MINILM_DIR", dir);
+    }
+    let tests = tests.and(run(default_embedder));
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"]);
+    let docs = run(doc);
+    // Only `--compose` asks for them (the plain run's fallback to the stack does not).
+    let containers = match services.stack() {
+        Some(stack) if !args.is_empty() => compose_extras(stack),
+        _ => Ok(()),
+    };
+    let outcomes = read_report(&report)?;
+    let _ = std::fs::remove_file(&report);
+    let mut failed_suites = Vec::new();
+    let mut failures = Vec::new();
+    for (backend, package, target) in BACKENDS {
+        let (_, failed) = print_matrix(backend, package, target, &outcomes);
+        if !failed.is_empty() {
+            failed_suites.push(*backend);
+        }
+        failures.extend(failed.into_iter().map(|failure| (backend, failure)));
+    }
+    // Again, last: a log cut to its head and tail still says which backend failed what, and why.
+    for (backend, (scenario, reason)) in failures {
+        let reason: String = reason.split_whitespace().collect::<Vec<_>>().join(" ");
+        let reason: String = reason.chars().take(600).collect();
+        println!("FAIL {backend} {scenario}: {reason}");
+    }
+    tests?;
+    docs?;
+    containers?;
+    if failed_suites.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "conformance failed for {}",
+            failed_suites.join(", ")
+        ))
+    }
+}
+
+/// What only a compose run adds: testcontainers starting the same images in a test (no URL
+/// variables), and the stack's `app` service (the CLI in an image) run on the compose network.
+fn compose_extras(stack: &compose::Stack) -> Result<(), String> {
+    let mut containers = cargo();
+    // --workspace keeps the tests' build (its features): no build of its own.
+    containers.args(["test", "--workspace", "--test", "containers"]);
+    for (var, _) in compose::URLS {
+        containers.env_remove(var);
+    }
+    containers.env("MNEMIX_TEST_REQUIRE", "containers");
+    let started = run(containers);
+    compose::remove_labelled("agent-memory.tests");
+    started?;
+    // The workspace's test build made it (the CLI's integration tests run it).
+    let cli = target_dir().join("debug/mnemix");
+    if !cli.exists() {
+        return Err(format!("no {} to put in the app image", cli.display()));
+    }
+    stack.run_app(&cli)
+}
+
+/// Builds the `recall` binary and runs Q1 (see the module docs).
+fn recall(args: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    let mut locomo = std::env::var_os("MNEMIX_LOCOMO").map(PathBuf::from);
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--locomo" => locomo = Some(rest.next().ok_or_else(usage)?.into()),
+            _ => return Err(usage()),
+        }
+    }
+    let Some(locomo) = locomo else {
+        println!("xtask: Q1 skipped: no conversations (--locomo PATH or MNEMIX_LOCOMO)");
+        return Ok(());
+    };
+    let started = std::time::Instant::now();
+    let target = target_dir();
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "mnemix-bench-backends",
+        "--bin",
+        "recall",
+    ]);
+    run(build)?;
+    let shown = std::iter::once("cargo xtask recall".to_owned())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut q1 = Command::new(target.join("release").join("recall"));
+    q1.current_dir(workspace_root())
+        .arg("--locomo")
+        .arg(locomo)
+        .arg("--data")
+        .arg(target.join("bench-data"))
+        .arg("--out")
+        .arg(if quick {
+            target.join("bench-report")
+        } else {
+            workspace_root()
+        })
+        .args(["--command", &shown]);
+    if quick {
+        q1.arg("--quick");
+    }
+    match models::minilm() {
+        Ok(model) => {
+            q1.arg("--model").arg(model);
+        }
+        Err(reason) => eprintln!("xtask: no MiniLM for Q1: {reason}"),
+    }
+    let result = run(q1);
+    eprintln!(
+        "xtask: recall took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+/// Builds the benchmark binaries, makes the data, then runs them (see the module docs).
+fn bench(args: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    let mut pass_on: Vec<String> = Vec::new();
+    let mut rest = args.iter();
+    while let Some(arg) = rest.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--backend" | "--workload" => {
+                let value = rest.next().ok_or_else(usage)?;
+                pass_on.extend([arg.clone(), value.clone()]);
+            }
+            flag if flag.starts_with("--backend=") || flag.starts_with("--workload=") => {
+                pass_on.push(flag.to_owned());
+            }
+            _ => return Err(usage()),
+        }
+    }
+    let started = std::time::Instant::now();
+    let model = models::minilm()?;
+    let target = target_dir();
+    let data = target.join("bench-data");
+    let out = if quick {
+        target.join("bench-report")
+    } else {
+        workspace_root()
+    };
+    // The quick run builds what the tests' `cargo test --workspace --all-targets` builds, with
+    // the same feature resolution, so it reuses that build and only links the binaries; a
+    // `-p` build would resolve features anew and recompile most of the graph.
+    let mut build = cargo();
+    if quick {
+        build.args(["build", "--quiet", "--workspace", "--all-targets"]);
+    } else {
+        build.args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "mnemix-bench-backends",
+            "-p",
+            "mnemix-bench-libsql",
+        ]);
+    }
+    run(build)?;
+    let binaries = target.join(if quick { "debug" } else { "release" });
+    let mut make_data = Command::new(binaries.join("bench-data"));
+    make_data
+        .current_dir(workspace_root())
+        .arg("--data")
+        .arg(&data)
+        .arg("--model")
+        .arg(&model);
+    if quick {
+        make_data.arg("--quick");
+    }
+    run(make_data)?;
+    let shown = std::iter::once("cargo xtask bench".to_owned())
+        .chain(args.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut bench = Command::new(binaries.join("bench"));
+    bench
+        .current_dir(workspace_root())
+        .arg("--data")
+        .arg(&data)
+        .arg("--out")
+        .arg(&out)
+        .args(["--command", &shown])
+        .args(&pass_on);
+    if quick {
+        bench.arg("--quick");
+    }
+    // libSQL's backend runs in a binary of its own (its SQLite must not meet sqlx's).
+    bench
+        .arg("--libsql-bench")
+        .arg(binaries.join("bench-libsql"));
+    match voltagent(&target) {
+        Ok(install) => {
+            bench.arg("--voltagent").arg(install);
+        }
+        Err(reason) => eprintln!("xtask: no VoltAgent peer: {reason}"),
+    }
+    let services = services::provision();
+    with_test_env(&mut bench, &services);
+    let result = run(bench);
+    eprintln!(
+        "xtask: bench{} took {:.0} s (build, data, peer install and run)",
+        if quick { " --quick" } else { "" },
+        started.elapsed().as_secs_f64()
+    );
+    result
+}
+
+/// Installs the VoltAgent peer (its npm packages and our `peer.mjs`) into
+/// `target/bench-voltagent`; the packages once, the script every time.
+fn voltagent(target: &std::path::Path) -> Result<PathBuf, String> {
+    let source = workspace_root().join("tools/bench/voltagent");
+    let install = target.join("bench-voltagent");
+    std::fs::create_dir_all(&install).map_err(|e| e.to_string())?;
+    let manifest = std::fs::read(source.join("package.json")).map_err(|e| e.to_string())?;
+    let installed = std::fs::read(install.join("package.json")).ok();
+    if installed.as_deref() != Some(&manifest[..]) || !install.join("node_modules").exists() {
+        std::fs::write(install.join("package.json"), &manifest).map_err(|e| e.to_string())?;
+        let mut npm = Command::new("npm");
+        npm.args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&install);
+        run(npm)?;
+    }
+    std::fs::copy(source.join("peer.mjs"), install.join("peer.mjs")).map_err(|e| e.to_string())?;
+    Ok(install)
+}
+
+fn ci() -> Result<(), String> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    run(fmt)?;
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(clippy)?;
+    // The remote mode has no server here to test against; at least it builds and lints.
+    let mut remote = cargo();
+    remote.args([
+        "clippy",
+        "-p",
+        "mnemix-libsql",
+        "--all-targets",
+        "--features",
+        "remote",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(remote)?;
+    libsql_links_alone()?;
+    let mut embed_lint = cargo();
+    embed_lint.args([
+        "clippy",
+        "-p",
+        "mnemix-embed",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(embed_lint)?;
+    // The CLI's libSQL build (it cannot have the sqlite feature), linted and tested.
+    let libsql_cli = [
+        "-p",
+        "mnemix-cli",
+        "--no-default-features",
+        "--features",
+        "libsql,postgres,redis",
+    ];
+    let mut cli_lint = cargo();
+    cli_lint
+        .arg("clippy")
+        .args(libsql_cli)
+        .args(["--all-targets", "--", "-D", "warnings"]);
+    run(cli_lint)?;
+    let mut cli_test = cargo();
+    cli_test.arg("test").args(libsql_cli);
+    run(cli_test)?;
+    let mut doc = cargo();
+    doc.args(["doc", "--no-deps", "--workspace"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(doc)?;
+    let mut embed_doc = cargo();
+    embed_doc
+        .args(["doc", "--no-deps", "-p", "mnemix-embed", "--all-features"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(embed_doc)?;
+    test(&["--compose".to_owned()])?;
+    // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
+    fuzz::run(&["--quick".to_owned()])?;
+    // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
+    bench(&["--quick".to_owned()])
+}
+
+/// Fails when anything that links libSQL (mnemix-libsql, with every feature and its tests)
+/// also depends on another SQLite.
+fn libsql_links_alone() -> Result<(), String> {
+    for (linking, other) in ["mnemix-libsql", "mnemix-bench-libsql"]
+        .into_iter()
+        .flat_map(|linking| {
+            LINKED_BESIDE_LIBSQL
+                .iter()
+                .map(move |other| (linking, other))
+        })
+    {
+        let output = cargo()
+            .args([
+                "tree",
+                "-p",
+                linking,
+                "--all-features",
+                "-e",
+                "normal,build,dev",
+                "-i",
+                other,
+            ])
+            .output()
+            .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+        // `cargo tree -i` fails with "did not match any packages" when the crate is absent.
+        if output.status.success() {
+            return Err(format!(
+                "{linking} depends on {other}, which links a second SQLite:\n{}",
+                String::from_utf8_lossy(&output.stdout)
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn conformance(args: &[String]) -> Result<(), String> {
+    let mut backend = None;
+    let mut differential = None;
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--backend" => backend = args.next().map(String::as_str),
+            "--differential" => differential = args.next().map(String::as_str),
+            flag if flag.starts_with("--backend=") => backend = Some(&flag["--backend=".len()..]),
+            _ => return Err(usage()),
+        }
+    }
+    let backend = backend.ok_or_else(usage)?;
+    if differential.is_some_and(|cases| cases.parse::<u32>().is_err()) {
+        return Err(usage());
+    }
+    let services = services::provision();
+    conformance_with(backend, differential, &services)
+}
+
+/// The differential suite's one scenario: `--differential` runs it alone.
+const DIFFERENTIAL: &str = "differential::generated_sequences_answer_like_the_reference";
+
+fn conformance_with(
+    backend: &str,
+    differential: Option<&str>,
+    services: &services::Provisioned,
+) -> Result<(), String> {
+    let (_, package, target) = BACKENDS
+        .iter()
+        .find(|(name, _, _)| *name == backend)
+        .ok_or_else(usage)?;
+    let report = report_path(backend);
+    let _ = std::fs::remove_file(&report);
+    let mut command = cargo();
+    command.args(["test", "--quiet", "-p", package, "--test", target]);
+    command.env("MNEMIX_CONFORMANCE_REPORT", &report);
+    with_test_env(&mut command, services);
+    if let Some(cases) = differential {
+        command.env("MNEMIX_DIFFERENTIAL_CASES", cases);
+        command.args(["--", DIFFERENTIAL]);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot run cargo test: {e}"))?;
+    let outcomes = read_report(&report)?;
+    let _ = std::fs::remove_file(&report);
+    let [_, failed, _] = if differential.is_some() {
+        // The scenario's own count of what it generated and ran.
+        String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .filter(|line| line.starts_with("differential: "))
+            .for_each(|line| println!("{backend}: {line}"));
+        print_differential(backend, &outcomes)
+    } else {
+        print_matrix(backend, package, target, &outcomes).0
+    };
+    if !output.status.success() {
+        print!("{}", String::from_utf8_lossy(&output.stdout));
+        eprint!("{}", String::from_utf8_lossy(&output.stderr));
+    }
+    if failed > 0 || !output.status.success() {
+        return Err(format!("{backend} conformance failed"));
+    }
+    Ok(())
+}
+
+/// The differential suite's line: passed, failed (with the shrunk sequence) or skipped.
+fn print_differential(backend: &str, reported: &[Reported]) -> [usize; 3] {
+    let Some(outcome) = reported
+        .iter()
+        .find(|r| r.backend == backend && r.scenario == DIFFERENTIAL)
+    else {
+        println!("{backend}: the differential suite did not report");
+        return [0, 1, 0];
+    };
+    println!(
+        "{backend}: {DIFFERENTIAL} {} {}",
+        outcome.outcome, outcome.reason
+    );
+    match outcome.outcome.as_str() {
+        "passed" => [1, 0, 0],
+        "skipped" => [0, 0, 1],
+        _ => [0, 1, 0],
+    }
+}
+
+/// One scenario's outcome as a suite reported it.
+struct Reported {
+    backend: String,
+    scenario: String,
+    outcome: String,
+    reason: String,
+}
+
+fn read_report(path: &std::path::Path) -> Result<Vec<Reported>, String> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| format!("bad report line {line}: {e}"))?;
+            let field = |k: &str| value[k].as_str().unwrap_or_default().to_owned();
+            Ok(Reported {
+                backend: field("backend"),
+                scenario: field("scenario"),
+                outcome: field("outcome"),
+                reason: field("reason"),
+            })
+        })
+        .collect()
+}
+
+/// Prints the backend's matrix by contract and its closing line; returns [passed, failed,
+/// skipped] and the failed scenarios with their reasons. A canonical scenario that never
+/// reported counts as failed.
+fn print_matrix<'a>(
+    backend: &str,
+    package: &str,
+    target: &str,
+    reported: &'a [Reported],
+) -> ([usize; 3], Vec<(&'a str, &'a str)>) {
+    let mut outcomes: BTreeMap<&str, (&str, &str)> = reported
+        .iter()
+        .filter(|r| r.backend == backend)
+        .map(|r| (r.scenario.as_str(), (r.outcome.as_str(), r.reason.as_str())))
+        .collect();
+    for scenario in mnemix_conformance::SCENARIOS {
+        outcomes
+            .entry(scenario.name)
+            .or_insert(("failed", "did not report (build failure or crash)"));
+    }
+    let mut matrix: BTreeMap<&str, [usize; 3]> = BTreeMap::new();
+    let mut notes = Vec::new();
+    let mut failures = Vec::new();
+    for (scenario, (outcome, reason)) in &outcomes {
+        let group = scenario.split("::").next().unwrap_or("?");
+        let column = match *outcome {
+            "passed" => 0,
+            "skipped" => 2,
+            _ => 1,
+        };
+        matrix.entry(group).or_default()[column] += 1;
+        match column {
+            1 => {
+                notes.push(format!("FAIL {scenario}: {reason}"));
+                failures.push((*scenario, *reason));
+            }
+            2 => notes.push(format!("SKIP {scenario}: {reason}")),
+            _ => {}
+        }
+    }
+    let totals = matrix.values().fold([0; 3], |acc, row| {
+        [acc[0] + row[0], acc[1] + row[1], acc[2] + row[2]]
+    });
+    println!("\nconformance of the {backend} backend ({package} --test {target})");
+    println!(
+        "{:<16} {:>7} {:>7} {:>8}",
+        "contract", "passed", "failed", "skipped"
+    );
+    for (group, [passed, failed, skipped]) in &matrix {
+        println!("{group:<16} {passed:>7} {failed:>7} {skipped:>8}");
+    }
+    for note in &notes {
+        println!("{note}");
+    }
+    println!(
+        "{backend}: {} passed, {} failed, {} skipped",
+        totals[0], totals[1], totals[2]
+    );
+    (totals, failures)
+}
