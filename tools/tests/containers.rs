@@ -3,8 +3,8 @@
 //! `cargo xtask test --compose` runs it apart, unset, with `MNEMIX_TEST_REQUIRE=containers`).
 
 use mnemix::{AppendOptions, LoadOptions, Message, NewConversation, Scope};
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::SetupError;
+use mnemix_testkit::services::{locate, Service};
 
 async fn round_trip(service: Service, name: &str) {
     let tests = format!("containers: {name}");

@@ -18,7 +18,7 @@ use mnemix::{
     LoadOptions, MemoryError, Message, MessageId, NewCheckpoint, NewConversation, NewFact, Record,
     RememberOptions, RetryPolicy, Scope, Store, WorkingMemoryKey, WorkingMemoryUpdate,
 };
-use mnemix_conformance::faults::{Fault, FaultProxy};
+use mnemix_testkit::faults::{Fault, FaultProxy};
 use mnemix_tests::{proxied, Server};
 use serde_json::json;
 

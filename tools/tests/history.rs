@@ -1,5 +1,5 @@
 //! The history checker under faults: 4 writers and 2 readers on one conversation while a
-//! [`FaultProxy`](mnemix_conformance::faults::FaultProxy) cuts every connection to PostgreSQL
+//! [`FaultProxy`](mnemix_testkit::faults::FaultProxy) cuts every connection to PostgreSQL
 //! or Redis every 5–50 ms, but for every tenth pause, which lasts 250–500 ms. Writers retry as
 //! callers do and give a batch up after 10 tries;
 //! [`mnemix_conformance::history::check`] must find no anomaly.

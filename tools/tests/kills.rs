@@ -2,7 +2,7 @@
 //! SQLite, PostgreSQL or Redis and is SIGKILLed at a random moment, again and again; after each
 //! kill the store is opened afresh and every acknowledged batch is there exactly once, no batch
 //! is there in part, seqs are contiguous, and every acknowledged fact is there once
-//! ([`mnemix_conformance::kills`]; libSQL's own kill test is in mnemix-libsql).
+//! ([`mnemix_testkit::kills`]; libSQL's own kill test is in mnemix-libsql).
 //!
 //! `MNEMIX_KILLS=N` kills N times per backend (default 10: `cargo xtask reliability` runs 100);
 //! `MNEMIX_FAULTS_REPORT=FILE` appends one JSON line per backend (RELIABILITY.md's figures).
@@ -10,7 +10,7 @@
 use std::process::Command;
 
 use mnemix::Scope;
-use mnemix_conformance::kills::{kill_again_and_again, kills_from_env};
+use mnemix_testkit::kills::{kill_again_and_again, kills_from_env};
 use mnemix_tests::Server;
 
 async fn kills_on(backend: &str, url: &str) {

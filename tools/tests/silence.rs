@@ -3,14 +3,14 @@
 //! store's timeout and fails `Unavailable`; the next call, and the front layer's retry of a
 //! read, go to a fresh connection and succeed.
 //!
-//! [`FaultProxy`]: mnemix_conformance::faults::FaultProxy
+//! [`FaultProxy`]: mnemix_testkit::faults::FaultProxy
 
 use std::time::{Duration, Instant};
 
 use mnemix::{
     AppendOptions, LoadOptions, MemoryError, Message, NewConversation, RetryPolicy, Scope,
 };
-use mnemix_conformance::faults::Fault;
+use mnemix_testkit::faults::Fault;
 use mnemix_tests::{proxied_with, Server};
 
 /// The stores' timeout here: short, so the test is quick.

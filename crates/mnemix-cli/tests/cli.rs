@@ -476,7 +476,7 @@ fn import_refuses_a_newer_export_format() {
 
 /// The test server's URL; `None` (a named skip) without one unless postgres is required.
 fn postgres_url(test: &str) -> Option<String> {
-    use mnemix_conformance::services::{locate, Service};
+    use mnemix_testkit::services::{locate, Service};
     match locate(Service::Postgres) {
         Ok(url) => Some(url),
         Err(why) if !mnemix_conformance::is_required("postgres") => {
@@ -628,7 +628,7 @@ fn copy_sqlite_to_postgres_and_back_verifies_equal() {
 
 #[test]
 fn copy_sqlite_to_redis_and_back_verifies_equal() {
-    use mnemix_conformance::services::{locate, Service};
+    use mnemix_testkit::services::{locate, Service};
     let server = match locate(Service::Redis) {
         Ok(url) => url,
         Err(why) if !mnemix_conformance::is_required("redis") => {

@@ -6,19 +6,18 @@ pub mod checkpoints;
 pub mod concurrency;
 pub mod conversation;
 pub mod differential;
+#[cfg(feature = "engine")]
 pub mod engine;
 pub mod facts;
-pub mod faults;
 pub mod filters;
 pub mod handles;
 mod harness;
 pub mod history;
 pub mod isolation;
-pub mod kills;
 pub mod lifecycle;
+#[cfg(feature = "engine")]
 pub mod memories;
 pub mod payload;
-pub mod services;
 pub mod support;
 pub mod transfer;
 pub mod vectors;
@@ -36,7 +35,7 @@ pub use harness::{
 #[macro_export]
 macro_rules! __with_scenarios {
     ($callback:ident! { $($args:tt)* }) => {
-        $crate::$callback! { $($args)*
+        $crate::__with_engine_scenarios! { $callback! { $($args)*
             conversation {
                 create_assigns_uuid_v7_when_no_id_given: None,
                 create_keeps_client_id_and_fields: None,
@@ -204,22 +203,6 @@ macro_rules! __with_scenarios {
                 checkpoints_of_other_subject_are_invisible: None,
                 shared_scope_is_separate_from_subjects: None,
                 collections_are_per_namespace: Vectors,
-                memories_cross_subjects_only_through_a_grant_in_force: None,
-            }
-            memories {
-                store_checks_data_against_its_kind_naming_the_path: None,
-                unique_on_supersedes_and_keeps_history: None,
-                unique_on_is_atomic_under_concurrent_writers: None,
-                without_unique_on_an_id_updates: None,
-                search_filters_and_reports_relevance_confidence_latest_and_source: None,
-                export_and_restore_carry_kinds_memories_and_grants: None,
-                store_many_applies_the_request_ttl_to_memories_without_one: None,
-                registry_records_are_written_by_the_registry_alone: None,
-                an_unreadable_registry_record_is_skipped: Unchecked,
-                erasure_removes_every_version_of_its_grants: None,
-                kinds_and_ids_never_share_a_key: None,
-                schemas_and_data_at_the_depth_limit_read_back: None,
-                kind_rules_hold_at_register_and_kinds_can_be_deleted: None,
             }
             lifecycle {
                 delete_conversation_cascades: None,
@@ -255,6 +238,34 @@ macro_rules! __with_scenarios {
             differential {
                 generated_sequences_answer_like_the_reference: None,
             }
+        } }
+    };
+}
+
+/// The engine's part of the table, there only with the `engine` feature: its scenarios follow
+/// the contracts' in [`SCENARIOS`] and in [`suite!`].
+#[cfg(feature = "engine")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_engine_scenarios {
+    ($callback:ident! { $($args:tt)* }) => {
+        $crate::$callback! { $($args)*
+            memories {
+                memories_cross_subjects_only_through_a_grant_in_force: None,
+                store_checks_data_against_its_kind_naming_the_path: None,
+                unique_on_supersedes_and_keeps_history: None,
+                unique_on_is_atomic_under_concurrent_writers: None,
+                without_unique_on_an_id_updates: None,
+                search_filters_and_reports_relevance_confidence_latest_and_source: None,
+                export_and_restore_carry_kinds_memories_and_grants: None,
+                store_many_applies_the_request_ttl_to_memories_without_one: None,
+                registry_records_are_written_by_the_registry_alone: None,
+                an_unreadable_registry_record_is_skipped: Unchecked,
+                erasure_removes_every_version_of_its_grants: None,
+                kinds_and_ids_never_share_a_key: None,
+                schemas_and_data_at_the_depth_limit_read_back: None,
+                kind_rules_hold_at_register_and_kinds_can_be_deleted: None,
+            }
             engine {
                 twenty_turn_conversation_keeps_window_summary_budget_and_facts: None,
                 failing_extractor_leaves_the_turn_committed: None,
@@ -282,6 +293,15 @@ macro_rules! __with_scenarios {
     };
 }
 
+#[cfg(not(feature = "engine"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_engine_scenarios {
+    ($callback:ident! { $($args:tt)* }) => {
+        $crate::$callback! { $($args)* }
+    };
+}
+
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __scenario_list {
@@ -301,6 +321,20 @@ macro_rules! __scenario_list {
 }
 
 __with_scenarios!(__scenario_list! {});
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __scenario_names {
+    ($( $group:ident { $( $name:ident: $requires:ident ),* $(,)? } )*) => {
+        /// The names of the engine's scenarios (feature `engine`; empty without it): a backend
+        /// that runs only the contracts' suite is not expected to report them.
+        pub static ENGINE_SCENARIOS: &[&str] = &[
+            $($( concat!(stringify!($group), "::", stringify!($name)), )*)*
+        ];
+    };
+}
+
+__with_engine_scenarios!(__scenario_names! {});
 
 /// Emits one test per scenario (each on its own multi-threaded tokio runtime) for a backend
 /// factory.

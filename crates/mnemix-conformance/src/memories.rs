@@ -814,3 +814,127 @@ pub async fn kind_rules_hold_at_register_and_kinds_can_be_deleted(ctx: &Ctx) {
         [grant]
     );
 }
+
+/// Another subject's memories are read only through a grant in force, and only what it
+/// grants: no grant, nothing; a grant limited to a kind, that kind (marked shared by its
+/// owner); revoked, nothing; a third subject never; `forget_all` of the owner removes its
+/// grants; `own` never reads shared memories.
+pub async fn memories_cross_subjects_only_through_a_grant_in_force(ctx: &Ctx) {
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = (ctx.scope(), ctx.other_scope());
+    let third = Scope::new(ctx.namespace().as_str(), "carol-third").unwrap();
+    let owner_subject = owner.subject().unwrap().clone();
+    let reader_subject = reader.subject().unwrap().clone();
+    memories
+        .store(owner, preference("food", "vegan peanuts"))
+        .await
+        .must("owner preference");
+    memories
+        .store(
+            owner,
+            NewMemory::new("UserProfile", json!({"name": "owner peanuts"})),
+        )
+        .await
+        .must("owner profile");
+    memories
+        .store(reader, preference("music", "jazz peanuts"))
+        .await
+        .must("reader's own");
+    let shared = |scope: SearchScope| MemoryQuery {
+        scope,
+        ..search("peanuts")
+    };
+    let found = |hits: Vec<mnemix_engine::MemoryHit>| -> Vec<(String, MemorySource)> {
+        let mut found: Vec<_> = hits
+            .into_iter()
+            .map(|h| (h.memory.kind.unwrap_or_default(), h.source))
+            .collect();
+        found.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+        found
+    };
+    assert!(memories
+        .search(reader, shared(SearchScope::Shared))
+        .await
+        .must("no grant")
+        .is_empty());
+    let grant = Grant {
+        kinds: vec!["Preference".into()],
+        ..Grant::new(owner_subject.clone(), reader_subject.clone())
+    };
+    memories.grant(ctx.namespace(), grant).await.must("grant");
+    let by_owner = MemorySource::Shared {
+        owner: owner_subject.clone(),
+    };
+    assert_eq!(
+        found(
+            memories
+                .search(reader, shared(SearchScope::Shared))
+                .await
+                .must("shared")
+        ),
+        [("Preference".to_owned(), by_owner.clone())]
+    );
+    assert_eq!(
+        found(
+            memories
+                .search(reader, shared(SearchScope::All))
+                .await
+                .must("all")
+        ),
+        [
+            ("Preference".to_owned(), MemorySource::Own),
+            ("Preference".to_owned(), by_owner)
+        ]
+    );
+    assert_eq!(
+        memories
+            .search(reader, shared(SearchScope::Own))
+            .await
+            .must("own")
+            .len(),
+        1
+    );
+    for nobody in [&third, owner] {
+        let reach = memories
+            .search(nobody, shared(SearchScope::Shared))
+            .await
+            .must("no grant to them");
+        assert!(reach.is_empty(), "{nobody:?}: {reach:?}");
+    }
+    assert!(memories
+        .revoke(ctx.namespace(), &owner_subject, &reader_subject)
+        .await
+        .must("revoke"));
+    assert!(memories
+        .search(reader, shared(SearchScope::Shared))
+        .await
+        .must("revoked")
+        .is_empty());
+    memories
+        .grant(
+            ctx.namespace(),
+            Grant::new(owner_subject.clone(), reader_subject.clone()),
+        )
+        .await
+        .must("grant again");
+    assert_eq!(
+        memories
+            .search(reader, shared(SearchScope::Shared))
+            .await
+            .must("granted everything")
+            .len(),
+        2
+    );
+    ctx.backend().forget_all(owner).await.must("forget owner");
+    assert!(memories
+        .grants_to(ctx.namespace(), &reader_subject)
+        .await
+        .must("grants")
+        .is_empty());
+    assert!(memories
+        .search(reader, shared(SearchScope::Shared))
+        .await
+        .must("owner forgotten")
+        .is_empty());
+}

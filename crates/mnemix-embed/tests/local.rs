@@ -16,7 +16,7 @@ use mnemix_embed::LocalEmbedder;
 use serde_json::Value;
 
 fn model_dir() -> Option<PathBuf> {
-    mnemix_conformance::services::minilm_dir("local embedder")
+    mnemix_testkit::services::minilm_dir("local embedder")
 }
 
 fn reference() -> Vec<(String, Vec<f32>)> {

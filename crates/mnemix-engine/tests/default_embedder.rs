@@ -15,7 +15,7 @@ use mnemix_engine::config::MemoryConfig;
 use mnemix_engine::Memory;
 
 fn model_dir() -> Option<PathBuf> {
-    mnemix_conformance::services::minilm_dir("default embedder")
+    mnemix_testkit::services::minilm_dir("default embedder")
 }
 
 /// The embedder a builder given none picked, as `prepare` reports it after one committed turn.

@@ -1,6 +1,6 @@
 //! Killed processes on libSQL: a child appends batches and remembers facts in a loop and is
 //! SIGKILLed at a random moment, again and again; after each kill the store is opened afresh
-//! and checked against what the child acknowledged ([`mnemix_conformance::kills`], as for the
+//! and checked against what the child acknowledged ([`mnemix_testkit::kills`], as for the
 //! other backends in the workspace's `tools/tests/kills.rs`, whose binary cannot link libSQL beside
 //! sqlx's SQLite).
 //!
@@ -12,9 +12,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use mnemix_conformance::kills::{kill_again_and_again, kills_from_env, write_until_killed};
 use mnemix_core::{Checked, MemoryBackend, Scope};
 use mnemix_libsql::LibsqlStore;
+use mnemix_testkit::kills::{kill_again_and_again, kills_from_env, write_until_killed};
 
 /// `PATH`, `SUBJECT`, `FROM` and `ACKS`, separated by tabs.
 const WRITER: &str = "MNEMIX_KILL_WRITER";
@@ -70,6 +70,6 @@ async fn a_killed_libsql_writer_loses_and_tears_nothing() {
         kill_again_and_again(kills_from_env(), &scope(&subject), &acks, spawn, reopen).await;
     let line = tally.to_json("libsql");
     eprintln!("kills on libsql: {line}");
-    mnemix_conformance::faults::report(&[line]);
+    mnemix_testkit::faults::report(&[line]);
     tally.assert_clean("libsql");
 }

@@ -12,7 +12,7 @@ use mnemix_core::{
     VectorId, VectorQuery, VectorRecord, VectorStore,
 };
 use mnemix_libsql::{LibsqlStore, MIGRATIONS};
-use mnemix_sqlite_sql::store_tests::FileStore;
+use mnemix_testkit::sqlite_family::FileStore;
 
 fn scope() -> Scope {
     Scope::new("libsql-tests", "user-1").unwrap()
@@ -62,7 +62,7 @@ impl FileStore for LibsqlFile {
     }
 }
 
-mnemix_sqlite_sql::store_tests!(LibsqlFile);
+mnemix_testkit::sqlite_family_tests!(LibsqlFile);
 
 /// The acceptance figure of the DiskANN path: 20,000 clustered 384-dim vectors over ten
 /// subjects, so the caller's scope keeps 10% of the rows, and recall@10 against the exact top

@@ -5,10 +5,10 @@ mod common;
 
 use std::sync::Arc;
 
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::SetupError;
 use mnemix_core::{Clock, MemoryBackend};
 use mnemix_postgres::PostgresStore;
+use mnemix_testkit::services::{locate, Service};
 
 const SCHEMA: &str = "agent_memory_conformance_exact";
 

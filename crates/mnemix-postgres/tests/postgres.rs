@@ -9,13 +9,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::{is_required, SetupError};
 use mnemix_core::{
     AppendOptions, CollectionSpec, ConversationStore, LoadOptions, Message, MessageId, Namespace,
     NewConversation, Scope, VectorId, VectorRecord, VectorStore,
 };
 use mnemix_postgres::PostgresStore;
+use mnemix_testkit::services::{locate, Service};
 use tokio_postgres::NoTls;
 
 const SCHEMA: &str = "agent_memory_tests";

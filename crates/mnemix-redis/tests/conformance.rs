@@ -7,10 +7,10 @@ mod common;
 
 use std::sync::Arc;
 
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::SetupError;
 use mnemix_core::{Clock, MemoryBackend};
 use mnemix_redis::RedisStore;
+use mnemix_testkit::services::{locate, Service};
 
 async fn factory(clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>, SetupError> {
     let url = locate(Service::Redis)?;

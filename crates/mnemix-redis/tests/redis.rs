@@ -12,12 +12,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::{is_required, SetupError};
 use mnemix_core::{
     AppendOptions, ConversationStore, LoadOptions, Message, MessageId, NewConversation, Scope,
 };
 use mnemix_redis::RedisStore;
+use mnemix_testkit::services::{locate, Service};
 
 /// The service's address, or `None` (a named skip) when there is none and it is not required.
 fn server(service: Service, backend: &str, test: &str) -> Option<String> {

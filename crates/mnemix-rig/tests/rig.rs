@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use mnemix::embed::HashingEmbedder;
 use mnemix::{Message as OurMessage, Part, Role, Store, VectorSearch};
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::{is_required, SetupError};
 use mnemix_rig::{embedding_model, ConversationHistory, VectorIndex};
+use mnemix_testkit::services::{locate, Service};
 use rig_core::completion::message::{
     AssistantContent, AssistantMessage, CallId, Message, Text, ToolName, ToolResultContent,
     UserContent,

@@ -24,8 +24,6 @@ pub mod facts;
 pub mod forget;
 pub mod group;
 pub mod migrations;
-#[cfg(feature = "store-tests")]
-pub mod store_tests;
 pub mod transfer;
 
 /// SQLite's `synchronous` setting for a database file, as both backends take it.

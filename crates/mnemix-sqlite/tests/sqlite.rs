@@ -7,7 +7,7 @@ use std::path::Path;
 use mnemix_core::migration::Migration;
 use mnemix_core::{ConversationStore, NewConversation, Scope};
 use mnemix_sqlite::{SqliteStore, MIGRATIONS};
-use mnemix_sqlite_sql::store_tests::FileStore;
+use mnemix_testkit::sqlite_family::FileStore;
 
 fn scope() -> Scope {
     Scope::new("sqlite-tests", "user-1").unwrap()
@@ -47,7 +47,7 @@ impl FileStore for SqliteFile {
     }
 }
 
-mnemix_sqlite_sql::store_tests!(SqliteFile);
+mnemix_testkit::sqlite_family_tests!(SqliteFile);
 
 #[tokio::test]
 async fn urls_and_memory_databases_open() {

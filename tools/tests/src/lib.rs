@@ -4,10 +4,10 @@
 use std::net::SocketAddr;
 
 use mnemix::{ConversationId, OpenOptions, RetryPolicy, Scope, Store};
-use mnemix_conformance::faults::{FaultProxy, Protocol};
 use mnemix_conformance::history::{check, History};
-use mnemix_conformance::services::{locate, Service};
 use mnemix_conformance::SetupError;
+use mnemix_testkit::faults::{FaultProxy, Protocol};
+use mnemix_testkit::services::{locate, Service};
 
 /// A server backend the fault tests run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pub fn unique(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), fastrand::u64(..))
 }
 
-pub use mnemix_conformance::faults::report;
+pub use mnemix_testkit::faults::report;
 
 /// Reads conversation `id`'s final contents into `history` (the faults must have stopped),
 /// checks it, and reports the run: the history's figures with `row` beside them (`test`,

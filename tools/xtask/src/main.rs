@@ -42,20 +42,60 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-/// Backends whose conformance suite `xtask conformance` can run: name → (package, test target).
-const BACKENDS: &[(&str, &str, &str)] = &[
-    ("memory", "mnemix-conformance", "memory"),
-    ("redb", "custom-adapter-example", "conformance"),
-    ("sqlite", "mnemix-sqlite", "conformance"),
-    ("postgres", "mnemix-postgres", "conformance"),
-    ("postgres-exact", "mnemix-postgres", "conformance_exact"),
-    ("postgres-plain", "mnemix-postgres", "conformance_plain"),
-    ("redis", "mnemix-redis", "conformance"),
-    ("redis-cluster", "mnemix-redis", "conformance_cluster"),
-    ("libsql", "mnemix-libsql", "conformance"),
-    ("libsql-scanned", "mnemix-libsql", "conformance_scanned"),
+/// Which scenarios a backend's conformance test runs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Suite {
+    /// The contracts' and the engine's (`mnemix-conformance` with its `engine` feature).
+    Whole,
+    /// The contracts' alone: what a third-party adapter adds by default.
+    Contracts,
+}
+
+/// Backends whose conformance suite `xtask conformance` can run: name → (package, test target,
+/// the scenarios it runs).
+const BACKENDS: &[(&str, &str, &str, Suite)] = &[
+    ("memory", "mnemix-conformance", "memory", Suite::Whole),
+    (
+        "redb",
+        "custom-adapter-example",
+        "conformance",
+        Suite::Contracts,
+    ),
+    ("sqlite", "mnemix-sqlite", "conformance", Suite::Whole),
+    ("postgres", "mnemix-postgres", "conformance", Suite::Whole),
+    (
+        "postgres-exact",
+        "mnemix-postgres",
+        "conformance_exact",
+        Suite::Whole,
+    ),
+    (
+        "postgres-plain",
+        "mnemix-postgres",
+        "conformance_plain",
+        Suite::Whole,
+    ),
+    ("redis", "mnemix-redis", "conformance", Suite::Whole),
+    (
+        "redis-cluster",
+        "mnemix-redis",
+        "conformance_cluster",
+        Suite::Whole,
+    ),
+    ("libsql", "mnemix-libsql", "conformance", Suite::Whole),
+    (
+        "libsql-scanned",
+        "mnemix-libsql",
+        "conformance_scanned",
+        Suite::Whole,
+    ),
     // Runs only with MNEMIX_TEST_LIBSQL_URL (and the `remote` feature): named skips otherwise.
-    ("libsql-remote", "mnemix-libsql", "conformance_remote"),
+    (
+        "libsql-remote",
+        "mnemix-libsql",
+        "conformance_remote",
+        Suite::Whole,
+    ),
 ];
 
 /// libSQL bundles its own SQLite: a crate linking it must never also pull in these, or two
@@ -85,7 +125,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> String {
-    let names: Vec<&str> = BACKENDS.iter().map(|(n, _, _)| *n).collect();
+    let names: Vec<&str> = BACKENDS.iter().map(|(n, ..)| *n).collect();
     format!(
         "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | ci \
          | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
@@ -213,8 +253,8 @@ fn test(args: &[String]) -> Result<(), String> {
     let _ = std::fs::remove_file(&report);
     let mut failed_suites = Vec::new();
     let mut failures = Vec::new();
-    for (backend, package, target) in BACKENDS {
-        let (_, failed) = print_matrix(backend, package, target, &outcomes);
+    for (backend, package, target, suite) in BACKENDS {
+        let (_, failed) = print_matrix(backend, package, target, *suite, &outcomes);
         if !failed.is_empty() {
             failed_suites.push(*backend);
         }
@@ -573,9 +613,9 @@ fn conformance_with(
     differential: Option<&str>,
     services: &services::Provisioned,
 ) -> Result<(), String> {
-    let (_, package, target) = BACKENDS
+    let (_, package, target, suite) = BACKENDS
         .iter()
-        .find(|(name, _, _)| *name == backend)
+        .find(|(name, ..)| *name == backend)
         .ok_or_else(usage)?;
     let report = report_path(backend);
     let _ = std::fs::remove_file(&report);
@@ -600,7 +640,7 @@ fn conformance_with(
             .for_each(|line| println!("{backend}: {line}"));
         print_differential(backend, &outcomes)
     } else {
-        print_matrix(backend, package, target, &outcomes).0
+        print_matrix(backend, package, target, *suite, &outcomes).0
     };
     if !output.status.success() {
         print!("{}", String::from_utf8_lossy(&output.stdout));
@@ -664,6 +704,7 @@ fn print_matrix<'a>(
     backend: &str,
     package: &str,
     target: &str,
+    suite: Suite,
     reported: &'a [Reported],
 ) -> ([usize; 3], Vec<(&'a str, &'a str)>) {
     let mut outcomes: BTreeMap<&str, (&str, &str)> = reported
@@ -671,7 +712,10 @@ fn print_matrix<'a>(
         .filter(|r| r.backend == backend)
         .map(|r| (r.scenario.as_str(), (r.outcome.as_str(), r.reason.as_str())))
         .collect();
-    for scenario in mnemix_conformance::SCENARIOS {
+    let expected = mnemix_conformance::SCENARIOS.iter().filter(|scenario| {
+        suite == Suite::Whole || !mnemix_conformance::ENGINE_SCENARIOS.contains(&scenario.name)
+    });
+    for scenario in expected {
         outcomes
             .entry(scenario.name)
             .or_insert(("failed", "did not report (build failure or crash)"));

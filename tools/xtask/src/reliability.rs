@@ -160,7 +160,7 @@ fn render(
          anomalous must be 0: the tests fail otherwise.\n"
     );
     out.push_str(
-        "## Cut connections\n\nA proxy between the store and its server (`mnemix_conformance::faults`) \
+        "## Cut connections\n\nA proxy between the store and its server (`mnemix_testkit::faults`) \
          cuts the connection at every client-message boundary of the operation in turn: `Drop` \
          closes it instead of forwarding the message, `LoseReply` forwards it and closes before \
          the answer returns, `Delay` holds it 20 ms. After each cut the caller retries; the \

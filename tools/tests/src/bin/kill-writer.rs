@@ -1,5 +1,5 @@
 //! The child process of the kill tests (`tools/tests/kills.rs`): opens the store at a URL and runs
-//! [`mnemix_conformance::kills::write_until_killed`] from batch `FROM` on — until it is killed.
+//! [`mnemix_testkit::kills::write_until_killed`] from batch `FROM` on — until it is killed.
 //!
 //! `kill-writer URL NAMESPACE SUBJECT FROM ACK_FILE`
 
@@ -20,7 +20,7 @@ async fn main() -> Result<(), MemoryError> {
         .map_err(|_| MemoryError::invalid("FROM is a batch number"))?;
     let store = mnemix::open(url).await?;
     let scope = Scope::new(namespace.as_str(), subject.as_str())?;
-    mnemix_conformance::kills::write_until_killed(
+    mnemix_testkit::kills::write_until_killed(
         store.backend().as_ref(),
         &scope,
         from,

@@ -8,7 +8,7 @@
 //! facts against one of 10,000, interleaved (it must not grow with the subject).
 //!
 //! `MEASURE_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
-//!  cargo run --release -p mnemix-postgres --example measure-postgres`
+//!  cargo run --release -p mnemix-bench-backends --example measure-postgres`
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

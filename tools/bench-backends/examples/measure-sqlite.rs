@@ -6,7 +6,7 @@
 //! them expiring later, a fifth keyed), which must not grow with the subject.
 //! `MEASURE_URL` picks another database (e.g. `sqlite::memory:`).
 //!
-//! `cargo run --release -p mnemix-sqlite --example measure-sqlite`
+//! `cargo run --release -p mnemix-bench-backends --example measure-sqlite`
 
 use std::time::{Duration, Instant};
 

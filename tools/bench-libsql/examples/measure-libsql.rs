@@ -6,7 +6,7 @@
 //! are medians over 50 queries, the variants interleaved. First, a remember's cost in a subject
 //! of 100 facts against one of 10,000, interleaved (it must not grow with the subject).
 //!
-//! `cargo run --release -p mnemix-libsql --example measure-libsql`
+//! `cargo run --release -p mnemix-bench-libsql --example measure-libsql`
 
 use std::time::{Duration, Instant};
 

@@ -9,7 +9,7 @@
 //!
 //! `cargo xtask test` sets the URL variables for the services it provisions.
 
-use crate::SetupError;
+use mnemix_conformance::SetupError;
 
 /// A service a backend's tests need.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +157,7 @@ pub fn minilm_dir(tests: &str) -> Option<std::path::PathBuf> {
         "no all-MiniLM-L6-v2 at {} (run `cargo xtask models` or set MNEMIX_TEST_MINILM_DIR)",
         dir.display()
     );
-    crate::skip("minilm", tests, &reason);
+    mnemix_conformance::skip("minilm", tests, &reason);
     None
 }
 

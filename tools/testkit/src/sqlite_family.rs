@@ -1,8 +1,8 @@
-//! The tests of what a SQLite-family store does with its file, written once and run by each
-//! (feature `store-tests`): migrations on open (a fresh file, an older schema upgraded keeping
+//! The tests of what a SQLite-family store does with its file, written once and run by
+//! the SQLite and libSQL crates: migrations on open (a fresh file, an older schema upgraded keeping
 //! its data, a newer or edited one refused), two stores on one file as two processes, and a
 //! search through one store seeing another's writes. A crate runs them all with
-//! [`store_tests!`](crate::store_tests), naming its [`FileStore`].
+//! [`sqlite_family_tests!`](crate::sqlite_family_tests), naming its [`FileStore`].
 
 use std::path::Path;
 use std::sync::Arc;
@@ -176,13 +176,13 @@ pub async fn searches_see_writes_from_another_connection<S: FileStore>(dir: &Pat
     mnemix_conformance::handles::searches_see_writes_of_another_handle(&a, &b, &scope()).await;
 }
 
-/// Runs every test of [`store_tests`](self) against a [`FileStore`], each in a temporary
-/// folder of its own: `mnemix_sqlite_sql::store_tests!(MyFile);` in an integration test (which
+/// Runs every test of [this module](self) against a [`FileStore`], each in a temporary
+/// folder of its own: `mnemix_testkit::sqlite_family_tests!(MyFile);` in an integration test (which
 /// needs `tokio` and `tempfile`).
 #[macro_export]
-macro_rules! store_tests {
+macro_rules! sqlite_family_tests {
     ($file:ty) => {
-        $crate::store_tests!(@each $file;
+        $crate::sqlite_family_tests!(@each $file;
             a_fresh_file_is_migrated_to_the_latest_version_and_reopens,
             an_older_database_is_upgraded_keeping_its_data,
             a_newer_database_is_refused_with_a_clear_error,
@@ -196,7 +196,7 @@ macro_rules! store_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $test() {
                 let dir = tempfile::tempdir().unwrap();
-                $crate::store_tests::$test::<$file>(dir.path()).await;
+                $crate::sqlite_family::$test::<$file>(dir.path()).await;
             }
         )*
     };

@@ -4,7 +4,7 @@
 //! (interleaved rounds, medians), and exact top-10 latency over 100,000 vectors of 384 dims in
 //! one subject against the sequential read of the same matrix.
 //!
-//! `MEASURE_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p mnemix-redis --example measure-redis`
+//! `MEASURE_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p mnemix-bench-backends --example measure-redis`
 //! (a `redis+cluster://host:port,…` URL measures a cluster).
 
 use std::time::Instant;
@@ -77,7 +77,9 @@ async fn raw(
         .create_conversation(scope, NewConversation::default())
         .await
         .unwrap();
-    let script = redis::Script::new(include_str!("../src/lua/append.lua"));
+    let script = redis::Script::new(include_str!(
+        "../../../crates/mnemix-redis/src/lua/append.lua"
+    ));
     let base = base(scope);
     let started = Instant::now();
     for _ in 0..batches {

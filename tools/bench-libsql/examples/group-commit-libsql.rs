@@ -5,7 +5,7 @@
 //! WAL frames of the pages it changed and no fsync. Rounds of the four configurations are
 //! interleaved; figures are medians of 5 rounds.
 //!
-//! `cargo run --release -p mnemix-libsql --example group-commit-libsql`
+//! `cargo run --release -p mnemix-bench-libsql --example group-commit-libsql`
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
