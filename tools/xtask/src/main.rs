@@ -26,7 +26,11 @@
 //! - `cargo xtask fuzz [--quick] [--target NAME,…]` runs the `mnemix-fuzz` targets under AFL++
 //!   (installing cargo-afl on first use): 10 million executions each into `RELIABILITY.md` and
 //!   the committed corpus, or with `--quick` a few seconds each.
-//! - `cargo xtask ci` = format check + clippy `-D warnings` + rustdoc `-D warnings` +
+//! - `cargo xtask package` checks the published crates: the declared `rust-version` is the
+//!   toolchain's, no crate depends on one below it (backends on core alone, the adapter's suite
+//!   without the engine), no source includes a file outside its package, and `cargo package`
+//!   passes for each in dependency order.
+//! - `cargo xtask ci` = format check + clippy `-D warnings` + `package` + rustdoc `-D warnings` +
 //!   `test --compose` + `fuzz --quick` + `bench --quick`.
 //!
 //! Arguments are parsed by hand: a few commands and flags do not justify compiling clap into
@@ -108,6 +112,7 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("conformance") => conformance(&args[1..]),
         Some("ci") => ci(),
+        Some("package") => package(),
         Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
         Some("bench") => bench(&args[1..]),
         Some("recall") => recall(&args[1..]),
@@ -127,7 +132,7 @@ fn main() -> ExitCode {
 fn usage() -> String {
     let names: Vec<&str> = BACKENDS.iter().map(|(n, ..)| *n).collect();
     format!(
-        "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | ci \
+        "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | package | ci \
          | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
          | recall [--quick] [--locomo PATH] | reliability [--quick] \
          | fuzz [--quick] [--target NAME,…]",
@@ -505,6 +510,7 @@ fn ci() -> Result<(), String> {
     ]);
     run(remote)?;
     libsql_links_alone()?;
+    package()?;
     let mut embed_lint = cargo();
     embed_lint.args([
         "clippy",
@@ -548,6 +554,290 @@ fn ci() -> Result<(), String> {
     fuzz::run(&["--quick".to_owned()])?;
     // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
     bench(&["--quick".to_owned()])
+}
+
+/// The published crates, in dependency order (each after everything it depends on).
+const PUBLISHED: &[&str] = &[
+    "mnemix-core",
+    "mnemix-sqlite-sql",
+    "mnemix-sqlite",
+    "mnemix-postgres",
+    "mnemix-redis",
+    "mnemix-libsql",
+    "mnemix-embed",
+    "mnemix-engine",
+    "mnemix-conformance",
+    "mnemix",
+    "mnemix-rig",
+    "mnemix-cli",
+];
+
+/// The house's floors: a crate here must not depend (normally or optionally, with every feature)
+/// on any crate named beside it. Backends stand on core alone; the suite an adapter adds stands
+/// on core too (the engine's scenarios are its opt-in `engine` feature, checked without it).
+const MUST_NOT_DEPEND: &[(&str, &[&str])] = &[
+    (
+        "mnemix-core",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-sqlite-sql",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-sqlite",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-postgres",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-redis",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-libsql",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-embed",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix-engine",
+        &["mnemix-conformance", "mnemix-bench", "mnemix-testkit"],
+    ),
+    (
+        "mnemix-rig",
+        &[
+            "mnemix-engine",
+            "mnemix-conformance",
+            "mnemix-bench",
+            "mnemix-testkit",
+        ],
+    ),
+    (
+        "mnemix",
+        &["mnemix-conformance", "mnemix-bench", "mnemix-testkit"],
+    ),
+];
+
+/// What a third-party adapter's test build (the redb example: its suite with default
+/// features) must not compile: the engine's configuration formats and JSON Schema.
+const NOT_IN_AN_ADAPTERS_TESTS: &[&str] = &["mnemix-engine", "jsonschema", "yaml_serde", "toml"];
+
+/// Whether `cargo tree` finds `dependency` under `package` along `edges` (`cargo tree -i`
+/// fails when the dependency is nowhere in the graph, and prints nothing when it is there by
+/// other edges only).
+fn depends_on(
+    package: &str,
+    features: &[&str],
+    edges: &str,
+    dependency: &str,
+) -> Result<bool, String> {
+    let output = cargo()
+        .args(["tree", "-p", package, "-e", edges, "-i", dependency])
+        .args(features)
+        .output()
+        .map_err(|e| format!("cannot run cargo tree: {e}"))?;
+    Ok(output.status.success() && !output.stdout.is_empty())
+}
+
+/// Fails when a crate depends on one below it in the house, or an adapter's test build
+/// compiles what only the engine needs.
+fn layering() -> Result<(), String> {
+    let mut wrong = Vec::new();
+    for (package, forbidden) in MUST_NOT_DEPEND {
+        for dependency in *forbidden {
+            if depends_on(package, &["--all-features"], "normal,build", dependency)? {
+                wrong.push(format!("{package} depends on {dependency}"));
+            }
+        }
+    }
+    for dependency in ["mnemix-engine", "mnemix-bench", "mnemix-testkit"] {
+        if depends_on("mnemix-conformance", &[], "normal,build", dependency)? {
+            wrong.push(format!(
+                "mnemix-conformance (default features) depends on {dependency}"
+            ));
+        }
+    }
+    for dependency in NOT_IN_AN_ADAPTERS_TESTS {
+        if depends_on(
+            "custom-adapter-example",
+            &[],
+            "normal,build,dev",
+            dependency,
+        )? {
+            wrong.push(format!(
+                "an adapter's tests (custom-adapter-example) compile {dependency}"
+            ));
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the crates' layering is broken:\n  {}",
+            wrong.join("\n  ")
+        ))
+    }
+}
+
+/// `cargo package` of every published crate: a path dependency without a version or a manifest
+/// the registry would refuse fails it. `--no-verify`: the packages' sources are the
+/// workspace's, built and tested by the rest of CI; verifying would rebuild every dependency
+/// once more under a default profile (a quarter of an hour on two cores), so a file outside
+/// its package is found by [`outside_files`] instead. `--exclude-lockfile`: cargo orders the
+/// packages by the graph of active dependencies only, so a crate would be resolved before an
+/// optional dependency of it that is not on the registry yet (mnemix-engine before
+/// mnemix-embed); [`PUBLISHED`] holds the order to publish in.
+fn package() -> Result<(), String> {
+    check_rust_version()?;
+    layering()?;
+    outside_files()?;
+    let mut package = cargo();
+    package.args([
+        "package",
+        "--no-verify",
+        "--exclude-lockfile",
+        "--allow-dirty",
+    ]);
+    for name in PUBLISHED {
+        package.args(["-p", name]);
+    }
+    run(package)?;
+    println!(
+        "packaged {} crates: {}",
+        PUBLISHED.len(),
+        PUBLISHED.join(", ")
+    );
+    Ok(())
+}
+
+/// The declared `rust-version` is the toolchain CI builds with (major.minor).
+fn check_rust_version() -> Result<(), String> {
+    let manifest = std::fs::read_to_string(workspace_root().join("Cargo.toml"))
+        .map_err(|e| format!("cannot read Cargo.toml: {e}"))?;
+    let declared = manifest
+        .lines()
+        .find_map(|line| line.strip_prefix("rust-version = "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .ok_or("Cargo.toml declares no rust-version")?;
+    let output = Command::new("rustc")
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("cannot run rustc: {e}"))?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    let building = version.split_whitespace().nth(1).unwrap_or_default();
+    let minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+    if minor(building) == minor(&declared) {
+        Ok(())
+    } else {
+        Err(format!(
+            "Cargo.toml declares rust-version {declared} but CI builds with rustc {building}: \
+             declare the toolchain that is tested"
+        ))
+    }
+}
+
+/// Fails when a published crate's source includes a file from outside its own folder
+/// (`include_str!`, `include_bytes!`, `#[doc = include_str!(…)]`) where a build reads it: the
+/// registry's copy would not compile. Doctest-only includes (`#[cfg(doctest)]`) are allowed.
+fn outside_files() -> Result<(), String> {
+    let mut wrong = Vec::new();
+    for name in PUBLISHED {
+        let dir = workspace_root().join("crates").join(name);
+        let mut stack = vec![dir.join("src")];
+        while let Some(path) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&path) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                for (i, line) in lines.iter().enumerate() {
+                    for include in ["include_str!(\"", "include_bytes!(\""] {
+                        let Some(start) = line.find(include) else {
+                            continue;
+                        };
+                        let relative = &line[start + include.len()..];
+                        let relative = &relative[..relative.find('"').unwrap_or(relative.len())];
+                        let doctest_only = i > 0 && lines[i - 1].contains("cfg(doctest)")
+                            || i > 1 && lines[i - 2].contains("cfg(doctest)");
+                        let target = path.parent().unwrap_or(&dir).join(relative);
+                        let inside = normalize(&target).starts_with(&dir);
+                        if !inside && !doctest_only {
+                            wrong.push(format!("{}:{}: {relative}", path.display(), i + 1));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "published crates include files outside their package:\n  {}",
+            wrong.join("\n  ")
+        ))
+    }
+}
+
+/// `a/b/../c` → `a/c`, without touching the file system.
+fn normalize(path: &std::path::Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// Fails when anything that links libSQL (mnemix-libsql, with every feature and its tests)
