@@ -1,4 +1,4 @@
--- mnemix PostgreSQL schema, version 1. `{schema}` is the configured schema, quoted.
+-- agent-memory PostgreSQL schema, version 1. `{schema}` is the configured schema, quoted.
 -- `subject` is '' for the namespace-wide shared scope (subjects are never empty).
 -- Timestamps are milliseconds since the Unix epoch (the store's clock).
 -- Identifiers compare byte-wise (COLLATE "C"), as on every backend. Free text that may hold NUL

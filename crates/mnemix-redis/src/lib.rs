@@ -26,7 +26,7 @@
 //!
 //! # Key schema
 //!
-//! Every key starts with the prefix (default `mnemix`) and a hash tag. Everything one
+//! Every key starts with the prefix (default `agent-memory`, the name data was written under before the crates were renamed) and a hash tag. Everything one
 //! scope owns carries the tag `{namespace:subject}` (subject empty for the shared scope), so it
 //! lives in one cluster slot and a script may touch any of it atomically; namespace-level data
 //! (collections, the cache) carries `{namespace}`. In the tag, `%`, `{`, `}` and `:` of a
@@ -310,7 +310,7 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// The prefix of every key (default `mnemix`): printable ASCII without spaces or
+    /// The prefix of every key (default `agent-memory`): printable ASCII without spaces or
     /// braces, at most 64 bytes. Several stores with their own prefixes share a server.
     #[must_use]
     pub fn prefix(mut self, prefix: &str) -> Self {
@@ -495,11 +495,11 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// A builder with the defaults: prefix `mnemix`, the system clock.
+    /// A builder with the defaults: prefix `agent-memory`, the system clock.
     pub fn builder() -> RedisStoreBuilder {
         RedisStoreBuilder {
             target: None,
-            prefix: "mnemix".to_owned(),
+            prefix: "agent-memory".to_owned(),
             timeout: Some(mnemix_core::DEFAULT_SERVER_TIMEOUT),
             clock: Arc::new(SystemClock),
             vector_cache_bytes: 256 << 20,

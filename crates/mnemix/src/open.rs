@@ -30,7 +30,7 @@ pub enum Scheme {
     Sqlite,
     /// `postgres://`, `postgresql://` (`?schema=NAME` for a schema other than `public`).
     Postgres,
-    /// `redis://`, `rediss://` (`?prefix=NAME` for a key prefix other than `mnemix`).
+    /// `redis://`, `rediss://` (`?prefix=NAME` for a key prefix other than `agent-memory`).
     Redis,
     /// `redis+cluster://host:port,host:port`.
     RedisCluster,

@@ -1,4 +1,4 @@
--- mnemix libSQL schema, version 1.
+-- agent-memory libSQL schema, version 1.
 -- Free text (titles, fact text, working memory, vector text) is stored as BLOB: libsql's Rust
 -- driver reads TEXT through a C string, which would cut it at the first NUL.
 -- `subject` is '' for the namespace-wide shared scope (subjects are never empty).

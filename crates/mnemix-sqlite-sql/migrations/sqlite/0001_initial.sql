@@ -1,4 +1,4 @@
--- mnemix SQLite schema, version 1.
+-- agent-memory SQLite schema, version 1.
 -- `subject` is '' for the namespace-wide shared scope (subjects are never empty).
 -- Timestamps are milliseconds since the Unix epoch (the store's clock).
 
