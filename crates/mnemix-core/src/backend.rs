@@ -1,5 +1,7 @@
 //! [`MemoryBackend`]: every contract in one object, plus what spans them.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -179,5 +181,12 @@ pub trait MemoryBackend:
     /// that wrapping it again is skipped. Adapters keep the default.
     fn is_checked(&self) -> bool {
         false
+    }
+
+    /// The backend behind the front layer, when this object is the front layer, so that a
+    /// layer with another retry policy replaces it instead of wrapping it (which would retry
+    /// every try of the outer layer). Adapters keep the default.
+    fn behind_front_layer(&self) -> Option<Arc<dyn MemoryBackend>> {
+        None
     }
 }

@@ -1,6 +1,6 @@
 //! Turning text into vectors: the [`Embedder`] contract, an offline default and a cache.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -195,13 +195,7 @@ impl CachedEmbedder {
         hasher.update(self.inner.model_id().as_bytes());
         hasher.update([0]);
         hasher.update(text.as_bytes());
-        hasher
-            .finalize()
-            .iter()
-            .fold(String::from("embedding:"), |mut key, b| {
-                let _ = write!(key, "{b:02x}");
-                key
-            })
+        format!("embedding:{}", hex::encode(hasher.finalize()))
     }
 
     /// The cached bytes of every key, one batch read per [`MAX_CACHE_BATCH`] keys.

@@ -139,10 +139,12 @@ impl Checked {
         }
     }
 
-    /// `backend` behind the front layer with `retry`.
+    /// `backend` behind the front layer with `retry`. A backend already behind the layer is
+    /// taken out of it first, so the new policy replaces the old one: a call is tried as `retry`
+    /// says, never that many times for each try of another layer.
     pub fn with_retry(backend: Arc<dyn MemoryBackend>, retry: RetryPolicy) -> Self {
         Self {
-            inner: backend,
+            inner: backend.behind_front_layer().unwrap_or(backend),
             retry,
         }
     }
@@ -627,6 +629,10 @@ impl MemoryBackend for Checked {
 
     fn is_checked(&self) -> bool {
         true
+    }
+
+    fn behind_front_layer(&self) -> Option<Arc<dyn MemoryBackend>> {
+        Some(Arc::clone(&self.inner))
     }
 
     fn now(&self) -> Timestamp {

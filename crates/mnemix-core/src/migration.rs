@@ -32,13 +32,7 @@ impl Migration {
 
 /// Bytes as lowercase hex (checksums and digests).
 pub(crate) fn lowercase_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
+    hex::encode(bytes)
 }
 
 /// A migration as a database recorded it.

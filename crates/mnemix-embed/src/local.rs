@@ -1,6 +1,6 @@
 //! A sentence-transformers model run locally with candle on the CPU.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -201,10 +201,7 @@ impl LocalEmbedder {
             .ok()
             .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "local".to_owned());
-        let model_id = digest[..6].iter().fold(format!("{name}@"), |mut id, b| {
-            let _ = write!(id, "{b:02x}");
-            id
-        });
+        let model_id = format!("{name}@{}", hex::encode(&digest[..6]));
         Ok(Self {
             model: Arc::new(Model {
                 bert,

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use mnemix_core::{MemoryError, Result};
 use reqwest::header::RETRY_AFTER;
 use reqwest::StatusCode;
@@ -145,63 +146,97 @@ pub(crate) struct Endpoint {
     settings: HttpSettings,
 }
 
-impl Endpoint {
-    /// The wait before retry `attempt` (0-based): doubling from the initial backoff, capped,
-    /// with up to half of it taken off at random so retrying clients spread out.
-    fn backoff(&self, attempt: u32) -> Duration {
-        let full = self
-            .settings
-            .initial_backoff
-            .saturating_mul(2u32.saturating_pow(attempt))
-            .min(self.settings.max_backoff);
-        full.mul_f64(1.0 - fastrand::f64() / 2.0)
+/// One try's failure: worth another try (after what the server asked for, if it did), or final.
+enum Failure {
+    Retry {
+        after: Option<Duration>,
+        error: MemoryError,
+    },
+    Final(MemoryError),
+}
+
+impl Failure {
+    fn is_retry(&self) -> bool {
+        matches!(self, Self::Retry { .. })
     }
 
+    fn into_error(self) -> MemoryError {
+        match self {
+            Self::Retry { error, .. } | Self::Final(error) => error,
+        }
+    }
+}
+
+impl Endpoint {
     /// POSTs `body` as JSON and reads the answer as `R`.
     ///
-    /// A 429, a 5xx, a timeout or a refused connection is retried up to `max_retries` times,
-    /// waiting `Retry-After` when the server sends one (at most a minute), else the backoff.
-    /// Any other status or a body that is not an `R` is [`MemoryError::Model`], not retried.
+    /// A 429, a 5xx, a timeout or a refused connection is retried up to `max_retries` times by
+    /// backon (as the front layer retries): exponential backoff from the initial one, capped,
+    /// with jitter so retrying clients spread out; a `Retry-After` the server sends (at most a
+    /// minute) replaces the backoff's wait. Any other status or a body that is not an `R` is
+    /// [`MemoryError::Model`], not retried; so is the last retryable failure.
     pub(crate) async fn post<B: Serialize + ?Sized, R: DeserializeOwned>(
         &self,
         body: &B,
     ) -> Result<R> {
-        let mut attempt = 0;
-        loop {
-            let mut request = self.client.post(&self.url).json(body);
-            if let Some(key) = &self.settings.api_key {
-                request = request.bearer_auth(key);
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.settings.initial_backoff)
+            .with_max_delay(self.settings.max_backoff)
+            .with_max_times(self.settings.max_retries as usize)
+            .with_jitter();
+        (|| self.try_post(body))
+            .retry(backoff)
+            .sleep(tokio::time::sleep)
+            .when(Failure::is_retry)
+            // `None` means the tries are spent: a Retry-After never adds one.
+            .adjust(|failure, wait| match (failure, wait) {
+                (
+                    Failure::Retry {
+                        after: Some(after), ..
+                    },
+                    Some(_),
+                ) => Some(*after),
+                _ => wait,
+            })
+            .await
+            .map_err(Failure::into_error)
+    }
+
+    async fn try_post<B: Serialize + ?Sized, R: DeserializeOwned>(
+        &self,
+        body: &B,
+    ) -> std::result::Result<R, Failure> {
+        let mut request = self.client.post(&self.url).json(body);
+        if let Some(key) = &self.settings.api_key {
+            request = request.bearer_auth(key);
+        }
+        match request.send().await {
+            Ok(response) if response.status().is_success() => response.json().await.map_err(|e| {
+                Failure::Final(MemoryError::model(
+                    self.component,
+                    format!("malformed response: {e}"),
+                ))
+            }),
+            Ok(response) => {
+                let status = response.status();
+                let after = retry_after(&response);
+                let text = response.text().await.unwrap_or_default();
+                let excerpt: String = text.chars().take(300).collect();
+                let error = MemoryError::model(
+                    self.component,
+                    format!("{} answered {status}: {excerpt}", self.url),
+                );
+                Err(if retryable(status) {
+                    Failure::Retry { after, error }
+                } else {
+                    Failure::Final(error)
+                })
             }
-            let wait = match request.send().await {
-                Ok(response) if response.status().is_success() => {
-                    return response.json().await.map_err(|e| {
-                        MemoryError::model(self.component, format!("malformed response: {e}"))
-                    });
-                }
-                Ok(response)
-                    if retryable(response.status()) && attempt < self.settings.max_retries =>
-                {
-                    retry_after(&response).unwrap_or_else(|| self.backoff(attempt))
-                }
-                Ok(response) => {
-                    let status = response.status();
-                    let text = response.text().await.unwrap_or_default();
-                    let excerpt: String = text.chars().take(300).collect();
-                    return Err(MemoryError::model(
-                        self.component,
-                        format!("{} answered {status}: {excerpt}", self.url),
-                    ));
-                }
-                Err(error)
-                    if (error.is_timeout() || error.is_connect())
-                        && attempt < self.settings.max_retries =>
-                {
-                    self.backoff(attempt)
-                }
-                Err(error) => return Err(MemoryError::model(self.component, error)),
-            };
-            tokio::time::sleep(wait).await;
-            attempt += 1;
+            Err(error) if error.is_timeout() || error.is_connect() => Err(Failure::Retry {
+                after: None,
+                error: MemoryError::model(self.component, error),
+            }),
+            Err(error) => Err(Failure::Final(MemoryError::model(self.component, error))),
         }
     }
 }

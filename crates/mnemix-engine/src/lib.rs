@@ -40,7 +40,7 @@ mod session;
 mod working;
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -1514,10 +1514,7 @@ fn message_vector_id(conversation: &ConversationId, message: &StoredMessage) -> 
     hasher.update([0]);
     hasher.update(message.message.id.as_str().as_bytes());
     let digest = hasher.finalize();
-    let id = digest[..16].iter().fold(String::from("msg-"), |mut id, b| {
-        let _ = write!(id, "{b:02x}");
-        id
-    });
+    let id = format!("msg-{}", hex::encode(&digest[..16]));
     VectorId::new(id).expect("a hex id is a valid identifier")
 }
 

@@ -25,7 +25,6 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(()) }).unwrap();
 //! ```
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -202,10 +201,7 @@ impl PromptCacheRegistry {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part);
         }
-        hasher.finalize().iter().fold(String::new(), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
+        hex::encode(hasher.finalize())
     }
 
     fn key(provider: &str, fingerprint: &str) -> Result<String> {

@@ -3,7 +3,6 @@
 // rig's traits return its `VectorStoreError` (over 200 bytes); its size is rig's to choose.
 #![allow(clippy::result_large_err)]
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use mnemix_core::embed::Embedder;
@@ -261,12 +260,7 @@ fn digest(metadata: &Metadata, text: &str) -> String {
     hasher.update(Value::Object(metadata.clone()).to_string());
     hasher.update([0]);
     hasher.update(text);
-    hasher.finalize()[..16]
-        .iter()
-        .fold(String::with_capacity(32), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
+    hex::encode(&hasher.finalize()[..16])
 }
 
 /// rig's filter as our filter AST: keys are top-level fields, values bound as values.

@@ -11,7 +11,6 @@
 //! file when it changes and on SIGHUP ([`KeyRing`]).
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
@@ -379,24 +378,15 @@ fn digest(key: &str) -> KeyId {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .fold(String::with_capacity(2 * bytes.len()), |mut hex, b| {
-            let _ = write!(hex, "{b:02x}");
-            hex
-        })
+    hex::encode(bytes)
 }
 
 fn parse_digest(text: &str) -> Result<KeyId> {
-    let bytes: Option<Vec<u8>> = (text.len() == 64 && text.is_ascii())
-        .then(|| {
-            (0..32)
-                .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok())
-                .collect()
-        })
-        .flatten();
-    bytes
-        .and_then(|b| b.try_into().ok())
+    // hex refuses what `u8::from_str_radix` let through before: a `+` before a digit pair.
+    let mut digest = KeyId::default();
+    hex::decode_to_slice(text, &mut digest)
+        .map(|()| digest)
+        .ok()
         .with_context(|| format!("{text:?} is not a hex SHA-256 (64 hex digits)"))
 }
 
@@ -479,5 +469,17 @@ mod tests {
         let keys = Keys::load(&path).unwrap();
         assert_eq!(keys.len(), 1);
         assert!(keys.grant(&kept).is_some());
+    }
+
+    #[test]
+    fn a_digest_is_64_hex_digits_and_nothing_else() {
+        let digest = hex(&[0xab; 32]);
+        assert_eq!(parse_digest(&digest).unwrap(), [0xab; 32]);
+        assert_eq!(parse_digest(&digest.to_uppercase()).unwrap(), [0xab; 32]);
+        // `u8::from_str_radix` took "+a" for 0x0a: a file's digest must be hex digits only.
+        assert!(parse_digest(&"+a".repeat(32)).is_err());
+        assert!(parse_digest(&digest[..62]).is_err());
+        assert!(parse_digest(&format!("{digest}00")).is_err());
+        assert!(parse_digest(&"zz".repeat(32)).is_err());
     }
 }
