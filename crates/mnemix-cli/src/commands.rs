@@ -15,7 +15,7 @@ use mnemix_core::{
     Namespace, RecallQuery, Scope, Subject, VectorQuery,
 };
 
-use crate::open::{open, open_existing, open_with_clock, redacted, Scheme};
+use crate::open::{open, open_existing, open_with_clock, redacted};
 use crate::ui;
 
 #[derive(Debug, Subcommand)]
@@ -199,7 +199,7 @@ pub async fn kinds(url: &str, namespace: &str, command: KindsCommand) -> Result<
 }
 
 pub async fn conformance(url: &str, verbose: bool) -> Result<ExitCode> {
-    let backend = Scheme::of(url)?.name();
+    let backend = mnemix::descriptor_for(url)?.name();
     // Fail early, with the real reason, when the URL cannot be opened at all.
     open(url).await?;
     let target = url.to_owned();

@@ -6,7 +6,7 @@ use anyhow::{Context as _, Result};
 use mnemix::OpenOptions;
 use mnemix_core::{Clock, MemoryBackend};
 
-pub use mnemix::{redacted, Scheme, DEFAULT_URL};
+pub use mnemix::{redacted, DEFAULT_URL};
 
 /// Opens the store a URL names, with `clock` deciding "now".
 pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn MemoryBackend>> {

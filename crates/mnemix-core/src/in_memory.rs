@@ -166,6 +166,18 @@ impl Default for InMemoryBackend {
     }
 }
 
+/// `memory://`: how the front door (`mnemix::open`) finds the in-memory reference backend.
+/// Nothing survives the process.
+pub const DESCRIPTOR: crate::descriptor::Descriptor =
+    crate::descriptor::Descriptor::new("memory", &["memory"], "memory://", open_request);
+
+#[allow(clippy::needless_pass_by_value)] // the descriptor's signature: a backend that awaits moves it
+fn open_request(request: crate::descriptor::OpenRequest) -> crate::descriptor::BoxOpen {
+    let backend: Arc<dyn MemoryBackend> =
+        Arc::new(InMemoryBackend::with_clock(Arc::clone(request.clock())));
+    Box::pin(std::future::ready(Ok(backend)))
+}
+
 impl InMemoryBackend {
     /// An empty store on the wall clock.
     pub fn new() -> Self {

@@ -8,6 +8,7 @@ pub mod capabilities;
 pub mod checkpoint;
 pub mod continuation;
 pub mod conversation;
+pub mod descriptor;
 pub mod embed;
 pub mod error;
 pub mod exact;

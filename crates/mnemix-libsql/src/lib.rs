@@ -93,7 +93,8 @@ use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
 use std::time::Duration;
 
 use libsql::{Database, Transaction, TransactionBehavior};
-use mnemix_core::{Clock, MemoryError, Result, SystemClock};
+use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
+use mnemix_core::{Clock, MemoryBackend, MemoryError, Result, SystemClock};
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 pub use db::MIGRATIONS;
@@ -101,7 +102,7 @@ pub use vectors::MAX_INDEX_CANDIDATES;
 
 use crate::db::{Conn, DbResult};
 
-/// The file used by [`LibsqlStore::from_env`] when `MNEMIX_LIBSQL_URL` is unset.
+/// The file a builder given no path or URL opens.
 pub const DEFAULT_PATH: &str = "./.mnemix/mnemix-libsql.db";
 
 /// Below this many vectors in the caller's scope, a search scans them exactly: measured faster
@@ -395,6 +396,37 @@ struct Readers {
     permits: Arc<Semaphore>,
 }
 
+/// The environment variable a remote database's auth token comes from when the request to
+/// open it carries none.
+pub const AUTH_TOKEN_ENV: &str = "MNEMIX_LIBSQL_AUTH_TOKEN";
+
+/// `file:PATH`, `libsql::memory:`, `libsql://…`, `http(s)://…`: how `mnemix::open` finds this
+/// backend.
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "libsql",
+    &["libsql", "file", "http", "https"],
+    "file:FILE, libsql::memory:, libsql://",
+    open_request,
+);
+
+fn open_request(request: OpenRequest) -> BoxOpen {
+    Box::pin(async move {
+        let token = request
+            .auth_token()
+            .map(str::to_owned)
+            .or_else(|| std::env::var(AUTH_TOKEN_ENV).ok())
+            .unwrap_or_default();
+        let store = LibsqlStore::builder()
+            .url(request.url())
+            .create_if_missing(request.create_if_missing())
+            .auth_token(token)
+            .clock(Arc::clone(request.clock()))
+            .open()
+            .await?;
+        Ok(Arc::new(store) as Arc<dyn MemoryBackend>)
+    })
+}
+
 /// Every memory contract on one libSQL database. Cheap to share behind an `Arc`.
 pub struct LibsqlStore {
     database: Database,
@@ -500,18 +532,6 @@ impl LibsqlStore {
             url_error: None,
             clock: Arc::new(SystemClock),
             create_if_missing: true,
-        }
-    }
-
-    /// Opens the URL in `MNEMIX_LIBSQL_URL` (with `MNEMIX_LIBSQL_AUTH_TOKEN` for a
-    /// remote one), or [`DEFAULT_PATH`] when it is unset.
-    pub async fn from_env() -> Result<Self> {
-        let token = std::env::var("MNEMIX_LIBSQL_AUTH_TOKEN").unwrap_or_default();
-        match std::env::var("MNEMIX_LIBSQL_URL") {
-            Ok(url) if !url.trim().is_empty() => {
-                Self::builder().url(&url).auth_token(token).open().await
-            }
-            _ => Self::builder().open().await,
         }
     }
 

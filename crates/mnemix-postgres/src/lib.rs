@@ -88,7 +88,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use mnemix_core::{Clock, MemoryError, Result, SystemClock};
+use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
+use mnemix_core::{Clock, MemoryBackend, MemoryError, Result, SystemClock};
 use tokio_postgres::NoTls;
 
 pub use db::MIGRATIONS;
@@ -406,6 +407,26 @@ fn quote_schema(schema: &str) -> Result<String> {
     Ok(format!("\"{schema}\""))
 }
 
+/// `postgres://`, `postgresql://` (`?schema=NAME`): how `mnemix::open` finds this backend.
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "postgres",
+    &["postgres", "postgresql"],
+    "postgres://",
+    open_request,
+);
+
+fn open_request(request: OpenRequest) -> BoxOpen {
+    Box::pin(async move {
+        let store = PostgresStore::builder()
+            .url(request.url())
+            .timeout(request.timeout())
+            .clock(Arc::clone(request.clock()))
+            .open()
+            .await?;
+        Ok(Arc::new(store) as Arc<dyn MemoryBackend>)
+    })
+}
+
 /// Every memory contract on one PostgreSQL database. Cheap to share behind an `Arc`.
 pub struct PostgresStore {
     pool: Pool,
@@ -460,33 +481,6 @@ impl PostgresStore {
             error: None,
             clock: Arc::new(SystemClock),
         }
-    }
-
-    /// Opens `DATABASE_URL`, or else the libpq variables `PGHOST`, `PGPORT`, `PGUSER`,
-    /// `PGPASSWORD` and `PGDATABASE` (defaults 127.0.0.1, 5432, postgres, none, postgres).
-    pub async fn from_env() -> Result<Self> {
-        if let Some(url) = std::env::var("DATABASE_URL")
-            .ok()
-            .filter(|u| !u.trim().is_empty())
-        {
-            return Self::builder().url(url.trim()).open().await;
-        }
-        let var =
-            |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
-        let mut config = tokio_postgres::Config::new();
-        config
-            .host(var("PGHOST", "127.0.0.1"))
-            .user(var("PGUSER", "postgres"))
-            .dbname(var("PGDATABASE", "postgres"));
-        let port = var("PGPORT", "5432");
-        config.port(
-            port.parse()
-                .map_err(|_| MemoryError::invalid(format!("PGPORT {port:?} is not a port")))?,
-        );
-        if let Ok(password) = std::env::var("PGPASSWORD") {
-            config.password(password);
-        }
-        Self::builder().config(config).open().await
     }
 
     /// How the store was opened.

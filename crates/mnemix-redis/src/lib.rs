@@ -119,8 +119,11 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
 use mnemix_core::url::redacted;
-use mnemix_core::{Clock, Durability, MemoryError, Namespace, Result, Scope, SystemClock};
+use mnemix_core::{
+    Clock, Durability, MemoryBackend, MemoryError, Namespace, Result, Scope, SystemClock,
+};
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -463,6 +466,35 @@ async fn durability(connection: &mut RedisConnection) -> Durability {
     }
 }
 
+/// `redis://`, `rediss://` (`?prefix=NAME&replicas=N`): how `mnemix::open` finds this
+/// backend on a standalone server.
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "redis",
+    &["redis", "rediss"],
+    "redis://, rediss://",
+    open_request,
+);
+
+/// `redis+cluster://host:port,host:port`: how `mnemix::open` finds this backend on a cluster.
+pub const CLUSTER_DESCRIPTOR: Descriptor = Descriptor::new(
+    "redis-cluster",
+    &["redis+cluster"],
+    "redis+cluster://",
+    open_request,
+);
+
+fn open_request(request: OpenRequest) -> BoxOpen {
+    Box::pin(async move {
+        let store = RedisStore::builder()
+            .url(request.url())
+            .timeout(request.timeout())
+            .clock(Arc::clone(request.clock()))
+            .open()
+            .await?;
+        Ok(Arc::new(store) as Arc<dyn MemoryBackend>)
+    })
+}
+
 /// Every memory contract on one Redis server or cluster. Cheap to share behind an `Arc`.
 pub struct RedisStore {
     connection: RedisConnection,
@@ -506,15 +538,6 @@ impl RedisStore {
             replicas: 0,
             bad_replicas: None,
         }
-    }
-
-    /// Opens `REDIS_URL` (which may be `redis+cluster://…`), else `redis://127.0.0.1:6379`.
-    pub async fn from_env() -> Result<Self> {
-        let url = std::env::var("REDIS_URL")
-            .ok()
-            .filter(|u| !u.trim().is_empty())
-            .unwrap_or_else(|| "redis://127.0.0.1:6379".into());
-        Self::builder().url(url.trim()).open().await
     }
 
     /// Whether the store runs against a cluster.

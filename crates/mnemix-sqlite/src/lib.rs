@@ -72,7 +72,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mnemix_core::{Clock, MemoryError, Result, SystemClock};
+use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
+use mnemix_core::{Clock, MemoryBackend, MemoryError, Result, SystemClock};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
 
@@ -93,8 +94,7 @@ const TABLE_COUNTS: &[(&str, &str)] = &[
     ("cache", "SELECT count(*) FROM cache"),
 ];
 
-/// The file used by [`SqliteStore::from_env`] when `MNEMIX_SQLITE_URL` is unset, and by
-/// the `mnemix` CLI by default.
+/// The file a builder given no path or URL opens.
 pub const DEFAULT_PATH: &str = "./.mnemix/memory.db";
 
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
@@ -106,6 +106,26 @@ enum Location {
     File(PathBuf),
     Memory,
     ExistingPool,
+}
+
+/// `sqlite://FILE`, `sqlite::memory:`: how `mnemix::open` finds this backend.
+pub const DESCRIPTOR: Descriptor = Descriptor::new(
+    "sqlite",
+    &["sqlite"],
+    "sqlite://FILE, sqlite::memory:",
+    open_request,
+);
+
+fn open_request(request: OpenRequest) -> BoxOpen {
+    Box::pin(async move {
+        let store = SqliteStore::builder()
+            .url(request.url())
+            .create_if_missing(request.create_if_missing())
+            .clock(Arc::clone(request.clock()))
+            .open()
+            .await?;
+        Ok(Arc::new(store) as Arc<dyn MemoryBackend>)
+    })
 }
 
 /// How a [`SqliteStore`] is opened; its `Debug` shows the path (there is nothing secret).
@@ -359,14 +379,6 @@ impl SqliteStore {
             url_error: None,
             clock: Arc::new(SystemClock),
             create_if_missing: true,
-        }
-    }
-
-    /// Opens the URL in `MNEMIX_SQLITE_URL`, or [`DEFAULT_PATH`] when it is unset.
-    pub async fn from_env() -> Result<Self> {
-        match std::env::var("MNEMIX_SQLITE_URL") {
-            Ok(url) if !url.trim().is_empty() => Self::builder().url(url.trim()).open().await,
-            _ => Self::builder().open().await,
         }
     }
 

@@ -50,7 +50,8 @@ mod open;
 
 pub use mnemix_core::*;
 pub use open::{
-    from_env, open, redacted, OpenOptions, Scheme, DEFAULT_URL, LIBSQL_TOKEN_ENV, URL_ENV,
+    descriptor_for, descriptors, from_env, open, redacted, register, OpenOptions, DEFAULT_URL,
+    URL_ENV,
 };
 
 /// The engine: `Memory` (prepare and commit an agent turn over any store), its `config`, the

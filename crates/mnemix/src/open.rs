@@ -1,16 +1,14 @@
-//! From a URL to a ready [`Store`], by scheme.
+//! From a URL to a ready [`Store`]: the backend whose scheme the URL has, among those compiled
+//! in and those [`register`]ed at run time.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
-use mnemix_core::{Clock, MemoryError, Result, RetryPolicy, Store, SystemClock};
+use mnemix_core::descriptor::{scheme_of, Descriptor, OpenRequest};
+use mnemix_core::{Clock, MemoryError, Result, RetryPolicy, Store};
 
 /// The environment variable [`from_env`] reads.
 pub const URL_ENV: &str = "MNEMIX_URL";
-
-/// The environment variable a remote libSQL URL takes its auth token from, unless
-/// [`OpenOptions::auth_token`] gives one.
-pub const LIBSQL_TOKEN_ENV: &str = "MNEMIX_LIBSQL_AUTH_TOKEN";
 
 /// The store [`from_env`] opens when [`URL_ENV`] is unset: a SQLite file in the current folder.
 #[cfg(not(feature = "libsql"))]
@@ -20,132 +18,140 @@ pub const DEFAULT_URL: &str = "sqlite://./.mnemix/memory.db";
 #[cfg(feature = "libsql")]
 pub const DEFAULT_URL: &str = "file:./.mnemix/mnemix-libsql.db";
 
-/// Which backend a URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Scheme {
-    /// `memory://`: the in-memory reference backend (nothing survives the process).
-    Memory,
-    /// `sqlite://FILE`, `sqlite::memory:`.
-    Sqlite,
-    /// `postgres://`, `postgresql://` (`?schema=NAME` for a schema other than `public`).
-    Postgres,
-    /// `redis://`, `rediss://` (`?prefix=NAME` for a key prefix other than `agent-memory`).
-    Redis,
-    /// `redis+cluster://host:port,host:port`.
-    RedisCluster,
-    /// `file:PATH`, `libsql::memory:`, `libsql://`, `http(s)://`.
-    Libsql,
+/// The backends this build has, each enabled by its feature: the one list of them.
+fn compiled_in() -> Vec<Descriptor> {
+    vec![
+        mnemix_core::in_memory::DESCRIPTOR,
+        #[cfg(feature = "sqlite")]
+        mnemix_sqlite::DESCRIPTOR,
+        #[cfg(feature = "postgres")]
+        mnemix_postgres::DESCRIPTOR,
+        #[cfg(feature = "redis")]
+        mnemix_redis::DESCRIPTOR,
+        #[cfg(feature = "redis")]
+        mnemix_redis::CLUSTER_DESCRIPTOR,
+        #[cfg(feature = "libsql")]
+        mnemix_libsql::DESCRIPTOR,
+    ]
 }
 
-impl Scheme {
-    /// The scheme of `url`; an unknown one is `InvalidInput` naming the known ones.
-    pub fn of(url: &str) -> Result<Self> {
-        let scheme = url.split_once(':').map_or(url, |(s, _)| s);
-        Ok(match scheme {
-            "memory" => Self::Memory,
-            "sqlite" => Self::Sqlite,
-            "postgres" | "postgresql" => Self::Postgres,
-            "redis" | "rediss" => Self::Redis,
-            "redis+cluster" => Self::RedisCluster,
-            "libsql" | "file" | "http" | "https" => Self::Libsql,
-            other => {
-                let (here, elsewhere): (Vec<Self>, Vec<Self>) =
-                    Self::ALL.into_iter().partition(|s| s.is_compiled_in());
-                let forms = |schemes: &[Self]| {
-                    schemes
-                        .iter()
-                        .map(|s| s.url_forms())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                let more: Vec<String> = elsewhere
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "the `{}` feature adds {}",
-                            s.feature().unwrap_or_default(),
-                            s.url_forms()
-                        )
-                    })
-                    .collect();
-                return Err(MemoryError::invalid(format!(
-                    "unknown URL scheme {other:?} in {:?}: this build opens {}{}",
-                    redacted(url),
-                    forms(&here),
-                    if more.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; {}", more.join("; "))
-                    }
-                )));
-            }
-        })
-    }
+/// Every backend feature with the URLs it adds, for the message of a URL this build cannot open.
+const FEATURES: &[(&str, &[&str], &str)] = &[
+    ("sqlite", &["sqlite"], "sqlite://FILE"),
+    ("postgres", &["postgres", "postgresql"], "postgres://"),
+    (
+        "redis",
+        &["redis", "rediss", "redis+cluster"],
+        "redis://, rediss://, redis+cluster://",
+    ),
+    (
+        "libsql",
+        &["libsql", "file", "http", "https"],
+        "file:FILE, libsql://",
+    ),
+];
 
-    /// The URL forms of the backend, for messages.
-    fn url_forms(self) -> &'static str {
-        match self {
-            Self::Memory => "memory://",
-            Self::Sqlite => "sqlite://FILE",
-            Self::Postgres => "postgres://",
-            Self::Redis => "redis://, rediss://",
-            Self::RedisCluster => "redis+cluster://",
-            Self::Libsql => "file:FILE, libsql://",
+/// Backends registered at run time, after those compiled in.
+static REGISTERED: RwLock<Vec<Descriptor>> = RwLock::new(Vec::new());
+
+/// Lets [`open`] (and everything that opens by URL, the `mnemix` command's library included)
+/// open `descriptor`'s schemes: how a third party's adapter is opened by URL like ours.
+/// Registering the same backend again changes nothing; a scheme another backend opens is
+/// `InvalidInput`.
+///
+/// ```
+/// use mnemix::descriptor::{BoxOpen, Descriptor, OpenRequest};
+/// use mnemix::{InMemoryBackend, MemoryBackend};
+/// use std::sync::Arc;
+///
+/// fn open(request: OpenRequest) -> BoxOpen {
+///     Box::pin(async move {
+///         Ok(Arc::new(InMemoryBackend::with_clock(request.clock().clone())) as Arc<dyn MemoryBackend>)
+///     })
+/// }
+/// const SCRATCH: Descriptor = Descriptor::new("scratch", &["scratch"], "scratch://", open);
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// mnemix::register(SCRATCH)?;
+/// let store = mnemix::open("scratch://").await?;
+/// assert_eq!(store.backend_name(), "memory");
+/// assert!(mnemix::register(Descriptor::new("other", &["sqlite"], "sqlite://", open)).is_err());
+/// # Ok::<(), mnemix::MemoryError>(())
+/// # }).unwrap();
+/// ```
+pub fn register(descriptor: Descriptor) -> Result<()> {
+    let mut registered = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
+    let known: Vec<Descriptor> = compiled_in()
+        .into_iter()
+        .chain(registered.iter().copied())
+        .collect();
+    if known
+        .iter()
+        .any(|d| d.name() == descriptor.name() && d.schemes() == descriptor.schemes())
+    {
+        return Ok(());
+    }
+    if let Some((taken, by)) = descriptor.schemes().iter().find_map(|scheme| {
+        known
+            .iter()
+            .find(|d| d.schemes().contains(scheme))
+            .map(|d| (*scheme, d.name()))
+    }) {
+        return Err(MemoryError::invalid(format!(
+            "cannot register the {} backend: the {by} backend opens {taken}:// already",
+            descriptor.name()
+        )));
+    }
+    registered.push(descriptor);
+    Ok(())
+}
+
+/// Every backend this process can open: those compiled in, then those registered.
+pub fn descriptors() -> Vec<Descriptor> {
+    let registered = REGISTERED.read().unwrap_or_else(PoisonError::into_inner);
+    compiled_in()
+        .into_iter()
+        .chain(registered.iter().copied())
+        .collect()
+}
+
+/// The backend that opens `url`; one no backend here opens is `InvalidInput` saying which
+/// feature adds it, or which URLs this build opens.
+pub fn descriptor_for(url: &str) -> Result<Descriptor> {
+    let known = descriptors();
+    if let Some(descriptor) = known.iter().find(|d| d.opens(url)) {
+        return Ok(*descriptor);
+    }
+    let scheme = scheme_of(url);
+    let forms = known
+        .iter()
+        .map(Descriptor::url_forms)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Some((feature, _, _)) = FEATURES
+        .iter()
+        .find(|(_, schemes, _)| schemes.contains(&scheme))
+    {
+        return Err(MemoryError::invalid(format!(
+            "{} needs the {feature} backend, which this build leaves out: enable the \
+             `{feature}` feature of mnemix (this build opens {forms})",
+            redacted(url)
+        )));
+    }
+    let more: Vec<String> = FEATURES
+        .iter()
+        .filter(|(feature, ..)| !known.iter().any(|d| d.name() == *feature))
+        .map(|(feature, _, adds)| format!("the `{feature}` feature adds {adds}"))
+        .collect();
+    Err(MemoryError::invalid(format!(
+        "unknown URL scheme {scheme:?} in {:?}: this build opens {forms}{}",
+        redacted(url),
+        if more.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", more.join("; "))
         }
-    }
-
-    /// The backend's name (`"sqlite"`, `"redis-cluster"`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Memory => "memory",
-            Self::Sqlite => "sqlite",
-            Self::Postgres => "postgres",
-            Self::Redis => "redis",
-            Self::RedisCluster => "redis-cluster",
-            Self::Libsql => "libsql",
-        }
-    }
-
-    /// The Cargo feature of `mnemix` that brings this backend in (`None`: always there).
-    pub fn feature(self) -> Option<&'static str> {
-        match self {
-            Self::Memory => None,
-            Self::Sqlite => Some("sqlite"),
-            Self::Postgres => Some("postgres"),
-            Self::Redis | Self::RedisCluster => Some("redis"),
-            Self::Libsql => Some("libsql"),
-        }
-    }
-
-    /// Whether this build has the backend.
-    pub fn is_compiled_in(self) -> bool {
-        match self {
-            Self::Memory => true,
-            Self::Sqlite => cfg!(feature = "sqlite"),
-            Self::Postgres => cfg!(feature = "postgres"),
-            Self::Redis | Self::RedisCluster => cfg!(feature = "redis"),
-            Self::Libsql => cfg!(feature = "libsql"),
-        }
-    }
-
-    /// Every scheme, compiled in or not.
-    const ALL: [Self; 6] = [
-        Self::Memory,
-        Self::Sqlite,
-        Self::Postgres,
-        Self::Redis,
-        Self::RedisCluster,
-        Self::Libsql,
-    ];
-
-    /// Every scheme this build can open.
-    pub fn compiled_in() -> Vec<Self> {
-        Self::ALL
-            .into_iter()
-            .filter(|s| s.is_compiled_in())
-            .collect()
-    }
+    )))
 }
 
 /// `url` with any password replaced by `***`, for messages and logs.
@@ -194,7 +200,7 @@ impl OpenOptions {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            clock: Arc::new(SystemClock),
+            clock: Arc::new(mnemix_core::SystemClock),
             retry: RetryPolicy::default(),
             auth_token: None,
             create_if_missing: true,
@@ -236,89 +242,29 @@ impl OpenOptions {
         self
     }
 
-    /// The auth token of a remote libSQL database (default: [`LIBSQL_TOKEN_ENV`]).
+    /// The auth token of a remote libSQL database (default: the `MNEMIX_LIBSQL_AUTH_TOKEN`
+    /// environment variable).
     #[must_use]
     pub fn auth_token(mut self, token: impl Into<String>) -> Self {
         self.auth_token = Some(token.into());
         self
     }
 
-    /// The scheme of the URL.
-    pub fn scheme(&self) -> Result<Scheme> {
-        Scheme::of(&self.url)
+    /// The backend that opens the URL (see [`descriptor_for`]).
+    pub fn descriptor(&self) -> Result<Descriptor> {
+        descriptor_for(&self.url)
     }
 
     /// Opens the store (connecting, and migrating its schema where it has one).
     pub async fn open(self) -> Result<Store> {
-        let backend = self.backend(self.scheme()?).await?;
+        let descriptor = self.descriptor()?;
+        let request = OpenRequest::new(self.url)
+            .with_clock(self.clock)
+            .with_timeout(self.timeout)
+            .with_create_if_missing(self.create_if_missing)
+            .with_auth_token(self.auth_token);
+        let backend = descriptor.open(request).await?;
         Ok(Store::with_retry(backend, self.retry))
-    }
-
-    #[allow(clippy::unused_async)] // awaits only with a server backend compiled in
-    async fn backend(&self, scheme: Scheme) -> Result<Arc<dyn mnemix_core::MemoryBackend>> {
-        let (url, clock) = (self.url.as_str(), Arc::clone(&self.clock));
-        Ok(match scheme {
-            Scheme::Memory => Arc::new(mnemix_core::InMemoryBackend::with_clock(clock)),
-            #[cfg(feature = "sqlite")]
-            Scheme::Sqlite => Arc::new(
-                mnemix_sqlite::SqliteStore::builder()
-                    .url(url)
-                    .create_if_missing(self.create_if_missing)
-                    .clock(clock)
-                    .open()
-                    .await?,
-            ),
-            #[cfg(feature = "postgres")]
-            Scheme::Postgres => Arc::new(
-                mnemix_postgres::PostgresStore::builder()
-                    .url(url)
-                    .timeout(self.timeout)
-                    .clock(clock)
-                    .open()
-                    .await?,
-            ),
-            #[cfg(feature = "redis")]
-            Scheme::Redis | Scheme::RedisCluster => Arc::new(
-                mnemix_redis::RedisStore::builder()
-                    .url(url)
-                    .timeout(self.timeout)
-                    .clock(clock)
-                    .open()
-                    .await?,
-            ),
-            #[cfg(feature = "libsql")]
-            Scheme::Libsql => {
-                let token = self
-                    .auth_token
-                    .clone()
-                    .or_else(|| std::env::var(LIBSQL_TOKEN_ENV).ok())
-                    .unwrap_or_default();
-                Arc::new(
-                    mnemix_libsql::LibsqlStore::builder()
-                        .url(url)
-                        .create_if_missing(self.create_if_missing)
-                        .auth_token(token)
-                        .clock(clock)
-                        .open()
-                        .await?,
-                )
-            }
-            #[allow(unreachable_patterns)] // every scheme compiled in
-            _ => {
-                return Err(MemoryError::invalid(format!(
-                    "{} needs the {} backend, which this build leaves out: enable the `{}` \
-                     feature of mnemix (this build has: {})",
-                    redacted(url),
-                    scheme.name(),
-                    scheme.feature().unwrap_or_default(),
-                    Scheme::compiled_in()
-                        .iter()
-                        .map(|s| s.name())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )))
-            }
-        })
     }
 }
 
@@ -333,8 +279,9 @@ impl OpenOptions {
 /// | `file:PATH`, `libsql::memory:`, `libsql://…` | libSQL | `libsql`, `libsql-remote` |
 /// | `memory://` | in-memory reference | always |
 ///
-/// A scheme whose backend this build leaves out, or an unknown one, is `InvalidInput` saying
-/// which feature to enable; an unreachable server is `Unavailable`.
+/// Adapters [`register`]ed at run time open their own schemes. A scheme whose backend this
+/// build leaves out, or an unknown one, is `InvalidInput` saying which feature to enable; an
+/// unreachable server is `Unavailable`.
 pub async fn open(url: &str) -> Result<Store> {
     OpenOptions::new(url).open().await
 }

@@ -21,6 +21,9 @@
 //! n␀{namespace}␀col␀{name}   n␀{namespace}␀cache␀{key}
 //! ```
 //! (`␀` is a NUL byte, which no identifier may hold; the shared scope's subject is empty.)
+//!
+//! [`DESCRIPTOR`] lets the front door open it by URL (`redb://PATH`) once a program registers
+//! it: `mnemix::register(custom_adapter_example::DESCRIPTOR)?`, then `mnemix::open(url)`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -32,6 +35,7 @@ use mnemix_core::adapter::{
     order_history, page_newest_first, plan_append, plan_remember, rank_facts, rank_hits,
     sort_canonical, AppendPlan, RememberPlan,
 };
+use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
 use mnemix_core::{
     AppendOptions, AppendReceipt, CacheStore, Capabilities, Checkpoint, CheckpointId,
     CheckpointStatus, CheckpointStore, CheckpointUpdate, Clock, CollectionSpec, Conversation,
@@ -1176,4 +1180,24 @@ impl MemoryBackend for RedbStore {
             Ok(receipt)
         })
     }
+}
+
+/// `redb://PATH`: how `mnemix::open` finds this adapter once a program registers it.
+pub const DESCRIPTOR: Descriptor = Descriptor::new("redb", &["redb"], "redb://FILE", open_request);
+
+#[allow(clippy::needless_pass_by_value)] // the descriptor's signature: a backend that awaits moves it
+fn open_request(request: OpenRequest) -> BoxOpen {
+    let opened = request
+        .url()
+        .strip_prefix("redb://")
+        .filter(|path| !path.is_empty())
+        .ok_or_else(|| MemoryError::invalid(format!("{:?} is not redb://PATH", request.url())))
+        .and_then(|path| {
+            if !request.create_if_missing() && !Path::new(path).exists() {
+                return Err(MemoryError::not_found("redb database", path));
+            }
+            RedbStore::open_with_clock(path, Arc::clone(request.clock()))
+        })
+        .map(|store| Arc::new(store) as Arc<dyn MemoryBackend>);
+    Box::pin(std::future::ready(opened))
 }
