@@ -59,16 +59,44 @@ pub use open::{
 #[cfg(feature = "engine")]
 pub use mnemix_engine as engine;
 
-/// The backend crates, for their own builders, configuration and operator functions.
-pub mod backends {
-    #[cfg(feature = "libsql")]
-    pub use mnemix_libsql as libsql;
-    #[cfg(feature = "postgres")]
-    pub use mnemix_postgres as postgres;
-    #[cfg(feature = "redis")]
-    pub use mnemix_redis as redis;
-    #[cfg(feature = "sqlite")]
-    pub use mnemix_sqlite as sqlite;
+/// The one list of the backends this crate knows. Each row: the feature that brings the
+/// backend in, its crate (re-exported under [`backends`] by the row's name), the descriptors
+/// `open` finds it by, and the URL schemes and forms the feature adds (for the message of a
+/// build without it). Adding a backend is a row here and its feature in Cargo.toml.
+macro_rules! backends {
+    ($( $feature:literal => $name:ident = $krate:ident [$($descriptor:ident),+] $schemes:expr, $forms:literal; )*) => {
+        /// The backend crates, for their own builders, configuration and operator functions.
+        pub mod backends {
+            $(
+                #[cfg(feature = $feature)]
+                pub use $krate as $name;
+            )*
+        }
+
+        /// The descriptors of the backends this build has: the in-memory reference, then each
+        /// enabled feature's.
+        fn compiled_in() -> Vec<mnemix_core::descriptor::Descriptor> {
+            vec![
+                mnemix_core::in_memory::DESCRIPTOR,
+                $($(
+                    #[cfg(feature = $feature)]
+                    $krate::$descriptor,
+                )+)*
+            ]
+        }
+
+        /// Every backend feature with the URL schemes and forms it adds.
+        const FEATURES: &[(&str, &[&str], &str)] = &[$( ($feature, $schemes, $forms), )*];
+    };
+}
+
+backends! {
+    "sqlite" => sqlite = mnemix_sqlite [DESCRIPTOR] &["sqlite"], "sqlite://FILE";
+    "postgres" => postgres = mnemix_postgres [DESCRIPTOR] &["postgres", "postgresql"], "postgres://";
+    "redis" => redis = mnemix_redis [DESCRIPTOR, CLUSTER_DESCRIPTOR]
+        &["redis", "rediss", "redis+cluster"], "redis://, rediss://, redis+cluster://";
+    "libsql" => libsql = mnemix_libsql [DESCRIPTOR]
+        &["libsql", "file", "http", "https"], "file:FILE, libsql://";
 }
 
 /// Embedders beyond the offline [`HashingEmbedder`](crate::embed::HashingEmbedder): an

@@ -7,6 +7,8 @@ use std::time::Duration;
 use mnemix_core::descriptor::{scheme_of, Descriptor, OpenRequest};
 use mnemix_core::{Clock, MemoryError, Result, RetryPolicy, Store};
 
+use crate::{compiled_in, FEATURES};
+
 /// The environment variable [`from_env`] reads.
 pub const URL_ENV: &str = "MNEMIX_URL";
 
@@ -17,39 +19,6 @@ pub const DEFAULT_URL: &str = "sqlite://./.mnemix/memory.db";
 /// The store [`from_env`] opens when [`URL_ENV`] is unset, in a libSQL build: a libSQL file.
 #[cfg(feature = "libsql")]
 pub const DEFAULT_URL: &str = "file:./.mnemix/mnemix-libsql.db";
-
-/// The backends this build has, each enabled by its feature: the one list of them.
-fn compiled_in() -> Vec<Descriptor> {
-    vec![
-        mnemix_core::in_memory::DESCRIPTOR,
-        #[cfg(feature = "sqlite")]
-        mnemix_sqlite::DESCRIPTOR,
-        #[cfg(feature = "postgres")]
-        mnemix_postgres::DESCRIPTOR,
-        #[cfg(feature = "redis")]
-        mnemix_redis::DESCRIPTOR,
-        #[cfg(feature = "redis")]
-        mnemix_redis::CLUSTER_DESCRIPTOR,
-        #[cfg(feature = "libsql")]
-        mnemix_libsql::DESCRIPTOR,
-    ]
-}
-
-/// Every backend feature with the URLs it adds, for the message of a URL this build cannot open.
-const FEATURES: &[(&str, &[&str], &str)] = &[
-    ("sqlite", &["sqlite"], "sqlite://FILE"),
-    ("postgres", &["postgres", "postgresql"], "postgres://"),
-    (
-        "redis",
-        &["redis", "rediss", "redis+cluster"],
-        "redis://, rediss://, redis+cluster://",
-    ),
-    (
-        "libsql",
-        &["libsql", "file", "http", "https"],
-        "file:FILE, libsql://",
-    ),
-];
 
 /// Backends registered at run time, after those compiled in.
 static REGISTERED: RwLock<Vec<Descriptor>> = RwLock::new(Vec::new());
