@@ -180,6 +180,7 @@ fn check_max(what: &str, value: Option<impl Into<u64> + Copy>) -> Result<()> {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl ConversationStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn create_conversation(
@@ -299,6 +300,7 @@ impl ConversationStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl WorkingMemoryStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn get_working_memory(
@@ -328,6 +330,7 @@ impl WorkingMemoryStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl FactStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn remember(
@@ -407,6 +410,7 @@ impl FactStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl VectorStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn ensure_collection(
@@ -485,6 +489,7 @@ impl VectorStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl CheckpointStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn put_checkpoint(&self, scope: &Scope, checkpoint: NewCheckpoint) -> Result<Checkpoint> {
@@ -525,6 +530,7 @@ impl CheckpointStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl CacheStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn cache_get(&self, namespace: &Namespace, key: &str) -> Result<Option<Vec<u8>>> {
@@ -588,6 +594,7 @@ impl CacheStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl TransferStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
@@ -618,6 +625,7 @@ impl TransferStore for Checked {
 }
 
 #[async_trait]
+#[deny(clippy::missing_trait_methods)] // a method left to its default would skip the layer
 impl MemoryBackend for Checked {
     fn backend_name(&self) -> &'static str {
         self.inner.backend_name()
