@@ -50,10 +50,7 @@ static REGISTERED: RwLock<Vec<Descriptor>> = RwLock::new(Vec::new());
 /// ```
 pub fn register(descriptor: Descriptor) -> Result<()> {
     let mut registered = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
-    let known: Vec<Descriptor> = compiled_in()
-        .into_iter()
-        .chain(registered.iter().copied())
-        .collect();
+    let known = with_compiled_in(&registered);
     if known
         .iter()
         .any(|d| d.name() == descriptor.name() && d.schemes() == descriptor.schemes())
@@ -77,7 +74,11 @@ pub fn register(descriptor: Descriptor) -> Result<()> {
 
 /// Every backend this process can open: those compiled in, then those registered.
 pub fn descriptors() -> Vec<Descriptor> {
-    let registered = REGISTERED.read().unwrap_or_else(PoisonError::into_inner);
+    with_compiled_in(&REGISTERED.read().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// The backends compiled in, then `registered` (read under the lock its caller holds).
+fn with_compiled_in(registered: &[Descriptor]) -> Vec<Descriptor> {
     compiled_in()
         .into_iter()
         .chain(registered.iter().copied())
@@ -143,37 +144,20 @@ pub use mnemix_core::url::redacted;
 /// # Ok::<(), mnemix::MemoryError>(())
 /// # }).unwrap();
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct OpenOptions {
-    url: String,
-    clock: Arc<dyn Clock>,
+    /// What the backend is given: the URL and what a URL cannot say.
+    request: OpenRequest,
+    /// What the front layer does with the backend's retryable failures.
     retry: RetryPolicy,
-    auth_token: Option<String>,
-    create_if_missing: bool,
-    timeout: Option<Duration>,
-}
-
-impl std::fmt::Debug for OpenOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenOptions")
-            .field("url", &redacted(&self.url))
-            .field("retry", &self.retry)
-            .field("auth_token", &self.auth_token.as_ref().map(|_| "***"))
-            .field("timeout", &self.timeout)
-            .finish_non_exhaustive()
-    }
 }
 
 impl OpenOptions {
     /// Options for `url`, on the system clock with the default [`RetryPolicy`].
     pub fn new(url: impl Into<String>) -> Self {
         Self {
-            url: url.into(),
-            clock: Arc::new(mnemix_core::SystemClock),
+            request: OpenRequest::new(url),
             retry: RetryPolicy::default(),
-            auth_token: None,
-            create_if_missing: true,
-            timeout: Some(mnemix_core::DEFAULT_SERVER_TIMEOUT),
         }
     }
 
@@ -183,7 +167,7 @@ impl OpenOptions {
     /// are unaffected.
     #[must_use]
     pub fn create_if_missing(mut self, create: bool) -> Self {
-        self.create_if_missing = create;
+        self.request = self.request.with_create_if_missing(create);
         self
     }
 
@@ -193,14 +177,14 @@ impl OpenOptions {
     /// waits as long as the connection stays open). Embedded backends are unaffected.
     #[must_use]
     pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = timeout;
+        self.request = self.request.with_timeout(timeout);
         self
     }
 
     /// What decides "now" for timestamps and expiry (tests pass a `ManualClock`).
     #[must_use]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.request = self.request.with_clock(clock);
         self
     }
 
@@ -215,24 +199,18 @@ impl OpenOptions {
     /// environment variable).
     #[must_use]
     pub fn auth_token(mut self, token: impl Into<String>) -> Self {
-        self.auth_token = Some(token.into());
+        self.request = self.request.with_auth_token(Some(token.into()));
         self
     }
 
     /// The backend that opens the URL (see [`descriptor_for`]).
     pub fn descriptor(&self) -> Result<Descriptor> {
-        descriptor_for(&self.url)
+        descriptor_for(self.request.url())
     }
 
     /// Opens the store (connecting, and migrating its schema where it has one).
     pub async fn open(self) -> Result<Store> {
-        let descriptor = self.descriptor()?;
-        let request = OpenRequest::new(self.url)
-            .with_clock(self.clock)
-            .with_timeout(self.timeout)
-            .with_create_if_missing(self.create_if_missing)
-            .with_auth_token(self.auth_token);
-        let backend = descriptor.open(request).await?;
+        let backend = self.descriptor()?.open(self.request).await?;
         Ok(Store::with_retry(backend, self.retry))
     }
 }

@@ -662,21 +662,22 @@ const MUST_NOT_DEPEND: &[(&str, &[&str])] = &[
 /// features) must not compile: the engine's configuration formats and JSON Schema.
 const NOT_IN_AN_ADAPTERS_TESTS: &[&str] = &["mnemix-engine", "jsonschema", "yaml_serde", "toml"];
 
-/// Whether `cargo tree` finds `dependency` under `package` along `edges` (`cargo tree -i`
-/// fails when the dependency is nowhere in the graph, and prints nothing when it is there by
-/// other edges only).
+/// The inverted tree from `dependency` to `package` along `edges`, when `package` depends on it
+/// (`cargo tree -i` fails when the dependency is nowhere in the graph, and prints nothing when
+/// it is there by other edges only).
 fn depends_on(
     package: &str,
     features: &[&str],
     edges: &str,
     dependency: &str,
-) -> Result<bool, String> {
+) -> Result<Option<String>, String> {
     let output = cargo()
         .args(["tree", "-p", package, "-e", edges, "-i", dependency])
         .args(features)
         .output()
         .map_err(|e| format!("cannot run cargo tree: {e}"))?;
-    Ok(output.status.success() && !output.stdout.is_empty())
+    Ok((output.status.success() && !output.stdout.is_empty())
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned()))
 }
 
 /// Fails when a crate depends on one below it in the house, or an adapter's test build
@@ -685,13 +686,13 @@ fn layering() -> Result<(), String> {
     let mut wrong = Vec::new();
     for (package, forbidden) in MUST_NOT_DEPEND {
         for dependency in *forbidden {
-            if depends_on(package, &["--all-features"], "normal,build", dependency)? {
+            if depends_on(package, &["--all-features"], "normal,build", dependency)?.is_some() {
                 wrong.push(format!("{package} depends on {dependency}"));
             }
         }
     }
     for dependency in ["mnemix-engine", "mnemix-bench", "mnemix-testkit"] {
-        if depends_on("mnemix-conformance", &[], "normal,build", dependency)? {
+        if depends_on("mnemix-conformance", &[], "normal,build", dependency)?.is_some() {
             wrong.push(format!(
                 "mnemix-conformance (default features) depends on {dependency}"
             ));
@@ -703,7 +704,9 @@ fn layering() -> Result<(), String> {
             &[],
             "normal,build,dev",
             dependency,
-        )? {
+        )?
+        .is_some()
+        {
             wrong.push(format!(
                 "an adapter's tests (custom-adapter-example) compile {dependency}"
             ));
@@ -851,24 +854,9 @@ fn libsql_links_alone() -> Result<(), String> {
                 .map(move |other| (linking, other))
         })
     {
-        let output = cargo()
-            .args([
-                "tree",
-                "-p",
-                linking,
-                "--all-features",
-                "-e",
-                "normal,build,dev",
-                "-i",
-                other,
-            ])
-            .output()
-            .map_err(|e| format!("cannot run cargo tree: {e}"))?;
-        // `cargo tree -i` fails with "did not match any packages" when the crate is absent.
-        if output.status.success() {
+        if let Some(tree) = depends_on(linking, &["--all-features"], "normal,build,dev", other)? {
             return Err(format!(
-                "{linking} depends on {other}, which links a second SQLite:\n{}",
-                String::from_utf8_lossy(&output.stdout)
+                "{linking} depends on {other}, which links a second SQLite:\n{tree}"
             ));
         }
     }
