@@ -25,8 +25,9 @@ static REGISTERED: RwLock<Vec<Descriptor>> = RwLock::new(Vec::new());
 
 /// Lets [`open`] (and everything that opens by URL, the `mnemix` command's library included)
 /// open `descriptor`'s schemes: how a third party's adapter is opened by URL like ours.
-/// Registering the same backend again changes nothing; a scheme another backend opens is
-/// `InvalidInput`.
+/// Registering the same backend again changes nothing; a scheme another backend opens, no
+/// scheme at all, or one that is not a URL scheme (a letter, then letters, digits, `+`, `-`,
+/// `.`) is `InvalidInput`.
 ///
 /// ```
 /// use mnemix::descriptor::{BoxOpen, Descriptor, OpenRequest};
@@ -45,10 +46,25 @@ static REGISTERED: RwLock<Vec<Descriptor>> = RwLock::new(Vec::new());
 /// let store = mnemix::open("scratch://").await?;
 /// assert_eq!(store.backend_name(), "memory");
 /// assert!(mnemix::register(Descriptor::new("other", &["sqlite"], "sqlite://", open)).is_err());
+/// assert!(mnemix::register(Descriptor::new("none", &[], "", open)).is_err());
+/// assert!(mnemix::register(Descriptor::new("bad", &["bad scheme"], "", open)).is_err());
+/// assert!(mnemix::register(Descriptor::new("blank", &[""], "", open)).is_err());
 /// # Ok::<(), mnemix::MemoryError>(())
 /// # }).unwrap();
 /// ```
 pub fn register(descriptor: Descriptor) -> Result<()> {
+    if let Some(bad) = descriptor.schemes().iter().find(|s| !is_url_scheme(s)) {
+        return Err(MemoryError::invalid(format!(
+            "cannot register the {} backend: {bad:?} is not a URL scheme",
+            descriptor.name()
+        )));
+    }
+    if descriptor.schemes().is_empty() {
+        return Err(MemoryError::invalid(format!(
+            "cannot register the {} backend: it names no URL scheme",
+            descriptor.name()
+        )));
+    }
     let mut registered = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
     let known = with_compiled_in(&registered);
     if known
@@ -70,6 +86,13 @@ pub fn register(descriptor: Descriptor) -> Result<()> {
     }
     registered.push(descriptor);
     Ok(())
+}
+
+/// RFC 3986's `scheme`: a letter, then letters, digits, `+`, `-` or `.`.
+fn is_url_scheme(scheme: &str) -> bool {
+    let mut chars = scheme.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
 /// Every backend this process can open: those compiled in, then those registered.
