@@ -34,10 +34,12 @@ const TOOLS: [&str; 11] = [
     "update_working_memory",
 ];
 
-/// Bob's data, seeded straight into the store: no answer to Ada may contain it.
-const BOBS_SECRET: &str = "Bob's vault code is 4711";
+/// Bob's data, seeded straight into the store: no answer to Ada may contain it. Its marks are
+/// words no id, timestamp or hex digest can hold (a number could: "9931" was once in a
+/// timestamp of an honest answer).
+const BOBS_SECRET: &str = "Bob's vault code is quokka";
 /// Bob's structured memory (a `Preference`): no answer to Ada may contain it either.
-const BOBS_PIN: &str = "the pin is 9931";
+const BOBS_PIN: &str = "the pin is walrus";
 
 /// The Pythons with the SDK, one per SDK line tested: `MNEMIX_TEST_MCP_PYTHON` lists them as
 /// `PATH` does (`cargo xtask test` makes a 2.x and a 1.x environment), else `python3`.
@@ -177,7 +179,7 @@ fn ada_calls(bob_thread: &str) -> Value {
         {"name": "show_conversation", "arguments": {"conversation_id": bob_thread}},
         {"name": "recall", "arguments": {"query": "vault code"}},
         {"name": "search_memory", "arguments": {"query": "vault code", "mode": "lexical"}},
-        {"name": "search_memory", "arguments": {"query": "Bob's vault code is 4711"}},
+        {"name": "search_memory", "arguments": {"query": "Bob's vault code is quokka"}},
         {"name": "recall", "arguments": {"query": "vault code", "subject": "bob", "namespace": "acme"}},
         // Structured memories (18–23): the kinds, a store and its supersede, a search of one's
         // own, and of what others shared (nothing: Bob granted nothing).
@@ -284,7 +286,7 @@ fn check_ada(answer: &Value) {
     assert_eq!(found[0]["source"], "own");
     assert_eq!(ok(23)["memories"], json!([]));
     assert!(
-        !answer.to_string().contains("4711") && !answer.to_string().contains("9931"),
+        !answer.to_string().contains("quokka") && !answer.to_string().contains("walrus"),
         "0 rows of another tenant: {answer}"
     );
 }
@@ -516,7 +518,7 @@ async fn a_session_answers_only_the_scope_that_opened_it_under_a_race() {
         "owner": tenants.bob,
         "intruder": tenants.ada,
         "rounds": 200,
-        "secret": "4711",
+        "secret": "quokka",
         "call": {"name": "recall", "arguments": {"query": "vault code"}},
     }));
     assert_eq!(answer["rounds"], 200, "stopped early: {answer}");

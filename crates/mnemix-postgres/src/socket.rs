@@ -286,6 +286,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
                 if matches!(result, Ok(n) if n > 0) {
                     this.owed = true;
                     this.progress();
+                    // Register this task with the new deadline now: tokio-postgres may poll
+                    // its read before its write and then wait, and a read that never comes
+                    // would otherwise leave no one to notice the deadline passing.
+                    let _ = this.deadline.as_mut().poll(cx);
                 }
                 Poll::Ready(result)
             }
@@ -338,6 +342,35 @@ mod tests {
         let started = Instant::now();
         let silent = watched.read(&mut buf).await.unwrap_err();
         assert_eq!(silent.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        drop(server);
+    }
+
+    /// As tokio-postgres's connection polls: its read (pending: nothing is owed yet), then its
+    /// write, then it waits to be woken. The deadline must wake it: before it did, a query on
+    /// a silent server hung whenever no other poll came after the write.
+    #[tokio::test(start_paused = true)]
+    async fn a_write_after_a_pending_read_still_times_out() {
+        let (client, server) = tokio::io::duplex(1024);
+        let mut watched = Watched::new(client, Duration::from_secs(5));
+        let mut wrote = false;
+        let started = Instant::now();
+        let connection = std::future::poll_fn(|cx| {
+            let mut buf = [0u8; 16];
+            let mut buf = ReadBuf::new(&mut buf);
+            if let Poll::Ready(result) = Pin::new(&mut watched).poll_read(cx, &mut buf) {
+                return Poll::Ready(result);
+            }
+            if !wrote {
+                wrote = true;
+                assert!(Pin::new(&mut watched).poll_write(cx, b"query").is_ready());
+            }
+            Poll::Pending
+        });
+        let outcome = tokio::time::timeout(Duration::from_mins(1), connection)
+            .await
+            .expect("the deadline woke the connection");
+        assert_eq!(outcome.unwrap_err().kind(), io::ErrorKind::TimedOut);
         assert_eq!(started.elapsed(), Duration::from_secs(5));
         drop(server);
     }
