@@ -45,27 +45,21 @@ struct Outcome {
     edges: String,
 }
 
-pub fn run(args: &[String]) -> Result<(), String> {
-    let mut quick = false;
-    let mut only = None;
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--target" => only = args.next().map(String::as_str),
-            _ => return Err(super::usage()),
-        }
-    }
+pub fn run(quick: bool, only: &[String]) -> Result<(), String> {
     let targets: Vec<&'static str> = match only {
-        Some(names) => names
-            .split(',')
+        [] => TARGETS.to_vec(),
+        names => names
+            .iter()
             .map(|name| {
-                TARGETS.iter().copied().find(|t| *t == name).ok_or_else(|| {
-                    format!("no fuzz target {name:?} (one of {})", TARGETS.join(", "))
-                })
+                TARGETS
+                    .iter()
+                    .copied()
+                    .find(|t| *t == name.as_str())
+                    .ok_or_else(|| {
+                        format!("no fuzz target {name:?} (one of {})", TARGETS.join(", "))
+                    })
             })
             .collect::<Result<_, _>>()?,
-        None => TARGETS.to_vec(),
     };
     install_cargo_afl()?;
     let binary = build()?;

@@ -33,18 +33,18 @@
 //! - `cargo xtask ci` = format check + clippy `-D warnings` + `package` + rustdoc `-D warnings` +
 //!   `test --compose` + `fuzz --quick` + `bench --quick`.
 //!
-//! Arguments are parsed by hand: a few commands and flags do not justify compiling clap into
-//! every `cargo xtask` call.
+//! `cargo xtask help` (or `--help` after a command) lists the commands and their flags.
 
-mod compose;
 mod fuzz;
 mod models;
 mod reliability;
-mod services;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
+
+use mnemix_testkit::services::provision::{self as services, run, target_dir, workspace_root};
+use mnemix_testkit::services::{compose, CONTAINER_LABEL};
 
 /// Which scenarios a backend's conformance test runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,19 +106,88 @@ const BACKENDS: &[(&str, &str, &str, Suite)] = &[
 /// copies of the `sqlite3_*` symbols meet in one binary (the linker may not even complain).
 const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
 
+/// The project's tasks.
+#[derive(clap::Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask", about = "The project's tasks")]
+enum Task {
+    /// Every test of the workspace, with the services found or started for them.
+    Test {
+        /// Against docker-compose.yml's stack (built and brought up here), plus the images
+        /// started by testcontainers and the stack's `app` service.
+        #[arg(long)]
+        compose: bool,
+    },
+    /// One backend's conformance suite, as a matrix by contract.
+    Conformance {
+        /// The backend.
+        #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(BACKENDS.iter().map(|(name, ..)| *name)))]
+        backend: String,
+        /// Only the differential suite, with this many generated sequences per seed.
+        #[arg(long, value_name = "CASES")]
+        differential: Option<u32>,
+    },
+    /// Fetches the local embedder's model into target/models.
+    Models,
+    /// Checks what publishing needs: rust-version, layering, packaged files, `cargo package`.
+    Package,
+    /// Format, clippy, package, rustdoc, `test --compose`, `fuzz --quick`, `bench --quick`.
+    Ci,
+    /// The benchmarks: into BENCHMARKS.md and benchmarks.json, or a smoke run with --quick.
+    Bench {
+        /// Small sizes, into target/bench-report.
+        #[arg(long)]
+        quick: bool,
+        /// Only these backends (comma-separated), passed on to the benchmark binary.
+        #[arg(long)]
+        backend: Option<String>,
+        /// Only these workloads (comma-separated: W1,W2,W4,W5,W9), passed on likewise.
+        #[arg(long)]
+        workload: Option<String>,
+    },
+    /// Retrieval quality (Q1) on conversations in LoCoMo's layout, into RECALL.md.
+    Recall {
+        /// One conversation, into target/bench-report.
+        #[arg(long)]
+        quick: bool,
+        /// The conversations; without them the task is a named skip.
+        #[arg(long, env = "MNEMIX_LOCOMO")]
+        locomo: Option<PathBuf>,
+    },
+    /// The fault tests at long-run sizes, into RELIABILITY.md.
+    Reliability {
+        /// CI's sizes, into target/bench-report.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// The fuzz targets under AFL++: 10 million executions each, or a few seconds with --quick.
+    Fuzz {
+        /// A few seconds each.
+        #[arg(long)]
+        quick: bool,
+        /// Only these targets (comma-separated).
+        #[arg(long = "target", value_delimiter = ',', value_name = "NAME")]
+        targets: Vec<String>,
+    },
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("test") => test(&args[1..]),
-        Some("conformance") => conformance(&args[1..]),
-        Some("ci") => ci(),
-        Some("package") => package(),
-        Some("models") => models::minilm().map(|dir| println!("{}", dir.display())),
-        Some("bench") => bench(&args[1..]),
-        Some("recall") => recall(&args[1..]),
-        Some("reliability") => reliability::run(&args[1..]),
-        Some("fuzz") => fuzz::run(&args[1..]),
-        _ => Err(usage()),
+    let result = match <Task as clap::Parser>::parse() {
+        Task::Test { compose } => test(compose),
+        Task::Conformance {
+            backend,
+            differential,
+        } => conformance(&backend, differential),
+        Task::Ci => ci(),
+        Task::Package => package(),
+        Task::Models => models::minilm().map(|dir| println!("{}", dir.display())),
+        Task::Bench {
+            quick,
+            backend,
+            workload,
+        } => bench(quick, backend.as_deref(), workload.as_deref()),
+        Task::Recall { quick, locomo } => recall(quick, locomo),
+        Task::Reliability { quick } => reliability::run(quick),
+        Task::Fuzz { quick, targets } => fuzz::run(quick, &targets),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -129,41 +198,55 @@ fn main() -> ExitCode {
     }
 }
 
-fn usage() -> String {
-    let names: Vec<&str> = BACKENDS.iter().map(|(n, ..)| *n).collect();
-    format!(
-        "usage: cargo xtask test [--compose] | conformance --backend <{}> [--differential CASES] | models | package | ci \
-         | bench [--quick] [--backend sqlite] [--workload W1,W2,W4,W5,W9] \
-         | recall [--quick] [--locomo PATH] | reliability [--quick] \
-         | fuzz [--quick] [--target NAME,…]",
-        names.join("|")
-    )
-}
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("xtask lives in tools/ of the workspace")
-        .to_path_buf()
-}
-
-/// Cargo's target directory: `CARGO_TARGET_DIR`, or `target` in the workspace.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-}
-
 fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(workspace_root());
     command
 }
 
-fn run(mut command: Command) -> Result<(), String> {
+/// Runs a `cargo test`, relaying its output as it comes, and adds to `failed` the lines that
+/// name what failed (`test NAME ... FAILED`, and cargo's `error:` lines with the targets to
+/// rerun): [`test()`] says them again last, so a log cut to its tail still names the failure.
+fn run_tests(mut command: Command, failed: &mut Vec<String>) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    /// Copies `from` to `to` line by line, keeping the lines `keep` picks.
+    fn relay(from: impl Read, mut to: impl Write, keep: fn(&str) -> bool) -> Vec<String> {
+        let mut kept = Vec::new();
+        let mut from = BufReader::new(from);
+        let mut line = Vec::new();
+        while from.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let _ = to.write_all(&line).and_then(|()| to.flush());
+            let text = String::from_utf8_lossy(&line);
+            if keep(text.trim_end()) {
+                kept.push(text.trim_end().to_owned());
+            }
+            line.clear();
+        }
+        kept
+    }
     let shown = format!("{command:?}");
-    let status = command
-        .status()
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let tests = std::thread::spawn(move || {
+        stdout.map_or_else(Vec::new, |out| {
+            relay(out, std::io::stdout(), |line| {
+                line.starts_with("test ") && line.ends_with(" FAILED")
+            })
+        })
+    });
+    let targets = stderr.map_or_else(Vec::new, |err| {
+        relay(err, std::io::stderr(), |line| {
+            line.starts_with("error") || line.starts_with("    `-p")
+        })
+    });
+    failed.extend(tests.join().unwrap_or_default());
+    failed.extend(targets);
+    let status = child
+        .wait()
         .map_err(|e| format!("cannot run {shown}: {e}"))?;
     if status.success() {
         Ok(())
@@ -191,10 +274,9 @@ fn report_path(label: &str) -> PathBuf {
 
 /// Runs the whole workspace's tests once; every suite reports into one file, which then prints
 /// a matrix per backend (so no suite runs twice). With `--compose`, against the compose stack.
-fn test(args: &[String]) -> Result<(), String> {
-    let services = match args {
-        [] => services::provision(),
-        [flag] if flag == "--compose" => match services::compose() {
+fn test(compose: bool) -> Result<(), String> {
+    let services = if compose {
+        match services::compose() {
             Ok(services) => services,
             Err(why) if mnemix_conformance::is_required("compose") => {
                 return Err(format!("MNEMIX_TEST_REQUIRE names compose: {why}"))
@@ -203,8 +285,9 @@ fn test(args: &[String]) -> Result<(), String> {
                 eprintln!("xtask: SKIP the compose suite: {why}");
                 services::provision()
             }
-        },
-        _ => return Err(usage()),
+        }
+    } else {
+        services::provision()
     };
     let report = report_path("workspace");
     let _ = std::fs::remove_file(&report);
@@ -228,7 +311,8 @@ fn test(args: &[String]) -> Result<(), String> {
         }
         Err(reason) => eprintln!("xtask: no Python MCP SDK for the MCP server's tests: {reason}"),
     }
-    let tests = run(command);
+    let mut failed_tests = Vec::new();
+    let tests = run_tests(command, &mut failed_tests);
     // Memory's default embedder with the `local-embedder` feature (off in the workspace build,
     // so that the engine's other tests keep the hashing embedder whatever the machine holds).
     let mut default_embedder = cargo();
@@ -245,13 +329,13 @@ fn test(args: &[String]) -> Result<(), String> {
     if let Ok(dir) = models::minilm() {
         default_embedder.env("MNEMIX_TEST_MINILM_DIR", dir);
     }
-    let tests = tests.and(run(default_embedder));
+    let tests = tests.and(run_tests(default_embedder, &mut failed_tests));
     let mut doc = cargo();
     doc.args(["test", "--workspace", "--doc"]);
-    let docs = run(doc);
+    let docs = run_tests(doc, &mut failed_tests);
     // Only `--compose` asks for them (the plain run's fallback to the stack does not).
     let containers = match services.stack() {
-        Some(stack) if !args.is_empty() => compose_extras(stack),
+        Some(stack) if compose => compose_extras(stack, &mut failed_tests),
         _ => Ok(()),
     };
     let outcomes = read_report(&report)?;
@@ -271,6 +355,9 @@ fn test(args: &[String]) -> Result<(), String> {
         let reason: String = reason.chars().take(600).collect();
         println!("FAIL {backend} {scenario}: {reason}");
     }
+    for line in &failed_tests {
+        println!("FAILED {line}");
+    }
     tests?;
     docs?;
     containers?;
@@ -286,16 +373,16 @@ fn test(args: &[String]) -> Result<(), String> {
 
 /// What only a compose run adds: testcontainers starting the same images in a test (no URL
 /// variables), and the stack's `app` service (the CLI in an image) run on the compose network.
-fn compose_extras(stack: &compose::Stack) -> Result<(), String> {
+fn compose_extras(stack: &compose::Stack, failed: &mut Vec<String>) -> Result<(), String> {
     let mut containers = cargo();
     // --workspace keeps the tests' build (its features): no build of its own.
     containers.args(["test", "--workspace", "--test", "containers"]);
-    for (var, _) in compose::URLS {
+    for (var, _) in compose::urls() {
         containers.env_remove(var);
     }
     containers.env("MNEMIX_TEST_REQUIRE", "containers");
-    let started = run(containers);
-    compose::remove_labelled("agent-memory.tests");
+    let started = run_tests(containers, failed);
+    compose::remove_labelled(CONTAINER_LABEL);
     started?;
     // The workspace's test build made it (the CLI's integration tests run it).
     let cli = target_dir().join("debug/mnemix");
@@ -306,17 +393,7 @@ fn compose_extras(stack: &compose::Stack) -> Result<(), String> {
 }
 
 /// Builds the `recall` binary and runs Q1 (see the module docs).
-fn recall(args: &[String]) -> Result<(), String> {
-    let mut quick = false;
-    let mut locomo = std::env::var_os("MNEMIX_LOCOMO").map(PathBuf::from);
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--locomo" => locomo = Some(rest.next().ok_or_else(usage)?.into()),
-            _ => return Err(usage()),
-        }
-    }
+fn recall(quick: bool, locomo: Option<PathBuf>) -> Result<(), String> {
     let Some(locomo) = locomo else {
         println!("xtask: Q1 skipped: no conversations (--locomo PATH or MNEMIX_LOCOMO)");
         return Ok(());
@@ -334,10 +411,11 @@ fn recall(args: &[String]) -> Result<(), String> {
         "recall",
     ]);
     run(build)?;
-    let shown = std::iter::once("cargo xtask recall".to_owned())
-        .chain(args.iter().cloned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let shown = format!(
+        "cargo xtask recall{} --locomo {}",
+        if quick { " --quick" } else { "" },
+        locomo.display()
+    );
     let mut q1 = Command::new(target.join("release").join("recall"));
     q1.current_dir(workspace_root())
         .arg("--locomo")
@@ -369,22 +447,13 @@ fn recall(args: &[String]) -> Result<(), String> {
 }
 
 /// Builds the benchmark binaries, makes the data, then runs them (see the module docs).
-fn bench(args: &[String]) -> Result<(), String> {
-    let mut quick = false;
+fn bench(quick: bool, backend: Option<&str>, workload: Option<&str>) -> Result<(), String> {
     let mut pass_on: Vec<String> = Vec::new();
-    let mut rest = args.iter();
-    while let Some(arg) = rest.next() {
-        match arg.as_str() {
-            "--quick" => quick = true,
-            "--backend" | "--workload" => {
-                let value = rest.next().ok_or_else(usage)?;
-                pass_on.extend([arg.clone(), value.clone()]);
-            }
-            flag if flag.starts_with("--backend=") || flag.starts_with("--workload=") => {
-                pass_on.push(flag.to_owned());
-            }
-            _ => return Err(usage()),
-        }
+    if let Some(backend) = backend {
+        pass_on.extend(["--backend".to_owned(), backend.to_owned()]);
+    }
+    if let Some(workload) = workload {
+        pass_on.extend(["--workload".to_owned(), workload.to_owned()]);
     }
     let started = std::time::Instant::now();
     let model = models::minilm()?;
@@ -426,7 +495,8 @@ fn bench(args: &[String]) -> Result<(), String> {
     }
     run(make_data)?;
     let shown = std::iter::once("cargo xtask bench".to_owned())
-        .chain(args.iter().cloned())
+        .chain(quick.then(|| "--quick".to_owned()))
+        .chain(pass_on.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
     let mut bench = Command::new(binaries.join("bench"));
@@ -481,48 +551,25 @@ fn voltagent(target: &std::path::Path) -> Result<PathBuf, String> {
     Ok(install)
 }
 
+/// A step of `ci`: its name and what it runs.
+type Step<'a> = (&'a str, Box<dyn FnOnce() -> Result<(), String> + 'a>);
+
 fn ci() -> Result<(), String> {
-    let mut fmt = cargo();
-    fmt.args(["fmt", "--all", "--", "--check"]);
-    run(fmt)?;
-    let mut clippy = cargo();
-    clippy.args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    run(clippy)?;
-    // The remote mode has no server here to test against; at least it builds and lints.
-    let mut remote = cargo();
-    remote.args([
-        "clippy",
-        "-p",
-        "mnemix-libsql",
-        "--all-targets",
-        "--features",
-        "remote",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    run(remote)?;
-    libsql_links_alone()?;
-    package()?;
-    let mut embed_lint = cargo();
-    embed_lint.args([
-        "clippy",
-        "-p",
-        "mnemix-embed",
-        "--all-targets",
-        "--all-features",
-        "--",
-        "-D",
-        "warnings",
-    ]);
-    run(embed_lint)?;
+    let lint = |args: &[&str]| {
+        let mut clippy = cargo();
+        clippy
+            .arg("clippy")
+            .args(args)
+            .args(["--all-targets", "--", "-D", "warnings"]);
+        run(clippy)
+    };
+    let rustdoc = |args: &[&str]| {
+        let mut doc = cargo();
+        doc.args(["doc", "--no-deps"])
+            .args(args)
+            .env("RUSTDOCFLAGS", "-D warnings");
+        run(doc)
+    };
     // The CLI's libSQL build (it cannot have the sqlite feature), linted and tested.
     let libsql_cli = [
         "-p",
@@ -531,29 +578,70 @@ fn ci() -> Result<(), String> {
         "--features",
         "libsql,postgres,redis",
     ];
-    let mut cli_lint = cargo();
-    cli_lint
-        .arg("clippy")
-        .args(libsql_cli)
-        .args(["--all-targets", "--", "-D", "warnings"]);
-    run(cli_lint)?;
-    let mut cli_test = cargo();
-    cli_test.arg("test").args(libsql_cli);
-    run(cli_test)?;
-    let mut doc = cargo();
-    doc.args(["doc", "--no-deps", "--workspace"])
-        .env("RUSTDOCFLAGS", "-D warnings");
-    run(doc)?;
-    let mut embed_doc = cargo();
-    embed_doc
-        .args(["doc", "--no-deps", "-p", "mnemix-embed", "--all-features"])
-        .env("RUSTDOCFLAGS", "-D warnings");
-    run(embed_doc)?;
-    test(&["--compose".to_owned()])?;
-    // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
-    fuzz::run(&["--quick".to_owned()])?;
-    // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
-    bench(&["--quick".to_owned()])
+    let steps: Vec<Step<'_>> = vec![
+        (
+            "fmt",
+            Box::new(|| {
+                let mut fmt = cargo();
+                fmt.args(["fmt", "--all", "--", "--check"]);
+                run(fmt)
+            }),
+        ),
+        ("clippy", Box::new(|| lint(&["--workspace"]))),
+        // The remote mode has no server here to test against; at least it builds and lints.
+        (
+            "clippy libsql remote",
+            Box::new(|| lint(&["-p", "mnemix-libsql", "--features", "remote"])),
+        ),
+        ("libsql links alone", Box::new(libsql_links_alone)),
+        ("package", Box::new(package)),
+        (
+            "clippy embed",
+            Box::new(|| lint(&["-p", "mnemix-embed", "--all-features"])),
+        ),
+        ("clippy cli libsql", Box::new(|| lint(&libsql_cli))),
+        (
+            "test cli libsql",
+            Box::new(|| {
+                let mut test = cargo();
+                test.arg("test").args(libsql_cli);
+                run(test)
+            }),
+        ),
+        ("rustdoc", Box::new(|| rustdoc(&["--workspace"]))),
+        (
+            "rustdoc embed",
+            Box::new(|| rustdoc(&["-p", "mnemix-embed", "--all-features"])),
+        ),
+        ("test --compose", Box::new(|| test(true))),
+        // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
+        ("fuzz --quick", Box::new(|| fuzz::run(true, &[]))),
+        // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
+        ("bench --quick", Box::new(|| bench(true, None, None))),
+    ];
+    // What each step took, said last (where a log cut to its tail still shows it), so that
+    // whoever keeps CI under its hour knows where the time goes.
+    let started = std::time::Instant::now();
+    let mut took = Vec::new();
+    let mut outcome = Ok(());
+    for (name, step) in steps {
+        let at = std::time::Instant::now();
+        outcome = step();
+        took.push((name, at.elapsed().as_secs(), outcome.is_ok()));
+        if outcome.is_err() {
+            break;
+        }
+    }
+    for (name, seconds, ok) in &took {
+        let failed = if *ok { "" } else { " FAILED" };
+        println!("xtask ci: {name:<22} {seconds:>5} s{failed}");
+    }
+    println!(
+        "xtask ci: {:<22} {:>5} s",
+        "total",
+        started.elapsed().as_secs()
+    );
+    outcome
 }
 
 /// The published crates, in dependency order (each after everything it depends on).
@@ -863,46 +951,23 @@ fn libsql_links_alone() -> Result<(), String> {
     Ok(())
 }
 
-fn conformance(args: &[String]) -> Result<(), String> {
-    let mut backend = None;
-    let mut differential = None;
-    let mut args = args.iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--backend" => backend = args.next().map(String::as_str),
-            "--differential" => differential = args.next().map(String::as_str),
-            flag if flag.starts_with("--backend=") => backend = Some(&flag["--backend=".len()..]),
-            _ => return Err(usage()),
-        }
-    }
-    let backend = backend.ok_or_else(usage)?;
-    if differential.is_some_and(|cases| cases.parse::<u32>().is_err()) {
-        return Err(usage());
-    }
-    let services = services::provision();
-    conformance_with(backend, differential, &services)
-}
-
 /// The differential suite's one scenario: `--differential` runs it alone.
 const DIFFERENTIAL: &str = "differential::generated_sequences_answer_like_the_reference";
 
-fn conformance_with(
-    backend: &str,
-    differential: Option<&str>,
-    services: &services::Provisioned,
-) -> Result<(), String> {
+fn conformance(backend: &str, differential: Option<u32>) -> Result<(), String> {
     let (_, package, target, suite) = BACKENDS
         .iter()
         .find(|(name, ..)| *name == backend)
-        .ok_or_else(usage)?;
+        .ok_or_else(|| format!("no backend {backend:?}"))?;
+    let services = services::provision();
     let report = report_path(backend);
     let _ = std::fs::remove_file(&report);
     let mut command = cargo();
     command.args(["test", "--quiet", "-p", package, "--test", target]);
     command.env("MNEMIX_CONFORMANCE_REPORT", &report);
-    with_test_env(&mut command, services);
+    with_test_env(&mut command, &services);
     if let Some(cases) = differential {
-        command.env("MNEMIX_DIFFERENTIAL_CASES", cases);
+        command.env("MNEMIX_DIFFERENTIAL_CASES", cases.to_string());
         command.args(["--", DIFFERENTIAL]);
     }
     let output = command

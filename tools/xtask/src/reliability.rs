@@ -9,12 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-pub fn run(args: &[String]) -> Result<(), String> {
-    let quick = match args {
-        [] => false,
-        [flag] if flag == "--quick" => true,
-        _ => return Err(super::usage()),
-    };
+pub fn run(quick: bool) -> Result<(), String> {
     let (kills, batches) = if quick { ("10", "100") } else { ("100", "500") };
     // The compose stack when Docker runs (its Redis fsyncs every write), else what `test` finds.
     let services = super::services::compose().unwrap_or_else(|why| {

@@ -1,29 +1,25 @@
 //! docker-compose.yml's stack, for `cargo xtask test --compose`: starts `dockerd` when no engine
 //! answers, builds the images (`scripts/images.sh`: no registry pull), brings the stack up,
-//! waits until every service is healthy, and takes it down (volumes too) when dropped.
+//! waits until every service is healthy, and takes it down (volumes too) when dropped. Its URLs
+//! are the `compose` column of [`SERVICES`](super::SERVICES).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The compose project's name, so that the stack never mixes with a user's own.
-const PROJECT: &str = "agent-memory-test";
+const PROJECT: &str = "mnemix-test";
 
-/// The `MNEMIX_TEST_*` variables the stack answers, with its URLs (docker-compose.yml's ports
-/// and password); its cluster has a replica per master, which the cluster suite waits for.
-pub const URLS: &[(&str, &str)] = &[
-    (
-        "MNEMIX_TEST_POSTGRES_URL",
-        "postgres://postgres:mnemix@127.0.0.1:55432/test",
-    ),
-    ("MNEMIX_TEST_REDIS_URL", "redis://:mnemix@127.0.0.1:56379"),
-    (
-        "MNEMIX_TEST_REDIS_CLUSTER_URLS",
-        "redis://:mnemix@127.0.0.1:57001,redis://:mnemix@127.0.0.1:57002,\
-         redis://:mnemix@127.0.0.1:57003",
-    ),
-    ("MNEMIX_TEST_REDIS_REPLICAS", "1"),
-];
+/// The `MNEMIX_TEST_*` variables the stack answers, with its URLs; its cluster has a replica per
+/// master, which the cluster suite waits for.
+pub fn urls() -> Vec<(&'static str, String)> {
+    let mut urls: Vec<(&'static str, String)> = super::SERVICES
+        .iter()
+        .filter_map(|spec| Some((spec.var, spec.compose?.to_owned())))
+        .collect();
+    urls.push((super::REPLICAS_VAR, "1".to_owned()));
+    urls
+}
 
 /// The ports docker-compose.yml publishes, which must answer on loopback only.
 const PUBLISHED: &[u16] = &[55432, 56379, 57001, 57002, 57003, 57004, 57005, 57006];
@@ -59,8 +55,8 @@ fn ensure_engine() -> Result<(), String> {
     if engine() {
         return Ok(());
     }
-    let log = super::target_dir().join("dockerd.log");
-    std::fs::create_dir_all(super::target_dir()).map_err(|e| e.to_string())?;
+    let log = super::provision::target_dir().join("dockerd.log");
+    std::fs::create_dir_all(super::provision::target_dir()).map_err(|e| e.to_string())?;
     let log = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     Command::new("dockerd")
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
@@ -96,7 +92,7 @@ impl Stack {
             .args(&self.compose[1..])
             .args(["--project-name", PROJECT])
             .args(args)
-            .current_dir(super::workspace_root());
+            .current_dir(super::provision::workspace_root());
         command
     }
 
@@ -112,7 +108,12 @@ impl Stack {
         let _ = stack
             .command(&["down", "--volumes", "--remove-orphans"])
             .status();
-        super::run(stack.command(&["up", "--detach", "--force-recreate", "--renew-anon-volumes"]))?;
+        super::provision::run(stack.command(&[
+            "up",
+            "--detach",
+            "--force-recreate",
+            "--renew-anon-volumes",
+        ]))?;
         stack.wait_healthy(Duration::from_mins(2))?;
         eprintln!("xtask: the compose stack is up and healthy");
         loopback_only()?;
@@ -167,7 +168,7 @@ impl Stack {
     /// from the `mnemix` binary at `cli`.
     pub fn run_app(&self, cli: &Path) -> Result<(), String> {
         images(Some(cli))?;
-        super::run(self.command(&["run", "--rm", "app"]))
+        super::provision::run(self.command(&["run", "--rm", "app"]))
     }
 }
 
@@ -254,11 +255,11 @@ fn images(cli: Option<&Path>) -> Result<(), String> {
     let mut command = Command::new("bash");
     command
         .arg("scripts/images.sh")
-        .current_dir(super::workspace_root());
+        .current_dir(super::provision::workspace_root());
     if let Some(cli) = cli {
         command.arg("--cli").arg(cli);
     }
-    super::run(command)
+    super::provision::run(command)
 }
 
 /// Removes every container labelled `label` (those testcontainers started and a test process's

@@ -1,12 +1,44 @@
-//! Finding or starting the services tests can use: given URL → running local service →
-//! docker-compose.yml's stack (see `compose.rs`) → local binary on a spare port in a temp dir. A Redis Cluster is
-//! always a throwaway: three local `redis-server` nodes joined by `redis-cli --cluster create`. Whatever is found is
-//! passed to the tests as `MNEMIX_TEST_*` variables; what is not found makes those tests named
-//! skips (or failures under `MNEMIX_TEST_REQUIRE`).
+//! Finding or starting, before the tests run, the services they can use (`cargo xtask test`):
+//! given URL → the machine's own server → docker-compose.yml's stack ([`super::compose`]) →
+//! local binary on a spare port in a temp dir. A Redis Cluster is always a throwaway: three
+//! local `redis-server` nodes joined by `redis-cli --cluster create`. Whatever is found is
+//! passed to the tests as their `MNEMIX_TEST_*` variables ([`super::SERVICES`]); what is not
+//! found makes those tests named skips (or failures under `MNEMIX_TEST_REQUIRE`).
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use super::{Service, SERVICES};
+
+/// The workspace's root (the test kit lives in `tools/testkit`).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the test kit lives in tools/ of the workspace")
+        .to_path_buf()
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, or `target` in the workspace.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+}
+
+/// Runs `command`, failing with the command shown when it does not succeed.
+pub fn run(mut command: Command) -> Result<(), String> {
+    let shown = format!("{command:?}");
+    let status = command
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed ({status})"))
+    }
+}
 
 /// Services found or started; started ones stop when this is dropped.
 #[derive(Default)]
@@ -30,23 +62,6 @@ impl Drop for Provisioned {
         }
     }
 }
-
-struct Spec {
-    var: &'static str,
-    /// Where the machine's own service usually listens, and the URL to use for it.
-    local: (u16, &'static str),
-}
-
-const SPECS: &[Spec] = &[
-    Spec {
-        var: "MNEMIX_TEST_POSTGRES_URL",
-        local: (5432, "postgres://postgres@127.0.0.1:5432/test"),
-    },
-    Spec {
-        var: "MNEMIX_TEST_REDIS_URL",
-        local: (6379, "redis://127.0.0.1:6379"),
-    },
-];
 
 fn listening(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
@@ -185,16 +200,13 @@ fn ensure_local_pgvector() {
         eprintln!("xtask: pgvector missing for the local PostgreSQL; running scripts/pgvector.sh");
         let status = Command::new("bash")
             .arg("scripts/pgvector.sh")
-            .current_dir(super::workspace_root())
+            .current_dir(workspace_root())
             .status();
         if !status.is_ok_and(|s| s.success()) {
             eprintln!("xtask: scripts/pgvector.sh failed: vector scenarios on postgres will skip");
         }
     }
 }
-
-/// Where the Redis Cluster's seed URLs go (comma-separated).
-const CLUSTER: &str = "MNEMIX_TEST_REDIS_CLUSTER_URLS";
 
 impl Provisioned {
     /// The compose stack, when it serves these tests.
@@ -208,9 +220,9 @@ impl Provisioned {
 pub fn compose() -> Result<Provisioned, String> {
     let mut provisioned = Provisioned::default();
     provisioned.stack = Some(super::compose::Stack::up()?);
-    for (var, url) in super::compose::URLS {
+    for (var, url) in super::compose::urls() {
         eprintln!("xtask: {var} = {url} (docker compose)");
-        provisioned.urls.push((var, (*url).to_owned()));
+        provisioned.urls.push((var, url));
     }
     Ok(provisioned)
 }
@@ -219,48 +231,52 @@ pub fn compose() -> Result<Provisioned, String> {
 pub fn provision() -> Provisioned {
     let mut provisioned = Provisioned::default();
     let mut missing = Vec::new();
-    for spec in SPECS {
-        if let Ok(url) = std::env::var(spec.var) {
+    for spec in SERVICES {
+        if let Some(url) = std::env::var(spec.var)
+            .ok()
+            .filter(|u| !u.trim().is_empty())
+        {
             eprintln!("xtask: {} given: {url}", spec.var);
             provisioned.urls.push((spec.var, url));
-        } else if listening(spec.local.0) {
-            if spec.var == "MNEMIX_TEST_POSTGRES_URL" {
+        } else if let Some((port, url)) = spec.local.filter(|(port, _)| listening(*port)) {
+            if spec.service == Service::Postgres {
                 ensure_local_pgvector();
             }
             eprintln!(
-                "xtask: {} = {} (running local service)",
-                spec.var, spec.local.1
+                "xtask: {} = {url} (running local service on {port})",
+                spec.var
             );
-            provisioned.urls.push((spec.var, spec.local.1.to_owned()));
+            provisioned.urls.push((spec.var, url.to_owned()));
         } else {
             missing.push(spec);
         }
     }
-    if !missing.is_empty() && super::compose::engine() {
+    // The stack only for a server it has and the machine does not run (a cluster is quicker
+    // made from local nodes).
+    let from_stack = |spec: &super::Spec| spec.local.is_some() && spec.compose.is_some();
+    if missing.iter().any(|spec| from_stack(spec)) && super::compose::engine() {
         match super::compose::Stack::up() {
             Ok(stack) => {
                 provisioned.stack = Some(stack);
-                for spec in missing.drain(..) {
-                    let (_, url) = super::compose::URLS
-                        .iter()
-                        .find(|(var, _)| *var == spec.var)
-                        .expect("the stack serves every spec");
+                for spec in missing.iter().filter(|spec| from_stack(spec)) {
+                    let url = spec.compose.expect("filtered on it");
                     eprintln!("xtask: {} = {url} (docker compose)", spec.var);
-                    provisioned.urls.push((spec.var, (*url).to_owned()));
+                    provisioned.urls.push((spec.var, url.to_owned()));
                 }
+                missing.retain(|spec| !from_stack(spec));
             }
             Err(why) => eprintln!("xtask: the compose stack did not come up: {why}"),
         }
     }
     for spec in missing {
-        let started = if spec.var == "MNEMIX_TEST_REDIS_URL" {
-            local_redis(&mut provisioned)
-        } else {
-            None
+        let started = match spec.service {
+            Service::Redis => local_redis(&mut provisioned),
+            Service::RedisCluster => local_redis_cluster(&mut provisioned),
+            Service::Postgres | Service::Libsql => None,
         };
         match started {
             Some(url) => {
-                eprintln!("xtask: {} = {url} (local binary, temp dir)", spec.var);
+                eprintln!("xtask: {} = {url} (local binaries, temp dirs)", spec.var);
                 provisioned.urls.push((spec.var, url));
             }
             None => eprintln!(
@@ -268,17 +284,6 @@ pub fn provision() -> Provisioned {
                 spec.var
             ),
         }
-    }
-    if let Ok(urls) = std::env::var(CLUSTER) {
-        eprintln!("xtask: {CLUSTER} given: {urls}");
-        provisioned.urls.push((CLUSTER, urls));
-    } else if let Some(urls) = local_redis_cluster(&mut provisioned) {
-        eprintln!("xtask: {CLUSTER} = {urls} (local 3-master cluster, temp dirs)");
-        provisioned.urls.push((CLUSTER, urls));
-    } else {
-        eprintln!(
-            "xtask: {CLUSTER} not available (no redis-server/redis-cli): its tests are named skips"
-        );
     }
     provisioned
 }
