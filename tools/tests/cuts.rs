@@ -161,10 +161,7 @@ impl Operation for Remember {
     }
 
     async fn effect(&self, store: &Store, scope: &Scope) -> mnemix::Result<Effect> {
-        let query = FactQuery {
-            include_superseded: true,
-            ..FactQuery::default()
-        };
+        let query = FactQuery::default().with_include_superseded(true);
         let facts = store.list_facts(scope, query).await?.items;
         let tea = facts
             .iter()

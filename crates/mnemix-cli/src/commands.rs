@@ -325,11 +325,9 @@ pub async fn stats(url: &str, namespace: &str, subject: Option<&str>) -> Result<
         let page = store
             .list_conversations(
                 &scope,
-                ConversationQuery {
-                    limit: Some(1000),
-                    cursor,
-                    ..ConversationQuery::default()
-                },
+                ConversationQuery::default()
+                    .with_limit(1000)
+                    .with_cursor(cursor),
             )
             .await?;
         conversations += page.items.len();
@@ -366,12 +364,10 @@ async fn count_facts(store: &dyn MemoryBackend, scope: &Scope, history: bool) ->
         let page = store
             .list_facts(
                 scope,
-                FactQuery {
-                    include_superseded: history,
-                    limit: Some(1000),
-                    cursor,
-                    ..FactQuery::default()
-                },
+                FactQuery::default()
+                    .with_include_superseded(history)
+                    .with_limit(1000)
+                    .with_cursor(cursor),
             )
             .await?;
         total += page.items.len();
@@ -392,13 +388,7 @@ pub async fn conversations(
         ConversationsCommand::List { subject, limit } => {
             let scope = scope(namespace, &subject)?;
             let page = store
-                .list_conversations(
-                    &scope,
-                    ConversationQuery {
-                        limit: Some(limit),
-                        ..ConversationQuery::default()
-                    },
-                )
+                .list_conversations(&scope, ConversationQuery::default().with_limit(limit))
                 .await?;
             if page.items.is_empty() {
                 ui::line(&format!("{scope} has no conversations"));
@@ -415,10 +405,8 @@ pub async fn conversations(
         ConversationsCommand::Show { subject, id, last } => {
             let scope = scope(namespace, &subject)?;
             let id = ConversationId::new(id)?;
-            let options = LoadOptions {
-                last,
-                ..LoadOptions::raw()
-            };
+            let mut options = LoadOptions::raw();
+            options.last = last;
             let messages = store.load(&scope, &id, options).await?;
             if messages.is_empty() {
                 ui::line(&format!("conversation {id} of {scope} has no messages"));
@@ -452,11 +440,9 @@ pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<
             let page = store
                 .list_facts(
                     &scope,
-                    FactQuery {
-                        include_superseded: history,
-                        limit: Some(limit),
-                        ..FactQuery::default()
-                    },
+                    FactQuery::default()
+                        .with_include_superseded(history)
+                        .with_limit(limit),
                 )
                 .await?;
             if page.items.is_empty() {
@@ -481,13 +467,7 @@ pub async fn facts(url: &str, namespace: &str, command: FactsCommand) -> Result<
         } => {
             let scope = scope(namespace, &subject)?;
             let hits = store
-                .recall(
-                    &scope,
-                    RecallQuery {
-                        limit: Some(limit),
-                        ..RecallQuery::text(query.clone())
-                    },
-                )
+                .recall(&scope, RecallQuery::text(query.clone()).with_limit(limit))
                 .await?;
             if hits.is_empty() {
                 ui::line(&format!("no fact of {scope} matches {query:?}"));

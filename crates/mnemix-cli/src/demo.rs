@@ -22,13 +22,7 @@ pub async fn run(url: &str) -> Result<()> {
     let store = open(url).await?;
     let ada = Scope::new(NAMESPACE, "ada")?;
     let earlier = store
-        .list_conversations(
-            &ada,
-            ConversationQuery {
-                limit: Some(1000),
-                ..Default::default()
-            },
-        )
+        .list_conversations(&ada, ConversationQuery::default().with_limit(1000))
         .await?
         .items;
     // The run after the highest `trip-N`: a run cut short (its output piped into `head`) leaves
@@ -139,10 +133,7 @@ async fn talk(store: &dyn MemoryBackend, ada: &Scope, trip: &ConversationId) -> 
             ada,
             trip,
             vec![Message::user("late")],
-            AppendOptions {
-                expected_last_seq: Some(1),
-                ..Default::default()
-            },
+            AppendOptions::default().with_expected_last_seq(1),
         )
         .await
         .expect_err("stale compare-and-append must fail");
@@ -279,10 +270,7 @@ async fn remember_and_recall(
                     source: source.clone(),
                     ..NewFact::new(text)
                 },
-                RememberOptions {
-                    max_facts: Some(100),
-                    ..RememberOptions::default()
-                },
+                RememberOptions::default().with_max_facts(100),
             )
             .await?;
         let status = match outcome.status {
@@ -403,13 +391,7 @@ async fn semantic_search(store: &dyn MemoryBackend, ada: &Scope) -> Result<()> {
     store.ensure_collection(ada.namespace(), spec).await?;
     let mut records = Vec::new();
     let threads = store
-        .list_conversations(
-            ada,
-            ConversationQuery {
-                limit: Some(1000),
-                ..Default::default()
-            },
-        )
+        .list_conversations(ada, ConversationQuery::default().with_limit(1000))
         .await?;
     for thread in threads.items {
         for m in store.load(ada, &thread.id, LoadOptions::raw()).await? {

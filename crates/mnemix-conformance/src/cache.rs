@@ -203,7 +203,7 @@ pub async fn batches_read_and_write_like_single_calls(ctx: &Ctx) {
     b.cache_get_many(ns, &["k".to_owned(), "a\0b".to_owned()])
         .await
         .must_be_invalid("a NUL key");
-    let limit = mnemix_core::MAX_CACHE_BATCH;
+    let limit = mnemix_core::limits::MAX_CACHE_BATCH;
     let many: Vec<String> = (0..=limit).map(|i| format!("k{i}")).collect();
     assert_eq!(
         b.cache_get_many(ns, &many[..limit])

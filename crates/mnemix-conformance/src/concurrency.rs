@@ -222,10 +222,7 @@ pub async fn concurrent_compare_and_append_has_one_winner(ctx: &Ctx) {
     let results = race(ctx, WRITERS, |backend, scope, w| {
         let id = c.id.clone();
         async move {
-            let options = AppendOptions {
-                expected_last_seq: Some(0),
-                ..AppendOptions::default()
-            };
+            let options = AppendOptions::default().with_expected_last_seq(0);
             backend
                 .append(
                     &scope,
@@ -269,10 +266,7 @@ pub async fn concurrent_writes_keep_their_own_outcomes(ctx: &Ctx) {
                 let appended = match w % 4 {
                     // Stale: the seed's seq was passed before this round began.
                     1 => {
-                        let stale = AppendOptions {
-                            expected_last_seq: Some(0),
-                            ..AppendOptions::default()
-                        };
+                        let stale = AppendOptions::default().with_expected_last_seq(0);
                         backend.append(&scope, &id, message, stale).await
                     }
                     3 => {

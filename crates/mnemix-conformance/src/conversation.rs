@@ -126,13 +126,13 @@ pub async fn list_filters_by_agent_resource_and_record(ctx: &Ctx) {
     b.create_conversation(ctx.scope(), make("support", "orders", "o-1"))
         .await
         .must("create");
-    let query =
-        |agent: Option<&str>, resource: Option<&str>, record: Option<&str>| ConversationQuery {
-            agent: agent.map(Into::into),
-            resource_slug: resource.map(Into::into),
-            record_id: record.map(Into::into),
-            ..ConversationQuery::default()
-        };
+    let query = |agent: Option<&str>, resource: Option<&str>, record: Option<&str>| {
+        let mut value = ConversationQuery::default();
+        value.agent = agent.map(Into::into);
+        value.resource_slug = resource.map(Into::into);
+        value.record_id = record.map(Into::into);
+        value
+    };
     let count = |q| async {
         b.list_conversations(ctx.scope(), q)
             .await
@@ -160,11 +160,9 @@ pub async fn list_pages_cover_every_conversation_once(ctx: &Ctx) {
     let mut seen = Vec::new();
     let mut cursor = None;
     loop {
-        let query = ConversationQuery {
-            limit: Some(5),
-            cursor: cursor.take(),
-            ..ConversationQuery::default()
-        };
+        let query = ConversationQuery::default()
+            .with_limit(5)
+            .with_cursor(cursor.take());
         let page = ctx
             .backend()
             .list_conversations(ctx.scope(), query)
@@ -218,12 +216,10 @@ pub async fn list_filtered_pages_cross_a_long_tie(ctx: &Ctx) {
         let page = b
             .list_conversations(
                 ctx.scope(),
-                ConversationQuery {
-                    agent: Some("kept".into()),
-                    limit: Some(2),
-                    cursor: cursor.take(),
-                    ..ConversationQuery::default()
-                },
+                ConversationQuery::default()
+                    .with_agent("kept")
+                    .with_limit(2)
+                    .with_cursor(cursor.take()),
             )
             .await
             .must("page");
@@ -255,13 +251,7 @@ pub async fn list_cursor_is_stable_under_concurrent_inserts(ctx: &Ctx) {
     }
     let first = ctx
         .backend()
-        .list_conversations(
-            ctx.scope(),
-            ConversationQuery {
-                limit: Some(4),
-                ..ConversationQuery::default()
-            },
-        )
+        .list_conversations(ctx.scope(), ConversationQuery::default().with_limit(4))
         .await
         .must("first page");
     for _ in 0..3 {
@@ -275,11 +265,9 @@ pub async fn list_cursor_is_stable_under_concurrent_inserts(ctx: &Ctx) {
             .backend()
             .list_conversations(
                 ctx.scope(),
-                ConversationQuery {
-                    limit: Some(4),
-                    cursor: Some(c),
-                    ..ConversationQuery::default()
-                },
+                ConversationQuery::default()
+                    .with_limit(4)
+                    .with_cursor(Some(c)),
             )
             .await
             .must("next page");
@@ -300,32 +288,20 @@ pub async fn list_cursor_is_stable_under_concurrent_inserts(ctx: &Ctx) {
 /// A cursor that was not made by the store, or a bad limit, is `InvalidInput`.
 pub async fn list_rejects_malformed_cursor_and_bad_limit(ctx: &Ctx) {
     let b = ctx.backend();
-    let bad = ConversationQuery {
-        cursor: Some("not a cursor".into()),
-        ..ConversationQuery::default()
-    };
+    let bad = ConversationQuery::default().with_cursor(Some("not a cursor".into()));
     b.list_conversations(ctx.scope(), bad)
         .await
         .must_be_invalid("malformed cursor");
     // A cursor's id is an identifier: NUL in it is malformed, never a backend error.
-    let nul = ConversationQuery {
-        cursor: Some("1:\0".into()),
-        ..ConversationQuery::default()
-    };
+    let nul = ConversationQuery::default().with_cursor(Some("1:\0".into()));
     b.list_conversations(ctx.scope(), nul)
         .await
         .must_be_invalid("cursor holding NUL");
-    let zero = ConversationQuery {
-        limit: Some(0),
-        ..ConversationQuery::default()
-    };
+    let zero = ConversationQuery::default().with_limit(0);
     b.list_conversations(ctx.scope(), zero)
         .await
         .must_be_invalid("limit 0");
-    let huge = ConversationQuery {
-        limit: Some(1_000_000),
-        ..ConversationQuery::default()
-    };
+    let huge = ConversationQuery::default().with_limit(1_000_000);
     b.list_conversations(ctx.scope(), huge)
         .await
         .must_be_invalid("limit 1e6");
@@ -545,10 +521,7 @@ pub async fn append_handles_repeated_ids_within_a_batch(ctx: &Ctx) {
 /// Compare-and-append applies when `expected_last_seq` matches.
 pub async fn compare_and_append_applies_on_expected_seq(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 2)).await;
-    let options = AppendOptions {
-        expected_last_seq: Some(2),
-        ..AppendOptions::default()
-    };
+    let options = AppendOptions::default().with_expected_last_seq(2);
     let receipt = ctx
         .backend()
         .append(ctx.scope(), &c.id, texts("n", 1), options)
@@ -556,10 +529,7 @@ pub async fn compare_and_append_applies_on_expected_seq(ctx: &Ctx) {
         .must("cas");
     assert_eq!(receipt.last_seq, 3);
     let empty = conversation(ctx, ctx.scope()).await;
-    let first = AppendOptions {
-        expected_last_seq: Some(0),
-        ..AppendOptions::default()
-    };
+    let first = AppendOptions::default().with_expected_last_seq(0);
     ctx.backend()
         .append(ctx.scope(), &empty.id, texts("f", 1), first)
         .await
@@ -569,10 +539,7 @@ pub async fn compare_and_append_applies_on_expected_seq(ctx: &Ctx) {
 /// A stale `expected_last_seq` is `Conflict` reporting the current seq; nothing is stored.
 pub async fn compare_and_append_conflict_reports_current_seq(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 3)).await;
-    let options = AppendOptions {
-        expected_last_seq: Some(1),
-        ..AppendOptions::default()
-    };
+    let options = AppendOptions::default().with_expected_last_seq(1);
     let err = ctx
         .backend()
         .append(ctx.scope(), &c.id, texts("n", 1), options)
@@ -585,10 +552,7 @@ pub async fn compare_and_append_conflict_reports_current_seq(ctx: &Ctx) {
 /// A retried compare-and-append whose messages all landed succeeds without re-checking.
 pub async fn compare_and_append_retry_of_applied_batch_succeeds(ctx: &Ctx) {
     let c = conversation(ctx, ctx.scope()).await;
-    let options = AppendOptions {
-        expected_last_seq: Some(0),
-        ..AppendOptions::default()
-    };
+    let options = AppendOptions::default().with_expected_last_seq(0);
     ctx.backend()
         .append(ctx.scope(), &c.id, texts("m", 2), options)
         .await
@@ -606,10 +570,7 @@ pub async fn compare_and_append_retry_of_applied_batch_succeeds(ctx: &Ctx) {
 /// `max_messages` prunes the oldest beyond the limit; seqs keep counting.
 pub async fn append_storage_limit_prunes_oldest(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 5)).await;
-    let options = AppendOptions {
-        max_messages: Some(4),
-        ..AppendOptions::default()
-    };
+    let options = AppendOptions::default().with_max_messages(4);
     let receipt = ctx
         .backend()
         .append(ctx.scope(), &c.id, texts("n", 2), options)
@@ -619,10 +580,7 @@ pub async fn append_storage_limit_prunes_oldest(ctx: &Ctx) {
     assert_eq!(receipt.last_seq, 7);
     let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert_eq!(seqs(&loaded), [4, 5, 6, 7]);
-    let bad = AppendOptions {
-        max_messages: Some(0),
-        ..AppendOptions::default()
-    };
+    let bad = AppendOptions::default().with_max_messages(0);
     ctx.backend()
         .append(ctx.scope(), &c.id, texts("z", 1), bad)
         .await
@@ -731,11 +689,12 @@ pub async fn load_last_n_returns_the_tail(ctx: &Ctx) {
 pub async fn load_selects_before_and_after_seq(ctx: &Ctx) {
     let c = conversation_with(ctx, texts("m", 10)).await;
     let b = ctx.backend();
-    let opts = |before, after, last| LoadOptions {
-        before_seq: before,
-        after_seq: after,
-        last,
-        ..LoadOptions::default()
+    let opts = |before, after, last| {
+        let mut value = LoadOptions::default();
+        value.before_seq = before;
+        value.after_seq = after;
+        value.last = last;
+        value
     };
     assert_eq!(
         seqs(
@@ -778,17 +737,12 @@ pub async fn load_filters_by_role(ctx: &Ctx) {
         text("5", Role::Assistant, "a2"),
     ];
     let c = conversation_with(ctx, messages).await;
-    let options = LoadOptions {
-        roles: Some(vec![Role::User]),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::default().with_roles(vec![Role::User]);
     let users = load(ctx, &c.id, options).await;
     assert_eq!(ids(&users), ["2", "4"]);
-    let options = LoadOptions {
-        roles: Some(vec![Role::Assistant, Role::System]),
-        last: Some(2),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::default()
+        .with_roles(vec![Role::Assistant, Role::System])
+        .with_last(2);
     assert_eq!(ids(&load(ctx, &c.id, options).await), ["3", "5"]);
 
     // The last N of a role reach back past hundreds of other rows.
@@ -803,11 +757,9 @@ pub async fn load_filters_by_role(ctx: &Ctx) {
         })
         .collect();
     let long = conversation_with(ctx, long).await;
-    let options = LoadOptions {
-        roles: Some(vec![Role::Assistant]),
-        last: Some(3),
-        ..LoadOptions::default()
-    };
+    let options = LoadOptions::default()
+        .with_roles(vec![Role::Assistant])
+        .with_last(3);
     assert_eq!(
         ids(&load(ctx, &long.id, options).await),
         ["l100", "l200", "l300"]
@@ -910,10 +862,7 @@ pub async fn load_seqs_reads_scattered_messages_as_stored(ctx: &Ctx) {
     );
     let c = conversation_with(ctx, history).await;
     // Two more with a limit of 10 prune seqs 1 and 2.
-    let prune = AppendOptions {
-        max_messages: Some(10),
-        ..AppendOptions::default()
-    };
+    let prune = AppendOptions::default().with_max_messages(10);
     ctx.backend()
         .append(ctx.scope(), &c.id, texts("n", 2), prune)
         .await
@@ -939,7 +888,7 @@ pub async fn load_seqs_reads_scattered_messages_as_stored(ctx: &Ctx) {
         .await
         .must("no seqs")
         .is_empty());
-    let limit = mnemix_core::MAX_LOAD_SEQS as u64;
+    let limit = mnemix_core::limits::MAX_LOAD_SEQS as u64;
     let every: Vec<u64> = (1..=limit).collect();
     let all = b
         .load_seqs(ctx.scope(), &c.id, &every)

@@ -241,9 +241,9 @@ fn json_object() -> impl Strategy<Value = Value> {
             .prop_map(|m| Value::Object(m.into_iter().collect())),
         1 => Just(Value::Object((0..200).map(|i| (format!("k{i}"), json!(i))).collect())),
         1 => prop::sample::select(vec![
-            mnemix_core::MAX_JSON_DEPTH - 1,
-            mnemix_core::MAX_JSON_DEPTH,
-            mnemix_core::MAX_JSON_DEPTH + 1,
+            mnemix_core::limits::MAX_JSON_DEPTH - 1,
+            mnemix_core::limits::MAX_JSON_DEPTH,
+            mnemix_core::limits::MAX_JSON_DEPTH + 1,
         ])
         .prop_map(nested),
     ]
@@ -409,8 +409,8 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
             0..KIND_NAMES.len() as u8,
             prop::sample::select(vec![
                 1,
-                mnemix_core::MAX_JSON_DEPTH,
-                mnemix_core::MAX_JSON_DEPTH + 1,
+                mnemix_core::limits::MAX_JSON_DEPTH,
+                mnemix_core::limits::MAX_JSON_DEPTH + 1,
             ]),
             0u8..4,
         )
@@ -651,9 +651,11 @@ async fn apply(
                 scope,
                 &conversation_id(*conv),
                 messages.iter().map(|m| message_of(m, clock)).collect(),
-                AppendOptions {
-                    expected_last_seq: expect.map(u64::from),
-                    max_messages: max.map(u64::from),
+                {
+                    let mut value = AppendOptions::default();
+                    value.expected_last_seq = expect.map(u64::from);
+                    value.max_messages = max.map(u64::from);
+                    value
                 },
             )
             .await,
@@ -666,17 +668,15 @@ async fn apply(
             users_only,
             sanitize,
         } => answer(
-            b.load(
-                scope,
-                &conversation_id(*conv),
-                LoadOptions {
-                    last: last.map(usize::from),
-                    before_seq: before.map(u64::from),
-                    after_seq: after.map(u64::from),
-                    roles: users_only.then(|| vec![Role::User]),
-                    sanitize: *sanitize,
-                },
-            )
+            b.load(scope, &conversation_id(*conv), {
+                let mut value = LoadOptions::default();
+                value.last = last.map(usize::from);
+                value.before_seq = before.map(u64::from);
+                value.after_seq = after.map(u64::from);
+                value.roles = users_only.then(|| vec![Role::User]);
+                value.sanitize = *sanitize;
+                value
+            })
             .await,
         ),
         Op::Update {
@@ -700,11 +700,9 @@ async fn apply(
             } else {
                 None
             };
-            let query = ConversationQuery {
-                limit: Some(usize::from(*limit)),
-                cursor,
-                ..ConversationQuery::default()
-            };
+            let query = ConversationQuery::default()
+                .with_limit(usize::from(*limit))
+                .with_cursor(cursor);
             page_answer(
                 b.list_conversations(scope, query).await,
                 &mut made.conversations_cursor,
@@ -735,9 +733,10 @@ async fn apply(
                 }),
                 ..NewFact::new(text.clone())
             };
-            let options = RememberOptions {
-                max_facts: max_facts.map(usize::from),
-                ..RememberOptions::default()
+            let options = {
+                let mut value = RememberOptions::default();
+                value.max_facts = max_facts.map(usize::from);
+                value
             };
             let outcome = b.remember(scope, new, options).await;
             if let Ok(outcome) = &outcome {
@@ -750,14 +749,12 @@ async fn apply(
             limit,
             min_score,
         } => answer(
-            b.recall(
-                scope,
-                RecallQuery {
-                    limit: Some(usize::from(*limit)),
-                    min_score: *min_score,
-                    ..RecallQuery::text(text.clone())
-                },
-            )
+            b.recall(scope, {
+                let mut value = RecallQuery::text(text.clone());
+                value.limit = Some(usize::from(*limit));
+                value.min_score = *min_score;
+                value
+            })
             .await,
         ),
         Op::GetFact { fact } | Op::Forget { fact } => {
@@ -798,12 +795,10 @@ async fn apply(
             } else {
                 None
             };
-            let query = FactQuery {
-                include_superseded: *superseded,
-                limit: Some(usize::from(*limit)),
-                cursor,
-                ..FactQuery::default()
-            };
+            let query = FactQuery::default()
+                .with_include_superseded(*superseded)
+                .with_limit(usize::from(*limit))
+                .with_cursor(cursor);
             page_answer(b.list_facts(scope, query).await, &mut made.facts_cursor)
         }
         Op::SetWorking {
@@ -876,12 +871,10 @@ async fn apply(
             filter,
             min_score,
         } => {
-            let query = VectorQuery {
-                filter: filter.clone(),
-                min_score: *min_score,
-                include_vectors: true,
-                ..VectorQuery::new(vector.to_vec(), usize::from(*k))
-            };
+            let mut query =
+                VectorQuery::new(vector.to_vec(), usize::from(*k)).with_include_vectors(true);
+            query.filter.clone_from(filter);
+            query.min_score = *min_score;
             answer(b.search(scope, &collection_name(*coll), query).await)
         }
         Op::DeleteVectors { coll, ids } => answer(

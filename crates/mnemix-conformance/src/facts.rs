@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mnemix_core::fact::rank_facts;
+use mnemix_core::adapter::rank_facts;
 use mnemix_core::{
     FactId, FactQuery, FactSource, FactStore, MessageId, NewFact, RecallQuery, RememberOptions,
     RememberStatus,
@@ -201,10 +201,7 @@ pub async fn recall_matches_lexical_definition(ctx: &Ctx) {
         "bar baz qux",
         "to a",
     ] {
-        let q = RecallQuery {
-            limit: Some(20),
-            ..RecallQuery::text(query)
-        };
+        let q = RecallQuery::text(query).with_limit(20);
         let got = recall(ctx, q.clone()).await;
         let want = rank_facts(&q, facts.iter().cloned());
         let got_ids: Vec<_> = got.iter().map(|h| (&h.fact.id, h.relevance)).collect();
@@ -319,15 +316,9 @@ pub async fn recall_respects_limit(ctx: &Ctx) {
     }
     assert_eq!(recall(ctx, RecallQuery::text("shared")).await.len(), 10);
     assert_eq!(
-        recall(
-            ctx,
-            RecallQuery {
-                limit: Some(3),
-                ..RecallQuery::text("shared")
-            }
-        )
-        .await
-        .len(),
+        recall(ctx, RecallQuery::text("shared").with_limit(3))
+            .await
+            .len(),
         3
     );
 }
@@ -360,10 +351,11 @@ pub async fn recall_filters_by_tags_and_kind(ctx: &Ctx) {
         },
     )
     .await;
-    let q = |tags: &[&str], kind: Option<&str>| RecallQuery {
-        tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-        kind: kind.map(Into::into),
-        ..RecallQuery::text("deploy")
+    let q = |tags: &[&str], kind: Option<&str>| {
+        let mut value = RecallQuery::text("deploy");
+        value.tags = tags.iter().map(|t| (*t).to_owned()).collect();
+        value.kind = kind.map(Into::into);
+        value
     };
     assert_eq!(recall(ctx, q(&["work"], None)).await.len(), 2);
     assert_eq!(
@@ -437,14 +429,14 @@ pub async fn recall_weighs_words_over_the_admitted_facts_only(ctx: &Ctx) {
         };
         facts.push(remember(ctx, new).await.fact);
     }
-    let query =
-        |tags: &[&str], kind: Option<&str>, min_score, conversation: Option<&str>| RecallQuery {
-            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-            kind: kind.map(Into::into),
-            min_score,
-            conversation: conversation.map(cid),
-            ..RecallQuery::text("deploy api friday")
-        };
+    let query = |tags: &[&str], kind: Option<&str>, min_score, conversation: Option<&str>| {
+        let mut value = RecallQuery::text("deploy api friday");
+        value.tags = tags.iter().map(|t| (*t).to_owned()).collect();
+        value.kind = kind.map(Into::into);
+        value.min_score = min_score;
+        value.conversation = conversation.map(cid);
+        value
+    };
     let queries = [
         query(&[], None, None, None),
         query(&["work"], None, None, None),
@@ -500,10 +492,7 @@ pub async fn recall_picks_past_the_limit_by_score_recency_then_id(ctx: &Ctx) {
         ("alpha beta", 7),
         ("alpha gamma", 2),
     ] {
-        let q = RecallQuery {
-            limit: Some(limit),
-            ..RecallQuery::text(query)
-        };
+        let q = RecallQuery::text(query).with_limit(limit);
         let got = recall(ctx, q.clone()).await;
         let want = rank_facts(&q, facts.iter().cloned());
         assert_eq!(got.len(), limit.min(want.len()));
@@ -518,14 +507,7 @@ pub async fn recall_min_score_excludes_low_and_unscored(ctx: &Ctx) {
     remember(ctx, scored("coffee black", 0.9)).await;
     remember(ctx, scored("coffee with milk", 0.6)).await;
     remember(ctx, NewFact::new("coffee unknown")).await;
-    let hits = recall(
-        ctx,
-        RecallQuery {
-            min_score: Some(0.7),
-            ..RecallQuery::text("coffee")
-        },
-    )
-    .await;
+    let hits = recall(ctx, RecallQuery::text("coffee").with_min_score(0.7)).await;
     assert_eq!(texts(&hits), ["coffee black"]);
 }
 
@@ -578,10 +560,7 @@ pub async fn expired_facts_are_never_returned(ctx: &Ctx) {
 
 /// `max_facts` evicts lowest score first, then oldest; never the new fact.
 pub async fn max_facts_evicts_lowest_score_then_oldest(ctx: &Ctx) {
-    let options = |n| RememberOptions {
-        max_facts: Some(n),
-        ..RememberOptions::default()
-    };
+    let options = |n| RememberOptions::default().with_max_facts(n);
     let b = ctx.backend();
     let mut ids = Vec::new();
     for (text, score) in [
@@ -681,11 +660,9 @@ pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
         let page = b
             .list_facts(
                 ctx.scope(),
-                FactQuery {
-                    limit: Some(3),
-                    cursor: cursor.take(),
-                    ..FactQuery::default()
-                },
+                FactQuery::default()
+                    .with_limit(3)
+                    .with_cursor(cursor.take()),
             )
             .await
             .must("page");
@@ -702,37 +679,22 @@ pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
     let all = b
         .list_facts(
             ctx.scope(),
-            FactQuery {
-                include_superseded: true,
-                ..FactQuery::default()
-            },
+            FactQuery::default().with_include_superseded(true),
         )
         .await
         .must("all");
     assert_eq!(all.items.len(), 9);
     let even = b
-        .list_facts(
-            ctx.scope(),
-            FactQuery {
-                tags: vec!["even".into()],
-                ..FactQuery::default()
-            },
-        )
+        .list_facts(ctx.scope(), FactQuery::default().with_tags(["even"]))
         .await
         .must("even");
     assert_eq!(even.items.len(), 4);
-    let bad = FactQuery {
-        cursor: Some("garbage".into()),
-        ..FactQuery::default()
-    };
+    let bad = FactQuery::default().with_cursor(Some("garbage".into()));
     b.list_facts(ctx.scope(), bad)
         .await
         .must_be_invalid("bad cursor");
     // A cursor's id is an identifier: NUL in it is malformed, never a backend error.
-    let nul = FactQuery {
-        cursor: Some("1:\0".into()),
-        ..FactQuery::default()
-    };
+    let nul = FactQuery::default().with_cursor(Some("1:\0".into()));
     b.list_facts(ctx.scope(), nul)
         .await
         .must_be_invalid("cursor holding NUL");
@@ -860,14 +822,7 @@ pub async fn semantic_recall_ranks_by_cosine(ctx: &Ctx) {
     )
     .await;
     remember(ctx, NewFact::new("no embedding")).await;
-    let hits = recall(
-        ctx,
-        RecallQuery {
-            vector: Some(query),
-            ..RecallQuery::default()
-        },
-    )
-    .await;
+    let hits = recall(ctx, RecallQuery::default().with_vector(query)).await;
     assert_eq!(texts(&hits), ["close by", "far away"]);
     assert!(hits[0].relevance > 0.99);
 }
@@ -903,10 +858,7 @@ pub async fn hybrid_recall_fuses_ranks(ctx: &Ctx) {
             .fact,
         );
     }
-    let q = RecallQuery {
-        vector: Some(query),
-        ..RecallQuery::text("rust memory")
-    };
+    let q = RecallQuery::text("rust memory").with_vector(query);
     let got = recall(ctx, q.clone()).await;
     let want = rank_facts(&q, facts);
     assert_eq!(texts(&got), texts(&want));
@@ -948,10 +900,7 @@ pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) 
         .remember(
             ctx.scope(),
             NewFact::new("third"),
-            RememberOptions {
-                max_facts: Some(2),
-                ..RememberOptions::default()
-            },
+            RememberOptions::default().with_max_facts(2),
         )
         .await
         .must("capped");
@@ -1106,7 +1055,7 @@ pub async fn set_expiry_many_changes_only_live_facts_of_the_scope(ctx: &Ctx) {
         .await
         .must("empty")
         .is_empty());
-    let too_many: Vec<FactId> = (0..=mnemix_core::MAX_EXPIRY_BATCH)
+    let too_many: Vec<FactId> = (0..=mnemix_core::limits::MAX_EXPIRY_BATCH)
         .map(|i| FactId::new(format!("f-{i}")).unwrap())
         .collect();
     b.set_expiry(ctx.scope(), &too_many, None)

@@ -201,10 +201,7 @@ pub async fn supersede_never_crosses_scopes(ctx: &Ctx) {
         .remember(
             ctx.other_scope(),
             keyed("Lives in Lima"),
-            RememberOptions {
-                max_facts: Some(1),
-                ..RememberOptions::default()
-            },
+            RememberOptions::default().with_max_facts(1),
         )
         .await
         .must("theirs");

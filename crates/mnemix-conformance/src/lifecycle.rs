@@ -143,10 +143,7 @@ pub async fn forget_all_leaves_nothing_behind(ctx: &Ctx) {
         .must("conversations")
         .items
         .is_empty());
-    let facts = FactQuery {
-        include_superseded: true,
-        ..FactQuery::default()
-    };
+    let facts = FactQuery::default().with_include_superseded(true);
     assert!(b.list_facts(s, facts).await.must("facts").items.is_empty());
     assert!(b.history(s, "city").await.must("history").is_empty());
     assert!(FactStore::recall(b, s, RecallQuery::text("likes"))

@@ -93,11 +93,9 @@ pub async fn conversation_fields_round_trip(ctx: &Ctx) {
             .must(name);
         assert_eq!(read, created, "payload {name}");
         assert_eq!(read.title.as_deref(), Some(p.as_str()), "payload {name}");
-        let query = ConversationQuery {
-            agent: Some(ident.clone()),
-            record_id: Some(ident),
-            ..ConversationQuery::default()
-        };
+        let query = ConversationQuery::default()
+            .with_agent(ident.clone())
+            .with_record_id(ident);
         let found = b.list_conversations(ctx.scope(), query).await.must(name);
         assert!(
             found.items.iter().any(|c| c.id == created.id),
@@ -178,10 +176,8 @@ pub async fn fact_fields_round_trip(ctx: &Ctx) {
             (Some(ident.as_str()), Some(key.as_str()))
         );
         assert_eq!(read.tags, vec![ident.clone()]);
-        let query = RecallQuery {
-            tags: vec![ident],
-            ..RecallQuery::text(format!("marker{}", name.replace(' ', "")))
-        };
+        let query =
+            RecallQuery::text(format!("marker{}", name.replace(' ', ""))).with_tags(vec![ident]);
         let hits = FactStore::recall(b, ctx.scope(), query).await.must(name);
         assert_eq!(hits.len(), 1, "recall with payload tag {name}");
     }
@@ -411,7 +407,10 @@ fn nested_metadata(levels: usize) -> Metadata {
 /// is `InvalidInput` at write, nothing is stored, and the scope stays readable and exportable.
 pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx: &Ctx) {
     let b = ctx.backend();
-    let (at, over) = (mnemix_core::MAX_JSON_DEPTH, mnemix_core::MAX_JSON_DEPTH + 1);
+    let (at, over) = (
+        mnemix_core::limits::MAX_JSON_DEPTH,
+        mnemix_core::limits::MAX_JSON_DEPTH + 1,
+    );
 
     // Conversation metadata, at creation and by update.
     let kept = b
@@ -634,10 +633,7 @@ pub async fn identifiers_at_the_length_limit_round_trip(ctx: &Ctx) {
     b.put_checkpoint(&scope, checkpoint)
         .await
         .must("checkpoint at the limit");
-    let page = |limit| ConversationQuery {
-        limit: Some(limit),
-        ..ConversationQuery::default()
-    };
+    let page = |limit| ConversationQuery::default().with_limit(limit);
     let listed = b
         .list_conversations(&scope, page(MAX_PAGE_SIZE))
         .await

@@ -325,10 +325,7 @@ pub async fn seed_every_kind(ctx: &Ctx) -> ConversationId {
     let b = ctx.backend();
     seed_everything(ctx).await;
     let thread = conversation(ctx, ctx.scope()).await;
-    let pruning = AppendOptions {
-        max_messages: Some(3),
-        ..AppendOptions::default()
-    };
+    let pruning = AppendOptions::default().with_max_messages(3);
     b.append(ctx.scope(), &thread.id, texts("p", 5), pruning)
         .await
         .must("append with pruning");

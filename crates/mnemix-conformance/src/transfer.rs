@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use mnemix_core::transfer::{Digest, Record};
+use mnemix_core::transfer::Digest;
+use mnemix_core::Record;
 use mnemix_core::{
     AppendOptions, CheckpointId, CheckpointStatus, FactStore, LoadOptions, Metric, NewCheckpoint,
     NewConversation, NewFact, RecallQuery, RememberOptions, Scope, StoredMessage, Timestamp,

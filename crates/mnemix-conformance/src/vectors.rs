@@ -920,7 +920,7 @@ pub async fn ties_across_k_break_by_id_on_every_metric(ctx: &Ctx) {
 #[allow(clippy::float_cmp)] // scores are exact by contract, not approximately equal
 pub async fn wide_collections_up_to_the_dimension_limit_are_searched(ctx: &Ctx) {
     let b = ctx.backend();
-    for dims in [2001, 3072, mnemix_core::vector::MAX_DIMS] {
+    for dims in [2001, 3072, mnemix_core::limits::MAX_DIMS] {
         let spec = b
             .ensure_collection(
                 ctx.namespace(),
@@ -950,7 +950,7 @@ pub async fn wide_collections_up_to_the_dimension_limit_are_searched(ctx: &Ctx) 
     }
     b.ensure_collection(
         ctx.namespace(),
-        CollectionSpec::new("too-wide", mnemix_core::vector::MAX_DIMS + 1, "m"),
+        CollectionSpec::new("too-wide", mnemix_core::limits::MAX_DIMS + 1, "m"),
     )
     .await
     .must_be_invalid("over the dimension limit");
@@ -1028,10 +1028,7 @@ pub async fn scores_stay_finite_and_in_range_at_float_edges(ctx: &Ctx) {
                 }
             }
             if metric != Metric::Dot {
-                let exact = VectorQuery {
-                    min_score: Some(1.0),
-                    ..VectorQuery::new(query.vector.clone(), 6)
-                };
+                let exact = VectorQuery::new(query.vector.clone(), 6).with_min_score(1.0);
                 let found = b
                     .search(ctx.scope(), &spec.name, exact)
                     .await

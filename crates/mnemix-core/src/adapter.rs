@@ -8,27 +8,27 @@
 //! | helper | what it decides |
 //! |---|---|
 //! | [`plan_append`] | an append under its lock or transaction: idempotency by message id, compare-and-append, seqs |
-//! | [`WorkingMemoryUpdate::apply`], [`CheckpointUpdate::apply_to`] | fenced writes against the stored revision or version |
+//! | [`WorkingMemoryUpdate::apply`](crate::WorkingMemoryUpdate::apply), [`CheckpointUpdate::apply_to`](crate::CheckpointUpdate::apply_to) | fenced writes against the stored revision or version |
 //! | [`plan_remember`] | a remember over the scope's facts: dedupe, supersede, `max_facts` eviction |
 //! | [`rank_facts`], [`rank_candidates`], [`eviction_order`], [`fact_tokens`], [`order_history`] | lexical/semantic/hybrid recall (over whole facts, or over what a token index tells of them), the eviction order, what to index, the order of a key's versions |
-//! | [`rank_hits`], [`ExactIndex`], [`TopK`], [`MatrixCache`], [`tie_across_k`], [`Filter::matches`] | vector order and ties, exact top-k (over a matrix, or over a scan as it streams), a scan's matrix kept per version of the data, when an index's ties need settling, what a filter means |
+//! | [`rank_hits`], [`ExactIndex`], [`TopK`], [`MatrixCache`], [`tie_across_k`], [`Filter::matches`](crate::Filter::matches) | vector order and ties, exact top-k (over a matrix, or over a scan as it streams), a scan's matrix kept per version of the data, when an index's ties need settling, what a filter means |
 //! | [`page_newest_first`], [`Cursor`] | keyset paging of newest-first listings |
-//! | [`NewConversation::into_conversation`], [`NewFact::into_fact`], [`NewCheckpoint::into_checkpoint`] | the records a create makes |
+//! | [`NewConversation::into_conversation`](crate::NewConversation::into_conversation), [`NewFact::into_fact`](crate::NewFact::into_fact), [`NewCheckpoint::into_checkpoint`](crate::NewCheckpoint::into_checkpoint) | the records a create makes |
 //! | [`sort_canonical`] | the order of an export and of a restore |
-//! | [`migration`] | embedded SQL migrations: checksums, which to apply, newer or edited schemas refused |
-//! | [`url`] | `?param=` options in URLs, passwords hidden in messages |
+//! | [`migration`](crate::migration) | embedded SQL migrations: checksums, which to apply, newer or edited schemas refused |
+//! | [`url`](crate::url) | `?param=` options in URLs, passwords hidden in messages |
 //! | [`encode_f32_le`], [`decode_f32_le`] | vectors as little-endian bytes |
+//! | [`cosine`], [`dot`], [`norm`], [`l2_squared`], … | the similarity kernels every backend scores with |
+//! | [`check_vector`], [`SeenCollections`] | a vector against its collection, collections known to exist |
+//! | [`check_page`], [`page_limit`], [`page_after`] | a listing's page size and cursor |
 
-pub use crate::checkpoint::{CheckpointUpdate, NewCheckpoint};
-pub use crate::conversation::{plan_append, AppendPlan, NewConversation};
+pub use crate::conversation::{plan_append, AppendPlan};
 pub use crate::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache, TopK};
 pub use crate::fact::{
     eviction_order, fact_tokens, order_history, plan_remember, rank_candidates, rank_facts,
-    NewFact, RecallCandidate, RememberPlan,
+    reciprocal_rank_fusion, RecallCandidate, RememberPlan, RRF_K,
 };
-pub use crate::filter::Filter;
-pub use crate::page::{page_newest_first, Cursor};
-pub use crate::transfer::sort_canonical;
-pub use crate::vector::rank_hits;
-pub use crate::working::WorkingMemoryUpdate;
-pub use crate::{migration, url};
+pub use crate::page::{check_page, page_after, page_limit, page_newest_first, Cursor};
+pub use crate::records::sort_canonical;
+pub use crate::similarity::{cosine, cosine_with_squared_norms, dot, dot_f64, l2_squared, norm};
+pub use crate::vector::{check_vector, rank_hits, SeenCollections};

@@ -11,9 +11,9 @@ use crate::checkpoint::CheckpointStore;
 use crate::conversation::ConversationStore;
 use crate::error::Result;
 use crate::fact::FactStore;
+use crate::records::TransferStore;
 use crate::scope::{Namespace, Scope};
 use crate::time::Timestamp;
-use crate::transfer::TransferStore;
 use crate::vector::VectorStore;
 use crate::working::WorkingMemoryStore;
 

@@ -44,6 +44,7 @@ impl fmt::Display for RejectionCode {
 
 /// Which tools the client may answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ContinuationOptions {
     /// Names of client-side tools. `None`: any pending call may be answered by the client;
     /// `Some(set)`: a result for a call of a tool outside the set (a server-side tool) is forged.

@@ -98,6 +98,7 @@ pub struct ConversationUpdate {
 
 /// Filters and paging for [`ConversationStore::list_conversations`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ConversationQuery {
     /// Only threads of this agent key.
     pub agent: Option<String>,
@@ -109,6 +110,45 @@ pub struct ConversationQuery {
     pub limit: Option<usize>,
     /// Cursor from the previous page.
     pub cursor: Option<String>,
+}
+
+/// Setters, so that a field added later breaks no caller (`ConversationQuery` is `#[non_exhaustive]`).
+impl ConversationQuery {
+    /// Sets [`agent`](Self::agent).
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// Sets [`resource_slug`](Self::resource_slug).
+    #[must_use]
+    pub fn with_resource_slug(mut self, resource_slug: impl Into<String>) -> Self {
+        self.resource_slug = Some(resource_slug.into());
+        self
+    }
+
+    /// Sets [`record_id`](Self::record_id).
+    #[must_use]
+    pub fn with_record_id(mut self, record_id: impl Into<String>) -> Self {
+        self.record_id = Some(record_id.into());
+        self
+    }
+
+    /// Sets [`limit`](Self::limit).
+    #[must_use]
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Sets [`cursor`](Self::cursor): the `next_cursor` of the previous page (`None` for the
+    /// first).
+    #[must_use]
+    pub fn with_cursor(mut self, cursor: Option<String>) -> Self {
+        self.cursor = cursor;
+        self
+    }
 }
 
 impl ConversationQuery {
@@ -138,12 +178,30 @@ impl ConversationQuery {
 
 /// Options of [`ConversationStore::append`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct AppendOptions {
     /// Compare-and-append: the batch applies only if the conversation's `last_seq` equals this.
     pub expected_last_seq: Option<u64>,
     /// Storage limit: after appending, the oldest messages beyond this many are pruned in the
     /// same transaction.
     pub max_messages: Option<u64>,
+}
+
+/// Setters, so that a field added later breaks no caller (`AppendOptions` is `#[non_exhaustive]`).
+impl AppendOptions {
+    /// Sets [`expected_last_seq`](Self::expected_last_seq).
+    #[must_use]
+    pub fn with_expected_last_seq(mut self, expected_last_seq: u64) -> Self {
+        self.expected_last_seq = Some(expected_last_seq);
+        self
+    }
+
+    /// Sets [`max_messages`](Self::max_messages).
+    #[must_use]
+    pub fn with_max_messages(mut self, max_messages: u64) -> Self {
+        self.max_messages = Some(max_messages);
+        self
+    }
 }
 
 /// What [`ConversationStore::append`] did.
@@ -165,6 +223,7 @@ pub const MAX_LOAD_SEQS: usize = 1_000;
 
 /// Window and filters of [`ConversationStore::load`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LoadOptions {
     /// Only the last N messages of the selection.
     pub last: Option<usize>,
@@ -176,6 +235,44 @@ pub struct LoadOptions {
     pub roles: Option<Vec<Role>>,
     /// Run [`sanitize_conversation`](crate::sanitize_conversation) on the window (default true).
     pub sanitize: bool,
+}
+
+/// Setters, so that a field added later breaks no caller (`LoadOptions` is `#[non_exhaustive]`).
+impl LoadOptions {
+    /// Sets [`last`](Self::last).
+    #[must_use]
+    pub fn with_last(mut self, last: usize) -> Self {
+        self.last = Some(last);
+        self
+    }
+
+    /// Sets [`before_seq`](Self::before_seq).
+    #[must_use]
+    pub fn with_before_seq(mut self, before_seq: u64) -> Self {
+        self.before_seq = Some(before_seq);
+        self
+    }
+
+    /// Sets [`after_seq`](Self::after_seq).
+    #[must_use]
+    pub fn with_after_seq(mut self, after_seq: u64) -> Self {
+        self.after_seq = Some(after_seq);
+        self
+    }
+
+    /// Sets [`roles`](Self::roles).
+    #[must_use]
+    pub fn with_roles(mut self, roles: impl IntoIterator<Item = Role>) -> Self {
+        self.roles = Some(roles.into_iter().collect());
+        self
+    }
+
+    /// Sets [`sanitize`](Self::sanitize).
+    #[must_use]
+    pub fn with_sanitize(mut self, sanitize: bool) -> Self {
+        self.sanitize = sanitize;
+        self
+    }
 }
 
 impl Default for LoadOptions {

@@ -37,7 +37,7 @@ pub trait Embedder: Send + Sync {
 ///
 /// ```
 /// use mnemix_core::embed::{Embedder, HashingEmbedder};
-/// use mnemix_core::similarity::cosine;
+/// use mnemix_core::adapter::cosine;
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let e = HashingEmbedder::new(256);
 /// let v = e.embed(&["hotel near the station".into(), "hotels by the station".into(),

@@ -18,7 +18,7 @@ use crate::vector::{VectorHit, VectorQuery, VectorRecord};
 /// computed once per row instead of once per query.
 ///
 /// ```
-/// use mnemix_core::exact::ExactIndex;
+/// use mnemix_core::adapter::ExactIndex;
 /// use mnemix_core::{Metadata, Metric, VectorId, VectorQuery};
 /// let mut index = ExactIndex::new(2, Metric::Cosine);
 /// index.push(VectorId::new("east")?, &[1.0, 0.0], Metadata::new());
@@ -344,7 +344,7 @@ fn rank_order(a: (f32, &str), b: (f32, &str)) -> std::cmp::Ordering {
 /// metadata only when its score could enter ([`could_enter`](Self::could_enter)).
 ///
 /// ```
-/// use mnemix_core::exact::{encode_f32_le, TopK};
+/// use mnemix_core::adapter::{encode_f32_le, TopK};
 /// use mnemix_core::{Metric, VectorQuery};
 /// let query = VectorQuery::new(vec![1.0, 0.0], 1);
 /// let mut top = TopK::new(&query, Metric::Dot);
@@ -478,7 +478,7 @@ impl<T> TopK<T> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use mnemix_core::exact::{ExactIndex, MatrixCache};
+/// use mnemix_core::adapter::{ExactIndex, MatrixCache};
 /// use mnemix_core::Metric;
 /// let cache = MatrixCache::new(1 << 20);
 /// cache.insert("notes/user-1", 7, Arc::new(ExactIndex::new(2, Metric::Cosine)));

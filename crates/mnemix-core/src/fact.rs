@@ -191,6 +191,7 @@ impl Fact {
 
 /// Options of [`FactStore::remember`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RememberOptions {
     /// Keep at most this many current facts in the scope, evicting in the same transaction.
     pub max_facts: Option<usize>,
@@ -199,6 +200,16 @@ pub struct RememberOptions {
     /// registry's reserved shapes (a kind, key or tag starting with `_`) without it.
     #[serde(skip)]
     pub registry: Option<crate::registry::RegistryWrite>,
+}
+
+/// Setters, so that a field added later breaks no caller (`RememberOptions` is `#[non_exhaustive]`).
+impl RememberOptions {
+    /// Sets [`max_facts`](Self::max_facts).
+    #[must_use]
+    pub fn with_max_facts(mut self, max_facts: usize) -> Self {
+        self.max_facts = Some(max_facts);
+        self
+    }
 }
 
 /// What [`FactStore::remember`] did.
@@ -229,6 +240,7 @@ pub struct RememberOutcome {
 
 /// A recall of [`FactStore::recall`]: lexical with `text`, semantic with `vector`, hybrid with both.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RecallQuery {
     /// Query text (lexical recall).
     pub text: Option<String>,
@@ -245,6 +257,58 @@ pub struct RecallQuery {
     pub conversation: Option<ConversationId>,
     /// Most results (default 10).
     pub limit: Option<usize>,
+}
+
+/// Setters, so that a field added later breaks no caller (`RecallQuery` is `#[non_exhaustive]`).
+impl RecallQuery {
+    /// Sets [`text`](Self::text).
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// Sets [`vector`](Self::vector).
+    #[must_use]
+    pub fn with_vector(mut self, vector: Vec<f32>) -> Self {
+        self.vector = Some(vector);
+        self
+    }
+
+    /// Sets [`tags`](Self::tags).
+    #[must_use]
+    pub fn with_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`kind`](Self::kind).
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Sets [`min_score`](Self::min_score).
+    #[must_use]
+    pub fn with_min_score(mut self, min_score: f32) -> Self {
+        self.min_score = Some(min_score);
+        self
+    }
+
+    /// Sets [`conversation`](Self::conversation).
+    #[must_use]
+    pub fn with_conversation(mut self, conversation: ConversationId) -> Self {
+        self.conversation = Some(conversation);
+        self
+    }
+
+    /// Sets [`limit`](Self::limit).
+    #[must_use]
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
 }
 
 impl RecallQuery {
@@ -441,7 +505,7 @@ pub fn rank_candidates(
 /// breaks its ties).
 ///
 /// ```
-/// use mnemix_core::fact::reciprocal_rank_fusion;
+/// use mnemix_core::adapter::reciprocal_rank_fusion;
 /// let fused = reciprocal_rank_fusion([&["a", "b"][..], &["b", "c"][..]]);
 /// assert!(fused["b"] > fused["a"] && fused["a"] > fused["c"]);
 /// ```
@@ -558,7 +622,7 @@ pub fn plan_remember<'a>(
 /// writers carry ids in the order they were made, not the order they were applied.
 ///
 /// ```
-/// use mnemix_core::fact::order_history;
+/// use mnemix_core::adapter::order_history;
 /// use mnemix_core::{NewFact, Scope, Timestamp};
 /// let scope = Scope::for_subject("u")?;
 /// let at = Timestamp::from_millis(7);
@@ -625,6 +689,7 @@ pub fn fact_tokens(text: &str) -> BTreeSet<String> {
 
 /// Filters and paging of [`FactStore::list_facts`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FactQuery {
     /// Include superseded history.
     pub include_superseded: bool,
@@ -636,6 +701,45 @@ pub struct FactQuery {
     pub limit: Option<usize>,
     /// Cursor from the previous page.
     pub cursor: Option<String>,
+}
+
+/// Setters, so that a field added later breaks no caller (`FactQuery` is `#[non_exhaustive]`).
+impl FactQuery {
+    /// Sets [`include_superseded`](Self::include_superseded).
+    #[must_use]
+    pub fn with_include_superseded(mut self, include_superseded: bool) -> Self {
+        self.include_superseded = include_superseded;
+        self
+    }
+
+    /// Sets [`tags`](Self::tags).
+    #[must_use]
+    pub fn with_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`kind`](Self::kind).
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// Sets [`limit`](Self::limit).
+    #[must_use]
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Sets [`cursor`](Self::cursor): the `next_cursor` of the previous page (`None` for the
+    /// first).
+    #[must_use]
+    pub fn with_cursor(mut self, cursor: Option<String>) -> Self {
+        self.cursor = cursor;
+        self
+    }
 }
 
 impl FactQuery {

@@ -1,23 +1,4 @@
-//! The front layer: what every backend must do, written once, in front of the backend.
-//!
-//! [`Checked`] wraps any [`MemoryBackend`] and is itself one. Before a call reaches the backend
-//! it checks the input (identifiers, options, paging arguments, vectors and filters — everything
-//! that can be judged without reading storage), and it retries retryable failures of idempotent
-//! operations under one [`RetryPolicy`]. After a `load` it sanitizes the window. A backend so
-//! holds storage code only: it may assume every argument it receives is valid.
-//!
-//! Every call through the layer is a `tracing` span at debug level, named after the method
-//! and carrying the backend's name (target `mnemix_core::front`), so a subscriber shows what a
-//! turn asked of the store, how long each call took, and which ran at once.
-//!
-//! `mnemix::open`, the engine and the conformance suite wrap every store they are given
-//! (wrapping twice is a no-op, see [`Checked::wrap`]), so the checks cannot be forgotten.
-//!
-//! What a backend still checks itself is what needs its storage: a vector's dimension and
-//! metric against the stored collection ([`CollectionSpec::check_vector`]), a collection spec
-//! against the stored one ([`CollectionSpec::check_same`]), and the decisions of
-//! [`plan_append`](crate::plan_append), [`WorkingMemoryUpdate::apply`] and
-//! [`CheckpointUpdate::apply_to`] that compare with stored state.
+//! The front layer (see [`Checked`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,11 +21,11 @@ use crate::fact::{
 };
 use crate::message::{check_json_depth, check_metadata_depth, Message, StoredMessage};
 use crate::page::{check_page, Page};
+use crate::records::{Record, TransferStore};
 use crate::scope::{
     validate_identifier, CheckpointId, ConversationId, FactId, Namespace, Scope, VectorId,
 };
 use crate::time::Timestamp;
-use crate::transfer::{Record, TransferStore};
 use crate::vector::{
     CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
@@ -113,7 +94,26 @@ impl RetryPolicy {
     }
 }
 
-/// A backend behind the front layer (see the [module docs](self)).
+/// The front layer: what every backend must do, written once, in front of the backend.
+///
+/// `Checked` wraps any [`MemoryBackend`] and is itself one. Before a call reaches the backend
+/// it checks the input (identifiers, options, paging arguments, vectors and filters — everything
+/// that can be judged without reading storage), and it retries retryable failures of idempotent
+/// operations under one [`RetryPolicy`]. After a `load` it sanitizes the window. A backend so
+/// holds storage code only: it may assume every argument it receives is valid.
+///
+/// Every call through the layer is a `tracing` span at debug level, named after the method
+/// and carrying the backend's name (target `mnemix_core::front`), so a subscriber shows what a
+/// turn asked of the store, how long each call took, and which ran at once.
+///
+/// `mnemix::open`, the engine and the conformance suite wrap every store they are given
+/// (wrapping twice is a no-op, see [`Checked::wrap`]), so the checks cannot be forgotten.
+///
+/// What a backend still checks itself is what needs its storage: a vector's dimension and
+/// metric against the stored collection ([`CollectionSpec::check_vector`]), a collection spec
+/// against the stored one ([`CollectionSpec::check_same`]), and the decisions of
+/// [`plan_append`](crate::adapter::plan_append), [`WorkingMemoryUpdate::apply`] and
+/// [`CheckpointUpdate::apply_to`] that compare with stored state.
 pub struct Checked {
     inner: Arc<dyn MemoryBackend>,
     retry: RetryPolicy,
@@ -619,7 +619,7 @@ impl TransferStore for Checked {
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        crate::transfer::check_batch(&records)?;
+        crate::records::check_batch(&records)?;
         self.retried(|| self.inner.restore(records.clone())).await
     }
 }

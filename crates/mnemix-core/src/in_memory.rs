@@ -26,9 +26,9 @@ use crate::fact::{
 };
 use crate::message::{Message, StoredMessage};
 use crate::page::{page_newest_first, Page};
+use crate::records::{sort_canonical, Record, TransferStore};
 use crate::scope::{CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, VectorId};
 use crate::time::{Clock, SystemClock, Timestamp};
-use crate::transfer::{sort_canonical, Record, TransferStore};
 use crate::vector::{
     rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
@@ -166,10 +166,12 @@ impl Default for InMemoryBackend {
     }
 }
 
-/// `memory://`: how the front door (`mnemix::open`) finds the in-memory reference backend.
-/// Nothing survives the process.
-pub const DESCRIPTOR: crate::descriptor::Descriptor =
-    crate::descriptor::Descriptor::new("memory", &["memory"], "memory://", open_request);
+impl InMemoryBackend {
+    /// `memory://`: how the front door (`mnemix::open`) finds the in-memory reference backend.
+    /// Nothing survives the process.
+    pub const DESCRIPTOR: crate::descriptor::Descriptor =
+        crate::descriptor::Descriptor::new("memory", &["memory"], "memory://", open_request);
+}
 
 #[allow(clippy::needless_pass_by_value)] // the descriptor's signature: a backend that awaits moves it
 fn open_request(request: crate::descriptor::OpenRequest) -> crate::descriptor::BoxOpen {

@@ -30,8 +30,7 @@ use std::collections::{BTreeSet, HashMap};
 use serde::{Deserialize, Serialize};
 use unicode_normalization::UnicodeNormalization;
 
-/// Shortest token kept, in characters.
-pub const MIN_TOKEN_CHARS: usize = 3;
+use crate::limits::MIN_TOKEN_CHARS;
 
 /// The distinct tokens of a text, sorted.
 ///

@@ -2,39 +2,39 @@
 #![deny(unsafe_code)]
 
 pub mod adapter;
-pub mod backend;
-pub mod cache;
-pub mod capabilities;
-pub mod checkpoint;
-pub mod continuation;
-pub mod conversation;
+mod backend;
+mod cache;
+mod capabilities;
+mod checkpoint;
+mod continuation;
+mod conversation;
 pub mod descriptor;
 pub mod embed;
-pub mod error;
-pub mod exact;
-pub mod fact;
-pub mod filter;
-pub mod front;
-pub mod handle;
-pub mod in_memory;
+mod error;
+mod exact;
+mod fact;
+mod filter;
+mod front;
+mod in_memory;
 pub mod lexical;
 pub mod limits;
-pub mod message;
+mod message;
 pub mod migration;
-pub mod page;
+mod page;
+mod records;
 pub mod registry;
-pub mod sanitize;
-pub mod scope;
-pub mod similarity;
-pub mod store;
-pub mod time;
-pub mod transfer;
+mod sanitize;
+mod scope;
+mod scoped;
+mod similarity;
+mod store;
+mod time;
 pub mod url;
-pub mod vector;
-pub mod working;
+mod vector;
+mod working;
 
 pub use backend::{DeletionReceipt, MemoryBackend, NamespaceReceipt};
-pub use cache::{CacheStore, MAX_CACHE_BATCH};
+pub use cache::CacheStore;
 pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
 pub use checkpoint::{
     Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
@@ -44,31 +44,100 @@ pub use continuation::{
     RejectionCode, Verdict,
 };
 pub use conversation::{
-    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationQuery,
-    ConversationStore, ConversationUpdate, LoadOptions, NewConversation, MAX_LOAD_SEQS,
+    AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
+    ConversationUpdate, LoadOptions, NewConversation,
 };
 pub use error::{BoxError, MemoryError, Result};
 pub use fact::{
     Fact, FactQuery, FactSource, FactStore, NewFact, RecallQuery, RememberOptions, RememberOutcome,
-    RememberStatus, ScoredFact, MAX_EXPIRY_BATCH,
+    RememberStatus, ScoredFact,
 };
 pub use filter::{FieldPath, Filter, FilterValue};
 pub use front::{Checked, RetryPolicy, DEFAULT_SERVER_TIMEOUT};
-pub use handle::{ConversationHandle, Facts, Scoped, Vectors, WorkingMemoryHandle};
 pub use in_memory::InMemoryBackend;
-pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage, MAX_JSON_DEPTH};
+pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
 pub use page::Page;
+pub use records::{Record, RecordKind, TransferStore};
 pub use sanitize::{is_replay_safe, sanitize_conversation};
 pub use scope::{
-    CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, Subject, VectorId,
+    validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope,
+    Subject, VectorId,
 };
+pub use scoped::{ConversationHandle, Facts, Scoped, Vectors, WorkingMemoryHandle};
 pub use similarity::Metric;
 pub use store::Store;
 pub use time::{Clock, ManualClock, SystemClock, Timestamp, Ttl};
-pub use transfer::{Record, RecordKind, TransferStore};
 pub use vector::{
     CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
 pub use working::{
     WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
+
+pub mod transfer {
+    //! Moving memory between stores: the [`TransferStore`](crate::TransferStore) contract, the
+    //! [`Record`](crate::Record) every export is made of, the JSON Lines [`ExportHeader`], and
+    //! [`copy`] / [`verify`] over any two backends.
+    //!
+    //! An export is verbatim: ids, sequence numbers, timestamps, revisions and versions are kept,
+    //! so a restored store answers every read exactly as the source did. Derived data (the lexical
+    //! index, vector caches) is rebuilt by the backend that restores.
+    //!
+    //! ```
+    //! use mnemix_core::transfer::{copy, verify};
+    //! use mnemix_core::{FactStore, InMemoryBackend, NewFact, RememberOptions, Scope};
+    //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    //! let source = InMemoryBackend::new();
+    //! let scope = Scope::new("support", "user-42")?;
+    //! source.remember(&scope, NewFact::new("prefers window seats"), RememberOptions::default()).await?;
+    //!
+    //! let target = InMemoryBackend::new();
+    //! let report = copy(&source, &target, None, |_, _| {}).await?;
+    //! assert_eq!(report.records, 1);
+    //! assert!(verify(&source, &target, None).await?.is_empty()); // no unit differs
+    //! # Ok::<(), mnemix_core::MemoryError>(())
+    //! # }).unwrap();
+    //! ```
+
+    pub use crate::records::{
+        check_batch, copy, copy_units, plan, verify, verify_units, CopyReport, Digest,
+        ExportHeader, ExportReader, ExportTrailer, ExportWriter, Mismatch, Unit, FORMAT,
+        FORMAT_VERSION,
+    };
+}
+
+pub mod handle {
+    //! Calls that read well: handles bound to a scope, and requests whose options are builder
+    //! methods, awaited directly.
+    //!
+    //! ```
+    //! use mnemix_core::{InMemoryBackend, Message, Store};
+    //!
+    //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    //! let store = Store::new(InMemoryBackend::new());
+    //! let user = store.scope("support", "user-42")?;
+    //!
+    //! let thread = user.new_conversation().title("Billing").await?;
+    //! let chat = user.conversation(&thread.id);
+    //! chat.append([Message::user("I'm on the Pro plan")]).await?;
+    //! let window = chat.load().last(10).await?;
+    //! assert_eq!(window.len(), 1);
+    //!
+    //! user.facts().remember("Is on the Pro plan").key("plan").tags(["billing"]).await?;
+    //! let recalled = user.facts().recall("which plan").limit(3).await?;
+    //! assert_eq!(recalled[0].fact.text, "Is on the Pro plan");
+    //! # Ok::<(), mnemix_core::MemoryError>(())
+    //! # }).unwrap();
+    //! ```
+    //!
+    //! The handles only call the contracts of the [`Store`](crate::Store) they come from, so every
+    //! call still goes through the front layer; the option structs of the contracts (`AppendOptions`,
+    //! `LoadOptions`, …) stay what an adapter implements against.
+    //!
+    //! The handles themselves ([`Scoped`](crate::Scoped) and those it gives) are at the root;
+    //! this module holds the requests their methods return.
+
+    pub use crate::scoped::{
+        Append, CreateConversation, ListConversations, ListFacts, Load, Recall, Remember, Search,
+    };
+}

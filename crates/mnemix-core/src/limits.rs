@@ -29,12 +29,20 @@
 
 pub use crate::cache::MAX_CACHE_BATCH;
 pub use crate::conversation::MAX_LOAD_SEQS;
-pub use crate::fact::MAX_EXPIRY_BATCH;
+pub use crate::fact::{DEFAULT_RECALL_LIMIT, MAX_EXPIRY_BATCH};
 pub use crate::filter::MAX_FILTER_DEPTH;
-pub use crate::lexical::MIN_TOKEN_CHARS;
 pub use crate::message::MAX_JSON_DEPTH;
 pub use crate::page::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
-pub use crate::registry::{MAX_KIND_NAME_BYTES, MAX_MEMORY_ID_BYTES, RESERVED_PREFIX};
 pub use crate::scope::MAX_ID_BYTES;
 pub use crate::similarity::MAX_SQUARED_NORM;
 pub use crate::vector::{MAX_DIMS, MAX_TOP_K};
+
+/// Shortest token kept by lexical recall, in characters.
+pub const MIN_TOKEN_CHARS: usize = 3;
+/// The longest kind name, in bytes (a memory's key is its kind, `:`, and its id).
+pub const MAX_KIND_NAME_BYTES: usize = 120;
+/// The longest memory id, in bytes.
+pub const MAX_MEMORY_ID_BYTES: usize = 120;
+/// What starts every reserved kind, key and tag: the registry's records use them, and no other
+/// fact may.
+pub const RESERVED_PREFIX: char = '_';

@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::backend::MemoryBackend;
 use crate::error::{MemoryError, Result};
 use crate::fact::{Fact, FactQuery, NewFact, RememberOptions};
+use crate::limits::{MAX_KIND_NAME_BYTES, MAX_MEMORY_ID_BYTES, RESERVED_PREFIX};
 use crate::message::check_json_depth;
 use crate::migration::lowercase_hex;
 use crate::scope::{validate_identifier, Namespace, Scope, Subject};
@@ -34,13 +35,6 @@ use crate::scope::{validate_identifier, Namespace, Scope, Subject};
 pub const KIND_RECORD: &str = "_kind";
 /// The fact kind of a sharing grant (in the namespace's shared scope).
 pub const GRANT_RECORD: &str = "_grant";
-/// The longest kind name, in bytes (a memory's key is its kind, `:`, and its id).
-pub const MAX_KIND_NAME_BYTES: usize = 120;
-/// The longest memory id, in bytes.
-pub const MAX_MEMORY_ID_BYTES: usize = 120;
-/// What starts every reserved kind, key and tag: the registry's records use them, and no other
-/// fact may.
-pub const RESERVED_PREFIX: char = '_';
 
 /// Proof that a write comes from this module: it alone can make one, and the front layer
 /// refuses a fact of the reserved shapes in a [`RememberOptions`] without it.

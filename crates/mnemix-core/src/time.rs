@@ -156,7 +156,7 @@ impl Clock for ManualClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use mnemix_core::time::Ttl;
+/// use mnemix_core::Ttl;
 /// let ttl: Ttl = "15m".parse()?;
 /// assert_eq!(ttl.duration(), Duration::from_secs(900));
 /// assert_eq!(ttl.to_string(), "15m");

@@ -23,7 +23,7 @@ pub const MAX_TOP_K: usize = 1000;
 /// past that, the map starts over.
 ///
 /// ```
-/// use mnemix_core::vector::SeenCollections;
+/// use mnemix_core::adapter::SeenCollections;
 /// use mnemix_core::Namespace;
 /// let seen = SeenCollections::default();
 /// let notes = Namespace::new("notes")?;
@@ -213,6 +213,7 @@ impl VectorRecord {
 
 /// A search of [`VectorStore::search`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct VectorQuery {
     /// The query embedding.
     pub vector: Vec<f32>,
@@ -224,6 +225,23 @@ pub struct VectorQuery {
     pub min_score: Option<f32>,
     /// Return the stored vectors in the hits (off by default: it is most of the bytes).
     pub include_vectors: bool,
+}
+
+/// Setters, so that a field added later breaks no caller (`VectorQuery` is `#[non_exhaustive]`).
+impl VectorQuery {
+    /// Sets [`min_score`](Self::min_score).
+    #[must_use]
+    pub fn with_min_score(mut self, min_score: f32) -> Self {
+        self.min_score = Some(min_score);
+        self
+    }
+
+    /// Sets [`include_vectors`](Self::include_vectors).
+    #[must_use]
+    pub fn with_include_vectors(mut self, include_vectors: bool) -> Self {
+        self.include_vectors = include_vectors;
+        self
+    }
 }
 
 impl VectorQuery {

@@ -1,6 +1,6 @@
 //! Unit tests of the model: validation, serde shapes, cursors, filters.
 
-use mnemix_core::page::Cursor;
+use mnemix_core::adapter::Cursor;
 use mnemix_core::{
     ConversationId, Filter, MemoryError, Message, Namespace, Part, Role, Scope, Subject, Timestamp,
 };

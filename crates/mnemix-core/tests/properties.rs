@@ -444,7 +444,7 @@ proptest! {
         bits in proptest::collection::vec(any::<u32>(), 1..16),
         text in any::<String>(),
     ) {
-        use mnemix_core::transfer::Record;
+        use mnemix_core::Record;
         let vector: Vec<f32> = bits
             .into_iter()
             .map(f32::from_bits)

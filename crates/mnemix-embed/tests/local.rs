@@ -10,8 +10,8 @@
 
 use std::path::PathBuf;
 
+use mnemix_core::adapter::cosine;
 use mnemix_core::embed::Embedder;
-use mnemix_core::similarity::cosine;
 use mnemix_embed::LocalEmbedder;
 use serde_json::Value;
 

@@ -26,10 +26,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use mnemix_core::error::{MemoryError, Result};
 pub use mnemix_core::lexical::Language;
-use mnemix_core::scope::Namespace;
-use mnemix_core::time::Ttl;
+use mnemix_core::Namespace;
+use mnemix_core::Ttl;
+use mnemix_core::{MemoryError, Result};
 
 /// Every tier of an agent's memory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -364,7 +364,7 @@ impl MemoryConfig {
             ));
         }
         for source in &self.knowledge.sources {
-            mnemix_core::scope::validate_identifier("knowledge source", source)
+            mnemix_core::validate_identifier("knowledge source", source)
                 .map_err(|e| invalid("knowledge.sources", e))?;
         }
         check_positive("facts.max_facts", self.facts.max_facts)?;
@@ -412,8 +412,7 @@ impl MemoryConfig {
             ));
         }
         for tag in &self.extract.tags {
-            mnemix_core::scope::validate_identifier("tag", tag)
-                .map_err(|e| invalid("extract.tags", e))?;
+            mnemix_core::validate_identifier("tag", tag).map_err(|e| invalid("extract.tags", e))?;
         }
         Ok(())
     }

@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::config::WorkingMemoryScope;
-use mnemix_core::fact::ScoredFact;
-use mnemix_core::message::StoredMessage;
-use mnemix_core::vector::VectorHit;
-use mnemix_core::working::WorkingMemory;
+use mnemix_core::ScoredFact;
+use mnemix_core::StoredMessage;
+use mnemix_core::VectorHit;
+use mnemix_core::WorkingMemory;
 
 /// Counts tokens the way the caller's model does, or close enough for budgets.
 pub trait TokenCounter: Send + Sync {
@@ -221,9 +221,9 @@ pub fn user_memory_block(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mnemix_core::fact::NewFact;
-    use mnemix_core::scope::Scope;
-    use mnemix_core::time::Timestamp;
+    use mnemix_core::NewFact;
+    use mnemix_core::Scope;
+    use mnemix_core::Timestamp;
 
     fn scored(text: &str, score: Option<f32>, relevance: f64) -> ScoredFact {
         let mut new = NewFact::new(text);

@@ -62,24 +62,24 @@ pub use session::{Session, SessionView};
 pub use working::{ToolDefinition, WORKING_MEMORY_TOOLS};
 
 use crate::config::{MemoryConfig, MergeStrategy, WorkingMemoryScope};
-use mnemix_core::backend::MemoryBackend;
-use mnemix_core::continuation::{assert_valid_continuation, ContinuationOptions};
-use mnemix_core::conversation::{
+use mnemix_core::adapter::rank_hits;
+use mnemix_core::adapter::reciprocal_rank_fusion;
+use mnemix_core::embed::{Embedder, HashingEmbedder};
+use mnemix_core::lexical::{self, Language};
+use mnemix_core::registry::KindSpec;
+use mnemix_core::Filter;
+use mnemix_core::MemoryBackend;
+use mnemix_core::WorkingMemoryKey;
+use mnemix_core::{assert_valid_continuation, ContinuationOptions};
+use mnemix_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationUpdate, LoadOptions, NewConversation,
 };
-use mnemix_core::embed::{Embedder, HashingEmbedder};
-use mnemix_core::error::{MemoryError, Result};
-use mnemix_core::fact::{
-    reciprocal_rank_fusion, Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus,
-};
-use mnemix_core::filter::Filter;
-use mnemix_core::lexical::{self, Language};
-use mnemix_core::message::{Message, Part, Role, StoredMessage};
-use mnemix_core::registry::KindSpec;
-use mnemix_core::scope::{ConversationId, MessageId, Namespace, Scope, VectorId};
-use mnemix_core::time::{Timestamp, Ttl};
-use mnemix_core::vector::{rank_hits, CollectionSpec, VectorQuery, VectorRecord};
-use mnemix_core::working::WorkingMemoryKey;
+use mnemix_core::{CollectionSpec, VectorQuery, VectorRecord};
+use mnemix_core::{ConversationId, MessageId, Namespace, Scope, VectorId};
+use mnemix_core::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
+use mnemix_core::{MemoryError, Result};
+use mnemix_core::{Message, Part, Role, StoredMessage};
+use mnemix_core::{Timestamp, Ttl};
 
 /// The collection (in the caller's namespace) holding message embeddings for semantic recall.
 pub const MESSAGE_COLLECTION: &str = "agent-memory-messages";
@@ -422,7 +422,7 @@ struct Found {
     messages: Option<(Vec<f32>, Vec<mnemix_core::VectorHit>)>,
     knowledge: Vec<mnemix_core::VectorHit>,
     /// The recalled facts and their fenced block, when facts are on and there is input.
-    facts: Option<(Vec<mnemix_core::fact::ScoredFact>, Option<String>)>,
+    facts: Option<(Vec<mnemix_core::ScoredFact>, Option<String>)>,
 }
 
 /// The tiers of memory over one backend; cheap to share (`Arc<Memory>`) across tasks.
@@ -470,7 +470,7 @@ impl Memory {
     pub fn builder(backend: Arc<dyn MemoryBackend>) -> MemoryBuilder {
         MemoryBuilder {
             // Behind the front layer (a no-op for a `Store`): loads sanitized, input checked.
-            backend: mnemix_core::front::Checked::wrap(backend),
+            backend: mnemix_core::Checked::wrap(backend),
             config: MemoryConfig::default(),
             embedder: None,
             summarizer: None,
@@ -743,10 +743,7 @@ impl Memory {
             scope,
             conversation,
             suffix,
-            AppendOptions {
-                expected_last_seq: Some(last_seq),
-                ..AppendOptions::default()
-            },
+            AppendOptions::default().with_expected_last_seq(last_seq),
         )
         .await
     }
@@ -764,7 +761,7 @@ impl Memory {
         agent_key: &str,
         history_limit: usize,
     ) -> Result<(Conversation, Vec<StoredMessage>)> {
-        mnemix_core::scope::validate_identifier("agent key", agent_key)?;
+        mnemix_core::validate_identifier("agent key", agent_key)?;
         let id = ConversationId::new(format!("agent:{agent_key}"))?;
         let thread = match self.backend.get_conversation(scope, &id).await {
             Ok(thread) => thread,
@@ -837,11 +834,9 @@ impl Memory {
             .load(
                 scope,
                 &thread.id,
-                LoadOptions {
-                    after_seq: Some(after),
-                    before_seq: Some(through_seq + 1),
-                    ..LoadOptions::default()
-                },
+                LoadOptions::default()
+                    .with_after_seq(after)
+                    .with_before_seq(through_seq + 1),
             )
             .await?;
         let summarizer = self
@@ -916,11 +911,9 @@ impl Memory {
             .cursor(scope, conversation, cursor)
             .await?
             .unwrap_or(0);
-        let options = LoadOptions {
-            after_seq: Some(after),
-            sanitize: false,
-            ..LoadOptions::default()
-        };
+        let options = LoadOptions::default()
+            .with_after_seq(after)
+            .with_sanitize(false);
         self.backend.load(scope, conversation, options).await
     }
 
@@ -1006,13 +999,11 @@ impl Memory {
         conversation: &ConversationId,
         seq: u64,
     ) -> Result<Option<Vec<f32>>> {
-        let options = LoadOptions {
-            last: Some(1),
-            before_seq: Some(seq),
-            roles: Some(vec![Role::User, Role::Assistant]),
-            sanitize: false,
-            ..LoadOptions::default()
-        };
+        let options = LoadOptions::default()
+            .with_last(1)
+            .with_before_seq(seq)
+            .with_roles(vec![Role::User, Role::Assistant])
+            .with_sanitize(false);
         let Some(previous) = self.backend.load(scope, conversation, options).await?.pop() else {
             return Ok(None);
         };
@@ -1066,12 +1057,8 @@ impl Memory {
                 if !config.facts.enabled || user_input.trim().is_empty() {
                     return Ok(None);
                 }
-                let query = RecallQuery {
-                    text: Some(user_input.to_owned()),
-                    vector: vector.clone(),
-                    limit: Some(config.inject.limit),
-                    ..RecallQuery::default()
-                };
+                let mut query = RecallQuery::text(user_input).with_limit(config.inject.limit);
+                query.vector.clone_from(&vector);
                 let recalled = self.backend.recall(&self.facts_scope(scope), query).await?;
                 Ok(Some(user_memory_block(
                     recalled,
@@ -1267,10 +1254,7 @@ impl Memory {
             conversation_id: conversation.clone(),
             message_ids: fresh.iter().map(|m| m.message.id.clone()).collect(),
         };
-        let options = RememberOptions {
-            max_facts: Some(self.config.facts.max_facts),
-            ..RememberOptions::default()
-        };
+        let options = RememberOptions::default().with_max_facts(self.config.facts.max_facts);
         let mut stored = Vec::new();
         let now = self.backend.now();
         for fact in kept {
@@ -1482,7 +1466,7 @@ fn in_context(embedded: Vec<Vec<f32>>, before: Option<Vec<f32>>, weight: f32) ->
 
 /// `vector` scaled to length 1 (a zero vector stays as it is).
 fn unit(mut vector: Vec<f32>) -> Vec<f32> {
-    let norm = mnemix_core::similarity::norm(&vector);
+    let norm = mnemix_core::adapter::norm(&vector);
     if norm > 0.0 {
         for value in &mut vector {
             *value /= norm;

@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use mnemix_core::error::{MemoryError, Result};
-use mnemix_core::fact::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
 use mnemix_core::registry::{self, canonical_json, memory_id, memory_key, Grant, KindSpec};
-use mnemix_core::scope::{ConversationId, FactId, Namespace, Scope, Subject};
-use mnemix_core::time::{Timestamp, Ttl};
 use mnemix_core::MemoryBackend;
+use mnemix_core::{ConversationId, FactId, Namespace, Scope, Subject};
+use mnemix_core::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
+use mnemix_core::{MemoryError, Result};
+use mnemix_core::{Timestamp, Ttl};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -235,7 +235,7 @@ impl Memories {
     /// Structured memories over `backend` (behind the front layer).
     pub fn new(backend: Arc<dyn MemoryBackend>) -> Self {
         Self {
-            backend: mnemix_core::front::Checked::wrap(backend),
+            backend: mnemix_core::Checked::wrap(backend),
             schemas: Mutex::new(HashMap::new()),
         }
     }
@@ -401,7 +401,7 @@ impl Memories {
     /// Searches the subject's memories, those other subjects granted it, or both.
     ///
     /// # Behavior
-    /// - Each scope is recalled as facts are ([`rank_facts`](mnemix_core::fact::rank_facts)):
+    /// - Each scope is recalled as facts are ([`rank_facts`](mnemix_core::adapter::rank_facts)):
     ///   current, unexpired memories matching the filters; a shared scope only through its
     ///   grant's kinds and tags. The hits are merged by relevance (then own before shared),
     ///   and the best `limit` returned.
@@ -411,16 +411,15 @@ impl Memories {
         let subject = scope.require_subject("searching memories")?;
         let limit = query
             .limit
-            .unwrap_or(mnemix_core::fact::DEFAULT_RECALL_LIMIT);
-        let recall = RecallQuery {
-            text: query.text.clone(),
-            vector: query.vector.clone(),
-            tags: query.tags.clone(),
-            kind: query.kind.clone(),
-            min_score: query.min_confidence,
-            conversation: query.conversation.clone(),
-            limit: Some(limit),
-        };
+            .unwrap_or(mnemix_core::limits::DEFAULT_RECALL_LIMIT);
+        let mut recall = RecallQuery::default()
+            .with_tags(query.tags.clone())
+            .with_limit(limit);
+        recall.text.clone_from(&query.text);
+        recall.vector.clone_from(&query.vector);
+        recall.kind.clone_from(&query.kind);
+        recall.min_score = query.min_confidence;
+        recall.conversation.clone_from(&query.conversation);
         let mut hits = Vec::new();
         if query.scope != SearchScope::Shared {
             hits.extend(
@@ -512,10 +511,11 @@ fn granted_queries(grant: &Grant, query: &RecallQuery) -> Vec<RecallQuery> {
     };
     kinds
         .into_iter()
-        .map(|kind| RecallQuery {
-            kind,
-            tags: tags.clone(),
-            ..query.clone()
+        .map(|kind| {
+            let mut one = query.clone();
+            one.kind = kind;
+            one.tags.clone_from(&tags);
+            one
         })
         .collect()
 }

@@ -2,10 +2,10 @@
 //! (`extract.extract_with` in the config).
 
 use async_trait::async_trait;
-use mnemix_core::error::{MemoryError, Result};
-use mnemix_core::message::StoredMessage;
 use mnemix_core::registry::KindSpec;
-use mnemix_core::scope::{validate_identifier, ConversationId, Scope};
+use mnemix_core::StoredMessage;
+use mnemix_core::{validate_identifier, ConversationId, Scope};
+use mnemix_core::{MemoryError, Result};
 use mnemix_embed::OpenAiChat;
 use serde::Deserialize;
 use serde_json::{json, Value};

@@ -31,10 +31,10 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-use mnemix_core::cache::CacheStore;
-use mnemix_core::error::{MemoryError, Result};
-use mnemix_core::message::Metadata;
-use mnemix_core::scope::{validate_identifier, Namespace};
+use mnemix_core::CacheStore;
+use mnemix_core::Metadata;
+use mnemix_core::{validate_identifier, Namespace};
+use mnemix_core::{MemoryError, Result};
 
 /// The default cache lifetime: one hour.
 pub const DEFAULT_TTL: Duration = Duration::from_hours(1);

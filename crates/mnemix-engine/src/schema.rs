@@ -1,6 +1,6 @@
 //! JSON Schemas the engine checks documents against: working memory, structured memories.
 
-use mnemix_core::error::{MemoryError, Result};
+use mnemix_core::{MemoryError, Result};
 use serde_json::Value;
 
 /// A compiled JSON Schema.

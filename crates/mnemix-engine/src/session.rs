@@ -3,11 +3,11 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use mnemix_core::conversation::{AppendOptions, LoadOptions, NewConversation};
-use mnemix_core::error::{MemoryError, Result};
-use mnemix_core::message::Message;
-use mnemix_core::scope::{ConversationId, MessageId, Scope};
-use mnemix_core::MAX_LOAD_SEQS;
+use mnemix_core::limits::MAX_LOAD_SEQS;
+use mnemix_core::Message;
+use mnemix_core::{AppendOptions, LoadOptions, NewConversation};
+use mnemix_core::{ConversationId, MessageId, Scope};
+use mnemix_core::{MemoryError, Result};
 use serde_json::json;
 
 use crate::{Memory, SUMMARY_METADATA_KEY};
@@ -128,10 +128,8 @@ impl Session<'_> {
             SessionView::Full => None,
             SessionView::SlidingWindow(keep) | SessionView::Summarizing { keep } => Some(keep),
         };
-        let load = LoadOptions {
-            last: keep,
-            ..LoadOptions::default()
-        };
+        let mut load = LoadOptions::default();
+        load.last = keep;
         let window = backend.load(scope, id, load).await?;
         let SessionView::Summarizing { .. } = self.view else {
             return Ok(window.into_iter().map(|m| m.message).collect());

@@ -4,9 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::Memory;
-use mnemix_core::error::{MemoryError, Result};
-use mnemix_core::scope::{ConversationId, Scope};
-use mnemix_core::working::{WorkingMemory, WorkingMemoryUpdate};
+use mnemix_core::{ConversationId, Scope};
+use mnemix_core::{MemoryError, Result};
+use mnemix_core::{WorkingMemory, WorkingMemoryUpdate};
 
 /// A tool an agent framework can register: name, description and JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

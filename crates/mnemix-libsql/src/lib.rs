@@ -32,7 +32,7 @@
 //!   compressed to 8-bit floats) for cosine and Euclidean collections. A search asks the index
 //!   (`vector_top_k`) for more candidates than `k` — scaled by how small a part of the
 //!   collection the caller's scope is — keeps those in the scope and matching the filter, and
-//!   re-ranks them exactly in Rust ([`mnemix_core::exact::TopK`]), so scores equal the
+//!   re-ranks them exactly in Rust ([`mnemix_core::adapter::TopK`]), so scores equal the
 //!   exact ones. When fewer than `k` candidates survive, it asks again for four times as many;
 //!   past [`MAX_INDEX_CANDIDATES`] it scans the scope exactly. So scope and filter always hold
 //!   and at least `min(k, matching)` hits come back. Capabilities declare
@@ -45,7 +45,7 @@
 //!   collections (DiskANN has no such metric), a search scans the scope exactly: measured on
 //!   20,000 × 384 vectors, that is as fast as one index query up to a few thousand rows, with
 //!   perfect recall. The scanned scope's records are read once into a matrix
-//!   ([`mnemix_core::exact::MatrixCache`], within
+//!   ([`mnemix_core::adapter::MatrixCache`], within
 //!   [`vector_cache_bytes`](LibsqlStoreBuilder::vector_cache_bytes)) held at the collection's
 //!   `generation`, which every transaction that writes its vectors bumps, from any process; a
 //!   search whose matrix is at the generation it reads sends that one statement. A write
@@ -668,7 +668,7 @@ mod tests {
 
     /// Swaps two vectors' rows behind the store's back: the table changes, the generation not.
     async fn swap_behind_the_store(store: &LibsqlStore, table: &str) {
-        use mnemix_core::exact::encode_f32_le;
+        use mnemix_core::adapter::encode_f32_le;
         let tx = store.write().await.unwrap();
         for (id, vector) in [("a", [0.0, 1.0]), ("b", [1.0, 0.0])] {
             let sql = format!("UPDATE {table} SET vector = ?1 WHERE id = ?2");

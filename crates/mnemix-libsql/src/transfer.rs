@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
-use mnemix_core::transfer::sort_canonical;
+use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,

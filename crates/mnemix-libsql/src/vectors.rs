@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use libsql::Value;
-use mnemix_core::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, TopK};
+use mnemix_core::adapter::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, TopK};
 use mnemix_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
     VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -42,7 +42,7 @@ const INDEX_SETTINGS: &str = "'compress_neighbors=float8', 'insert_l=32'";
 
 /// Matrices of scanned scopes by `(collection pk, subject)`, each at the collection generation
 /// it was read at.
-pub(crate) type MatrixCache = mnemix_core::exact::MatrixCache<(i64, String), i64>;
+pub(crate) type MatrixCache = mnemix_core::adapter::MatrixCache<(i64, String), i64>;
 
 /// A collection row: its pk (naming its table), spec and generation (bumped by one in every
 /// transaction that writes its vectors).
@@ -570,10 +570,8 @@ impl LibsqlStore {
         let probe = Value::Blob(encode_f32_le(&query.vector));
         // One row past k: a tie across the k-th place shows there, and the index chose among
         // the equal rows, not necessarily the smallest ids, so such a tie is settled exactly.
-        let one_past_k = VectorQuery {
-            k: query.k + 1,
-            ..query.clone()
-        };
+        let mut one_past_k = query.clone();
+        one_past_k.k = query.k + 1;
         // Whether an earlier round showed the filter keeping few of the scope's rows.
         let mut selective = false;
         loop {

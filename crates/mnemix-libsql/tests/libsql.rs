@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use mnemix_conformance::support::clustered_vectors;
-use mnemix_core::exact::ExactIndex;
+use mnemix_core::adapter::ExactIndex;
 use mnemix_core::migration::Migration;
 use mnemix_core::{
     CollectionSpec, ConversationStore, MemoryBackend, Metadata, Metric, NewConversation, Scope,

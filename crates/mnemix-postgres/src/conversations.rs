@@ -3,11 +3,12 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use mnemix_core::page::page_newest_first;
+use mnemix_core::adapter::page_newest_first;
+use mnemix_core::adapter::{plan_append, AppendPlan};
 use mnemix_core::{
-    plan_append, AppendOptions, AppendPlan, AppendReceipt, Conversation, ConversationId,
-    ConversationQuery, ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message,
-    MessageId, NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
+    AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
+    ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, MessageId,
+    NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
 };
 use tokio_postgres::Row;
 

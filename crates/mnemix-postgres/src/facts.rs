@@ -1,9 +1,9 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through a GIN token index.
 
 use async_trait::async_trait;
-use mnemix_core::fact::{fact_tokens, order_history, rank_facts};
+use mnemix_core::adapter::page_newest_first;
+use mnemix_core::adapter::{fact_tokens, order_history, rank_facts};
 use mnemix_core::lexical::tokenize;
-use mnemix_core::page::page_newest_first;
 use mnemix_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,

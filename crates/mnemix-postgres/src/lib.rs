@@ -36,7 +36,7 @@
 //!   `bytea`, because `text` and `jsonb` reject NUL; JSON documents are `text` (NUL is escaped
 //!   there). Vector metadata is also kept as `jsonb` for SQL filters.
 //! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
-//!   (`text[]`, `&&`) and ranks them with [`mnemix_core::fact::rank_facts`]: exactly the core
+//!   (`text[]`, `&&`) and ranks them with [`mnemix_core::adapter::rank_facts`]: exactly the core
 //!   definition.
 //! - **Vectors** are pgvector's `vector` (without pgvector, or with
 //!   [`PostgresStoreBuilder::pgvector`] off, the f32 values little-endian in `bytea`), each

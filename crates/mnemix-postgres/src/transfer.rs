@@ -4,7 +4,7 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
-use mnemix_core::transfer::sort_canonical;
+use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
     ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::try_join_all;
-use mnemix_core::exact::{tie_across_k, ExactIndex};
-use mnemix_core::similarity::dot_f64;
+use mnemix_core::adapter::dot_f64;
+use mnemix_core::adapter::{tie_across_k, ExactIndex};
 use mnemix_core::{
     CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
     VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -87,11 +87,11 @@ pub(crate) const BULK_ROWS: usize = 64;
 /// never changes, so a remembered row stays true for as long as its pk exists; every search
 /// statement checks that it does (see `candidates`), and a search that reads no row looks the
 /// collection up again.
-pub(crate) type SeenCollections = mnemix_core::vector::SeenCollections<CollectionRow>;
+pub(crate) type SeenCollections = mnemix_core::adapter::SeenCollections<CollectionRow>;
 
 /// Scopes' matrices by `(collection pk, subject)`, each at the scope's version
 /// (`vector_versions`; 0 for a scope without vectors).
-pub(crate) type VectorCache = mnemix_core::exact::MatrixCache<(i64, String), i64>;
+pub(crate) type VectorCache = mnemix_core::adapter::MatrixCache<(i64, String), i64>;
 
 /// Scopes too large to hold, by `(collection pk, subject)`, at the version they were counted
 /// at and when: their searches skip the count until a write changes the version, and for
@@ -1360,10 +1360,8 @@ impl VectorStore for PostgresStore {
         // One connection for the collection lookup and the search.
         let client = self.client().await?;
         // One row past k: a tie across the k-th place shows there.
-        let probe = VectorQuery {
-            k: query.k + 1,
-            ..query.clone()
-        };
+        let mut probe = query.clone();
+        probe.k = query.k + 1;
         let mut remembered = self
             .seen_collections
             .get(scope.namespace(), collection)

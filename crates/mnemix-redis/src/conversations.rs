@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use mnemix_core::page::page_newest_first;
+use mnemix_core::adapter::page_newest_first;
 use mnemix_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, MessageId,

@@ -4,8 +4,8 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use mnemix_core::fact::{fact_tokens, order_history, rank_facts};
-use mnemix_core::page::page_newest_first;
+use mnemix_core::adapter::page_newest_first;
+use mnemix_core::adapter::{fact_tokens, order_history, rank_facts};
 use mnemix_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use mnemix_core::page::Cursor;
+use mnemix_core::adapter::Cursor;
 use mnemix_core::{Result, Timestamp};
 
 use crate::{RedisResultExt, RedisStore};
@@ -15,7 +15,7 @@ const CHUNK: usize = 256;
 /// Walks a zset (score `created_at`, member id) newest first from after a keyset cursor.
 ///
 /// Equal scores come in reverse byte order of id from `ZREVRANGEBYSCORE`: the listing's tie
-/// order, so the items found, cut by `mnemix_core::page::page_newest_first` without a cursor,
+/// order, so the items found, cut by `mnemix_core::adapter::page_newest_first` without a cursor,
 /// page exactly as on every other backend. Each read after the first starts at the last score
 /// read, past the entries of that score already read; the keyset filter drops any entry read
 /// twice because an insert moved it, so inserts during a listing never duplicate an item.

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use mnemix_core::fact::fact_tokens;
-use mnemix_core::transfer::sort_canonical;
+use mnemix_core::adapter::fact_tokens;
+use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
     ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, VectorRecord, VectorStore, WorkingMemoryKey,

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use mnemix_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
+use mnemix_core::adapter::{decode_f32_le, encode_f32_le, ExactIndex};
 use mnemix_core::{
     CollectionSpec, ConversationId, MemoryError, Metadata, Namespace, Result, Scope, VectorHit,
     VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -47,7 +47,7 @@ static DELETE: LazyLock<Script> =
 
 /// Matrices by `(scope key base, collection incarnation)`, each at the version token of the
 /// records it was read from.
-pub(crate) type MatrixCache = mnemix_core::exact::MatrixCache<(String, String), String>;
+pub(crate) type MatrixCache = mnemix_core::adapter::MatrixCache<(String, String), String>;
 
 /// A fresh version token for a write of vector records: unique, so a matrix read before any
 /// other write (by this process or another, even after the records were erased and written
@@ -60,7 +60,7 @@ pub(crate) fn version_token() -> String {
 /// reads the value again in the round trip that checks the records' token, and answers only if
 /// both are unchanged (a collection dropped and made again has a new incarnation, so another
 /// value).
-pub(crate) type SeenCollections = mnemix_core::vector::SeenCollections<SeenCollection>;
+pub(crate) type SeenCollections = mnemix_core::adapter::SeenCollections<SeenCollection>;
 
 /// A collection as read, with the stored value it was parsed from.
 pub(crate) struct SeenCollection {

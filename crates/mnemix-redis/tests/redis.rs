@@ -259,11 +259,9 @@ async fn listings_page_across_index_chunks_and_equal_timestamps() {
             let page = store
                 .list_conversations(
                     &scope,
-                    mnemix_core::ConversationQuery {
-                        limit: Some(limit),
-                        cursor: cursor.take(),
-                        ..Default::default()
-                    },
+                    mnemix_core::ConversationQuery::default()
+                        .with_limit(limit)
+                        .with_cursor(cursor.take()),
                 )
                 .await
                 .unwrap();

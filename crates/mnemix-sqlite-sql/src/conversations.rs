@@ -2,9 +2,10 @@
 
 use std::collections::HashMap;
 
+use mnemix_core::adapter::{plan_append, AppendPlan};
 use mnemix_core::{
-    plan_append, AppendOptions, AppendPlan, AppendReceipt, ConversationId, MemoryError, Message,
-    MessageId, Result, Scope, StoredMessage, Timestamp,
+    AppendOptions, AppendReceipt, ConversationId, MemoryError, Message, MessageId, Result, Scope,
+    StoredMessage, Timestamp,
 };
 
 /// The columns of a conversation, in the order the backends decode them.

@@ -2,7 +2,7 @@
 //!
 //! Recall reads what the index tells of each candidate — which query tokens it holds, its
 //! score, age, id and (for semantic recall) embedding — ranks those with
-//! `mnemix_core::fact::rank_candidates`, then reads only the facts that made the top
+//! `mnemix_core::adapter::rank_candidates`, then reads only the facts that made the top
 //! ([`FACTS_BY_PKS`]), in the same read transaction. No fact's text is decoded or tokenized to
 //! rank it, and a lexical recall's candidates come back as one value.
 //!
@@ -14,8 +14,8 @@
 use std::collections::HashMap;
 use std::num::ParseIntError;
 
-use mnemix_core::exact::decode_f32_le;
-use mnemix_core::fact::{rank_candidates, RecallCandidate};
+use mnemix_core::adapter::decode_f32_le;
+use mnemix_core::adapter::{rank_candidates, RecallCandidate};
 use mnemix_core::{Fact, FactId, RecallQuery, ScoredFact, Timestamp};
 
 /// The columns of a whole fact, in the order the backends decode them.

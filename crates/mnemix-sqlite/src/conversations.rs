@@ -1,7 +1,7 @@
 //! Conversations, messages and cursors.
 
 use async_trait::async_trait;
-use mnemix_core::page::page_newest_first;
+use mnemix_core::adapter::page_newest_first;
 use mnemix_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, NewConversation,

@@ -1,10 +1,10 @@
 //! Facts: dedupe, supersede, eviction and lexical/semantic recall through the token table.
 
 use async_trait::async_trait;
-use mnemix_core::exact::{decode_f32_le, encode_f32_le};
-use mnemix_core::fact::{fact_tokens, order_history};
+use mnemix_core::adapter::page_newest_first;
+use mnemix_core::adapter::{decode_f32_le, encode_f32_le};
+use mnemix_core::adapter::{fact_tokens, order_history};
 use mnemix_core::lexical::tokenize;
-use mnemix_core::page::page_newest_first;
 use mnemix_core::{
     ConversationId, Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery,
     RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,

@@ -40,13 +40,13 @@
 //!   a newer one, or one whose recorded migration differs from the embedded one, is refused.
 //! - **Recall** reads from a token table (`fact_tokens`, the core tokens of every current fact)
 //!   which query tokens each candidate holds, never its text, ranks the candidates with
-//!   [`mnemix_core::fact::rank_candidates`] (exactly the core definition), then reads only the
+//!   [`mnemix_core::adapter::rank_candidates`] (exactly the core definition), then reads only the
 //!   facts that made the top, in the same read transaction. A lexical recall's candidates come
 //!   back as one JSON value (sqlx hands rows one by one across threads: thousands of rows cost
 //!   more than the query); a semantic or hybrid recall reads every admitted fact's embedding. The
 //!   statements are the SQLite family's (`mnemix-sqlite-sql`).
 //! - **Vectors** are little-endian `f32` blobs. Search is an exact scan in Rust over a contiguous
-//!   matrix ([`mnemix_core::exact::ExactIndex`]) cached per collection and subject, and checked
+//!   matrix ([`mnemix_core::adapter::ExactIndex`]) cached per collection and subject, and checked
 //!   against the collection's `generation` (bumped by every write, from any process), so a
 //!   cached matrix is never stale. The matrix holds whole records (texts too, counted in the
 //!   cache's budget), so a search whose matrix is held is one statement, the collection's row,

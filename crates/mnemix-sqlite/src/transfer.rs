@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use mnemix_core::exact::encode_f32_le;
-use mnemix_core::transfer::sort_canonical;
+use mnemix_core::adapter::encode_f32_le;
+use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemory, WorkingMemoryKey,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mnemix_core::exact::{decode_f32_le, encode_f32_le, ExactIndex};
+use mnemix_core::adapter::{decode_f32_le, encode_f32_le, ExactIndex};
 use mnemix_core::{
     CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorHit,
     VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -16,7 +16,7 @@ use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult};
 use crate::SqliteStore;
 
 /// Matrices by `(collection pk, subject)`, each at the collection generation it was read at.
-pub(crate) type MatrixCache = mnemix_core::exact::MatrixCache<(i64, String), i64>;
+pub(crate) type MatrixCache = mnemix_core::adapter::MatrixCache<(i64, String), i64>;
 
 /// A collection row: its pk, spec and generation.
 pub(crate) struct CollectionRow {

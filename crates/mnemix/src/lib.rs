@@ -48,7 +48,28 @@ compile_error!(
 
 mod open;
 
-pub use mnemix_core::*;
+// The contracts, their records and the front layer, by name: what a program that opens a store
+// needs. What only an adapter needs (`adapter`, the ranking and SQL helpers) stays in
+// `mnemix_core`.
+pub use mnemix_core::{
+    assert_valid_continuation, is_replay_safe, sanitize_conversation, validate_continuation,
+    validate_identifier, AppendOptions, AppendReceipt, BoxError, CacheStore, Capabilities, Checked,
+    Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate, Clock,
+    CollectionSpec, ContinuationError, ContinuationOptions, Conversation, ConversationHandle,
+    ConversationId, ConversationQuery, ConversationStore, ConversationUpdate, DeletionReceipt,
+    Durability, Fact, FactId, FactQuery, FactSource, FactStore, Facts, FieldPath, FileSource,
+    Filter, FilterValue, InMemoryBackend, LoadOptions, ManualClock, MemoryBackend, MemoryError,
+    Message, MessageId, Metadata, Metric, Namespace, NamespaceReceipt, NewCheckpoint,
+    NewConversation, NewFact, Page, Part, RecallQuery, Record, RecordKind, RejectionCode,
+    RememberOptions, RememberOutcome, RememberStatus, Result, RetryPolicy, Role, Scope, Scoped,
+    ScoredFact, Store, StoredMessage, Subject, SystemClock, Timestamp, TransferStore, Ttl,
+    VectorHit, VectorId, VectorIndexKind, VectorQuery, VectorRecord, VectorSearch, VectorSelector,
+    VectorStore, Vectors, Verdict, WorkingMemory, WorkingMemoryFormat, WorkingMemoryHandle,
+    WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate, DEFAULT_SERVER_TIMEOUT,
+};
+/// The modules a program reaches into: descriptors (for [`register`]), embedders, the
+/// handles' request builders, the limits, the kinds and grants, and export, restore and copy.
+pub use mnemix_core::{descriptor, embed, handle, limits, registry, transfer};
 pub use open::{
     descriptor_for, descriptors, from_env, open, redacted, register, OpenOptions, DEFAULT_URL,
     URL_ENV,
@@ -77,7 +98,7 @@ macro_rules! backends {
         /// enabled feature's.
         fn compiled_in() -> Vec<mnemix_core::descriptor::Descriptor> {
             vec![
-                mnemix_core::in_memory::DESCRIPTOR,
+                mnemix_core::InMemoryBackend::DESCRIPTOR,
                 $($(
                     #[cfg(feature = $feature)]
                     $krate::$descriptor,

@@ -18,12 +18,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use mnemix_core::adapter::{rank_facts, reciprocal_rank_fusion};
 use mnemix_core::embed::Embedder;
-use mnemix_core::fact::{rank_facts, reciprocal_rank_fusion, Fact, NewFact, RecallQuery};
 use mnemix_core::{
     ConversationId, MemoryBackend, Message, MessageId, NewConversation, Result as MemoryResult,
     Role, Scope, Timestamp,
 };
+use mnemix_core::{Fact, NewFact, RecallQuery};
 use mnemix_engine::config::{Language, MemoryConfig, MergeStrategy};
 use mnemix_engine::{embedded_text, ApproxTokenCounter, Memory, TokenCounter};
 use serde::Serialize;
@@ -600,11 +601,12 @@ pub async fn evaluate(
                         })
                         .collect()
                 };
-                let query = |text: bool, vector: Option<&Vec<f32>>| RecallQuery {
-                    text: text.then(|| question.text.clone()),
-                    vector: vector.cloned(),
-                    limit: Some(top),
-                    ..RecallQuery::default()
+                let query = |text: bool, vector: Option<&Vec<f32>>| {
+                    let mut value = RecallQuery::default();
+                    value.text = text.then(|| question.text.clone());
+                    value.vector = vector.cloned();
+                    value.limit = Some(top);
+                    value
                 };
                 let semantic = by_fact(query(false, Some(&vector)));
                 let lexical = by_fact(query(true, None));

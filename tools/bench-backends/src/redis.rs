@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use mnemix_core::exact::ExactIndex;
-use mnemix_core::fact::fact_tokens;
+use mnemix_core::adapter::fact_tokens;
+use mnemix_core::adapter::ExactIndex;
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
     ConversationId, Filter, MemoryBackend, Message, Metadata, NewConversation, Scope, Timestamp,

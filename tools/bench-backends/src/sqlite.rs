@@ -6,7 +6,7 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mnemix_core::exact::ExactIndex;
+use mnemix_core::adapter::ExactIndex;
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{ConversationId, Message, Metric, Scope, Timestamp, VectorId};
 use mnemix_sqlite_sql::conversations::list_page;

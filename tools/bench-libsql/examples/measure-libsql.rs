@@ -11,7 +11,7 @@
 use std::time::{Duration, Instant};
 
 use mnemix_conformance::support::clustered_vectors;
-use mnemix_core::exact::{encode_f32_le, ExactIndex};
+use mnemix_core::adapter::{encode_f32_le, ExactIndex};
 use mnemix_core::{
     CollectionSpec, Metadata, Metric, Scope, VectorId, VectorQuery, VectorRecord, VectorStore,
 };

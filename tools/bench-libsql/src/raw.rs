@@ -14,7 +14,7 @@ use libsql::{Connection, Database, TransactionBehavior, Value};
 use mnemix_bench::workloads::{
     in_rank_order, query_tokens_json, rank_holding, MessageRecall, RawDriver,
 };
-use mnemix_core::exact::ExactIndex;
+use mnemix_core::adapter::ExactIndex;
 use mnemix_core::{ConversationId, Message, Metric, Scope, Timestamp, VectorId};
 use mnemix_sqlite_sql::conversations::list_page;
 use mnemix_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};

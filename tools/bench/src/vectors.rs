@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use mnemix_core::vector::{CollectionSpec, VectorQuery, VectorRecord};
+use mnemix_core::{CollectionSpec, VectorQuery, VectorRecord};
 use mnemix_core::{MemoryBackend, Scope, VectorId};
 use serde_json::json;
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use mnemix_core::adapter::ExactIndex;
 use mnemix_core::embed::HashingEmbedder;
-use mnemix_core::exact::ExactIndex;
 use mnemix_core::{
     AppendOptions, ConversationId, Filter, LoadOptions, MemoryBackend, Message, NewConversation,
     NewFact, RecallQuery, RememberOptions, Scope, VectorQuery, WorkingMemoryKey,
@@ -479,11 +479,9 @@ pub async fn list_conversations(
                 let page = store
                     .list_conversations(
                         &scope,
-                        mnemix_core::ConversationQuery {
-                            limit: Some(50),
-                            cursor: cursor.take(),
-                            ..mnemix_core::ConversationQuery::default()
-                        },
+                        mnemix_core::ConversationQuery::default()
+                            .with_limit(50)
+                            .with_cursor(cursor.take()),
                     )
                     .await
                     .expect("list conversations");
@@ -1240,10 +1238,7 @@ pub fn query_tokens_json(text: &str) -> String {
 /// ranks them.
 pub fn rank_holding(text: &str, json: &str, limit: usize) -> Vec<i64> {
     use mnemix_sqlite_sql::facts::{parse_holding, rank};
-    let query = RecallQuery {
-        limit: Some(limit),
-        ..RecallQuery::text(text)
-    };
+    let query = RecallQuery::text(text).with_limit(limit);
     let candidates = parse_holding(json).expect("candidates");
     rank(&query, &candidates)
         .into_iter()

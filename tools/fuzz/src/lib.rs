@@ -17,9 +17,10 @@
 use std::collections::BTreeSet;
 
 use arbitrary::{Result as Generated, Unstructured};
-use mnemix_core::continuation::assert_valid_continuation;
-use mnemix_core::page::{check_page, Cursor};
-use mnemix_core::transfer::{sort_canonical, Digest, ExportReader};
+use mnemix_core::adapter::sort_canonical;
+use mnemix_core::adapter::{check_page, Cursor};
+use mnemix_core::assert_valid_continuation;
+use mnemix_core::transfer::{Digest, ExportReader};
 use mnemix_core::{
     is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions, Filter,
     Message, MessageId, Metadata, Part, Record, Role, StoredMessage, Timestamp,
@@ -346,12 +347,14 @@ fn continuation(
         _ => {}
     }
     incoming.extend(history(u, "n")?);
-    let options = ContinuationOptions {
-        client_tools: if u.arbitrary()? {
+    let options = {
+        let mut value = ContinuationOptions::default();
+        value.client_tools = if u.arbitrary()? {
             Some(BTreeSet::from([TOOLS[1].to_owned()]))
         } else {
             None
-        },
+        };
+        value
     };
     Ok((persisted, incoming, options))
 }

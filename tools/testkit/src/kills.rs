@@ -192,12 +192,10 @@ pub async fn check(
     let mut facts: BTreeMap<u64, u64> = BTreeMap::new();
     let mut cursor = None;
     loop {
-        let query = FactQuery {
-            include_superseded: true,
-            limit: Some(1000),
-            cursor: cursor.take(),
-            ..FactQuery::default()
-        };
+        let query = FactQuery::default()
+            .with_include_superseded(true)
+            .with_limit(1000)
+            .with_cursor(cursor.take());
         let page = backend.list_facts(scope, query).await.expect("facts list");
         for fact in page.items {
             let k = fact.text.strip_prefix("fact ").expect("a fact k");

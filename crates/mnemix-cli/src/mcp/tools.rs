@@ -103,7 +103,7 @@ fn error_kind(error: &MemoryError) -> &'static str {
     }
 }
 
-fn fact_json(fact: &mnemix_core::fact::Fact) -> Value {
+fn fact_json(fact: &mnemix_core::Fact) -> Value {
     json!({
         "id": fact.id.as_str(),
         "text": fact.text,
@@ -115,11 +115,11 @@ fn fact_json(fact: &mnemix_core::fact::Fact) -> Value {
 }
 
 /// `"created"`, `"duplicate"` or `{"superseded": previous id}`.
-fn status_json(status: &mnemix_core::fact::RememberStatus) -> Value {
+fn status_json(status: &mnemix_core::RememberStatus) -> Value {
     match status {
-        mnemix_core::fact::RememberStatus::Created => json!("created"),
-        mnemix_core::fact::RememberStatus::Duplicate => json!("duplicate"),
-        mnemix_core::fact::RememberStatus::Superseded { previous } => {
+        mnemix_core::RememberStatus::Created => json!("created"),
+        mnemix_core::RememberStatus::Duplicate => json!("duplicate"),
+        mnemix_core::RememberStatus::Superseded { previous } => {
             json!({"superseded": previous.as_str()})
         }
     }

@@ -1,26 +1,3 @@
-//! Moving memory between stores: the [`TransferStore`] contract, the [`Record`] every export is
-//! made of, the JSON Lines [`ExportHeader`], and [`copy`] / [`verify`] over any two backends.
-//!
-//! An export is verbatim: ids, sequence numbers, timestamps, revisions and versions are kept,
-//! so a restored store answers every read exactly as the source did. Derived data (the lexical
-//! index, vector caches) is rebuilt by the backend that restores.
-//!
-//! ```
-//! use mnemix_core::transfer::{copy, verify};
-//! use mnemix_core::{FactStore, InMemoryBackend, NewFact, RememberOptions, Scope};
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let source = InMemoryBackend::new();
-//! let scope = Scope::new("support", "user-42")?;
-//! source.remember(&scope, NewFact::new("prefers window seats"), RememberOptions::default()).await?;
-//!
-//! let target = InMemoryBackend::new();
-//! let report = copy(&source, &target, None, |_, _| {}).await?;
-//! assert_eq!(report.records, 1);
-//! assert!(verify(&source, &target, None).await?.is_empty()); // no unit differs
-//! # Ok::<(), mnemix_core::MemoryError>(())
-//! # }).unwrap();
-//! ```
-
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -1,30 +1,3 @@
-//! Calls that read well: handles bound to a scope, and requests whose options are builder
-//! methods, awaited directly.
-//!
-//! ```
-//! use mnemix_core::{InMemoryBackend, Message, Store};
-//!
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let store = Store::new(InMemoryBackend::new());
-//! let user = store.scope("support", "user-42")?;
-//!
-//! let thread = user.new_conversation().title("Billing").await?;
-//! let chat = user.conversation(&thread.id);
-//! chat.append([Message::user("I'm on the Pro plan")]).await?;
-//! let window = chat.load().last(10).await?;
-//! assert_eq!(window.len(), 1);
-//!
-//! user.facts().remember("Is on the Pro plan").key("plan").tags(["billing"]).await?;
-//! let recalled = user.facts().recall("which plan").limit(3).await?;
-//! assert_eq!(recalled[0].fact.text, "Is on the Pro plan");
-//! # Ok::<(), mnemix_core::MemoryError>(())
-//! # }).unwrap();
-//! ```
-//!
-//! The handles only call the contracts of the [`Store`] they come from, so every call still goes
-//! through the front layer; the option structs of the contracts (`AppendOptions`,
-//! `LoadOptions`, …) stay what an adapter implements against.
-
 use std::future::IntoFuture;
 
 use futures::future::BoxFuture;
