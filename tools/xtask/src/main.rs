@@ -108,7 +108,11 @@ const LINKED_BESIDE_LIBSQL: &[&str] = &["libsqlite3-sys", "rusqlite"];
 
 /// The project's tasks.
 #[derive(clap::Parser)]
-#[command(name = "cargo xtask", bin_name = "cargo xtask", about = "The project's tasks")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "The project's tasks"
+)]
 enum Task {
     /// Every test of the workspace, with the services found or started for them.
     Test {
