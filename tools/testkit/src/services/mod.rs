@@ -120,9 +120,14 @@ pub const REPLICAS_VAR: &str = "MNEMIX_TEST_REDIS_REPLICAS";
 impl Service {
     /// Its row in [`SERVICES`].
     pub fn spec(self) -> &'static Spec {
+        &SERVICES[self.row()]
+    }
+
+    /// The index of its row in [`SERVICES`].
+    fn row(self) -> usize {
         SERVICES
             .iter()
-            .find(|spec| spec.service == self)
+            .position(|spec| spec.service == self)
             .expect("every service has a row")
     }
 
@@ -207,11 +212,7 @@ mod containers {
                     .to_owned(),
             );
         };
-        let row = SERVICES
-            .iter()
-            .position(|spec| spec.service == service)
-            .expect("every service has a row");
-        STARTED[row]
+        STARTED[service.row()]
             .get_or_init(|| Mutex::new(start_image(image)))
             .lock()
             .map_err(|e| e.to_string())?
