@@ -27,7 +27,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use mnemix_core::lexical::Language;
-use mnemix_core::Namespace;
 use mnemix_core::Ttl;
 use mnemix_core::{MemoryError, Result};
 
@@ -290,11 +289,11 @@ impl Default for ExtractConfig {
     }
 }
 
-fn invalid(field: &str, problem: impl std::fmt::Display) -> MemoryError {
+pub(crate) fn invalid(field: &str, problem: impl std::fmt::Display) -> MemoryError {
     MemoryError::invalid(format!("memory config: {field}: {problem}"))
 }
 
-fn check_unit(field: &str, value: f32) -> Result<()> {
+pub(crate) fn check_unit(field: &str, value: f32) -> Result<()> {
     if (0.0..=1.0).contains(&value) {
         Ok(())
     } else {
@@ -302,7 +301,7 @@ fn check_unit(field: &str, value: f32) -> Result<()> {
     }
 }
 
-fn check_positive(field: &str, value: usize) -> Result<()> {
+pub(crate) fn check_positive(field: &str, value: usize) -> Result<()> {
     if value == 0 {
         Err(invalid(field, "must be at least 1"))
     } else {
@@ -340,81 +339,17 @@ impl MemoryConfig {
     }
 
     /// Checks every field; the error names the first one at fault (`facts.namespace`, …).
+    ///
+    /// Each tier checks its own section (in its module); what spans two sections is checked
+    /// by the tier that needs the other (extraction needs the facts tier).
     pub fn validate(&self) -> Result<()> {
-        if let Some(window) = self.conversation.window_size {
-            check_positive("conversation.window_size", window)?;
-        }
-        if self
-            .extract
-            .extract_with
-            .as_ref()
-            .is_some_and(|m| m.trim().is_empty())
-        {
-            return Err(invalid("extract.extract_with", "names no model"));
-        }
-        check_positive("knowledge.retrieval_limit", self.knowledge.retrieval_limit)?;
-        check_unit(
-            "knowledge.similarity_threshold",
-            self.knowledge.similarity_threshold,
-        )?;
-        if self.knowledge.enabled && self.knowledge.sources.is_empty() {
-            return Err(invalid(
-                "knowledge.sources",
-                "knowledge is enabled but names no source",
-            ));
-        }
-        for source in &self.knowledge.sources {
-            mnemix_core::validate_identifier("knowledge source", source)
-                .map_err(|e| invalid("knowledge.sources", e))?;
-        }
-        check_positive("facts.max_facts", self.facts.max_facts)?;
-        if let Some(namespace) = &self.facts.namespace {
-            Namespace::new(namespace.clone()).map_err(|_| {
-                invalid(
-                    "facts.namespace",
-                    format!("{namespace:?} does not match ^[a-z][a-z0-9-]*$"),
-                )
-            })?;
-        }
-        if self.working_memory.template.is_some() && self.working_memory.json_schema.is_some() {
-            return Err(invalid(
-                "working_memory",
-                "template and json_schema are alternatives; set one",
-            ));
-        }
-        if let Some(schema) = &self.working_memory.json_schema {
-            if !schema.is_object() && !schema.is_boolean() {
-                return Err(invalid(
-                    "working_memory.json_schema",
-                    "a JSON Schema is an object (or a boolean)",
-                ));
-            }
-        }
-        check_positive("semantic_recall.limit", self.semantic_recall.limit)?;
-        check_positive(
-            "semantic_recall.candidates",
-            self.semantic_recall.candidates,
-        )?;
-        check_unit("semantic_recall.threshold", self.semantic_recall.threshold)?;
-        check_unit(
-            "semantic_recall.context_weight",
-            self.semantic_recall.context_weight,
-        )?;
-        check_positive("inject.limit", self.inject.limit)?;
-        if let Some(budget) = self.inject.token_budget {
-            check_positive("inject.token_budget", budget)?;
-        }
-        check_unit("extract.min_confidence", self.extract.min_confidence)?;
-        if self.extract.enabled && !self.facts.enabled {
-            return Err(invalid(
-                "extract.enabled",
-                "extraction stores facts: enable the facts tier too",
-            ));
-        }
-        for tag in &self.extract.tags {
-            mnemix_core::validate_identifier("tag", tag).map_err(|e| invalid("extract.tags", e))?;
-        }
-        Ok(())
+        self.conversation.validate()?;
+        self.knowledge.validate()?;
+        self.facts.validate()?;
+        self.working_memory.validate()?;
+        self.semantic_recall.validate()?;
+        self.inject.validate()?;
+        self.extract.validate(&self.facts)
     }
 
     /// Loads and validates a config from JSON.

@@ -3,10 +3,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::Memory;
+use crate::config::{invalid, WorkingMemoryConfig, WorkingMemoryScope};
+use crate::context::WorkingMemoryBlock;
+use crate::Memory;
 use mnemix_core::{ConversationId, Scope};
 use mnemix_core::{MemoryError, Result};
-use mnemix_core::{WorkingMemory, WorkingMemoryUpdate};
+use mnemix_core::{WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate};
 
 /// A tool an agent framework can register: name, description and JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,7 +28,57 @@ pub const WORKING_MEMORY_TOOLS: [&str; 3] = [
     "clear_working_memory",
 ];
 
+impl WorkingMemoryConfig {
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.template.is_some() && self.json_schema.is_some() {
+            return Err(invalid(
+                "working_memory",
+                "template and json_schema are alternatives; set one",
+            ));
+        }
+        if let Some(schema) = &self.json_schema {
+            if !schema.is_object() && !schema.is_boolean() {
+                return Err(invalid(
+                    "working_memory.json_schema",
+                    "a JSON Schema is an object (or a boolean)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Memory {
+    /// The working-memory block of the context (`prepare`'s first round): the document with
+    /// its template or schema; none when the tier is off.
+    pub(crate) async fn working_memory_block(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+    ) -> Result<Option<WorkingMemoryBlock>> {
+        let config = &self.config.working_memory;
+        if !config.enabled {
+            return Ok(None);
+        }
+        let document = self.get_working_memory(scope, conversation).await?;
+        Ok(Some(WorkingMemoryBlock {
+            scope: config.scope,
+            document,
+            template: config.template.clone(),
+            json_schema: config.json_schema.clone(),
+        }))
+    }
+
+    /// Whose document it is: the conversation's or the user's, per `working_memory.scope`.
+    fn working_memory_key(&self, conversation: &ConversationId) -> WorkingMemoryKey {
+        match self.config.working_memory.scope {
+            WorkingMemoryScope::Conversation => {
+                WorkingMemoryKey::Conversation(conversation.clone())
+            }
+            WorkingMemoryScope::User => WorkingMemoryKey::User,
+        }
+    }
+
     /// The working-memory document of the conversation (or of the user, per config).
     pub async fn get_working_memory(
         &self,
