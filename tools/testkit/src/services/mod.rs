@@ -212,8 +212,19 @@ mod containers {
                     .to_owned(),
             );
         };
+        // testcontainers' sync runner blocks on a runtime of its own, which panics inside the
+        // test's runtime ("Cannot start a runtime from within a runtime"): it starts the
+        // container on a thread with no runtime.
+        let started = || {
+            std::thread::scope(|scope| {
+                scope
+                    .spawn(|| start_image(image))
+                    .join()
+                    .unwrap_or_else(|_| Err(format!("starting {} panicked", image.name)))
+            })
+        };
         STARTED[service.row()]
-            .get_or_init(|| Mutex::new(start_image(image)))
+            .get_or_init(|| Mutex::new(started()))
             .lock()
             .map_err(|e| e.to_string())?
             .as_ref()
