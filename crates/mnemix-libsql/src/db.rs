@@ -14,6 +14,7 @@ use libsql::params::{IntoParams, Params};
 use libsql::{Connection, Statement, Value};
 use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use mnemix_sqlite_sql::driver::{self as family, Param};
 use mnemix_sqlite_sql::migrations;
 
 pub(crate) const BACKEND: &str = "libsql";
@@ -431,6 +432,50 @@ pub(crate) async fn schema_version(conn: &Conn) -> Result<u32> {
         .transpose()?
         .flatten();
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}
+
+/// A family parameter as libsql binds it: free text as a blob (see the module docs).
+fn libsql_value(param: &Param<'_>) -> Value {
+    match *param {
+        Param::Null => Value::Null,
+        Param::Int(value) => Value::Integer(value),
+        Param::Real(value) => Value::Real(value),
+        Param::Text(value) => Value::Text(value.to_owned()),
+        Param::FreeText(value) => text(value),
+        Param::Blob(value) => Value::Blob(value.to_vec()),
+    }
+}
+
+/// A libsql value as the family reads it.
+fn family_value(value: Value) -> family::Value {
+    match value {
+        Value::Null => family::Value::Null,
+        Value::Integer(i) => family::Value::Integer(i),
+        Value::Real(r) => family::Value::Real(r),
+        Value::Text(s) => family::Value::Text(s),
+        Value::Blob(b) => family::Value::Blob(b),
+    }
+}
+
+/// A connection as the SQLite family's [`family::Conn`]: the statements written once in
+/// `mnemix_sqlite_sql::family` run through it, prepared once like every other.
+#[async_trait]
+impl family::Conn for Conn {
+    const BACKEND: &'static str = BACKEND;
+
+    async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<family::Row>> {
+        let params: Vec<Value> = params.iter().map(libsql_value).collect();
+        let found = rows(self, sql, params).await?;
+        Ok(found
+            .into_iter()
+            .map(|row| family::Row::new(BACKEND, row.0.into_iter().map(family_value).collect()))
+            .collect())
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
+        let params: Vec<Value> = params.iter().map(libsql_value).collect();
+        execute(self, sql, params).await
+    }
 }
 
 #[cfg(test)]

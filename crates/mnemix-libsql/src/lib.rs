@@ -496,6 +496,18 @@ impl std::ops::Deref for Tx<'_> {
     }
 }
 
+impl std::ops::DerefMut for Tx<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        if let Some(writer) = self.writer.as_deref_mut() {
+            return writer;
+        }
+        self.reader
+            .as_mut()
+            .and_then(|reader| reader.conn.as_mut())
+            .expect("a transaction holds its connection until it is dropped")
+    }
+}
+
 /// A reader connection on loan; given back to the idle list when dropped.
 struct ReaderLease<'a> {
     conn: Option<Conn>,

@@ -9,14 +9,13 @@ use mnemix_core::{
     Timestamp, TransferStore, WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
+use mnemix_sqlite_sql::driver as family;
+use mnemix_sqlite_sql::family::documents;
 
 use crate::conversations::{conversation_from, conversation_pk, message_from};
 use crate::db::{
     corrupt, execute, millis, opt_text, row, rows, seq_from_db, seq_to_db, subject_of, text,
     to_json, Conn, RowExt,
-};
-use crate::documents::{
-    checkpoint_from, put_cache, working_from, working_slot, write_working, CHECKPOINT_COLUMNS,
 };
 use crate::facts::{embedding_value, fact_from, insert_tokens};
 use crate::vectors::{
@@ -118,7 +117,7 @@ impl TransferStore for LibsqlStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let now = millis(self.clock.now());
         // One read transaction: the export is one snapshot.
-        let tx = self.read().await?;
+        let mut tx = self.read().await?;
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
 
@@ -153,12 +152,9 @@ impl TransferStore for LibsqlStore {
             });
         }
 
-        for row in rows(
-            &tx,
-            sql::transfer::EXPORT_WORKING_MEMORY,
-            (namespace, subject),
-        )
-        .await?
+        let params = [namespace.into(), subject.into()];
+        for row in
+            family::Conn::rows(&mut *tx, sql::transfer::EXPORT_WORKING_MEMORY, &params).await?
         {
             let key = match row.int(0)? {
                 0 => WorkingMemoryKey::User,
@@ -167,7 +163,7 @@ impl TransferStore for LibsqlStore {
             records.push(Record::WorkingMemory {
                 scope: scope.clone(),
                 key,
-                memory: working_from(&row, 1)?,
+                memory: documents::working_from(&row, 1)?,
             });
         }
 
@@ -196,18 +192,10 @@ impl TransferStore for LibsqlStore {
             }
         }
 
-        for row in rows(
-            &tx,
-            &format!(
-                "SELECT {CHECKPOINT_COLUMNS} FROM checkpoints WHERE namespace = ?1 AND subject = ?2"
-            ),
-            (namespace, subject),
-        )
-        .await?
-        {
+        for row in family::Conn::rows(&mut *tx, sql::transfer::EXPORT_CHECKPOINTS, &params).await? {
             records.push(Record::Checkpoint {
                 scope: scope.clone(),
-                checkpoint: checkpoint_from(&row)?,
+                checkpoint: documents::checkpoint_from(&row)?,
             });
         }
         tx.commit().await?;
@@ -227,7 +215,7 @@ impl TransferStore for LibsqlStore {
         tx.widen_cache_for(vectors).await?;
         let mut collections = CollectionCache::new();
         for record in records {
-            restore_one(&tx, record, &mut collections).await?;
+            restore_one(&mut tx, record, &mut collections).await?;
         }
         // The cache holds the collections whose vectors were written.
         for collection in collections.values() {
@@ -240,7 +228,11 @@ impl TransferStore for LibsqlStore {
 
 /// Writes one record in the restore transaction. Records come in canonical order, so parents
 /// (collections, conversations) are written before their children.
-async fn restore_one(conn: &Conn, record: Record, collections: &mut CollectionCache) -> Result<()> {
+async fn restore_one(
+    conn: &mut Conn,
+    record: Record,
+    collections: &mut CollectionCache,
+) -> Result<()> {
     match record {
         Record::Collection { namespace, spec } => {
             if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
@@ -306,8 +298,8 @@ async fn restore_one(conn: &Conn, record: Record, collections: &mut CollectionCa
             .await?;
         }
         Record::WorkingMemory { scope, key, memory } => {
-            let slot = working_slot(conn, &scope, &key).await?;
-            write_working(conn, &scope, slot, &memory).await?;
+            let slot = documents::working_slot(conn, &scope, &key).await?;
+            documents::write_working(conn, &scope, slot, &memory).await?;
         }
         Record::Fact { fact } => {
             let pk = row(
@@ -380,7 +372,7 @@ async fn restore_one(conn: &Conn, record: Record, collections: &mut CollectionCa
             value,
             expires_at,
         } => {
-            put_cache(conn, &namespace, &key, &value, expires_at).await?;
+            documents::put_cache(conn, &namespace, &key, &value, expires_at).await?;
         }
     }
     Ok(())

@@ -49,3 +49,59 @@ pub const CACHE_GET_MANY: &str = "SELECT key, value FROM cache
 /// Deletes a cache entry, returning its expiry: `?1` namespace, `?2` key.
 pub const CACHE_DELETE: &str = "DELETE FROM cache
     WHERE namespace = ?1 AND key = ?2 RETURNING expires_at";
+
+/// A key's working-memory document in one statement: `?1` namespace, `?2` subject, `?3` the
+/// conversation id (NULL for the subject's own document). For a conversation's key, a first row
+/// `(pk, NULL, NULL, 0, 0)` says the conversation exists; the document's row `(NULL, content,
+/// format, revision, updated_at)`, if any, follows.
+pub const GET_WORKING_MEMORY: &str = "SELECT pk, NULL, NULL, 0, 0 FROM conversations
+     WHERE ?3 IS NOT NULL AND namespace = ?1 AND subject = ?2 AND id = ?3
+     UNION ALL
+     SELECT NULL, content, format, revision, updated_at FROM working_memory
+     WHERE namespace = ?1 AND subject = ?2 AND conversation = CASE WHEN ?3 IS NULL THEN 0
+           ELSE (SELECT pk FROM conversations
+                 WHERE namespace = ?1 AND subject = ?2 AND id = ?3) END";
+
+/// Sets a working-memory document in one statement, returning its new revision: `?1`
+/// namespace, `?2` subject, `?3` conversation id (NULL: the subject's own), `?4` content, `?5`
+/// format, `?6` now, `?7` the expected revision (NULL: any; 0: none yet). No row back: the
+/// conversation is missing or the revision differs.
+pub const SET_WORKING_MEMORY_CHECKED: &str = "INSERT INTO working_memory
+         (namespace, subject, conversation, content, format, revision, updated_at)
+     SELECT ?1, ?2, slot, ?4, ?5, 1, ?6 FROM (
+         SELECT CASE WHEN ?3 IS NULL THEN 0 ELSE (SELECT pk FROM conversations
+             WHERE namespace = ?1 AND subject = ?2 AND id = ?3) END AS slot)
+     WHERE slot IS NOT NULL AND (?7 IS NULL OR ?7 = coalesce((SELECT revision
+         FROM working_memory WHERE namespace = ?1 AND subject = ?2
+           AND conversation = slot), 0))
+     ON CONFLICT (namespace, subject, conversation) DO UPDATE SET
+         content = excluded.content, format = excluded.format,
+         revision = working_memory.revision + 1, updated_at = excluded.updated_at
+     RETURNING revision";
+
+/// A checkpoint's columns, in the order the family decodes them.
+#[macro_export]
+macro_rules! checkpoint_columns {
+    () => {
+        "id, workflow, status, state, version, created_at, updated_at"
+    };
+}
+
+/// A checkpoint's columns (see [`checkpoint_columns!`]).
+pub const CHECKPOINT_COLUMNS: &str = checkpoint_columns!();
+
+/// A checkpoint: `?1` namespace, `?2` subject, `?3` id.
+pub const CHECKPOINT_BY_ID: &str = concat!(
+    "SELECT ",
+    checkpoint_columns!(),
+    " FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND id = ?3"
+);
+
+/// The suspended checkpoints, oldest update first: `?1` namespace, `?2` subject, `?3` workflow
+/// (NULL: any).
+pub const SUSPENDED_CHECKPOINTS: &str = concat!(
+    "SELECT ",
+    checkpoint_columns!(),
+    " FROM checkpoints WHERE namespace = ?1 AND subject = ?2 AND status = 'suspended'
+       AND (?3 IS NULL OR workflow = ?3) ORDER BY updated_at, id"
+);

@@ -20,7 +20,9 @@
 
 pub mod conversations;
 pub mod documents;
+pub mod driver;
 pub mod facts;
+pub mod family;
 pub mod forget;
 pub mod group;
 pub mod migrations;

@@ -65,6 +65,13 @@ pub const EXPORT_WORKING_MEMORY: &str =
     "SELECT conversation, content, format, revision, updated_at FROM working_memory
     WHERE namespace = ?1 AND subject = ?2";
 
+/// A scope's checkpoints, for export: `?1` namespace, `?2` subject.
+pub const EXPORT_CHECKPOINTS: &str = concat!(
+    "SELECT ",
+    crate::checkpoint_columns!(),
+    " FROM checkpoints WHERE namespace = ?1 AND subject = ?2"
+);
+
 /// Writes an exported conversation over whatever has its id.
 pub const RESTORE_CONVERSATION: &str =
     "INSERT INTO conversations (namespace, subject, id, agent, title, metadata,

@@ -3,9 +3,10 @@
 use async_trait::async_trait;
 use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use mnemix_sqlite_sql::driver::{Conn, Param, Row, Value};
 use mnemix_sqlite_sql::migrations;
-use sqlx::sqlite::SqliteConnection;
-use sqlx::Connection;
+use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection, SqliteRow};
+use sqlx::{Connection, Decode, Row as _, TypeInfo, ValueRef};
 
 pub(crate) const BACKEND: &str = "sqlite";
 
@@ -156,4 +157,60 @@ pub(crate) async fn schema_version(conn: &mut SqliteConnection) -> Result<u32> {
         .await
         .db()?;
     Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
+}
+
+/// sqlx's SQLite connection as the SQLite family's [`Conn`]: the statements written once in
+/// `mnemix_sqlite_sql::family` run through it.
+pub(crate) struct Sqlx<'c>(pub(crate) &'c mut SqliteConnection);
+
+/// `query` with `params` bound in order.
+fn bound<'q>(
+    sql: &'static str,
+    params: &[Param<'q>],
+) -> sqlx::query::Query<'q, Sqlite, SqliteArguments> {
+    params
+        .iter()
+        .fold(sqlx::query(sql), |query, param| match *param {
+            Param::Null => query.bind(None::<i64>),
+            Param::Int(value) => query.bind(value),
+            Param::Real(value) => query.bind(value),
+            Param::Text(value) | Param::FreeText(value) => query.bind(value),
+            Param::Blob(value) => query.bind(value),
+        })
+}
+
+/// A row's values as the family reads them: each as the storage class it holds.
+fn values(row: &SqliteRow) -> Result<Row> {
+    let value = |i: usize| -> std::result::Result<Value, sqlx::error::BoxDynError> {
+        let raw = row.try_get_raw(i)?;
+        if raw.is_null() {
+            return Ok(Value::Null);
+        }
+        let decoded = match raw.type_info().name() {
+            "INTEGER" => Value::Integer(<i64 as Decode<Sqlite>>::decode(raw)?),
+            "REAL" => Value::Real(<f64 as Decode<Sqlite>>::decode(raw)?),
+            "BLOB" => Value::Blob(<Vec<u8> as Decode<Sqlite>>::decode(raw)?),
+            _ => Value::Text(<String as Decode<Sqlite>>::decode(raw)?),
+        };
+        Ok(decoded)
+    };
+    (0..row.len())
+        .map(|i| value(i).map_err(|e| corrupt("column", e)))
+        .collect::<Result<_>>()
+        .map(|values| Row::new(BACKEND, values))
+}
+
+#[async_trait]
+impl Conn for Sqlx<'_> {
+    const BACKEND: &'static str = BACKEND;
+
+    async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<Row>> {
+        let rows = bound(sql, params).fetch_all(&mut *self.0).await.db()?;
+        rows.iter().map(values).collect()
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
+        let done = bound(sql, params).execute(&mut *self.0).await.db()?;
+        Ok(done.rows_affected())
+    }
 }

@@ -7,15 +7,16 @@ use mnemix_core::adapter::encode_f32_le;
 use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
     ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
-    Timestamp, TransferStore, WorkingMemory, WorkingMemoryKey,
+    Timestamp, TransferStore, WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
+use mnemix_sqlite_sql::driver::Conn;
+use mnemix_sqlite_sql::family::documents;
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use crate::conversations::{conversation_from, conversation_pk, message_from};
-use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult};
-use crate::documents::{checkpoint_from, format_from, put_cache, working_slot, write_working};
+use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult, Sqlx};
 use crate::facts::{fact_from, insert_tokens};
 use crate::vectors::{
     bump_generations, find_collection, insert_collection, record_from, write_vector, CollectionRow,
@@ -159,27 +160,19 @@ impl TransferStore for SqliteStore {
             });
         }
 
-        let documents: Vec<(i64, String, String, i64, i64)> =
-            sqlx::query_as(sql::transfer::EXPORT_WORKING_MEMORY)
-                .bind(namespace)
-                .bind(subject)
-                .fetch_all(&mut *tx)
-                .await
-                .db()?;
-        for (slot, content, format, revision, updated_at) in documents {
-            let key = match slot {
+        let params = [namespace.into(), subject.into()];
+        let documents = Sqlx(&mut tx)
+            .rows(sql::transfer::EXPORT_WORKING_MEMORY, &params)
+            .await?;
+        for row in &documents {
+            let key = match row.int(0)? {
                 0 => WorkingMemoryKey::User,
                 pk => WorkingMemoryKey::Conversation(id_of(pk)?),
             };
             records.push(Record::WorkingMemory {
                 scope: scope.clone(),
                 key,
-                memory: WorkingMemory {
-                    content,
-                    format: format_from(&format)?,
-                    revision: seq_from_db(revision),
-                    updated_at: Timestamp::from_millis(updated_at),
-                },
+                memory: documents::working_from(row, 1)?,
             });
         }
 
@@ -214,19 +207,13 @@ impl TransferStore for SqliteStore {
             });
         }
 
-        let checkpoints = sqlx::query(
-            "SELECT id, workflow, status, state, version, created_at, updated_at
-             FROM checkpoints WHERE namespace = ?1 AND subject = ?2",
-        )
-        .bind(namespace)
-        .bind(subject)
-        .fetch_all(&mut *tx)
-        .await
-        .db()?;
+        let checkpoints = Sqlx(&mut tx)
+            .rows(sql::transfer::EXPORT_CHECKPOINTS, &params)
+            .await?;
         for row in &checkpoints {
             records.push(Record::Checkpoint {
                 scope: scope.clone(),
-                checkpoint: checkpoint_from(row)?,
+                checkpoint: documents::checkpoint_from(row)?,
             });
         }
         tx.commit().await.db()?;
@@ -318,8 +305,9 @@ async fn restore_one(
                 .db()?;
         }
         Record::WorkingMemory { scope, key, memory } => {
-            let slot = working_slot(conn, &scope, &key).await?;
-            write_working(conn, &scope, slot, &memory).await?;
+            let conn = &mut Sqlx(conn);
+            let slot = documents::working_slot(conn, &scope, &key).await?;
+            documents::write_working(conn, &scope, slot, &memory).await?;
         }
         Record::Fact { fact } => {
             let pk: i64 = sqlx::query_scalar(sql::transfer::RESTORE_FACT)
@@ -389,7 +377,7 @@ async fn restore_one(
             value,
             expires_at,
         } => {
-            put_cache(conn, &namespace, &key, &value, expires_at).await?;
+            documents::put_cache(&mut Sqlx(conn), &namespace, &key, &value, expires_at).await?;
         }
     }
     Ok(())

@@ -1,0 +1,32 @@
+//! The contracts written once for every SQLite-family driver, over [`Conn`](crate::driver::Conn):
+//! each function takes the connection its caller holds (a reader, the writer, or a transaction
+//! the caller opened and will commit) and sends the family's statements through it.
+
+pub mod documents;
+
+use mnemix_core::{Scope, Timestamp};
+
+/// The `subject` column of a scope: `''` for the shared scope.
+pub fn subject_of(scope: &Scope) -> &str {
+    scope.subject().map_or("", |s| s.as_str())
+}
+
+/// A timestamp as stored: milliseconds since the epoch.
+pub fn millis(t: Timestamp) -> i64 {
+    t.as_millis()
+}
+
+/// A seq or revision as stored (SQLite's integers are signed).
+pub fn seq_to_db(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+/// A stored seq or revision (a negative one, which no write stores, reads as 0).
+pub fn seq_from_db(seq: i64) -> u64 {
+    u64::try_from(seq).unwrap_or(0)
+}
+
+/// A value as its JSON text (a statement parameter).
+pub fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("model types serialize to JSON")
+}
