@@ -13,9 +13,12 @@ use std::sync::{Mutex as SyncMutex, PoisonError};
 use libsql::params::{IntoParams, Params};
 use libsql::{Connection, Statement, Value};
 use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
-use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use mnemix_core::{MemoryError, Metadata, Result, Timestamp};
 use mnemix_sqlite_sql::driver::{self as family, Param};
 use mnemix_sqlite_sql::migrations;
+
+/// The column codecs the SQLite family shares.
+pub(crate) use mnemix_sqlite_sql::family::{millis, seq_from_db, seq_to_db, subject_of, to_json};
 
 pub(crate) const BACKEND: &str = "libsql";
 
@@ -58,10 +61,7 @@ pub(crate) fn to_memory_error(e: libsql::Error) -> MemoryError {
 
 /// A stored value that does not decode: the database was edited by something else.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
-    MemoryError::Backend {
-        backend: BACKEND,
-        source: format!("stored {what} does not decode: {e}").into(),
-    }
+    mnemix_sqlite_sql::driver::corrupt(BACKEND, what, e)
 }
 
 /// One row's values, copied out of the statement.
@@ -341,29 +341,8 @@ impl RowExt for libsql::Row {
     }
 }
 
-/// The `subject` column of a scope: '' for the shared scope.
-pub(crate) fn subject_of(scope: &Scope) -> &str {
-    scope.subject().map_or("", |s| s.as_str())
-}
-
-pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).expect("model types serialize to JSON")
-}
-
 pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
     serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
-}
-
-pub(crate) fn millis(t: Timestamp) -> i64 {
-    t.as_millis()
-}
-
-pub(crate) fn seq_to_db(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn seq_from_db(seq: i64) -> u64 {
-    u64::try_from(seq).unwrap_or(0)
 }
 
 pub(crate) fn count_to_db(n: usize) -> i64 {

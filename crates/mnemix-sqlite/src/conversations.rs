@@ -13,7 +13,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
 use crate::db::{
-    corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult,
+    corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult, Sqlx,
 };
 use crate::writer::GroupTx;
 use crate::SqliteStore;
@@ -44,15 +44,7 @@ pub(crate) async fn conversation_pk(
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<(i64, u64)> {
-    let row: Option<(i64, i64)> = sqlx::query_as(sql::conversations::PK_AND_LAST_SEQ)
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .fetch_optional(conn)
-        .await
-        .db()?;
-    row.map(|(pk, last)| (pk, seq_from_db(last)))
-        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))
+    mnemix_sqlite_sql::family::conversation_pk(&mut Sqlx(conn), scope, id).await
 }
 
 async fn fetch_conversation(

@@ -2,9 +2,12 @@
 
 use async_trait::async_trait;
 use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
-use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
+use mnemix_core::{MemoryError, Metadata, Result, Timestamp};
 use mnemix_sqlite_sql::driver::{Conn, Param, Row, Value};
 use mnemix_sqlite_sql::migrations;
+
+/// The column codecs the SQLite family shares.
+pub(crate) use mnemix_sqlite_sql::family::{millis, seq_from_db, seq_to_db, subject_of, to_json};
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection, SqliteRow};
 use sqlx::{Connection, Decode, Row as _, TypeInfo, ValueRef};
 
@@ -54,35 +57,11 @@ pub(crate) fn to_memory_error(e: sqlx::Error) -> MemoryError {
 
 /// A stored value that does not decode: the database was edited by something else.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
-    MemoryError::Backend {
-        backend: BACKEND,
-        source: format!("stored {what} does not decode: {e}").into(),
-    }
-}
-
-/// The `subject` column of a scope: '' for the shared scope.
-pub(crate) fn subject_of(scope: &Scope) -> &str {
-    scope.subject().map_or("", |s| s.as_str())
-}
-
-pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).expect("model types serialize to JSON")
+    mnemix_sqlite_sql::driver::corrupt(BACKEND, what, e)
 }
 
 pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
     serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
-}
-
-pub(crate) fn millis(t: Timestamp) -> i64 {
-    t.as_millis()
-}
-
-pub(crate) fn seq_to_db(seq: u64) -> i64 {
-    i64::try_from(seq).unwrap_or(i64::MAX)
-}
-
-pub(crate) fn seq_from_db(seq: i64) -> u64 {
-    u64::try_from(seq).unwrap_or(0)
 }
 
 /// The migration runner's view of a `BEGIN IMMEDIATE` transaction.

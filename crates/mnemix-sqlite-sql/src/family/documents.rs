@@ -3,12 +3,12 @@
 use std::collections::HashMap;
 
 use mnemix_core::{
-    Checkpoint, CheckpointId, CheckpointStatus, CheckpointUpdate, ConversationId, MemoryError,
-    Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory, WorkingMemoryFormat,
-    WorkingMemoryKey, WorkingMemoryUpdate,
+    Checkpoint, CheckpointId, CheckpointStatus, CheckpointUpdate, MemoryError, Namespace,
+    NewCheckpoint, Result, Scope, Timestamp, WorkingMemory, WorkingMemoryFormat, WorkingMemoryKey,
+    WorkingMemoryUpdate,
 };
 
-use super::{millis, seq_from_db, seq_to_db, subject_of, to_json};
+use super::{conversation_pk, millis, seq_from_db, seq_to_db, subject_of, to_json};
 use crate::documents as sql;
 use crate::driver::{Conn, Param, Row};
 
@@ -18,24 +18,6 @@ fn conversation_of(key: &WorkingMemoryKey) -> Option<&str> {
         WorkingMemoryKey::Conversation(id) => Some(id.as_str()),
         WorkingMemoryKey::User => None,
     }
-}
-
-/// The conversation's row (pk and last seq), or `NotFound` in this scope.
-pub async fn conversation_pk<C: Conn>(
-    conn: &mut C,
-    scope: &Scope,
-    id: &ConversationId,
-) -> Result<(i64, u64)> {
-    let params = [
-        scope.namespace().as_str().into(),
-        subject_of(scope).into(),
-        id.as_str().into(),
-    ];
-    let found = conn
-        .row(crate::conversations::PK_AND_LAST_SEQ, &params)
-        .await?
-        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
-    Ok((found.int(0)?, seq_from_db(found.int(1)?)))
 }
 
 /// The `working_memory.conversation` of a key: the conversation's pk, 0 for the user document.

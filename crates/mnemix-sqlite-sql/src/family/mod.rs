@@ -4,7 +4,9 @@
 
 pub mod documents;
 
-use mnemix_core::{Scope, Timestamp};
+use mnemix_core::{ConversationId, MemoryError, Result, Scope, Timestamp};
+
+use crate::driver::Conn;
 
 /// The `subject` column of a scope: `''` for the shared scope.
 pub fn subject_of(scope: &Scope) -> &str {
@@ -29,4 +31,22 @@ pub fn seq_from_db(seq: i64) -> u64 {
 /// A value as its JSON text (a statement parameter).
 pub fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("model types serialize to JSON")
+}
+
+/// The conversation's row (pk and last seq), or `NotFound` in this scope.
+pub async fn conversation_pk<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<(i64, u64)> {
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        id.as_str().into(),
+    ];
+    let found = conn
+        .row(crate::conversations::PK_AND_LAST_SEQ, &params)
+        .await?
+        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
+    Ok((found.int(0)?, seq_from_db(found.int(1)?)))
 }
