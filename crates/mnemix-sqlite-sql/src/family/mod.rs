@@ -1,4 +1,4 @@
-//! The contracts written once for every SQLite-family driver, over [`Conn`](crate::driver::Conn):
+//! The contracts written once for every SQLite-family driver, over [`Conn`]:
 //! each function takes the connection its caller holds (a reader, the writer, or a transaction
 //! the caller opened and will commit) and sends the family's statements through it.
 
