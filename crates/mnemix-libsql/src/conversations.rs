@@ -4,37 +4,22 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use libsql::{TransactionBehavior, Value};
-use mnemix_core::adapter::page_newest_first;
 use mnemix_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, NewConversation,
-    Page, Result, Scope, StoredMessage, Timestamp,
+    Page, Result, Scope, StoredMessage,
 };
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::conversations::{AppendGroup, AppendRequest, ProbeRow};
+use mnemix_sqlite_sql::family::conversations as family;
 use mnemix_sqlite_sql::group::group_error;
 use tokio::sync::{oneshot, OwnedMutexGuard};
 
 use crate::db::{
-    corrupt, count_to_db, execute, metadata_from, millis, opt_text, row, rows, seq_from_db,
-    seq_to_db, subject_of, to_json, Conn, DbResult, DbRow, RowExt, BACKEND,
+    corrupt, execute, row, rows, seq_from_db, seq_to_db, subject_of, to_json, Conn, DbResult,
+    RowExt, BACKEND,
 };
 use crate::LibsqlStore;
-
-pub(crate) fn conversation_from(scope: &Scope, row: &DbRow) -> Result<Conversation> {
-    Ok(Conversation {
-        id: ConversationId::new(row.string(1)?).map_err(|e| corrupt("conversation id", e))?,
-        scope: scope.clone(),
-        agent: row.opt_string(2)?,
-        title: row.opt_string(3)?,
-        metadata: metadata_from(&row.string(4)?)?,
-        resource_slug: row.opt_string(5)?,
-        record_id: row.opt_string(6)?,
-        created_at: Timestamp::from_millis(row.int(7)?),
-        updated_at: Timestamp::from_millis(row.int(8)?),
-        last_seq: seq_from_db(row.int(9)?),
-    })
-}
 
 pub(crate) fn message_from(body: &str) -> Result<Message> {
     serde_json::from_str(body).map_err(|e| corrupt("message", e))
@@ -56,21 +41,6 @@ pub(crate) async fn conversation_pk(
     Ok((found.int(0)?, seq_from_db(found.int(1)?)))
 }
 
-async fn fetch_conversation(
-    conn: &Conn,
-    scope: &Scope,
-    id: &ConversationId,
-) -> Result<Conversation> {
-    let found = row(
-        conn,
-        sql::conversations::BY_ID,
-        (scope.namespace().as_str(), subject_of(scope), id.as_str()),
-    )
-    .await?
-    .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
-    conversation_from(scope, &found)
-}
-
 #[async_trait]
 impl ConversationStore for LibsqlStore {
     async fn create_conversation(
@@ -78,38 +48,16 @@ impl ConversationStore for LibsqlStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        let now = self.clock.now();
-        let conversation = new.into_conversation(scope, now);
-        let tx = self.write().await?;
-        let inserted = execute(
-            &tx,
-            sql::conversations::INSERT,
-            (
-                scope.namespace().as_str(),
-                subject_of(scope),
-                conversation.id.as_str(),
-                conversation.agent.as_deref(),
-                opt_text(conversation.title.as_deref()),
-                to_json(&conversation.metadata),
-                conversation.resource_slug.as_deref(),
-                conversation.record_id.as_deref(),
-                millis(now),
-            ),
-        )
-        .await?;
-        if inserted == 0 {
-            return Err(MemoryError::AlreadyExists {
-                entity: "conversation",
-                id: conversation.id.to_string(),
-            });
-        }
+        let conversation = new.into_conversation(scope, self.clock.now());
+        let mut tx = self.write().await?;
+        family::create_conversation(&mut *tx, &conversation).await?;
         tx.commit().await?;
         Ok(conversation)
     }
 
     async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
-        let tx = self.read().await?;
-        fetch_conversation(&tx, scope, id).await
+        let mut tx = self.read().await?;
+        family::get_conversation(&mut *tx, scope, id).await
     }
 
     async fn list_conversations(
@@ -117,36 +65,8 @@ impl ConversationStore for LibsqlStore {
         scope: &Scope,
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
-        let limit = query.page_limit();
-        let cursor = query.after();
-        // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
-        let statement = sql::conversations::list_page(cursor.is_some());
-        let tx = self.read().await?;
-        let found = rows(
-            &tx,
-            statement,
-            (
-                scope.namespace().as_str(),
-                subject_of(scope),
-                query.agent.as_deref(),
-                query.resource_slug.as_deref(),
-                query.record_id.as_deref(),
-                cursor.as_ref().map(|c| c.created_at.as_millis()),
-                cursor.as_ref().map(|c| c.id.as_str()),
-                count_to_db(limit + 1),
-            ),
-        )
-        .await?;
-        let items = found
-            .iter()
-            .map(|row| conversation_from(scope, row))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(page_newest_first(
-            items,
-            |c| (c.created_at, c.id.as_str()),
-            None,
-            limit,
-        ))
+        let mut tx = self.read().await?;
+        family::list_conversations(&mut *tx, scope, query).await
     }
 
     async fn update_conversation(
@@ -156,48 +76,21 @@ impl ConversationStore for LibsqlStore {
         update: ConversationUpdate,
     ) -> Result<Conversation> {
         let now = self.clock.now();
-        let tx = self.write().await?;
-        let mut conversation = fetch_conversation(&tx, scope, id).await?;
-        if let Some(title) = update.title {
-            conversation.title = title;
-        }
-        if let Some(metadata) = update.metadata {
-            conversation.metadata = metadata;
-        }
-        conversation.updated_at = now;
-        execute(
-            &tx,
-            sql::conversations::UPDATE_TITLE_AND_METADATA,
-            (
-                opt_text(conversation.title.as_deref()),
-                to_json(&conversation.metadata),
-                millis(now),
-                scope.namespace().as_str(),
-                subject_of(scope),
-                id.as_str(),
-            ),
-        )
-        .await?;
+        let mut tx = self.write().await?;
+        let conversation = family::update_conversation(&mut *tx, scope, id, update, now).await?;
         tx.commit().await?;
         Ok(conversation)
     }
 
     async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
-        let tx = self.write().await?;
+        let mut tx = self.write().await?;
         let pk = match conversation_pk(&tx, scope, id).await {
             Ok((pk, _)) => pk,
             Err(e) if e.is_not_found() => return Ok(false),
             Err(e) => return Err(e),
         };
-        // Messages and cursors go by foreign-key cascade; working memory and vectors by hand.
-        execute(
-            &tx,
-            sql::documents::DELETE_WORKING_MEMORY,
-            (scope.namespace().as_str(), subject_of(scope), pk),
-        )
-        .await?;
         crate::vectors::delete_conversation_vectors(&tx, scope, id).await?;
-        execute(&tx, sql::conversations::DELETE_BY_PK, [pk]).await?;
+        family::delete_conversation(&mut *tx, scope, pk).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -299,21 +192,8 @@ impl ConversationStore for LibsqlStore {
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        let tx = self.read().await?;
-        let found = row(
-            &tx,
-            sql::conversations::CURSOR,
-            (
-                scope.namespace().as_str(),
-                subject_of(scope),
-                id.as_str(),
-                name,
-            ),
-        )
-        .await?
-        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
-        tx.commit().await?;
-        Ok(found.opt_int(0)?.map(seq_from_db))
+        let mut tx = self.read().await?;
+        family::cursor(&mut *tx, scope, id, name).await
     }
 
     async fn advance_cursor(
@@ -323,18 +203,10 @@ impl ConversationStore for LibsqlStore {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        let tx = self.write().await?;
-        let (pk, _) = conversation_pk(&tx, scope, id).await?;
-        let value = row(
-            &tx,
-            sql::conversations::ADVANCE_CURSOR,
-            (pk, name, seq_to_db(seq)),
-        )
-        .await?
-        .ok_or_else(|| corrupt("cursor", "upsert returned no row"))?
-        .int(0)?;
+        let mut tx = self.write().await?;
+        let value = family::advance_cursor(&mut *tx, scope, id, name, seq).await?;
         tx.commit().await?;
-        Ok(seq_from_db(value))
+        Ok(value)
     }
 }
 

@@ -285,15 +285,6 @@ pub(crate) trait RowExt {
         }
     }
 
-    fn opt_real(&self, column: usize) -> Result<Option<f64>> {
-        match self.value(column)? {
-            Value::Null => Ok(None),
-            Value::Real(r) => Ok(Some(r)),
-            Value::Integer(i) => Ok(Some(i as f64)),
-            other => Err(corrupt("real", format!("{other:?}"))),
-        }
-    }
-
     /// Text stored as TEXT (identifiers, JSON) or as a blob (free text).
     fn string(&self, column: usize) -> Result<String> {
         self.opt_string(column)?

@@ -5,19 +5,19 @@ use std::collections::{BTreeSet, HashMap};
 use async_trait::async_trait;
 use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
-    ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
+    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
-use mnemix_sqlite_sql::driver as family;
-use mnemix_sqlite_sql::family::documents;
+use mnemix_sqlite_sql::driver::Conn as FamilyConn;
+use mnemix_sqlite_sql::family::facts as family;
+use mnemix_sqlite_sql::family::{conversations, documents};
 
-use crate::conversations::{conversation_from, conversation_pk, message_from};
+use crate::conversations::{conversation_pk, message_from};
 use crate::db::{
-    corrupt, execute, millis, opt_text, row, rows, seq_from_db, seq_to_db, subject_of, text,
-    to_json, Conn, RowExt,
+    corrupt, execute, millis, opt_text, rows, seq_from_db, seq_to_db, subject_of, to_json, Conn,
+    RowExt,
 };
-use crate::facts::{embedding_value, fact_from, insert_tokens};
 use crate::vectors::{
     bump_generation, find_collection, insert_collection, namespace_collections, record_from,
     write_vector, CollectionCache, RECORD_COLUMNS,
@@ -121,8 +121,9 @@ impl TransferStore for LibsqlStore {
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
 
-        for row in rows(&tx, sql::conversations::OF_SCOPE, (namespace, subject)).await? {
-            let conversation = conversation_from(scope, &row)?;
+        let params = [namespace.into(), subject.into()];
+        for row in FamilyConn::rows(&mut *tx, sql::conversations::OF_SCOPE, &params).await? {
+            let conversation = conversations::conversation_from(scope, &row)?;
             ids.insert(row.int(0)?, conversation.id.clone());
             records.push(Record::Conversation { conversation });
         }
@@ -152,9 +153,7 @@ impl TransferStore for LibsqlStore {
             });
         }
 
-        let params = [namespace.into(), subject.into()];
-        for row in
-            family::Conn::rows(&mut *tx, sql::transfer::EXPORT_WORKING_MEMORY, &params).await?
+        for row in FamilyConn::rows(&mut *tx, sql::transfer::EXPORT_WORKING_MEMORY, &params).await?
         {
             let key = match row.int(0)? {
                 0 => WorkingMemoryKey::User,
@@ -167,9 +166,10 @@ impl TransferStore for LibsqlStore {
             });
         }
 
-        for row in rows(&tx, sql::transfer::EXPORT_FACTS, (namespace, subject, now)).await? {
+        let export_facts = [namespace.into(), subject.into(), now.into()];
+        for row in FamilyConn::rows(&mut *tx, sql::transfer::EXPORT_FACTS, &export_facts).await? {
             records.push(Record::Fact {
-                fact: fact_from(scope, &row)?,
+                fact: family::fact_from(scope, &row)?,
             });
         }
 
@@ -192,7 +192,7 @@ impl TransferStore for LibsqlStore {
             }
         }
 
-        for row in family::Conn::rows(&mut *tx, sql::transfer::EXPORT_CHECKPOINTS, &params).await? {
+        for row in FamilyConn::rows(&mut *tx, sql::transfer::EXPORT_CHECKPOINTS, &params).await? {
             records.push(Record::Checkpoint {
                 scope: scope.clone(),
                 checkpoint: documents::checkpoint_from(&row)?,
@@ -302,35 +302,7 @@ async fn restore_one(
             documents::write_working(conn, &scope, slot, &memory).await?;
         }
         Record::Fact { fact } => {
-            let pk = row(
-                conn,
-                sql::transfer::RESTORE_FACT,
-                (
-                    fact.scope.namespace().as_str(),
-                    subject_of(&fact.scope),
-                    fact.id.as_str(),
-                    text(&fact.text),
-                    fact.kind.as_deref(),
-                    fact.key.as_deref(),
-                    to_json(&fact.tags),
-                    fact.score.map(f64::from),
-                    fact.source.as_ref().map(to_json),
-                    embedding_value(fact.embedding.as_deref()),
-                    millis(fact.created_at),
-                    millis(fact.updated_at),
-                    fact.expires_at.map(millis),
-                    fact.valid_to.map(millis),
-                    fact.superseded_by.as_ref().map(FactId::as_str),
-                ),
-            )
-            .await?
-            .ok_or_else(|| corrupt("fact", "upsert returned no row"))?
-            .int(0)?;
-            // The lexical index holds current facts only.
-            execute(conn, sql::facts::DELETE_TOKENS, [pk]).await?;
-            if fact.is_current() {
-                insert_tokens(conn, &fact.scope, pk, &fact.text).await?;
-            }
+            family::restore_fact(conn, &fact).await?;
         }
         Record::Vector {
             scope,

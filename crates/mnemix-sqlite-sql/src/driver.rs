@@ -41,6 +41,24 @@ impl From<i64> for Param<'_> {
     }
 }
 
+impl From<f64> for Param<'_> {
+    fn from(value: f64) -> Self {
+        Self::Real(value)
+    }
+}
+
+impl From<bool> for Param<'_> {
+    fn from(value: bool) -> Self {
+        Self::Int(value.into())
+    }
+}
+
+impl<'a> From<&'a [u8]> for Param<'a> {
+    fn from(value: &'a [u8]) -> Self {
+        Self::Blob(value)
+    }
+}
+
 impl<'a> From<&'a str> for Param<'a> {
     fn from(value: &'a str) -> Self {
         Self::Text(value)
@@ -183,4 +201,25 @@ pub trait Conn: Send {
 
     /// Runs a statement; returns the rows it changed.
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64>;
+
+    /// Whether one call may send several statements, `;`-separated and numbering one parameter
+    /// list (each call is a hop to sqlx's worker thread, so joining saves one per statement).
+    /// The family then sends a script as one string; otherwise statement by statement.
+    const JOINS_STATEMENTS: bool = false;
+
+    /// The first statement string of the transaction this connection is in: `with_begin` (the
+    /// same statements after its `BEGIN`) when the driver lets `BEGIN` ride in it and it has
+    /// not been sent; by default `plain`, the holder having begun the transaction.
+    fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
+        let _ = with_begin;
+        plain
+    }
+
+    /// The last statement string of the transaction: `with_commit` (the same statements then
+    /// `COMMIT`) when the driver lets `COMMIT` ride in it; by default `plain`, the holder
+    /// committing. Run it to its end ([`rows`](Self::rows), [`execute`](Self::execute)).
+    fn last(&mut self, plain: &'static str, with_commit: &'static str) -> &'static str {
+        let _ = with_commit;
+        plain
+    }
 }

@@ -284,8 +284,15 @@ pub fn held_positions(column: Option<&str>) -> Result<Vec<usize>, ParseIntError>
 }
 
 /// Deletes a subject's expired facts: `?1` namespace, `?2` subject, `?3` now.
-pub const PURGE_EXPIRED: &str = "DELETE FROM facts
-    WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3";
+macro_rules! purge_expired {
+    () => {
+        "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND expires_at <= ?3"
+    };
+}
+pub(crate) use purge_expired;
+
+/// Deletes a subject's expired facts: `?1` namespace, `?2` subject, `?3` now.
+pub const PURGE_EXPIRED: &str = purge_expired!();
 
 /// Indexes a fact's tokens: `?1` namespace, `?2` subject, `?3` fact pk, `?4` tokens (JSON array).
 pub const INSERT_TOKENS: &str = "INSERT INTO fact_tokens (namespace, subject, token, fact)

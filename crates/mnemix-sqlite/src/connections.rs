@@ -15,7 +15,10 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
 use sqlx::{ConnectOptions, Executor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::db::{to_memory_error, DbResult};
+use async_trait::async_trait;
+use mnemix_sqlite_sql::driver::{Conn, Param, Row};
+
+use crate::db::{family_execute, family_rows, to_memory_error, DbResult, BACKEND};
 
 /// At most `size` connections, opened when first needed and kept open. Cheap to clone.
 #[derive(Clone)]
@@ -134,21 +137,40 @@ impl Drop for Lease {
 /// dropped unfinished (an error, a cancelled future).
 pub(crate) struct Tx {
     lease: Lease,
+    /// What the family's statements carry ([`Conn::first`], [`Conn::last`]).
+    rides: Rides,
+}
+
+/// What rides in the statement strings the family sends through a [`Tx`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rides {
+    /// Nothing: the holder sent `BEGIN` and will commit.
+    Nothing,
+    /// `BEGIN` in the first, then `COMMIT` in the last.
+    Begin,
+    /// `COMMIT` in the last.
+    Commit,
 }
 
 impl Tx {
     /// Opens a transaction with `begin` (`BEGIN` or `BEGIN IMMEDIATE`).
     pub(crate) async fn begin(mut lease: Lease, begin: &'static str) -> Result<Self> {
         lease.execute(begin).await.db()?;
-        Ok(Self::begun_in_first_statement(lease))
+        let mut tx = Self::begun_in_first_statement(lease);
+        tx.rides = Rides::Nothing;
+        Ok(tx)
     }
 
     /// A transaction whose `BEGIN` rides in the first statement string its caller sends, and
     /// whose `COMMIT` may ride in the last ([`finish`](Self::finish)): two hops to sqlx's
-    /// worker thread fewer than [`begin`](Self::begin) and [`commit`](Self::commit).
+    /// worker thread fewer than [`begin`](Self::begin) and [`commit`](Self::commit). The family's
+    /// statements ride them through [`Conn::first`] and [`Conn::last`].
     pub(crate) fn begun_in_first_statement(mut lease: Lease) -> Self {
         lease.in_transaction(true);
-        Self { lease }
+        Self {
+            lease,
+            rides: Rides::Begin,
+        }
     }
 
     /// The connection, for the transaction's statements.
@@ -166,6 +188,39 @@ impl Tx {
         self.lease.execute("COMMIT").await?;
         self.finish();
         Ok(())
+    }
+}
+
+/// A transaction as the SQLite family's connection; see [`Tx::begun_in_first_statement`].
+#[async_trait]
+impl Conn for Tx {
+    const BACKEND: &'static str = BACKEND;
+    const JOINS_STATEMENTS: bool = true;
+
+    async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<Row>> {
+        family_rows(&mut self.lease, sql, params).await
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
+        family_execute(&mut self.lease, sql, params).await
+    }
+
+    fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
+        if self.rides == Rides::Begin {
+            self.rides = Rides::Commit;
+            with_begin
+        } else {
+            plain
+        }
+    }
+
+    fn last(&mut self, plain: &'static str, with_commit: &'static str) -> &'static str {
+        if self.rides == Rides::Commit {
+            self.rides = Rides::Nothing;
+            with_commit
+        } else {
+            plain
+        }
     }
 }
 
@@ -223,7 +278,10 @@ mod tests {
             .await
             .expect("a new transaction opens");
         assert_eq!(count(&mut tx).await, 0, "the unsettled write was kept");
-        tx.execute("INSERT INTO t VALUES (2)").await.expect("write");
+        tx.conn()
+            .execute("INSERT INTO t VALUES (2)")
+            .await
+            .expect("write");
         drop(tx); // unfinished: rolled back too
         let mut conn = connections.acquire().await.expect("lease");
         assert_eq!(count(&mut conn).await, 0);

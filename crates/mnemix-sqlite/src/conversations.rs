@@ -1,38 +1,19 @@
 //! Conversations, messages and cursors.
 
 use async_trait::async_trait;
-use mnemix_core::adapter::page_newest_first;
 use mnemix_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, NewConversation,
-    Page, Result, Scope, StoredMessage, Timestamp,
+    Page, Result, Scope, StoredMessage,
 };
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::conversations::{AppendGroup, AppendRequest, ProbeRow};
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::Row;
+use mnemix_sqlite_sql::family::conversations as family;
+use sqlx::sqlite::SqliteConnection;
 
-use crate::db::{
-    corrupt, metadata_from, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult, Sqlx,
-};
+use crate::db::{corrupt, seq_from_db, seq_to_db, subject_of, to_json, DbResult, Sqlx};
 use crate::writer::GroupTx;
 use crate::SqliteStore;
-
-pub(crate) fn conversation_from(scope: &Scope, row: &SqliteRow) -> Result<Conversation> {
-    let id: String = row.get("id");
-    Ok(Conversation {
-        id: ConversationId::new(id).map_err(|e| corrupt("conversation id", e))?,
-        scope: scope.clone(),
-        agent: row.get("agent"),
-        title: row.get("title"),
-        metadata: metadata_from(row.get("metadata"))?,
-        resource_slug: row.get("resource_slug"),
-        record_id: row.get("record_id"),
-        created_at: Timestamp::from_millis(row.get("created_at")),
-        updated_at: Timestamp::from_millis(row.get("updated_at")),
-        last_seq: seq_from_db(row.get("last_seq")),
-    })
-}
 
 pub(crate) fn message_from(body: &str) -> Result<Message> {
     serde_json::from_str(body).map_err(|e| corrupt("message", e))
@@ -45,22 +26,6 @@ pub(crate) async fn conversation_pk(
     id: &ConversationId,
 ) -> Result<(i64, u64)> {
     mnemix_sqlite_sql::family::conversation_pk(&mut Sqlx(conn), scope, id).await
-}
-
-async fn fetch_conversation(
-    conn: &mut SqliteConnection,
-    scope: &Scope,
-    id: &ConversationId,
-) -> Result<Conversation> {
-    let row = sqlx::query(sql::conversations::BY_ID)
-        .bind(scope.namespace().as_str())
-        .bind(subject_of(scope))
-        .bind(id.as_str())
-        .fetch_optional(conn)
-        .await
-        .db()?
-        .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
-    conversation_from(scope, &row)
 }
 
 /// A row of the appends' read: request index, conversation pk and last seq, and a stored
@@ -184,35 +149,16 @@ impl ConversationStore for SqliteStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        let now = self.clock.now();
-        let conversation = new.into_conversation(scope, now);
+        let conversation = new.into_conversation(scope, self.clock.now());
         let mut tx = self.write().await?;
-        let inserted = sqlx::query(sql::conversations::INSERT)
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(conversation.id.as_str())
-            .bind(conversation.agent.as_deref())
-            .bind(conversation.title.as_deref())
-            .bind(to_json(&conversation.metadata))
-            .bind(conversation.resource_slug.as_deref())
-            .bind(conversation.record_id.as_deref())
-            .bind(millis(now))
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        if inserted.rows_affected() == 0 {
-            return Err(MemoryError::AlreadyExists {
-                entity: "conversation",
-                id: conversation.id.to_string(),
-            });
-        }
+        family::create_conversation(&mut tx, &conversation).await?;
         tx.commit().await.db()?;
         Ok(conversation)
     }
 
     async fn get_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<Conversation> {
         let mut conn = self.reader.acquire().await?;
-        fetch_conversation(&mut conn, scope, id).await
+        family::get_conversation(&mut Sqlx(&mut conn), scope, id).await
     }
 
     async fn list_conversations(
@@ -220,32 +166,8 @@ impl ConversationStore for SqliteStore {
         scope: &Scope,
         query: ConversationQuery,
     ) -> Result<Page<Conversation>> {
-        let limit = query.page_limit();
-        let cursor = query.after();
-        // Two statements rather than `?cursor IS NULL OR …`, so both seek the index.
-        let statement = sql::conversations::list_page(cursor.is_some());
-        let rows = sqlx::query(statement)
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(query.agent.as_deref())
-            .bind(query.resource_slug.as_deref())
-            .bind(query.record_id.as_deref())
-            .bind(cursor.as_ref().map(|c| c.created_at.as_millis()))
-            .bind(cursor.as_ref().map(|c| c.id.as_str()))
-            .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
-            .fetch_all(&mut *self.reader.acquire().await?)
-            .await
-            .db()?;
-        let items = rows
-            .iter()
-            .map(|row| conversation_from(scope, row))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(page_newest_first(
-            items,
-            |c| (c.created_at, c.id.as_str()),
-            None,
-            limit,
-        ))
+        let mut conn = self.reader.acquire().await?;
+        family::list_conversations(&mut Sqlx(&mut conn), scope, query).await
     }
 
     async fn update_conversation(
@@ -256,24 +178,7 @@ impl ConversationStore for SqliteStore {
     ) -> Result<Conversation> {
         let now = self.clock.now();
         let mut tx = self.write().await?;
-        let mut conversation = fetch_conversation(&mut tx, scope, id).await?;
-        if let Some(title) = update.title {
-            conversation.title = title;
-        }
-        if let Some(metadata) = update.metadata {
-            conversation.metadata = metadata;
-        }
-        conversation.updated_at = now;
-        sqlx::query(sql::conversations::UPDATE_TITLE_AND_METADATA)
-            .bind(conversation.title.as_deref())
-            .bind(to_json(&conversation.metadata))
-            .bind(millis(now))
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(id.as_str())
-            .execute(&mut *tx)
-            .await
-            .db()?;
+        let conversation = family::update_conversation(&mut tx, scope, id, update, now).await?;
         tx.commit().await.db()?;
         Ok(conversation)
     }
@@ -285,20 +190,8 @@ impl ConversationStore for SqliteStore {
             Err(e) if e.is_not_found() => return Ok(false),
             Err(e) => return Err(e),
         };
-        // Messages and cursors go by foreign-key cascade; working memory and vectors by hand.
-        sqlx::query(sql::documents::DELETE_WORKING_MEMORY)
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(pk)
-            .execute(&mut *tx)
-            .await
-            .db()?;
         crate::vectors::delete_conversation_vectors(&mut tx, scope, id).await?;
-        sqlx::query(sql::conversations::DELETE_BY_PK)
-            .bind(pk)
-            .execute(&mut *tx)
-            .await
-            .db()?;
+        family::delete_conversation(&mut tx, scope, pk).await?;
         tx.commit().await.db()?;
         Ok(true)
     }
@@ -381,16 +274,8 @@ impl ConversationStore for SqliteStore {
     }
 
     async fn cursor(&self, scope: &Scope, id: &ConversationId, name: &str) -> Result<Option<u64>> {
-        let found: Option<Option<i64>> = sqlx::query_scalar(sql::conversations::CURSOR)
-            .bind(scope.namespace().as_str())
-            .bind(subject_of(scope))
-            .bind(id.as_str())
-            .bind(name)
-            .fetch_optional(&mut *self.reader.acquire().await?)
-            .await
-            .db()?;
-        let value = found.ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
-        Ok(value.map(seq_from_db))
+        let mut conn = self.reader.acquire().await?;
+        family::cursor(&mut Sqlx(&mut conn), scope, id, name).await
     }
 
     async fn advance_cursor(
@@ -401,15 +286,8 @@ impl ConversationStore for SqliteStore {
         seq: u64,
     ) -> Result<u64> {
         let mut tx = self.write().await?;
-        let (pk, _) = conversation_pk(&mut tx, scope, id).await?;
-        let value: i64 = sqlx::query_scalar(sql::conversations::ADVANCE_CURSOR)
-            .bind(pk)
-            .bind(name)
-            .bind(seq_to_db(seq))
-            .fetch_one(&mut *tx)
-            .await
-            .db()?;
+        let value = family::advance_cursor(&mut tx, scope, id, name, seq).await?;
         tx.commit().await.db()?;
-        Ok(seq_from_db(value))
+        Ok(value)
     }
 }

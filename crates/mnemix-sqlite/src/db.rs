@@ -159,7 +159,7 @@ fn bound<'q>(
 }
 
 /// A row's values as the family reads them: each as the storage class it holds.
-fn values(row: &SqliteRow) -> Result<Row> {
+pub(crate) fn values(row: &SqliteRow) -> Result<Row> {
     let value = |i: usize| -> std::result::Result<Value, sqlx::error::BoxDynError> {
         let raw = row.try_get_raw(i)?;
         if raw.is_null() {
@@ -179,17 +179,36 @@ fn values(row: &SqliteRow) -> Result<Row> {
         .map(|values| Row::new(BACKEND, values))
 }
 
+/// Every row of a family statement on `conn`.
+pub(crate) async fn family_rows(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    params: &[Param<'_>],
+) -> Result<Vec<Row>> {
+    let rows = bound(sql, params).fetch_all(conn).await.db()?;
+    rows.iter().map(values).collect()
+}
+
+/// Runs a family statement on `conn`; the rows it changed.
+pub(crate) async fn family_execute(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    params: &[Param<'_>],
+) -> Result<u64> {
+    let done = bound(sql, params).execute(conn).await.db()?;
+    Ok(done.rows_affected())
+}
+
 #[async_trait]
 impl Conn for Sqlx<'_> {
     const BACKEND: &'static str = BACKEND;
+    const JOINS_STATEMENTS: bool = true;
 
     async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<Row>> {
-        let rows = bound(sql, params).fetch_all(&mut *self.0).await.db()?;
-        rows.iter().map(values).collect()
+        family_rows(self.0, sql, params).await
     }
 
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
-        let done = bound(sql, params).execute(&mut *self.0).await.db()?;
-        Ok(done.rows_affected())
+        family_execute(self.0, sql, params).await
     }
 }

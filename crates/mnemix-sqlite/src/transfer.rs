@@ -3,21 +3,22 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use mnemix_core::adapter::encode_f32_le;
 use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
-    ConversationId, FactId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
+    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
     Timestamp, TransferStore, WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn;
-use mnemix_sqlite_sql::family::documents;
+use mnemix_sqlite_sql::family::facts as family;
+use mnemix_sqlite_sql::family::{conversations, documents};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
-use crate::conversations::{conversation_from, conversation_pk, message_from};
-use crate::db::{corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, DbResult, Sqlx};
-use crate::facts::{fact_from, insert_tokens};
+use crate::conversations::{conversation_pk, message_from};
+use crate::db::{
+    corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, values, DbResult, Sqlx,
+};
 use crate::vectors::{
     bump_generations, find_collection, insert_collection, record_from, write_vector, CollectionRow,
 };
@@ -111,15 +112,10 @@ impl TransferStore for SqliteStore {
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
 
-        let rows = sqlx::query(sql::conversations::OF_SCOPE)
-            .bind(namespace)
-            .bind(subject)
-            .fetch_all(&mut *tx)
-            .await
-            .db()?;
-        for row in &rows {
-            let conversation = conversation_from(scope, row)?;
-            ids.insert(row.get("pk"), conversation.id.clone());
+        let params = [namespace.into(), subject.into()];
+        for row in &tx.rows(sql::conversations::OF_SCOPE, &params).await? {
+            let conversation = conversations::conversation_from(scope, row)?;
+            ids.insert(row.int(0)?, conversation.id.clone());
             records.push(Record::Conversation { conversation });
         }
         let id_of = |pk: i64| -> Result<ConversationId> {
@@ -160,7 +156,6 @@ impl TransferStore for SqliteStore {
             });
         }
 
-        let params = [namespace.into(), subject.into()];
         let documents = Sqlx(&mut tx)
             .rows(sql::transfer::EXPORT_WORKING_MEMORY, &params)
             .await?;
@@ -185,7 +180,7 @@ impl TransferStore for SqliteStore {
             .db()?;
         for row in &facts {
             records.push(Record::Fact {
-                fact: fact_from(scope, row)?,
+                fact: family::fact_from(scope, &values(row)?)?,
             });
         }
 
@@ -310,34 +305,7 @@ async fn restore_one(
             documents::write_working(conn, &scope, slot, &memory).await?;
         }
         Record::Fact { fact } => {
-            let pk: i64 = sqlx::query_scalar(sql::transfer::RESTORE_FACT)
-                .bind(fact.scope.namespace().as_str())
-                .bind(subject_of(&fact.scope))
-                .bind(fact.id.as_str())
-                .bind(&fact.text)
-                .bind(fact.kind.as_deref())
-                .bind(fact.key.as_deref())
-                .bind(to_json(&fact.tags))
-                .bind(fact.score.map(f64::from))
-                .bind(fact.source.as_ref().map(to_json))
-                .bind(fact.embedding.as_deref().map(encode_f32_le))
-                .bind(millis(fact.created_at))
-                .bind(millis(fact.updated_at))
-                .bind(fact.expires_at.map(millis))
-                .bind(fact.valid_to.map(millis))
-                .bind(fact.superseded_by.as_ref().map(FactId::as_str))
-                .fetch_one(&mut *conn)
-                .await
-                .db()?;
-            // The lexical index holds current facts only.
-            sqlx::query(sql::facts::DELETE_TOKENS)
-                .bind(pk)
-                .execute(&mut *conn)
-                .await
-                .db()?;
-            if fact.is_current() {
-                insert_tokens(conn, &fact.scope, pk, &fact.text).await?;
-            }
+            family::restore_fact(&mut Sqlx(conn), &fact).await?;
         }
         Record::Vector {
             scope,

@@ -19,8 +19,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use async_trait::async_trait;
 use mnemix_core::{AppendReceipt, MemoryError, Result};
 use mnemix_sqlite_sql::conversations::AppendRequest;
+use mnemix_sqlite_sql::driver::{Conn, Param, Row};
 use mnemix_sqlite_sql::group::{group_error, WriteQueue};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Executor;
@@ -28,7 +30,7 @@ use tokio::sync::oneshot;
 
 use crate::connections::{Connections, Lease};
 use crate::conversations::append_group;
-use crate::db::{to_memory_error, BACKEND};
+use crate::db::{family_execute, family_rows, to_memory_error, BACKEND};
 
 /// A future borrowing the writer connection.
 pub(crate) type WriteFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -218,6 +220,30 @@ impl GroupTx {
             .await
             .map(drop)
             .map_err(to_memory_error)
+    }
+}
+
+/// The group's transaction as the SQLite family's connection: `BEGIN` rides in the first
+/// job's first statement string and `COMMIT` in the last job's last.
+#[async_trait]
+impl Conn for GroupTx {
+    const BACKEND: &'static str = BACKEND;
+    const JOINS_STATEMENTS: bool = true;
+
+    async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<Row>> {
+        family_rows(&mut self.conn, sql, params).await
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
+        family_execute(&mut self.conn, sql, params).await
+    }
+
+    fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
+        GroupTx::first(self, plain, with_begin)
+    }
+
+    fn last(&mut self, plain: &'static str, with_commit: &'static str) -> &'static str {
+        GroupTx::last(self, plain, with_commit)
     }
 }
 

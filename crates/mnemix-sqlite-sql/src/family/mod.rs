@@ -2,7 +2,9 @@
 //! each function takes the connection its caller holds (a reader, the writer, or a transaction
 //! the caller opened and will commit) and sends the family's statements through it.
 
+pub mod conversations;
 pub mod documents;
+pub mod facts;
 
 use mnemix_core::{ConversationId, MemoryError, Result, Scope, Timestamp};
 
@@ -26,6 +28,11 @@ pub fn seq_to_db(seq: u64) -> i64 {
 /// A stored seq or revision (a negative one, which no write stores, reads as 0).
 pub fn seq_from_db(seq: i64) -> u64 {
     u64::try_from(seq).unwrap_or(0)
+}
+
+/// A count or limit as stored.
+pub fn count_to_db(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// A value as its JSON text (a statement parameter).

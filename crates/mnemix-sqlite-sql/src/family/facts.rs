@@ -1,0 +1,474 @@
+//! Facts, written once: remember (dedupe, supersede, eviction), recall through the token index,
+//! reads, forget and expiry. A remember runs in a write transaction its caller holds; a recall in
+//! a read transaction, so the facts it reads are those it ranked.
+
+use mnemix_core::adapter::page_newest_first;
+use mnemix_core::adapter::{decode_f32_le, encode_f32_le, fact_tokens, order_history};
+use mnemix_core::lexical::tokenize;
+use mnemix_core::{
+    ConversationId, Fact, FactId, FactQuery, MemoryError, NewFact, Page, RecallQuery,
+    RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+};
+
+use super::{count_to_db, millis, subject_of, to_json};
+use crate::driver::{Conn, Param, Row};
+use crate::fact_columns;
+use crate::facts::{self as sql, in_one_transaction, parse_holding, purge_expired, Candidate};
+
+/// A fact from the columns of [`fact_columns!`] (`pk` first, not read here).
+pub fn fact_from(scope: &Scope, row: &Row) -> Result<Fact> {
+    let id = |column: usize| -> Result<Option<FactId>> {
+        row.opt_string(column)?
+            .map(FactId::new)
+            .transpose()
+            .map_err(|e| row.corrupt("fact id", e))
+    };
+    Ok(Fact {
+        id: id(1)?.ok_or_else(|| row.corrupt("fact id", "missing"))?,
+        scope: scope.clone(),
+        text: row.string(2)?,
+        kind: row.opt_string(3)?,
+        key: row.opt_string(4)?,
+        tags: serde_json::from_str(&row.string(5)?).map_err(|e| row.corrupt("fact tags", e))?,
+        score: row.opt_real(6)?.map(|s| s as f32),
+        source: row
+            .opt_string(7)?
+            .map(|s| serde_json::from_str(&s))
+            .transpose()
+            .map_err(|e| row.corrupt("fact source", e))?,
+        embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
+        created_at: Timestamp::from_millis(row.int(9)?),
+        updated_at: Timestamp::from_millis(row.int(10)?),
+        expires_at: row.opt_int(11)?.map(Timestamp::from_millis),
+        valid_to: row.opt_int(12)?.map(Timestamp::from_millis),
+        superseded_by: id(13)?,
+    })
+}
+
+fn facts_from(scope: &Scope, rows: &[Row]) -> Result<Vec<Fact>> {
+    rows.iter().map(|row| fact_from(scope, row)).collect()
+}
+
+fn fact_id(row: &Row, column: usize) -> Result<FactId> {
+    FactId::new(row.string(column)?).map_err(|e| row.corrupt("fact id", e))
+}
+
+/// Indexes a fact's tokens (a restore's; a remember indexes in its insert).
+pub async fn insert_tokens<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    pk: i64,
+    text: &str,
+) -> Result<()> {
+    let tokens = to_json(&fact_tokens(text));
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        pk.into(),
+        Param::Text(&tokens),
+    ];
+    conn.execute(sql::INSERT_TOKENS, &params).await.map(drop)
+}
+
+/// The current fact of a key and text: `?1` namespace, `?2` subject, `?4` key, `?5` text (`?3`
+/// is the purge's now).
+macro_rules! same_fact {
+    () => {
+        concat!(
+            "SELECT ",
+            fact_columns!(),
+            " FROM facts WHERE namespace = ?1 AND subject = ?2 AND superseded_by IS NULL
+              AND key IS ?4 AND text = ?5 LIMIT 1"
+        )
+    };
+}
+/// A remember's read: the expired facts purged (expired facts are never returned), then the
+/// current fact of the same key and text.
+macro_rules! probe {
+    () => {
+        concat!(purge_expired!(), ";\n", same_fact!())
+    };
+}
+
+/// Drops the index entries of the key's current fact: `?3` namespace, `?4` subject, `?5` key.
+macro_rules! unindex_current {
+    () => {
+        "DELETE FROM fact_tokens WHERE fact IN (SELECT pk FROM facts
+             WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL)"
+    };
+}
+/// Supersedes the key's current fact, returning its id: `?1` now, `?2` the new fact's id.
+macro_rules! supersede_current {
+    () => {
+        "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
+         WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
+         RETURNING id"
+    };
+}
+/// A key's current fact superseded; history is not recalled, so its tokens leave the index.
+macro_rules! supersede {
+    () => {
+        concat!(unindex_current!(), ";\n", supersede_current!())
+    };
+}
+
+/// The fact, returning its pk: `?1`–`?12` its columns.
+macro_rules! insert_fact {
+    () => {
+        "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
+             embedding, created_at, updated_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12) RETURNING pk"
+    };
+}
+/// Its tokens: `?13` (JSON array).
+macro_rules! index_fact {
+    () => {
+        "INSERT INTO fact_tokens (namespace, subject, token, fact)
+         SELECT ?1, ?2, value, (SELECT pk FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3)
+         FROM json_each(?13)"
+    };
+}
+/// A remember's write: the fact and its tokens.
+macro_rules! insert {
+    () => {
+        concat!(insert_fact!(), ";\n", index_fact!())
+    };
+}
+
+/// Runs a script of statements that number one parameter list: joined in one call where the
+/// driver takes several ([`Conn::JOINS_STATEMENTS`]; `joined` is `parts` `;`-separated, or
+/// the same with `BEGIN` or `COMMIT` riding), else each of `parts` with the first of `params`
+/// it numbers. The rows of every part, in order.
+async fn script<C: Conn>(
+    conn: &mut C,
+    joined: &'static str,
+    parts: &[(&'static str, usize)],
+    params: &[Param<'_>],
+) -> Result<Vec<Row>> {
+    if C::JOINS_STATEMENTS {
+        return conn.rows(joined, params).await;
+    }
+    let mut rows = Vec::new();
+    for &(part, numbered) in parts {
+        rows.extend(conn.rows(part, &params[..numbered]).await?);
+    }
+    Ok(rows)
+}
+
+/// A remember in the write transaction `tx` is in; `now` is its time.
+pub async fn remember<C: Conn>(
+    tx: &mut C,
+    scope: &Scope,
+    new: NewFact,
+    options: RememberOptions,
+    now: Timestamp,
+) -> Result<RememberOutcome> {
+    let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+    let probe_sql = tx.first(probe!(), concat!("BEGIN IMMEDIATE;\n", probe!()));
+    let probe_params = [
+        namespace.into(),
+        subject.into(),
+        millis(now).into(),
+        new.key.as_deref().into(),
+        Param::FreeText(&new.text),
+    ];
+    let parts = [(purge_expired!(), 3), (same_fact!(), 5)];
+    let same = script(tx, probe_sql, &parts, &probe_params).await?;
+    if let Some(row) = same.first() {
+        return Ok(RememberOutcome {
+            fact: fact_from(scope, row)?,
+            status: RememberStatus::Duplicate,
+            evicted: Vec::new(),
+        });
+    }
+    let fact = new.into_fact(scope, now);
+    let mut status = RememberStatus::Created;
+    if let Some(key) = &fact.key {
+        let params = [
+            millis(now).into(),
+            fact.id.as_str().into(),
+            namespace.into(),
+            subject.into(),
+            key.into(),
+        ];
+        let parts = [(unindex_current!(), 5), (supersede_current!(), 5)];
+        if let Some(previous) = script(tx, supersede!(), &parts, &params).await?.first() {
+            status = RememberStatus::Superseded {
+                previous: fact_id(previous, 0)?,
+            };
+        }
+    }
+    let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
+    let embedding = fact.embedding.as_deref().map(encode_f32_le);
+    let tokens = to_json(&fact_tokens(&fact.text));
+    let params = [
+        namespace.into(),
+        subject.into(),
+        fact.id.as_str().into(),
+        Param::FreeText(&fact.text),
+        fact.kind.as_deref().into(),
+        fact.key.as_deref().into(),
+        Param::Text(&tags),
+        fact.score.map(f64::from).into(),
+        source.as_deref().into(),
+        embedding.as_deref().into(),
+        millis(now).into(),
+        fact.expires_at.map(millis).into(),
+        Param::Text(&tokens),
+    ];
+    let insert_sql = if options.max_facts.is_some() {
+        insert!()
+    } else {
+        tx.last(insert!(), concat!(insert!(), ";\nCOMMIT"))
+    };
+    let parts = [(insert_fact!(), 12), (index_fact!(), 13)];
+    let pk = script(tx, insert_sql, &parts, &params)
+        .await?
+        .first()
+        .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "fact", "its insert returned no key"))?
+        .int(0)?;
+    let mut evicted = Vec::new();
+    if let Some(max) = options.max_facts {
+        // The core's eviction order: lowest score first (none lowest), oldest, then id.
+        let params = [
+            namespace.into(),
+            subject.into(),
+            pk.into(),
+            count_to_db(max).into(),
+        ];
+        let victims = tx.rows(sql::EVICTION_VICTIMS, &params).await?;
+        if !victims.is_empty() {
+            let pks = victims
+                .iter()
+                .map(|v| v.int(0))
+                .collect::<Result<Vec<_>>>()?;
+            let pks = to_json(&pks);
+            tx.execute(sql::DELETE_BY_PKS, &[Param::Text(&pks)]).await?;
+        }
+        evicted = victims
+            .iter()
+            .map(|v| fact_id(v, 1))
+            .collect::<Result<_>>()?;
+    }
+    Ok(RememberOutcome {
+        fact,
+        status,
+        evicted,
+    })
+}
+
+/// A recall in the read transaction `tx` is in (its `BEGIN` may ride in the first statement and
+/// its `COMMIT` in the last): rank what the token index tells of the candidates, then read only
+/// the top facts.
+pub async fn recall<C: Conn>(
+    tx: &mut C,
+    scope: &Scope,
+    query: &RecallQuery,
+    now: Timestamp,
+) -> Result<Vec<ScoredFact>> {
+    let query_tokens: Vec<String> = query
+        .text
+        .as_deref()
+        .map(tokenize)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let semantic = query.vector.is_some();
+    if query_tokens.is_empty() && !semantic {
+        return Ok(Vec::new());
+    }
+    let (tokens, tags) = (to_json(&query_tokens), to_json(&query.tags));
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        millis(now).into(),
+        Param::Text(&tokens),
+        query.kind.as_deref().into(),
+        query.min_score.map(f64::from).into(),
+        Param::Text(&tags),
+        query
+            .conversation
+            .as_ref()
+            .map(ConversationId::as_str)
+            .into(),
+    ];
+    let candidates = if semantic {
+        let statement = tx.first(sql::RECALL_CANDIDATES_ALL, in_one_transaction::ALL);
+        tx.rows(statement, &params)
+            .await?
+            .iter()
+            .map(candidate_from)
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        let statement = tx.first(sql::RECALL_CANDIDATES_HOLDING, in_one_transaction::HOLDING);
+        let row = tx
+            .row(statement, &params)
+            .await?
+            .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "recall candidates", "no row"))?;
+        parse_holding(&row.string(0)?).map_err(|e| row.corrupt("recall candidate", e))?
+    };
+    let ranked = sql::rank(query, &candidates);
+    // Sent even when nothing ranked: the transaction's `COMMIT` may ride in it.
+    let pks = to_json(&ranked.iter().map(|&(pk, _)| pk).collect::<Vec<_>>());
+    let statement = tx.last(sql::FACTS_BY_PKS, in_one_transaction::FACTS_BY_PKS);
+    let facts = tx
+        .rows(statement, &[Param::Text(&pks)])
+        .await?
+        .iter()
+        .map(|row| Ok((row.int(0)?, fact_from(scope, row)?)))
+        .collect::<Result<Vec<_>>>()?;
+    sql::in_rank_order(ranked, facts).map_err(|e| crate::driver::corrupt(C::BACKEND, "fact", e))
+}
+
+/// A semantic recall's candidate row: `pk, id, score, created_at, positions, embedding`.
+fn candidate_from(row: &Row) -> Result<Candidate> {
+    Candidate::new(
+        row.int(0)?,
+        row.string(1)?,
+        row.opt_real(2)?,
+        row.int(3)?,
+        row.opt_string(4)?.as_deref(),
+        row.opt_blob(5)?.as_deref(),
+    )
+    .map_err(|e| row.corrupt("recall candidate", e))
+}
+
+/// A live fact by id, or `NotFound`.
+pub async fn get_fact<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    id: &FactId,
+    now: Timestamp,
+) -> Result<Fact> {
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        id.as_str().into(),
+        millis(now).into(),
+    ];
+    let row = conn
+        .row(sql::BY_ID, &params)
+        .await?
+        .ok_or_else(|| MemoryError::not_found("fact", id.as_str()))?;
+    fact_from(scope, &row)
+}
+
+/// A page of the subject's live facts, newest first.
+pub async fn list_facts<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    query: FactQuery,
+    now: Timestamp,
+) -> Result<Page<Fact>> {
+    let limit = query.page_limit();
+    let cursor = query.after();
+    let tags = to_json(&query.tags);
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        millis(now).into(),
+        query.include_superseded.into(),
+        query.kind.as_deref().into(),
+        Param::Text(&tags),
+        cursor.as_ref().map(|c| c.created_at.as_millis()).into(),
+        cursor.as_ref().map(|c| c.id.as_str()).into(),
+        count_to_db(limit + 1).into(),
+    ];
+    let rows = conn.rows(sql::list_page(cursor.is_some()), &params).await?;
+    Ok(page_newest_first(
+        facts_from(scope, &rows)?,
+        |f| (f.created_at, f.id.as_str()),
+        None,
+        limit,
+    ))
+}
+
+/// A key's live facts, superseded ones included, in the order of its history.
+pub async fn history<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    key: &str,
+    now: Timestamp,
+) -> Result<Vec<Fact>> {
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        key.into(),
+        millis(now).into(),
+    ];
+    let rows = conn.rows(sql::BY_KEY, &params).await?;
+    facts_from(scope, &rows).map(order_history)
+}
+
+/// Deletes a fact: whether it was live (an expired one is removed too, but was already gone
+/// to readers).
+pub async fn forget<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    id: &FactId,
+    now: Timestamp,
+) -> Result<bool> {
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        id.as_str().into(),
+        millis(now).into(),
+    ];
+    let live = conn.row(sql::DELETE_BY_ID, &params).await?;
+    live.map_or(Ok(false), |row| Ok(row.int(0)? == 1))
+}
+
+/// Sets the expiry of the subject's live facts among `ids` in one statement (all or none);
+/// returns the ids it set.
+pub async fn set_expiry<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    ids: &[FactId],
+    expires_at: Option<Timestamp>,
+    now: Timestamp,
+) -> Result<Vec<FactId>> {
+    let ids = to_json(&ids);
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        Param::Text(&ids),
+        expires_at.map(millis).into(),
+        millis(now).into(),
+    ];
+    let changed = conn.rows(sql::SET_EXPIRY, &params).await?;
+    changed.iter().map(|row| fact_id(row, 0)).collect()
+}
+
+/// A restored fact, as it was (its history included): upserted by id, and in the token index
+/// when current (the index holds current facts only).
+pub async fn restore_fact<C: Conn>(conn: &mut C, fact: &Fact) -> Result<()> {
+    let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
+    let embedding = fact.embedding.as_deref().map(encode_f32_le);
+    let params = [
+        fact.scope.namespace().as_str().into(),
+        subject_of(&fact.scope).into(),
+        fact.id.as_str().into(),
+        Param::FreeText(&fact.text),
+        fact.kind.as_deref().into(),
+        fact.key.as_deref().into(),
+        Param::Text(&tags),
+        fact.score.map(f64::from).into(),
+        source.as_deref().into(),
+        embedding.as_deref().into(),
+        millis(fact.created_at).into(),
+        millis(fact.updated_at).into(),
+        fact.expires_at.map(millis).into(),
+        fact.valid_to.map(millis).into(),
+        fact.superseded_by.as_ref().map(FactId::as_str).into(),
+    ];
+    let pk = conn
+        .row(crate::transfer::RESTORE_FACT, &params)
+        .await?
+        .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "fact", "its upsert returned no row"))?
+        .int(0)?;
+    conn.execute(sql::DELETE_TOKENS, &[pk.into()]).await?;
+    if fact.is_current() {
+        insert_tokens(conn, &fact.scope, pk, &fact.text).await?;
+    }
+    Ok(())
+}
