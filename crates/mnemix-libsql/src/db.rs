@@ -40,23 +40,12 @@ impl<T> DbResult<T> for std::result::Result<T, libsql::Error> {
 /// Busy/locked databases and lost connections are worth retrying; everything else is a backend
 /// error.
 pub(crate) fn to_memory_error(e: libsql::Error) -> MemoryError {
-    let retryable = match &e {
-        // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
-        libsql::Error::SqliteFailure(code, _) => matches!(code & 0xff, 5 | 6),
-        libsql::Error::ConnectionFailed(_) => true,
-        _ => false,
+    let code = match &e {
+        libsql::Error::SqliteFailure(code, _) => Some(*code),
+        _ => None,
     };
-    if retryable {
-        MemoryError::Unavailable {
-            backend: BACKEND,
-            source: Box::new(e),
-        }
-    } else {
-        MemoryError::Backend {
-            backend: BACKEND,
-            source: Box::new(e),
-        }
-    }
+    let lost = matches!(e, libsql::Error::ConnectionFailed(_));
+    family::driver_error(BACKEND, code, lost, e)
 }
 
 /// A stored value that does not decode: the database was edited by something else.

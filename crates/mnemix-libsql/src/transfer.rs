@@ -11,13 +11,11 @@ use mnemix_core::{
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn as FamilyConn;
 use mnemix_sqlite_sql::family::facts as family;
+use mnemix_sqlite_sql::family::transfer::{self as family_transfer, DriverRecord};
 use mnemix_sqlite_sql::family::{conversations, documents};
 
-use crate::conversations::{conversation_pk, message_from};
-use crate::db::{
-    corrupt, execute, millis, opt_text, rows, seq_from_db, seq_to_db, subject_of, to_json, Conn,
-    RowExt,
-};
+use crate::conversations::message_from;
+use crate::db::{corrupt, millis, rows, seq_from_db, subject_of, Conn, RowExt};
 use crate::vectors::{
     bump_generation, find_collection, insert_collection, namespace_collections, record_from,
     write_vector, CollectionCache, RECORD_COLUMNS,
@@ -233,82 +231,20 @@ async fn restore_one(
     record: Record,
     collections: &mut CollectionCache,
 ) -> Result<()> {
-    match record {
-        Record::Collection { namespace, spec } => {
+    match family_transfer::restore_record(conn, record).await? {
+        None => {}
+        Some(DriverRecord::Collection { namespace, spec }) => {
             if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
                 existing.spec.check_same(&spec)?;
                 return Ok(());
             }
             insert_collection(conn, &namespace, &spec).await?;
         }
-        Record::Conversation { conversation: c } => {
-            // An upsert, not a REPLACE: replacing the row would cascade to its messages.
-            execute(
-                conn,
-                sql::transfer::RESTORE_CONVERSATION,
-                (
-                    c.scope.namespace().as_str(),
-                    subject_of(&c.scope),
-                    c.id.as_str(),
-                    c.agent.as_deref(),
-                    opt_text(c.title.as_deref()),
-                    to_json(&c.metadata),
-                    c.resource_slug.as_deref(),
-                    c.record_id.as_deref(),
-                    millis(c.created_at),
-                    millis(c.updated_at),
-                    seq_to_db(c.last_seq),
-                ),
-            )
-            .await?;
-        }
-        Record::Message {
-            scope,
-            conversation_id,
-            message: StoredMessage { seq, message },
-        } => {
-            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
-            // REPLACE drops the message stored at this seq or under this id (no table
-            // references messages, so nothing else goes with it).
-            execute(
-                conn,
-                sql::transfer::RESTORE_MESSAGE,
-                (
-                    pk,
-                    seq_to_db(seq),
-                    message.id.as_str(),
-                    message.role.as_str(),
-                    to_json(&message),
-                ),
-            )
-            .await?;
-        }
-        Record::Cursor {
-            scope,
-            conversation_id,
-            name,
-            value,
-        } => {
-            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
-            execute(
-                conn,
-                sql::transfer::RESTORE_CURSOR,
-                (pk, name, seq_to_db(value)),
-            )
-            .await?;
-        }
-        Record::WorkingMemory { scope, key, memory } => {
-            let slot = documents::working_slot(conn, &scope, &key).await?;
-            documents::write_working(conn, &scope, slot, &memory).await?;
-        }
-        Record::Fact { fact } => {
-            family::restore_fact(conn, &fact).await?;
-        }
-        Record::Vector {
+        Some(DriverRecord::Vector {
             scope,
             collection,
             record,
-        } => {
+        }) => {
             let key = (scope.namespace().clone(), collection);
             if !collections.contains_key(&key) {
                 let row = find_collection(conn, &key.0, &key.1)
@@ -319,32 +255,6 @@ async fn restore_one(
             let collection = &collections[&key];
             collection.spec.check_vector(&record.vector)?;
             write_vector(conn, collection, &scope, &record).await?;
-        }
-        Record::Checkpoint { scope, checkpoint } => {
-            execute(
-                conn,
-                sql::transfer::RESTORE_CHECKPOINT,
-                (
-                    scope.namespace().as_str(),
-                    subject_of(&scope),
-                    checkpoint.id.as_str(),
-                    checkpoint.workflow.as_str(),
-                    checkpoint.status.as_str(),
-                    to_json(&checkpoint.state),
-                    seq_to_db(checkpoint.version),
-                    millis(checkpoint.created_at),
-                    millis(checkpoint.updated_at),
-                ),
-            )
-            .await?;
-        }
-        Record::CacheEntry {
-            namespace,
-            key,
-            value,
-            expires_at,
-        } => {
-            documents::put_cache(conn, &namespace, &key, &value, expires_at).await?;
         }
     }
     Ok(())

@@ -176,6 +176,31 @@ impl Row {
     }
 }
 
+/// A driver's error as the contract's: `Unavailable` (worth retrying) for a busy or locked
+/// database (SQLite's result code `code`, extended or not, is `SQLITE_BUSY` or `SQLITE_LOCKED`)
+/// or a `lost` connection; else `Backend`.
+///
+/// ```
+/// use mnemix_sqlite_sql::driver::driver_error;
+/// let busy = std::io::Error::other("database is locked");
+/// assert!(driver_error("sqlite", Some(5 | 256), false, busy).is_retryable());
+/// let syntax = std::io::Error::other("near \"SELEC\": syntax error");
+/// assert!(!driver_error("sqlite", Some(1), false, syntax).is_retryable());
+/// ```
+pub fn driver_error(
+    backend: &'static str,
+    code: Option<i32>,
+    lost: bool,
+    source: impl std::error::Error + Send + Sync + 'static,
+) -> MemoryError {
+    let source = Box::new(source);
+    if lost || matches!(code.map(|c| c & 0xff), Some(5 | 6)) {
+        MemoryError::Unavailable { backend, source }
+    } else {
+        MemoryError::Backend { backend, source }
+    }
+}
+
 /// A stored value of `backend` that does not decode: the database was edited by something else.
 pub fn corrupt(backend: &'static str, what: &str, e: impl std::fmt::Display) -> MemoryError {
     MemoryError::Backend {

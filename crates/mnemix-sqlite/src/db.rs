@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use mnemix_core::{MemoryError, Metadata, Result, Timestamp};
-use mnemix_sqlite_sql::driver::{Conn, Param, Row, Value};
+use mnemix_sqlite_sql::driver::{driver_error, Conn, Param, Row, Value};
 use mnemix_sqlite_sql::migrations;
 
 /// The column codecs the SQLite family shares.
@@ -30,29 +30,15 @@ impl<T> DbResult<T> for std::result::Result<T, sqlx::Error> {
 
 /// Busy/locked databases and lost pools are worth retrying; everything else is a backend error.
 pub(crate) fn to_memory_error(e: sqlx::Error) -> MemoryError {
-    let retryable = match &e {
-        sqlx::Error::Database(db) => {
-            // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
-            let primary = db
-                .code()
-                .and_then(|c| c.parse::<i32>().ok())
-                .map(|c| c & 0xff);
-            matches!(primary, Some(5 | 6))
-        }
-        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
-        _ => false,
+    let code = match &e {
+        sqlx::Error::Database(db) => db.code().and_then(|c| c.parse::<i32>().ok()),
+        _ => None,
     };
-    if retryable {
-        MemoryError::Unavailable {
-            backend: BACKEND,
-            source: Box::new(e),
-        }
-    } else {
-        MemoryError::Backend {
-            backend: BACKEND,
-            source: Box::new(e),
-        }
-    }
+    let lost = matches!(
+        e,
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_)
+    );
+    driver_error(BACKEND, code, lost, e)
 }
 
 /// A stored value that does not decode: the database was edited by something else.

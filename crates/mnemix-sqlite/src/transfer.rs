@@ -11,14 +11,13 @@ use mnemix_core::{
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn;
 use mnemix_sqlite_sql::family::facts as family;
+use mnemix_sqlite_sql::family::transfer::{self as family_transfer, DriverRecord};
 use mnemix_sqlite_sql::family::{conversations, documents};
 use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
-use crate::conversations::{conversation_pk, message_from};
-use crate::db::{
-    corrupt, millis, seq_from_db, seq_to_db, subject_of, to_json, values, DbResult, Sqlx,
-};
+use crate::conversations::message_from;
+use crate::db::{corrupt, millis, seq_from_db, subject_of, values, DbResult, Sqlx};
 use crate::vectors::{
     bump_generations, find_collection, insert_collection, record_from, write_vector, CollectionRow,
 };
@@ -240,78 +239,20 @@ async fn restore_one(
     collections: &mut HashMap<(Namespace, String), CollectionRow>,
     touched: &mut Vec<i64>,
 ) -> Result<()> {
-    match record {
-        Record::Collection { namespace, spec } => {
+    match family_transfer::restore_record(&mut Sqlx(conn), record).await? {
+        None => {}
+        Some(DriverRecord::Collection { namespace, spec }) => {
             if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
                 existing.spec.check_same(&spec)?;
                 return Ok(());
             }
             insert_collection(conn, &namespace, &spec).await?;
         }
-        Record::Conversation { conversation: c } => {
-            // An upsert, not a REPLACE: replacing the row would cascade to its messages.
-            sqlx::query(sql::transfer::RESTORE_CONVERSATION)
-                .bind(c.scope.namespace().as_str())
-                .bind(subject_of(&c.scope))
-                .bind(c.id.as_str())
-                .bind(c.agent.as_deref())
-                .bind(c.title.as_deref())
-                .bind(to_json(&c.metadata))
-                .bind(c.resource_slug.as_deref())
-                .bind(c.record_id.as_deref())
-                .bind(millis(c.created_at))
-                .bind(millis(c.updated_at))
-                .bind(seq_to_db(c.last_seq))
-                .execute(conn)
-                .await
-                .db()?;
-        }
-        Record::Message {
-            scope,
-            conversation_id,
-            message: StoredMessage { seq, message },
-        } => {
-            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
-            // REPLACE drops the message stored at this seq or under this id (no table
-            // references messages, so nothing else goes with it).
-            sqlx::query(sql::transfer::RESTORE_MESSAGE)
-                .bind(pk)
-                .bind(seq_to_db(seq))
-                .bind(message.id.as_str())
-                .bind(message.role.as_str())
-                .bind(to_json(&message))
-                .execute(conn)
-                .await
-                .db()?;
-        }
-        Record::Cursor {
-            scope,
-            conversation_id,
-            name,
-            value,
-        } => {
-            let (pk, _) = conversation_pk(conn, &scope, &conversation_id).await?;
-            sqlx::query(sql::transfer::RESTORE_CURSOR)
-                .bind(pk)
-                .bind(name)
-                .bind(seq_to_db(value))
-                .execute(conn)
-                .await
-                .db()?;
-        }
-        Record::WorkingMemory { scope, key, memory } => {
-            let conn = &mut Sqlx(conn);
-            let slot = documents::working_slot(conn, &scope, &key).await?;
-            documents::write_working(conn, &scope, slot, &memory).await?;
-        }
-        Record::Fact { fact } => {
-            family::restore_fact(&mut Sqlx(conn), &fact).await?;
-        }
-        Record::Vector {
+        Some(DriverRecord::Vector {
             scope,
             collection,
             record,
-        } => {
+        }) => {
             let key = (scope.namespace().clone(), collection);
             if !collections.contains_key(&key) {
                 let row = find_collection(conn, &key.0, &key.1)
@@ -323,29 +264,6 @@ async fn restore_one(
             collection.spec.check_vector(&record.vector)?;
             write_vector(conn, collection.pk, &scope, &record).await?;
             touched.push(collection.pk);
-        }
-        Record::Checkpoint { scope, checkpoint } => {
-            sqlx::query(sql::transfer::RESTORE_CHECKPOINT)
-                .bind(scope.namespace().as_str())
-                .bind(subject_of(&scope))
-                .bind(checkpoint.id.as_str())
-                .bind(&checkpoint.workflow)
-                .bind(checkpoint.status.as_str())
-                .bind(to_json(&checkpoint.state))
-                .bind(seq_to_db(checkpoint.version))
-                .bind(millis(checkpoint.created_at))
-                .bind(millis(checkpoint.updated_at))
-                .execute(conn)
-                .await
-                .db()?;
-        }
-        Record::CacheEntry {
-            namespace,
-            key,
-            value,
-            expires_at,
-        } => {
-            documents::put_cache(&mut Sqlx(conn), &namespace, &key, &value, expires_at).await?;
         }
     }
     Ok(())

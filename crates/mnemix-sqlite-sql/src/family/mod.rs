@@ -5,6 +5,7 @@
 pub mod conversations;
 pub mod documents;
 pub mod facts;
+pub mod transfer;
 
 use mnemix_core::{ConversationId, MemoryError, Result, Scope, Timestamp};
 
