@@ -92,11 +92,15 @@ enum Op {
         score: Option<f32>,
         ttl: Option<u8>,
         max_facts: Option<u8>,
+        /// An index into [`fact_vector`]'s directions.
+        embedding: Option<u8>,
     },
+    /// A recall by `text`, and by a [`fact_vector`] direction too (hybrid) when given.
     Recall {
         text: String,
         limit: u8,
         min_score: Option<f32>,
+        vector: Option<u8>,
     },
     GetFact {
         fact: u8,
@@ -286,6 +290,13 @@ fn vector_metadata() -> impl Strategy<Value = Value> {
 }
 
 fn op(vectors: bool) -> BoxedStrategy<Op> {
+    // Facts with embeddings, and recalls by a vector, where the backend searches vectors:
+    // the facts a store holds between recalls meet every write the sequence makes.
+    let fact_direction = if vectors {
+        prop::option::of(0u8..4).boxed()
+    } else {
+        Just(None).boxed()
+    };
     let conv = 0u8..3;
     let small = || prop::option::of(0u8..6);
     let message = (
@@ -349,9 +360,10 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
             score(),
             prop::option::of(0u8..4),
             prop::option::of(1u8..5),
+            fact_direction.clone(),
         )
             .prop_map(
-                |(text, kind, key, tags, score, ttl, max_facts)| Op::Remember {
+                |(text, kind, key, tags, score, ttl, max_facts, embedding)| Op::Remember {
                     text,
                     kind,
                     key,
@@ -359,14 +371,16 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
                     score,
                     ttl,
                     max_facts,
+                    embedding,
                 },
             )
             .boxed(),
-        (words(), 1u8..5, score())
-            .prop_map(|(text, limit, min_score)| Op::Recall {
+        (words(), 1u8..5, score(), fact_direction)
+            .prop_map(|(text, limit, min_score, vector)| Op::Recall {
                 text,
                 limit,
                 min_score,
+                vector,
             })
             .boxed(),
         any::<u8>().prop_map(|fact| Op::GetFact { fact }).boxed(),
@@ -466,6 +480,11 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
         .enumerate()
         .map(|(i, op)| (if i >= NON_VECTOR_OPS { 4 } else { 1 }, op));
     prop::strategy::Union::new_weighted(weighted.collect()).boxed()
+}
+
+/// One of four directions of a fact's embedding or a recall's vector (few, so facts tie).
+fn fact_vector(direction: u8) -> Vec<f32> {
+    crate::support::unit_vector(4, u64::from(direction))
 }
 
 /// How many of [`op`]'s strategies come before the vector ones.
@@ -717,8 +736,10 @@ async fn apply(
             score,
             ttl,
             max_facts,
+            embedding,
         } => {
             let new = NewFact {
+                embedding: embedding.map(fact_vector),
                 kind: kind.map(|k| FACT_KINDS[usize::from(k)].to_owned()),
                 key: key.map(|k| FACT_KEYS[usize::from(k)].to_owned()),
                 tags: tags
@@ -748,9 +769,11 @@ async fn apply(
             text,
             limit,
             min_score,
+            vector,
         } => answer(
             b.recall(scope, {
                 let mut value = RecallQuery::text(text.clone());
+                value.vector = vector.map(fact_vector);
                 value.limit = Some(usize::from(*limit));
                 value.min_score = *min_score;
                 value

@@ -866,6 +866,54 @@ pub async fn hybrid_recall_fuses_ranks(ctx: &Ctx) {
     assert_eq!(got[0].fact.text, "rust memory store");
 }
 
+/// A semantic recall sees every write since the last recall, whatever its kind: a store that
+/// holds a subject's facts between recalls must notice a remember, a supersede, a forget, a new
+/// expiry, an expiry passing with no write at all, and the subject erased then written again.
+pub async fn semantic_recall_sees_every_write_since_the_last(ctx: &Ctx) {
+    let b = ctx.backend();
+    let query = unit_vector(8, 3);
+    let q = RecallQuery::default().with_vector(query.clone());
+    let about = |text: &str, seed: u64| NewFact {
+        embedding: Some(if seed == 0 {
+            query.clone()
+        } else {
+            unit_vector(8, seed)
+        }),
+        ..NewFact::new(text)
+    };
+    assert!(recall(ctx, q.clone()).await.is_empty(), "nothing yet");
+    let keyed = |text: &str| NewFact {
+        key: Some("lamp".into()),
+        ..about(text, 0)
+    };
+    remember(ctx, keyed("first lamp")).await;
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["first lamp"]);
+    let second = remember(ctx, keyed("second lamp")).await.fact;
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["second lamp"]);
+    let other = remember(ctx, about("other lamp", 5)).await.fact;
+    assert_eq!(
+        texts(&recall(ctx, q.clone()).await),
+        ["second lamp", "other lamp"]
+    );
+    assert!(b.forget(ctx.scope(), &second.id).await.must("forget"));
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["other lamp"]);
+    let soon = ctx.clock_now().saturating_add(Duration::from_secs(1));
+    b.set_expiry(ctx.scope(), std::slice::from_ref(&other.id), Some(soon))
+        .await
+        .must("set expiry");
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["other lamp"]);
+    ctx.clock().advance(Duration::from_secs(2));
+    assert!(
+        recall(ctx, q.clone()).await.is_empty(),
+        "expired, unwritten"
+    );
+    remember(ctx, about("kept lamp", 0)).await;
+    b.forget_all(ctx.scope()).await.must("forget all");
+    assert!(recall(ctx, q.clone()).await.is_empty(), "erased");
+    remember(ctx, about("new lamp", 0)).await;
+    assert_eq!(texts(&recall(ctx, q).await), ["new lamp"]);
+}
+
 /// Expired facts neither make a new one a duplicate nor count toward `max_facts`.
 pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) {
     let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_secs(10)));

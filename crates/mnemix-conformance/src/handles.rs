@@ -3,8 +3,8 @@
 //! open a second on the same data (the same file, server or key prefix).
 
 use mnemix_core::{
-    CollectionSpec, MemoryBackend, NewConversation, Scope, VectorId, VectorQuery, VectorRecord,
-    VectorSelector,
+    CollectionSpec, MemoryBackend, NewConversation, NewFact, RecallQuery, RememberOptions, Scope,
+    VectorId, VectorQuery, VectorRecord, VectorSelector,
 };
 
 use crate::support::ResultExt;
@@ -119,4 +119,85 @@ pub async fn searches_see_writes_of_another_handle(
         ["fresh"],
         "a collection made again starts empty"
     );
+}
+
+/// The texts of a semantic recall for `[1, 0, 0, 0]`.
+async fn recalled(store: &dyn MemoryBackend, scope: &Scope) -> Vec<String> {
+    store
+        .recall(
+            scope,
+            RecallQuery::default().with_vector(vec![1.0, 0.0, 0.0, 0.0]),
+        )
+        .await
+        .must("recall")
+        .into_iter()
+        .map(|hit| hit.fact.text)
+        .collect()
+}
+
+/// Whatever a store keeps of a subject's facts between recalls (held in the process, say),
+/// every kind of fact write made through another handle — remember, supersede, forget, a new
+/// expiry, `forget_all` then remember again — is seen by the next semantic recall of `reader`,
+/// which recalled before it. `scope` should hold nothing yet.
+pub async fn recalls_see_facts_written_by_another_handle(
+    reader: &dyn MemoryBackend,
+    writer: &dyn MemoryBackend,
+    scope: &Scope,
+) {
+    let fact = |text: &str, vector: [f32; 4]| NewFact {
+        embedding: Some(vector.to_vec()),
+        ..NewFact::new(text)
+    };
+    let remember = |new: NewFact| async move {
+        writer
+            .remember(scope, new, RememberOptions::default())
+            .await
+            .must("remember")
+            .fact
+    };
+    remember(fact("far", [0.0, 1.0, 0.0, 0.0])).await;
+    assert_eq!(recalled(reader, scope).await, ["far"]);
+    remember(NewFact {
+        key: Some("place".into()),
+        ..fact("near", [1.0, 0.1, 0.0, 0.0])
+    })
+    .await;
+    assert_eq!(recalled(reader, scope).await, ["near", "far"], "a remember");
+    remember(NewFact {
+        key: Some("place".into()),
+        ..fact("nearer", [1.0, 0.0, 0.0, 0.0])
+    })
+    .await;
+    assert_eq!(
+        recalled(reader, scope).await,
+        ["nearer", "far"],
+        "a supersede"
+    );
+    let far = writer
+        .list_facts(scope, mnemix_core::FactQuery::default())
+        .await
+        .must("list")
+        .items
+        .into_iter()
+        .find(|f| f.text == "far")
+        .expect("far is listed");
+    assert!(writer.forget(scope, &far.id).await.must("forget"));
+    assert_eq!(recalled(reader, scope).await, ["nearer"], "a forget");
+    let past = writer.now();
+    let nearer = &writer
+        .list_facts(scope, mnemix_core::FactQuery::default())
+        .await
+        .must("list")
+        .items[0];
+    writer
+        .set_expiry(scope, std::slice::from_ref(&nearer.id), Some(past))
+        .await
+        .must("set expiry");
+    assert!(recalled(reader, scope).await.is_empty(), "a new expiry");
+    remember(fact("kept", [1.0, 0.0, 0.0, 0.0])).await;
+    assert_eq!(recalled(reader, scope).await, ["kept"]);
+    writer.forget_all(scope).await.must("forget_all");
+    assert!(recalled(reader, scope).await.is_empty(), "forget_all");
+    remember(fact("again", [1.0, 0.0, 0.0, 0.0])).await;
+    assert_eq!(recalled(reader, scope).await, ["again"], "written again");
 }

@@ -127,6 +127,7 @@ macro_rules! __with_scenarios {
                 remember_rejects_invalid_input: None,
                 semantic_recall_ranks_by_cosine: Vectors,
                 hybrid_recall_fuses_ranks: Vectors,
+                semantic_recall_sees_every_write_since_the_last: Vectors,
                 expired_facts_neither_dedupe_nor_count_toward_max_facts: None,
                 set_expiry_expires_a_fact_and_none_makes_it_permanent: None,
                 set_expiry_many_changes_only_live_facts_of_the_scope: None,

@@ -23,7 +23,9 @@
 //! | [`check_page`], [`page_limit`], [`page_after`] | a listing's page size and cursor |
 
 pub use crate::conversation::{plan_append, AppendPlan};
-pub use crate::exact::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache, TopK};
+pub use crate::exact::{
+    decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache, TopK, Weighed,
+};
 pub use crate::fact::{
     eviction_order, fact_tokens, order_history, plan_remember, rank_candidates, rank_facts,
     reciprocal_rank_fusion, RecallCandidate, RememberPlan, RRF_K,

@@ -485,19 +485,34 @@ impl<T> TopK<T> {
 /// assert!(cache.get(&"notes/user-1", &7).is_some());
 /// assert!(cache.get(&"notes/user-1", &8).is_none(), "written since");
 /// ```
+///
+/// It holds an [`ExactIndex`] by default, or anything else read per version of the data that
+/// knows its size ([`Weighed`]): a scope's facts as recall ranks them, say.
 #[derive(Debug)]
-pub struct MatrixCache<K, V> {
+pub struct MatrixCache<K, V, T = ExactIndex> {
     budget: usize,
-    state: std::sync::Mutex<CacheState<K, V>>,
+    state: std::sync::Mutex<CacheState<K, V, T>>,
+}
+
+/// What a [`MatrixCache`] holds: something that knows about how many bytes it takes.
+pub trait Weighed {
+    /// Bytes held, for the cache's budget.
+    fn approximate_bytes(&self) -> usize;
+}
+
+impl Weighed for ExactIndex {
+    fn approximate_bytes(&self) -> usize {
+        ExactIndex::approximate_bytes(self)
+    }
 }
 
 #[derive(Debug)]
-struct CacheState<K, V> {
-    entries: std::collections::HashMap<K, (V, Arc<ExactIndex>)>,
+struct CacheState<K, V, T> {
+    entries: std::collections::HashMap<K, (V, Arc<T>)>,
     bytes: usize,
 }
 
-impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
+impl<K: Eq + std::hash::Hash, V: PartialEq, T: Weighed + Clone> MatrixCache<K, V, T> {
     /// A cache holding at most `budget` bytes of matrices (0 caches nothing).
     pub fn new(budget: usize) -> Self {
         Self {
@@ -510,7 +525,7 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
     }
 
     /// The matrix of `key` if it was read at `version`.
-    pub fn get(&self, key: &K, version: &V) -> Option<Arc<ExactIndex>> {
+    pub fn get(&self, key: &K, version: &V) -> Option<Arc<T>> {
         let state = self.state();
         let (cached, index) = state.entries.get(key)?;
         (cached == version).then(|| Arc::clone(index))
@@ -518,7 +533,7 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
 
     /// The matrix `key` holds and the version it was read at, whatever the current one: for
     /// a backend that checks the version and reads the data in one request.
-    pub fn latest(&self, key: &K) -> Option<(V, Arc<ExactIndex>)>
+    pub fn latest(&self, key: &K) -> Option<(V, Arc<T>)>
     where
         V: Clone,
     {
@@ -536,7 +551,7 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
     ///
     /// The versions must change with every write (each one atomic), as [`get`](Self::get)
     /// requires anyway.
-    pub fn advance(&self, key: &K, from: &V, to: V, change: impl FnOnce(&mut ExactIndex)) {
+    pub fn advance(&self, key: &K, from: &V, to: V, change: impl FnOnce(&mut T)) {
         let mut state = self.state();
         let state = &mut *state;
         let Some((version, index)) = state.entries.get_mut(key) else {
@@ -574,7 +589,7 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
     }
 
     /// Keeps `index` as `key`'s matrix at `version`, unless it alone exceeds the budget.
-    pub fn insert(&self, key: K, version: V, index: Arc<ExactIndex>) {
+    pub fn insert(&self, key: K, version: V, index: Arc<T>) {
         let bytes = index.approximate_bytes();
         if bytes > self.budget {
             return;
@@ -592,7 +607,15 @@ impl<K: Eq + std::hash::Hash, V: PartialEq> MatrixCache<K, V> {
         state.bytes += bytes;
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, CacheState<K, V>> {
+    /// Forgets `key`'s entry (its data was erased: nothing of it is kept in memory either).
+    pub fn remove(&self, key: &K) {
+        let mut state = self.state();
+        if let Some((_, index)) = state.entries.remove(key) {
+            state.bytes -= index.approximate_bytes();
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CacheState<K, V, T>> {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -782,7 +805,7 @@ mod tests {
             cache.get(&"d", &1).is_none(),
             "larger than the budget alone"
         );
-        assert!(MatrixCache::new(0).get(&"a", &1).is_none());
+        assert!(MatrixCache::<_, _>::new(0).get(&"a", &1).is_none());
     }
 
     #[test]

@@ -5,9 +5,10 @@ use mnemix_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorIndexKind, VectorSearch,
 };
-use mnemix_sqlite_sql as sql;
+use mnemix_sqlite_sql::family;
+use mnemix_sqlite_sql::family::facts::held_key;
 
-use crate::db::{execute, millis, subject_of, BACKEND};
+use crate::db::BACKEND;
 use crate::vectors::delete_scope_vectors;
 use crate::LibsqlStore;
 
@@ -65,20 +66,11 @@ impl MemoryBackend for LibsqlStore {
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
-        let tx = self.write().await?;
-        let mut receipt = DeletionReceipt::default();
-        execute(
-            &tx,
-            sql::facts::PURGE_EXPIRED,
-            (namespace, subject, millis(self.clock.now())),
-        )
-        .await?;
-        for (count, statement) in sql::forget::subject_rows(&mut receipt) {
-            *count = execute(&tx, statement, (namespace, subject)).await?;
-        }
+        let mut tx = self.write().await?;
+        let mut receipt = family::forget_subject(&mut *tx, scope, self.clock.now()).await?;
         receipt.vectors = delete_scope_vectors(&tx, scope).await?;
         tx.commit().await?;
+        self.held_facts.remove(&held_key(scope));
         Ok(receipt)
     }
 }

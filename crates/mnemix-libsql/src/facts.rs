@@ -27,7 +27,7 @@ impl FactStore for LibsqlStore {
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         let mut tx = self.read().await?;
-        family::recall(&mut *tx, scope, &query, self.clock.now()).await
+        family::recall(&mut *tx, &self.held_facts, scope, &query, self.clock.now()).await
     }
 
     async fn get_fact(&self, scope: &Scope, id: &FactId) -> Result<Fact> {

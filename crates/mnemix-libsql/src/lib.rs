@@ -115,6 +115,7 @@ pub const DEFAULT_INDEX_MIN_ROWS: usize = 2_000;
 /// milliseconds per insert.
 const BULK_VECTORS: usize = 16;
 
+use mnemix_sqlite_sql::family::facts::{held_facts_cache, HeldFactsCache};
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
 pub use mnemix_sqlite_sql::Synchronous;
 
@@ -326,6 +327,7 @@ impl LibsqlStoreBuilder {
             writer: Arc::new(Mutex::new(writer)),
             appends: mnemix_sqlite_sql::group::WriteQueue::default(),
             vector_cache: vectors::MatrixCache::new(config.vector_cache_bytes),
+            held_facts: held_facts_cache(),
             database,
             clock: self.clock,
             config,
@@ -437,6 +439,8 @@ pub struct LibsqlStore {
     readers: Option<Readers>,
     /// Matrices of scanned scopes, each valid at its collection's generation.
     vector_cache: vectors::MatrixCache,
+    /// Subjects' facts as semantic recall ranks them, each valid at its facts generation.
+    held_facts: HeldFactsCache,
     clock: Arc<dyn Clock>,
     config: LibsqlConfig,
 }

@@ -112,30 +112,19 @@ macro_rules! holding {
     () => {
         concat!(
             held_tokens!(),
-            "SELECT json_group_array(json_array(f.pk, f.id, f.score, f.created_at, held.positions))
+            "SELECT json_group_array(json_array(f.pk, f.id, f.score, f.created_at, held.positions)),
+                    (SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2)
              FROM held JOIN facts f ON f.pk = held.fact WHERE ",
             recall_admits!()
         )
     };
 }
 
-/// The body of [`RECALL_CANDIDATES_ALL`].
-macro_rules! every {
-    () => {
-        concat!(
-            held_tokens!(),
-            "SELECT f.pk, f.id, f.score, f.created_at, held.positions, f.embedding
-             FROM facts f LEFT JOIN held ON held.fact = f.pk
-             WHERE f.namespace = ?1 AND f.subject = ?2 AND ",
-            recall_admits!()
-        )
-    };
-}
-
-/// Lexical recall's candidates — the admitted facts that hold a query token — as one JSON
+/// Recall's lexical candidates — the admitted facts that hold a query token — as one JSON
 /// array of `[pk, id, score, created_at, positions]` ([`parse_holding`]): one row however many
 /// facts match, so a driver that pays for every row (sqlx's SQLite hands rows one by one across
-/// threads) pays once.
+/// threads) pays once; then the subject's facts generation (NULL when it never held a fact), by
+/// which a semantic recall knows whether the facts it holds in memory are current.
 pub const RECALL_CANDIDATES_HOLDING: &str = holding!();
 
 /// A recall candidate as the candidate statements tell of it, ready to rank
@@ -235,11 +224,6 @@ pub fn parse_holding(json: &str) -> Result<Vec<Candidate>, String> {
         .collect()
 }
 
-/// Semantic and hybrid recall's candidates: every admitted fact of the scope, with its
-/// embedding and the query tokens it holds (`positions` NULL when none): rows of `pk, id,
-/// score, created_at, positions, embedding`.
-pub const RECALL_CANDIDATES_ALL: &str = every!();
-
 /// Whole facts by their `pk`s (`?1`, a JSON array), in no particular order.
 pub const FACTS_BY_PKS: &str = concat!(
     "SELECT ",
@@ -248,14 +232,12 @@ pub const FACTS_BY_PKS: &str = concat!(
 );
 
 /// A recall's read transaction in two statement strings, two hops fewer than `BEGIN` and
-/// `COMMIT` sent alone: [`RECALL_CANDIDATES_HOLDING`] or [`RECALL_CANDIDATES_ALL`] after
-/// `BEGIN`, then [`FACTS_BY_PKS`] before `COMMIT` (run it to its end: a fetch that stops at its
-/// first row would never reach the `COMMIT`).
+/// `COMMIT` sent alone: [`RECALL_CANDIDATES_HOLDING`] after `BEGIN`, then [`FACTS_BY_PKS`]
+/// before `COMMIT` (run it to its end: a fetch that stops at its first row would never reach the
+/// `COMMIT`).
 pub mod in_one_transaction {
     /// `BEGIN`, then [`RECALL_CANDIDATES_HOLDING`](super::RECALL_CANDIDATES_HOLDING).
     pub const HOLDING: &str = concat!("BEGIN;\n", holding!());
-    /// `BEGIN`, then [`RECALL_CANDIDATES_ALL`](super::RECALL_CANDIDATES_ALL).
-    pub const ALL: &str = concat!("BEGIN;\n", every!());
     /// [`FACTS_BY_PKS`](super::FACTS_BY_PKS), then `COMMIT`.
     pub const FACTS_BY_PKS: &str = concat!(
         "SELECT ",
@@ -263,6 +245,15 @@ pub mod in_one_transaction {
         " FROM facts WHERE pk IN (SELECT value FROM json_each(?1));\nCOMMIT"
     );
 }
+
+/// The subject's current facts as semantic recall holds them ([`crate::family::facts`]): `pk,
+/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding` of each,
+/// then the subject's generation (see [`RECALL_CANDIDATES_HOLDING`]): `?1` namespace, `?2`
+/// subject.
+pub const HELD_FACTS: &str = "SELECT f.pk, f.id, f.score, f.created_at, f.expires_at, f.kind,
+        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding,
+        (SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2)
+    FROM facts f WHERE f.namespace = ?1 AND f.subject = ?2 AND f.superseded_by IS NULL";
 
 /// A candidate's `positions` column as `rank_candidates` takes it: ascending positions.
 ///

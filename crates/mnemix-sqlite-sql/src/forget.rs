@@ -36,3 +36,8 @@ pub fn subject_rows(receipt: &mut DeletionReceipt) -> [(&mut u64, &'static str);
         ),
     ]
 }
+
+/// Erases the subject's facts generation (its facts are gone; the row names the subject): `?1`
+/// namespace, `?2` subject. Sent after the facts' deletion, whose triggers write it.
+pub const ERASE_FACTS_GENERATION: &str =
+    "DELETE FROM fact_generations WHERE namespace = ?1 AND subject = ?2";

@@ -19,6 +19,10 @@ pub const SQLITE: &[Migration] = &[
         sql: include_str!("../migrations/sqlite/0001_initial.sql"),
     },
     REMEMBER_BY_INDEX,
+    Migration {
+        version: 3,
+        ..FACT_GENERATIONS
+    },
 ];
 
 /// mnemix-libsql's schema, oldest first.
@@ -34,6 +38,7 @@ pub const LIBSQL: &[Migration] = &[
         name: "collection_generation",
         sql: include_str!("../migrations/libsql/0003_collection_generation.sql"),
     },
+    FACT_GENERATIONS,
 ];
 
 /// Version 2 of both: remember's purge and duplicate check by index.
@@ -41,6 +46,14 @@ const REMEMBER_BY_INDEX: Migration = Migration {
     version: 2,
     name: "remember_by_index",
     sql: include_str!("../migrations/0002_remember_by_index.sql"),
+};
+
+/// A generation per subject's facts, kept by triggers, for the facts recall holds in memory:
+/// libSQL's 4, SQLite's 3.
+const FACT_GENERATIONS: Migration = Migration {
+    version: 4,
+    name: "fact_generations",
+    sql: include_str!("../migrations/fact_generations.sql"),
 };
 
 /// Creates the ledger of applied migrations when missing.

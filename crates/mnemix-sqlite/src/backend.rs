@@ -5,9 +5,10 @@ use mnemix_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorSearch,
 };
-use mnemix_sqlite_sql as sql;
+use mnemix_sqlite_sql::family;
+use mnemix_sqlite_sql::family::facts::held_key;
 
-use crate::db::{millis, subject_of, DbResult, BACKEND};
+use crate::db::{subject_of, DbResult, BACKEND};
 use crate::vectors::bump_generations;
 use crate::SqliteStore;
 
@@ -49,23 +50,7 @@ impl MemoryBackend for SqliteStore {
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut tx = self.write().await?;
-        let mut receipt = DeletionReceipt::default();
-        sqlx::query(sql::facts::PURGE_EXPIRED)
-            .bind(namespace)
-            .bind(subject)
-            .bind(millis(self.clock.now()))
-            .execute(&mut *tx)
-            .await
-            .db()?;
-        for (count, statement) in sql::forget::subject_rows(&mut receipt) {
-            *count = sqlx::query(statement)
-                .bind(namespace)
-                .bind(subject)
-                .execute(&mut *tx)
-                .await
-                .db()?
-                .rows_affected();
-        }
+        let mut receipt = family::forget_subject(&mut tx, scope, self.clock.now()).await?;
         let touched: Vec<i64> = sqlx::query_scalar(
             "DELETE FROM vectors WHERE subject = ?2
                AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
@@ -79,6 +64,7 @@ impl MemoryBackend for SqliteStore {
         receipt.vectors = touched.len() as u64;
         bump_generations(&mut tx, touched).await?;
         tx.commit().await.db()?;
+        self.held_facts.remove(&held_key(scope));
         Ok(receipt)
     }
 }

@@ -32,7 +32,8 @@ impl FactStore for SqliteStore {
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         let mut tx = Tx::begun_in_first_statement(self.reader.acquire().await?);
-        let recalled = family::recall(&mut tx, scope, &query, self.clock.now()).await?;
+        let recalled =
+            family::recall(&mut tx, &self.held_facts, scope, &query, self.clock.now()).await?;
         tx.finish();
         Ok(recalled)
     }

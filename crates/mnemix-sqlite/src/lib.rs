@@ -97,6 +97,7 @@ const TABLE_COUNTS: &[(&str, &str)] = &[
 /// The file a builder given no path or URL opens.
 pub const DEFAULT_PATH: &str = "./.mnemix/memory.db";
 
+use mnemix_sqlite_sql::family::facts::{held_facts_cache, HeldFactsCache};
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
 pub use mnemix_sqlite_sql::Synchronous;
 
@@ -308,6 +309,7 @@ impl SqliteStoreBuilder {
             reader,
             clock: self.clock,
             vector_cache: vectors::MatrixCache::new(config.vector_cache_bytes),
+            held_facts: held_facts_cache(),
             config,
         })
     }
@@ -352,6 +354,8 @@ pub struct SqliteStore {
     clock: Arc<dyn Clock>,
     config: SqliteConfig,
     vector_cache: vectors::MatrixCache,
+    /// Subjects' facts as semantic recall ranks them, each valid at its facts generation.
+    held_facts: HeldFactsCache,
 }
 
 impl fmt::Debug for SqliteStore {

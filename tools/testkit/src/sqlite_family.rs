@@ -176,6 +176,14 @@ pub async fn searches_see_writes_from_another_connection<S: FileStore>(dir: &Pat
     mnemix_conformance::handles::searches_see_writes_of_another_handle(&a, &b, &scope()).await;
 }
 
+/// Two stores on one file: one's recalls see the other's fact writes.
+pub async fn recalls_see_facts_written_from_another_connection<S: FileStore>(dir: &Path) {
+    let path = dir.join("memory.db");
+    let (a, b) = (open::<S>(&path).await, open::<S>(&path).await);
+    mnemix_conformance::handles::recalls_see_facts_written_by_another_handle(&a, &b, &scope())
+        .await;
+}
+
 /// Runs every test of [this module](self) against a [`FileStore`], each in a temporary
 /// folder of its own: `mnemix_testkit::sqlite_family_tests!(MyFile);` in an integration test (which
 /// needs `tokio` and `tempfile`).
@@ -189,6 +197,7 @@ macro_rules! sqlite_family_tests {
             an_edited_migration_is_refused,
             writers_on_separate_connections_never_lose_an_append,
             searches_see_writes_from_another_connection,
+            recalls_see_facts_written_from_another_connection,
         );
     };
     (@each $file:ty; $($test:ident,)*) => {

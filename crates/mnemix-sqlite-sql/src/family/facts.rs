@@ -1,9 +1,15 @@
 //! Facts, written once: remember (dedupe, supersede, eviction), recall through the token index,
 //! reads, forget and expiry. A remember runs in a write transaction its caller holds; a recall in
-//! a read transaction, so the facts it reads are those it ranked.
+//! a read transaction, so the facts it reads are those it ranked. A recall with a vector ranks
+//! the subject's facts held in memory ([`HeldFacts`]) while their generation stands.
 
-use mnemix_core::adapter::page_newest_first;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, fact_tokens, order_history};
+use mnemix_core::adapter::{
+    page_newest_first, rank_candidates, MatrixCache, RecallCandidate, Weighed,
+};
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
     ConversationId, Fact, FactId, FactQuery, MemoryError, NewFact, Page, RecallQuery,
@@ -13,7 +19,7 @@ use mnemix_core::{
 use super::{count_to_db, millis, subject_of, to_json};
 use crate::driver::{Conn, Param, Row};
 use crate::fact_columns;
-use crate::facts::{self as sql, in_one_transaction, parse_holding, purge_expired, Candidate};
+use crate::facts::{self as sql, in_one_transaction, parse_holding, purge_expired};
 
 /// A fact from the columns of [`fact_columns!`] (`pk` first, not read here).
 pub fn fact_from(scope: &Scope, row: &Row) -> Result<Fact> {
@@ -257,11 +263,125 @@ pub async fn remember<C: Conn>(
     })
 }
 
+/// The current facts of a subject as semantic recall ranks them, held in memory per
+/// generation of the subject's facts (a database trigger changes it with every write of them,
+/// by any connection or process): a recall with a vector then reads the token index and the
+/// generation, not every fact with its embedding.
+#[derive(Debug, Clone, Default)]
+pub struct HeldFacts(Vec<HeldFact>);
+
+/// A held fact: what recall filters and ranks it by.
+#[derive(Debug, Clone)]
+struct HeldFact {
+    pk: i64,
+    id: FactId,
+    score: Option<f32>,
+    created_at: Timestamp,
+    expires_at: Option<Timestamp>,
+    kind: Option<String>,
+    tags: Vec<String>,
+    conversation: Option<String>,
+    embedding: Option<Vec<f32>>,
+}
+
+impl HeldFact {
+    /// [`RecallQuery::admits`], and unexpired at `now`: what the candidate statements'
+    /// filters decide in SQL.
+    fn admitted(&self, query: &RecallQuery, now: Timestamp) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+            && query
+                .kind
+                .as_ref()
+                .is_none_or(|k| self.kind.as_ref() == Some(k))
+            && query
+                .min_score
+                .is_none_or(|min| self.score.is_some_and(|s| s >= min))
+            && query
+                .conversation
+                .as_ref()
+                .is_none_or(|c| self.conversation.as_deref() == Some(c.as_str()))
+            && query.tags.iter().all(|t| self.tags.contains(t))
+    }
+}
+
+impl Weighed for HeldFacts {
+    fn approximate_bytes(&self) -> usize {
+        self.0
+            .iter()
+            .map(|f| {
+                96 + f.id.as_str().len()
+                    + f.kind.as_ref().map_or(0, String::len)
+                    + f.tags.iter().map(|t| t.len() + 24).sum::<usize>()
+                    + f.conversation.as_ref().map_or(0, String::len)
+                    + f.embedding.as_ref().map_or(0, |e| e.len() * 4)
+            })
+            .sum()
+    }
+}
+
+/// The held facts of every subject a store recalled from, by `(namespace, subject)` and
+/// generation.
+pub type HeldFactsCache = MatrixCache<(String, String), i64, HeldFacts>;
+
+/// Memory the held facts of a store may take (then it starts over): 10,000 facts of a
+/// 384-dimension embedder take about 16 MiB.
+pub const HELD_FACTS_BYTES: usize = 128 << 20;
+
+/// A store's held facts cache.
+pub fn held_facts_cache() -> HeldFactsCache {
+    MatrixCache::new(HELD_FACTS_BYTES)
+}
+
+/// The key of a scope's held facts.
+pub fn held_key(scope: &Scope) -> (String, String) {
+    (
+        scope.namespace().as_str().to_owned(),
+        subject_of(scope).to_owned(),
+    )
+}
+
+/// The subject's held facts at `generation`: from the cache, or read in the transaction `tx` is
+/// in (whose snapshot the generation was read in) and kept.
+async fn held_facts<C: Conn>(
+    tx: &mut C,
+    cache: &HeldFactsCache,
+    scope: &Scope,
+    generation: i64,
+) -> Result<Arc<HeldFacts>> {
+    let key = held_key(scope);
+    if let Some(held) = cache.get(&key, &generation) {
+        return Ok(held);
+    }
+    let params = [scope.namespace().as_str().into(), subject_of(scope).into()];
+    let rows = tx.rows(sql::HELD_FACTS, &params).await?;
+    let mut facts = Vec::with_capacity(rows.len());
+    for row in &rows {
+        if row.opt_int(9)? != Some(generation) {
+            return Err(row.corrupt("facts generation", "changed within a read transaction"));
+        }
+        facts.push(HeldFact {
+            pk: row.int(0)?,
+            id: fact_id(row, 1)?,
+            score: row.opt_real(2)?.map(|s| s as f32),
+            created_at: Timestamp::from_millis(row.int(3)?),
+            expires_at: row.opt_int(4)?.map(Timestamp::from_millis),
+            kind: row.opt_string(5)?,
+            tags: serde_json::from_str(&row.string(6)?).map_err(|e| row.corrupt("fact tags", e))?,
+            conversation: row.opt_string(7)?,
+            embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
+        });
+    }
+    let held = Arc::new(HeldFacts(facts));
+    cache.insert(key, generation, Arc::clone(&held));
+    Ok(held)
+}
+
 /// A recall in the read transaction `tx` is in (its `BEGIN` may ride in the first statement and
-/// its `COMMIT` in the last): rank what the token index tells of the candidates, then read only
-/// the top facts.
+/// its `COMMIT` in the last): rank what the token index tells of the candidates (and, for a
+/// recall with a vector, the subject's held facts), then read only the top facts.
 pub async fn recall<C: Conn>(
     tx: &mut C,
+    cache: &HeldFactsCache,
     scope: &Scope,
     query: &RecallQuery,
     now: Timestamp,
@@ -292,22 +412,39 @@ pub async fn recall<C: Conn>(
             .map(ConversationId::as_str)
             .into(),
     ];
-    let candidates = if semantic {
-        let statement = tx.first(sql::RECALL_CANDIDATES_ALL, in_one_transaction::ALL);
-        tx.rows(statement, &params)
-            .await?
-            .iter()
-            .map(candidate_from)
-            .collect::<Result<Vec<_>>>()?
-    } else {
-        let statement = tx.first(sql::RECALL_CANDIDATES_HOLDING, in_one_transaction::HOLDING);
-        let row = tx
-            .row(statement, &params)
-            .await?
-            .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "recall candidates", "no row"))?;
-        parse_holding(&row.string(0)?).map_err(|e| row.corrupt("recall candidate", e))?
+    let statement = tx.first(sql::RECALL_CANDIDATES_HOLDING, in_one_transaction::HOLDING);
+    let row = tx
+        .row(statement, &params)
+        .await?
+        .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "recall candidates", "no row"))?;
+    let holding = parse_holding(&row.string(0)?).map_err(|e| row.corrupt("recall candidate", e))?;
+    let ranked = match row.opt_int(1)? {
+        Some(generation) if semantic => {
+            // Every admitted fact, with the query tokens it holds.
+            let held = held_facts(tx, cache, scope, generation).await?;
+            let positions: HashMap<i64, Vec<usize>> =
+                holding.into_iter().map(|c| (c.pk, c.held)).collect();
+            let admitted: Vec<&HeldFact> =
+                held.0.iter().filter(|f| f.admitted(query, now)).collect();
+            let candidates: Vec<RecallCandidate<'_>> = admitted
+                .iter()
+                .map(|f| RecallCandidate {
+                    held: positions.get(&f.pk).map_or(&[], Vec::as_slice),
+                    embedding: f.embedding.as_deref(),
+                    score: f.score,
+                    created_at: f.created_at,
+                    id: &f.id,
+                })
+                .collect();
+            rank_candidates(query, &candidates)
+                .into_iter()
+                .map(|(at, relevance)| (admitted[at].pk, relevance))
+                .collect()
+        }
+        // The subject never held a fact.
+        None if semantic => Vec::new(),
+        _ => sql::rank(query, &holding),
     };
-    let ranked = sql::rank(query, &candidates);
     // Sent even when nothing ranked: the transaction's `COMMIT` may ride in it.
     let pks = to_json(&ranked.iter().map(|&(pk, _)| pk).collect::<Vec<_>>());
     let statement = tx.last(sql::FACTS_BY_PKS, in_one_transaction::FACTS_BY_PKS);
@@ -318,19 +455,6 @@ pub async fn recall<C: Conn>(
         .map(|row| Ok((row.int(0)?, fact_from(scope, row)?)))
         .collect::<Result<Vec<_>>>()?;
     sql::in_rank_order(ranked, facts).map_err(|e| crate::driver::corrupt(C::BACKEND, "fact", e))
-}
-
-/// A semantic recall's candidate row: `pk, id, score, created_at, positions, embedding`.
-fn candidate_from(row: &Row) -> Result<Candidate> {
-    Candidate::new(
-        row.int(0)?,
-        row.string(1)?,
-        row.opt_real(2)?,
-        row.int(3)?,
-        row.opt_string(4)?.as_deref(),
-        row.opt_blob(5)?.as_deref(),
-    )
-    .map_err(|e| row.corrupt("recall candidate", e))
 }
 
 /// A live fact by id, or `NotFound`.

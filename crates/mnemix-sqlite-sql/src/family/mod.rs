@@ -7,7 +7,7 @@ pub mod documents;
 pub mod facts;
 pub mod transfer;
 
-use mnemix_core::{ConversationId, MemoryError, Result, Scope, Timestamp};
+use mnemix_core::{ConversationId, DeletionReceipt, MemoryError, Result, Scope, Timestamp};
 
 use crate::driver::Conn;
 
@@ -57,4 +57,24 @@ pub async fn conversation_pk<C: Conn>(
         .await?
         .ok_or_else(|| MemoryError::not_found("conversation", id.as_str()))?;
     Ok((found.int(0)?, seq_from_db(found.int(1)?)))
+}
+
+/// Deletes every row of the subject but its vectors (each driver's own), in the write
+/// transaction `tx` is in; the receipt counts what readers could see (expired facts are purged
+/// first, uncounted).
+pub async fn forget_subject<C: Conn>(
+    tx: &mut C,
+    scope: &Scope,
+    now: Timestamp,
+) -> Result<DeletionReceipt> {
+    let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+    let params = [namespace.into(), subject.into(), millis(now).into()];
+    tx.execute(crate::facts::PURGE_EXPIRED, &params).await?;
+    let mut receipt = DeletionReceipt::default();
+    for (count, statement) in crate::forget::subject_rows(&mut receipt) {
+        *count = tx.execute(statement, &params[..2]).await?;
+    }
+    tx.execute(crate::forget::ERASE_FACTS_GENERATION, &params[..2])
+        .await?;
+    Ok(receipt)
 }
