@@ -6,7 +6,8 @@
 //! (`F32_BLOB(dims)` with a DiskANN index, made by `ensure_collection`), where SQLite keeps one
 //! `vectors` table of little-endian f32 blobs. Later migrations are the same text for both,
 //! but where one schema catches up with the other (libSQL's 3 adds SQLite's collection
-//! `generation`).
+//! `generation`), so a shared one may have another number in each (the facts generations are
+//! SQLite's 3 and libSQL's 4).
 //! Never edit a released migration: its checksum is recorded in every database it made.
 
 use mnemix_core::migration::Migration;
