@@ -418,7 +418,13 @@ pub async fn recall<C: Conn>(
         .await?
         .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "recall candidates", "no row"))?;
     let holding = parse_holding(&row.string(0)?).map_err(|e| row.corrupt("recall candidate", e))?;
-    let ranked = match row.opt_int(1)? {
+    let generation = row.opt_int(1)?;
+    if generation.is_none() {
+        // The subject holds no fact (erased, perhaps by another process): nothing of it is
+        // kept in memory either.
+        cache.remove(&held_key(scope));
+    }
+    let ranked = match generation {
         Some(generation) if semantic => {
             // Every admitted fact, with the query tokens it holds.
             let held = held_facts(tx, cache, scope, generation).await?;
