@@ -1,10 +1,11 @@
 //! Facts: recall through the token index.
 //!
 //! Recall reads what the index tells of each candidate — which query tokens it holds, its
-//! score, age, id and (for semantic recall) embedding — ranks those with
-//! `mnemix_core::adapter::rank_candidates`, then reads only the facts that made the top
-//! ([`FACTS_BY_PKS`]), in the same read transaction. No fact's text is decoded or tokenized to
-//! rank it, and a lexical recall's candidates come back as one value.
+//! score, age and id — ranks those with `mnemix_core::adapter::rank_candidates`, then reads only
+//! the facts that made the top ([`FACTS_BY_PKS`]), in the same read transaction. No fact's text
+//! is decoded or tokenized to rank it, and a lexical recall's candidates come back as one value.
+//! A recall with a vector ranks the subject's current facts with their embeddings, read
+//! ([`HELD_FACTS`]) once per generation of the subject's facts and held in memory.
 //!
 //! The candidate statements bind: `?1` namespace, `?2` subject (`''` for the shared scope), `?3`
 //! now (milliseconds), `?4` the query's distinct tokens as a JSON array in their sorted order,
@@ -14,7 +15,6 @@
 use std::collections::HashMap;
 use std::num::ParseIntError;
 
-use mnemix_core::adapter::decode_f32_le;
 use mnemix_core::adapter::{rank_candidates, RecallCandidate};
 use mnemix_core::{Fact, FactId, RecallQuery, ScoredFact, Timestamp};
 
@@ -127,8 +127,9 @@ macro_rules! holding {
 /// which a semantic recall knows whether the facts it holds in memory are current.
 pub const RECALL_CANDIDATES_HOLDING: &str = holding!();
 
-/// A recall candidate as the candidate statements tell of it, ready to rank
-/// ([`as_recall`](Self::as_recall)).
+/// A lexical recall candidate as [`RECALL_CANDIDATES_HOLDING`] tells of it, ready to rank
+/// ([`as_recall`](Self::as_recall)); a recall with a vector ranks the subject's held facts
+/// instead (`family::facts`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Candidate {
     /// The fact's row.
@@ -141,20 +142,17 @@ pub struct Candidate {
     pub created_at: Timestamp,
     /// The positions of the query tokens it holds, ascending.
     pub held: Vec<usize>,
-    /// Its embedding (semantic and hybrid recall).
-    pub embedding: Option<Vec<f32>>,
 }
 
 impl Candidate {
-    /// A candidate from the columns `pk, id, score, created_at, positions, embedding`; the error
-    /// names what does not decode.
+    /// A candidate from the columns `pk, id, score, created_at, positions`; the error names what
+    /// does not decode.
     pub fn new(
         pk: i64,
         id: String,
         score: Option<f64>,
         created_at: i64,
         positions: Option<&str>,
-        embedding: Option<&[u8]>,
     ) -> Result<Self, String> {
         Ok(Self {
             pk,
@@ -162,7 +160,6 @@ impl Candidate {
             score: score.map(|s| s as f32),
             created_at: Timestamp::from_millis(created_at),
             held: held_positions(positions).map_err(|e| format!("token position: {e}"))?,
-            embedding: embedding.map(decode_f32_le),
         })
     }
 
@@ -170,7 +167,7 @@ impl Candidate {
     pub fn as_recall(&self) -> RecallCandidate<'_> {
         RecallCandidate {
             held: &self.held,
-            embedding: self.embedding.as_deref(),
+            embedding: None,
             score: self.score,
             created_at: self.created_at,
             id: &self.id,
@@ -219,7 +216,7 @@ pub fn parse_holding(json: &str) -> Result<Vec<Candidate>, String> {
     let rows: Vec<Row> = serde_json::from_str(json).map_err(|e| e.to_string())?;
     rows.into_iter()
         .map(|(pk, id, score, created_at, positions)| {
-            Candidate::new(pk, id, score, created_at, positions.as_deref(), None)
+            Candidate::new(pk, id, score, created_at, positions.as_deref())
         })
         .collect()
 }
@@ -247,12 +244,11 @@ pub mod in_one_transaction {
 }
 
 /// The subject's current facts as semantic recall holds them ([`crate::family::facts`]): `pk,
-/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding` of each,
-/// then the subject's generation (see [`RECALL_CANDIDATES_HOLDING`]): `?1` namespace, `?2`
-/// subject.
+/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding` of each:
+/// `?1` namespace, `?2` subject. Read in the transaction that read the generation
+/// ([`RECALL_CANDIDATES_HOLDING`]), they are the facts of that generation.
 pub const HELD_FACTS: &str = "SELECT f.pk, f.id, f.score, f.created_at, f.expires_at, f.kind,
-        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding,
-        (SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2)
+        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding
     FROM facts f WHERE f.namespace = ?1 AND f.subject = ?2 AND f.superseded_by IS NULL";
 
 /// A candidate's `positions` column as `rank_candidates` takes it: ascending positions.

@@ -156,9 +156,11 @@ impl Tx {
     /// Opens a transaction with `begin` (`BEGIN` or `BEGIN IMMEDIATE`).
     pub(crate) async fn begin(mut lease: Lease, begin: &'static str) -> Result<Self> {
         lease.execute(begin).await.db()?;
-        let mut tx = Self::begun_in_first_statement(lease);
-        tx.rides = Rides::Nothing;
-        Ok(tx)
+        lease.in_transaction(true);
+        Ok(Self {
+            lease,
+            rides: Rides::Nothing,
+        })
     }
 
     /// A transaction whose `BEGIN` rides in the first statement string its caller sends, and

@@ -60,12 +60,7 @@ fn fact_id(row: &Row, column: usize) -> Result<FactId> {
 }
 
 /// Indexes a fact's tokens (a restore's; a remember indexes in its insert).
-pub async fn insert_tokens<C: Conn>(
-    conn: &mut C,
-    scope: &Scope,
-    pk: i64,
-    text: &str,
-) -> Result<()> {
+async fn insert_tokens<C: Conn>(conn: &mut C, scope: &Scope, pk: i64, text: &str) -> Result<()> {
     let tokens = to_json(&fact_tokens(text));
     let params = [
         scope.namespace().as_str().into(),
@@ -340,8 +335,9 @@ pub fn held_key(scope: &Scope) -> (String, String) {
     )
 }
 
-/// The subject's held facts at `generation`: from the cache, or read in the transaction `tx` is
-/// in (whose snapshot the generation was read in) and kept.
+/// The subject's held facts at `generation`: from the cache, or read in the read transaction
+/// `tx` is in (the snapshot the generation was read in, so the rows are of that generation) and
+/// kept.
 async fn held_facts<C: Conn>(
     tx: &mut C,
     cache: &HeldFactsCache,
@@ -356,9 +352,6 @@ async fn held_facts<C: Conn>(
     let rows = tx.rows(sql::HELD_FACTS, &params).await?;
     let mut facts = Vec::with_capacity(rows.len());
     for row in &rows {
-        if row.opt_int(9)? != Some(generation) {
-            return Err(row.corrupt("facts generation", "changed within a read transaction"));
-        }
         facts.push(HeldFact {
             pk: row.int(0)?,
             id: fact_id(row, 1)?,
