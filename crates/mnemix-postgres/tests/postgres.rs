@@ -418,6 +418,12 @@ async fn searches_see_writes_of_another_store() {
             &reader, &writer, &scope,
         )
         .await;
+        // And fact recalls (the SQLite family holds a subject's facts between them).
+        let scope = Scope::new(format!("pg-facts-{}", unique()), "recaller").unwrap();
+        mnemix_conformance::handles::recalls_see_facts_written_by_another_handle(
+            &reader, &writer, &scope,
+        )
+        .await;
     }
 }
 

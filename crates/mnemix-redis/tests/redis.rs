@@ -289,6 +289,12 @@ async fn searches_see_writes_of_another_client(service: Service, backend: &str, 
     let scope = Scope::new("redis-tests", "searcher").unwrap();
     mnemix_conformance::handles::searches_see_writes_of_another_handle(&reader, &writer, &scope)
         .await;
+    // And fact recalls (the SQLite family holds a subject's facts between them).
+    let scope = Scope::new("redis-tests", "recaller").unwrap();
+    mnemix_conformance::handles::recalls_see_facts_written_by_another_handle(
+        &reader, &writer, &scope,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
