@@ -181,6 +181,54 @@ pub async fn facts_of_other_subject_are_invisible(ctx: &Ctx) {
     assert_eq!(own.len(), 1);
 }
 
+/// A recall by vector in another scope finds none of this scope's facts, even right after this
+/// scope's recall (a store that holds a subject's facts between recalls keys them by scope),
+/// and then this scope's recall still finds only its own.
+pub async fn recall_by_vector_never_crosses_scopes(ctx: &Ctx) {
+    let b = ctx.backend();
+    let vector = unit_vector(8, 11);
+    let fact = NewFact {
+        embedding: Some(vector.clone()),
+        ..NewFact::new("secret plan alpha")
+    };
+    b.remember(ctx.scope(), fact, RememberOptions::default())
+        .await
+        .must("remember");
+    let query = || RecallQuery::text("secret plan").with_vector(vector.clone());
+    let own = FactStore::recall(b, ctx.scope(), query())
+        .await
+        .must("own recall");
+    assert_eq!(own.len(), 1);
+    for intruder in [
+        ctx.other_scope().clone(),
+        ctx.foreign_namespace_scope(),
+        ctx.shared_scope(),
+    ] {
+        assert!(
+            FactStore::recall(b, &intruder, query())
+                .await
+                .must("recall")
+                .is_empty(),
+            "{intruder:?} recalled another scope's fact"
+        );
+        let decoy = NewFact {
+            embedding: Some(vector.clone()),
+            ..NewFact::new("decoy plan beta")
+        };
+        b.remember(&intruder, decoy, RememberOptions::default())
+            .await
+            .must("intruder's remember");
+    }
+    let own = FactStore::recall(b, ctx.scope(), query())
+        .await
+        .must("own recall again");
+    assert_eq!(texts_of(&own), ["secret plan alpha"]);
+}
+
+fn texts_of(hits: &[mnemix_core::ScoredFact]) -> Vec<&str> {
+    hits.iter().map(|h| h.fact.text.as_str()).collect()
+}
+
 /// A remember in another scope with the same key never supersedes this scope's fact.
 pub async fn supersede_never_crosses_scopes(ctx: &Ctx) {
     let b = ctx.backend();

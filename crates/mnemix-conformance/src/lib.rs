@@ -199,6 +199,7 @@ macro_rules! __with_scenarios {
                 conversation_lists_are_per_scope: None,
                 working_memory_of_other_subject_is_invisible: None,
                 facts_of_other_subject_are_invisible: None,
+                recall_by_vector_never_crosses_scopes: Vectors,
                 supersede_never_crosses_scopes: None,
                 vectors_of_other_subject_are_invisible: Vectors,
                 checkpoints_of_other_subject_are_invisible: None,
