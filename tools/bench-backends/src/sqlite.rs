@@ -6,11 +6,17 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mnemix_core::adapter::ExactIndex;
+use std::collections::HashMap;
+
+use mnemix_core::adapter::{rank_candidates, ExactIndex, RecallCandidate};
 use mnemix_core::lexical::tokenize;
-use mnemix_core::{ConversationId, Message, Metric, Scope, Timestamp, VectorId};
+use mnemix_core::{
+    ConversationId, FactId, Message, Metric, RecallQuery, Scope, Timestamp, VectorId,
+};
 use mnemix_sqlite_sql::conversations::list_page;
-use mnemix_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
+use mnemix_sqlite_sql::facts::{
+    parse_holding, FACTS_BY_PKS, HELD_FACTS, RECALL_CANDIDATES_HOLDING,
+};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
 
@@ -509,10 +515,28 @@ struct HeldMatrix {
     index: Arc<ExactIndex>,
 }
 
-/// What the engine's thread owns: its connection and the matrix it holds.
+/// The current facts of one subject as the engine's thread holds them while the subject's
+/// facts generation stays, as the store holds them: what hybrid recall ranks by.
+struct HeldFacts {
+    key: (String, String),
+    generation: i64,
+    facts: Vec<HeldFact>,
+}
+
+struct HeldFact {
+    pk: i64,
+    id: FactId,
+    score: Option<f32>,
+    created_at: Timestamp,
+    expires_at: Option<i64>,
+    embedding: Option<Vec<f32>>,
+}
+
+/// What the engine's thread owns: its connection and what it holds.
 struct Engine {
     conn: rusqlite::Connection,
     held: Option<HeldMatrix>,
+    held_facts: Option<HeldFacts>,
 }
 
 type EngineJob = Box<dyn FnOnce(&mut Engine) + Send>;
@@ -529,7 +553,11 @@ impl EngineSqlite {
         .expect("the store's pragmas");
         let (jobs, queue) = std::sync::mpsc::channel::<EngineJob>();
         std::thread::spawn(move || {
-            let mut engine = Engine { conn, held: None };
+            let mut engine = Engine {
+                conn,
+                held: None,
+                held_facts: None,
+            };
             for job in queue {
                 job(&mut engine);
             }
@@ -747,6 +775,99 @@ impl RawDriver for EngineSqlite {
         .await
     }
 
+    /// The store's own work, as the engine would do it: in one read transaction, the lexical
+    /// candidates and the subject's facts generation, the subject's facts (read once, then held
+    /// while the generation stays), ranked in the client by the core's rules, then the top
+    /// facts.
+    async fn recall_hybrid(
+        &self,
+        scope: &Scope,
+        text: &str,
+        vector: &[f32],
+        limit: usize,
+    ) -> Option<Vec<String>> {
+        let (namespace, subject, text) = owned(scope, text);
+        let vector = vector.to_vec();
+        let texts = self
+            .run_engine(move |engine| {
+                let tx = engine.conn.transaction().expect("begin");
+                let now = now();
+                let (json, generation): (String, Option<i64>) = tx
+                    .prepare_cached(RECALL_CANDIDATES_HOLDING)
+                    .and_then(|mut s| {
+                        let none: Option<String> = None;
+                        s.query_row(
+                            rusqlite::params![
+                                namespace,
+                                subject,
+                                now,
+                                query_tokens_json(&text),
+                                none,
+                                none,
+                                "[]",
+                                none
+                            ],
+                            |r| Ok((r.get(0)?, r.get(1)?)),
+                        )
+                    })
+                    .expect("recall candidates");
+                let Some(generation) = generation else {
+                    return Vec::new();
+                };
+                let key = (namespace, subject);
+                let held = engine
+                    .held_facts
+                    .take()
+                    .filter(|held| held.key == key && held.generation == generation)
+                    .unwrap_or_else(|| HeldFacts {
+                        facts: read_facts(&tx, &key),
+                        key,
+                        generation,
+                    });
+                let holding: HashMap<i64, Vec<usize>> = parse_holding(&json)
+                    .expect("candidates")
+                    .into_iter()
+                    .map(|c| (c.pk, c.held))
+                    .collect();
+                let admitted: Vec<&HeldFact> = held
+                    .facts
+                    .iter()
+                    .filter(|f| f.expires_at.is_none_or(|at| at > now))
+                    .collect();
+                let candidates: Vec<RecallCandidate<'_>> = admitted
+                    .iter()
+                    .map(|f| RecallCandidate {
+                        held: holding.get(&f.pk).map_or(&[], Vec::as_slice),
+                        embedding: f.embedding.as_deref(),
+                        score: f.score,
+                        created_at: f.created_at,
+                        id: &f.id,
+                    })
+                    .collect();
+                let query = RecallQuery::text(text)
+                    .with_vector(vector)
+                    .with_limit(limit);
+                let top: Vec<i64> = rank_candidates(&query, &candidates)
+                    .into_iter()
+                    .map(|(at, _)| admitted[at].pk)
+                    .collect();
+                let texts = tx
+                    .prepare_cached(FACTS_BY_PKS)
+                    .and_then(|mut s| {
+                        s.query_map([serde_json::to_string(&top).expect("pks serialize")], |r| {
+                            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(2)?))
+                        })?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                    })
+                    .expect("the top facts");
+                tx.commit().expect("commit");
+                engine.held_facts = Some(held);
+                in_rank_order(&top, texts)
+            })
+            .await;
+        Some(texts)
+    }
+
     /// The store's own work, as the engine would do it: in one read transaction, the
     /// collection's generation, the subject's vectors as whole records (read once, then held
     /// while the generation stays), the nearest before the window ranked in the client, and
@@ -913,6 +1034,42 @@ fn read_matrix(
         );
     }
     index
+}
+
+/// A subject's current facts, as the store reads them to hold.
+fn read_facts(
+    tx: &rusqlite::Transaction<'_>,
+    (namespace, subject): &(String, String),
+) -> Vec<HeldFact> {
+    let mut statement = tx.prepare_cached(HELD_FACTS).expect("prepare");
+    let mut rows = statement
+        .query(rusqlite::params![namespace, subject])
+        .expect("facts");
+    let mut facts = Vec::new();
+    while let Some(row) = rows.next().expect("a fact row") {
+        facts.push(HeldFact {
+            pk: row.get(0).expect("pk"),
+            id: FactId::new(row.get::<_, String>(1).expect("id")).expect("a fact id"),
+            score: row
+                .get::<_, Option<f64>>(2)
+                .expect("score")
+                .map(|s| s as f32),
+            created_at: Timestamp::from_millis(row.get(3).expect("created_at")),
+            expires_at: row.get(4).expect("expires_at"),
+            embedding: row
+                .get_ref(8)
+                .expect("embedding")
+                .as_blob_or_null()
+                .expect("a blob")
+                .map(|bytes| {
+                    bytes
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect()
+                }),
+        });
+    }
+    facts
 }
 
 /// A scope's namespace and subject column, and one more string, owned for the engine thread.

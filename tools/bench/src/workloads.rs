@@ -56,6 +56,9 @@ pub struct Sizes {
     pub vectors: usize,
     /// W10: turns per session per round (32 sessions).
     pub agent_turns: usize,
+    /// W10: facts (with embeddings) of the sessions whose `prepare` recalls facts by words and
+    /// vector, one session per size.
+    pub hybrid_facts: [usize; 2],
     /// W5: queries per round for the sides that scan every row outside a vector engine
     /// (VoltAgent, ours on PostgreSQL without pgvector's index) — seconds per query at 100k.
     pub slow_queries: usize,
@@ -80,6 +83,7 @@ impl Sizes {
             vectors: 100_000,
             slow_queries: 5,
             agent_turns: 50,
+            hybrid_facts: [1_000, 10_000],
         }
     }
 
@@ -101,6 +105,7 @@ impl Sizes {
             vectors: 1_000,
             slow_queries: 10,
             agent_turns: 20,
+            hybrid_facts: [100, 1_000],
         }
     }
 }
@@ -130,6 +135,19 @@ pub trait RawDriver: Send + Sync + 'static {
     /// instead of required to be the same.
     fn alternative_ranking(&self) -> bool {
         false
+    }
+    /// Texts of the `limit` current facts ranked first for `text` and `vector` together
+    /// (hybrid recall, as a turn's `prepare` asks when the backend searches vectors), as the
+    /// store ranks them. `None` on a side that does not do it: its minimal reads fall back to
+    /// [`recall`](Self::recall) by words alone, a lower bound.
+    async fn recall_hybrid(
+        &self,
+        _scope: &Scope,
+        _text: &str,
+        _vector: &[f32],
+        _limit: usize,
+    ) -> Option<Vec<String>> {
+        None
     }
     /// A turn's semantic recall: the messages before the conversation's last `window` nearest
     /// to the query, read in one request where the engine can rank vectors itself (pgvector),
@@ -632,6 +650,7 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
     let memory = Arc::new(
         mnemix_engine::Memory::builder(ours.clone())
             .config(config)
+            .embedder(Arc::new(HashingEmbedder::new(384)))
             .build()
             .expect("a valid engine"),
     );
@@ -689,72 +708,212 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
     .await;
 
     // One session alone, its thread now holding the turns above: the latency a turn's
-    // `prepare` adds, against the reads its context needs made by hand at once — the window,
-    // the user's working memory, the lexical fact ranking and the recalled messages (see
-    // `RawDriver::recall_messages` for which sides search vectors).
+    // `prepare` adds, against the reads its context needs made by hand at once. Then the same
+    // with a subject holding facts with embeddings, which `prepare` recalls by words and vector.
+    let mut tables = vec![concurrent];
+    let session = PreparingSession {
+        memory: memory.clone(),
+        raws,
+        texts: texts.clone(),
+        window,
+        candidates,
+        threshold,
+        prepares: turns * 4,
+    };
     let (scope, id) = threads[0].clone();
-    let prepares = turns * 4;
-    let mut ours_side = FnSide::new("ours prepare", || {
-        let (memory, texts, scope, id) = (memory.clone(), texts.clone(), scope.clone(), id.clone());
-        run_clients(1, (0..prepares).collect(), move |n: usize| {
-            let (memory, texts, scope, id) =
-                (memory.clone(), texts.clone(), scope.clone(), id.clone());
-            async move {
-                let context = memory
-                    .prepare(&scope, &id, nth(&texts, 2 * n))
-                    .await
-                    .expect("prepare");
-                std::hint::black_box(context);
-            }
-        })
-    });
-    let mut raw_sides: Vec<_> = raws
-        .iter()
-        .map(|raw| {
-            let (raw, texts, scope, id) = (raw.clone(), texts.clone(), scope.clone(), id.clone());
-            FnSide::new(format!("{} minimal reads", raw.name()), move || {
+    tables.push(
+        session
+            .compare(
+                "W10 one session: prepare alone, against its minimal reads".into(),
+                format!(
+                    "{backend}; the W10 configuration, one session of {} messages and no facts",
+                    2 * turns * sizes.rounds
+                ),
+                sizes.rounds,
+                &scope,
+                &id,
+            )
+            .await,
+    );
+    let sentences = crate::data::sentences(paragraphs);
+    let embedder = HashingEmbedder::new(384);
+    for (at, &facts) in sizes.hybrid_facts.iter().enumerate() {
+        let (scope, id) = threads[1 + at].clone();
+        let from = 50_000 * (1 + at);
+        for i in 0..facts {
+            let text = nth(&sentences, from + i);
+            ours.remember(
+                &scope,
+                NewFact {
+                    embedding: Some(embedder.embed_one(text)),
+                    ..NewFact::new(text)
+                },
+                RememberOptions::default(),
+            )
+            .await
+            .expect("remember");
+        }
+        let mut table = session
+            .compare(
+                format!("W10 one session with {facts} facts: prepare alone, against its minimal reads"),
+                format!(
+                    "{backend}; the W10 configuration, one session of {} messages whose subject holds {facts} facts with embeddings (the hashing embedder's), recalled by words and vector (hybrid)",
+                    2 * turns * sizes.rounds
+                ),
+                sizes.rounds,
+                &scope,
+                &id,
+            )
+            .await;
+        table.notes.extend(session.same_facts(&scope).await);
+        tables.push(table);
+    }
+    tables
+}
+
+/// W10's one session alone: `prepare` against the minimal reads of its context made by hand
+/// on each raw side, at once.
+struct PreparingSession<'a> {
+    memory: Arc<mnemix_engine::Memory>,
+    raws: &'a [Arc<dyn RawDriver>],
+    texts: Arc<Vec<String>>,
+    window: usize,
+    candidates: usize,
+    threshold: f32,
+    prepares: usize,
+}
+
+impl PreparingSession<'_> {
+    /// What a turn's fact recall asks for: the engine's `inject.limit`.
+    const FACTS: usize = 8;
+
+    async fn compare(
+        &self,
+        title: String,
+        setting: String,
+        rounds: usize,
+        scope: &Scope,
+        id: &ConversationId,
+    ) -> Table {
+        let prepares = self.prepares;
+        let mut ours_side = FnSide::new("ours prepare", || {
+            let (memory, texts, scope, id) = (
+                self.memory.clone(),
+                self.texts.clone(),
+                scope.clone(),
+                id.clone(),
+            );
+            run_clients(1, (0..prepares).collect(), move |n: usize| {
+                let (memory, texts, scope, id) =
+                    (memory.clone(), texts.clone(), scope.clone(), id.clone());
+                async move {
+                    let context = memory
+                        .prepare(&scope, &id, nth(&texts, 2 * n))
+                        .await
+                        .expect("prepare");
+                    std::hint::black_box(context);
+                }
+            })
+        });
+        let (window, candidates, threshold) = (self.window, self.candidates, self.threshold);
+        let mut raw_sides: Vec<_> = self
+            .raws
+            .iter()
+            .map(|raw| {
                 let (raw, texts, scope, id) =
-                    (raw.clone(), texts.clone(), scope.clone(), id.clone());
-                run_clients(1, (0..prepares).collect(), move |n: usize| {
+                    (raw.clone(), self.texts.clone(), scope.clone(), id.clone());
+                FnSide::new(format!("{} minimal reads", raw.name()), move || {
                     let (raw, texts, scope, id) =
                         (raw.clone(), texts.clone(), scope.clone(), id.clone());
-                    async move {
-                        let question = nth(&texts, 2 * n);
-                        let vector = HashingEmbedder::new(384).embed_one(question);
-                        let recall = MessageRecall {
-                            collection: mnemix_engine::MESSAGE_COLLECTION,
-                            vector: &vector,
-                            window,
-                            limit: candidates,
-                            min_score: threshold,
-                        };
-                        let reads = futures::join!(
-                            raw.load_last(&scope, &id, window),
-                            raw.get_working(&scope),
-                            raw.recall(&scope, question, 8),
-                            raw.recall_messages(&scope, &id, &recall),
-                        );
-                        std::hint::black_box(reads);
-                    }
+                    run_clients(1, (0..prepares).collect(), move |n: usize| {
+                        let (raw, texts, scope, id) =
+                            (raw.clone(), texts.clone(), scope.clone(), id.clone());
+                        async move {
+                            let question = nth(&texts, 2 * n);
+                            let vector = HashingEmbedder::new(384).embed_one(question);
+                            let recall = MessageRecall {
+                                collection: mnemix_engine::MESSAGE_COLLECTION,
+                                vector: &vector,
+                                window,
+                                limit: candidates,
+                                min_score: threshold,
+                            };
+                            let facts = async {
+                                match raw
+                                    .recall_hybrid(&scope, question, &vector, Self::FACTS)
+                                    .await
+                                {
+                                    Some(facts) => facts,
+                                    None => raw.recall(&scope, question, Self::FACTS).await,
+                                }
+                            };
+                            let reads = futures::join!(
+                                raw.load_last(&scope, &id, window),
+                                raw.get_working(&scope),
+                                facts,
+                                raw.recall_messages(&scope, &id, &recall),
+                            );
+                            std::hint::black_box(reads);
+                        }
+                    })
                 })
             })
-        })
-        .collect();
-    let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
-    sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
-    let alone = compare(
-        "W10 one session: prepare alone, against its minimal reads",
-        format!(
-            "{backend}; the W10 configuration, one session of {} messages, {prepares} prepares per round, {} rounds; each raw side reads the window, working memory and facts at once, and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit, Redis); a side without it is a lower bound",
-            2 * turns * sizes.rounds,
-            sizes.rounds
-        ),
-        sizes.rounds,
-        raws.len(),
-        &mut sides,
-    )
-    .await;
-    vec![concurrent, alone]
+            .collect();
+        let mut sides: Vec<&mut dyn Side> = vec![&mut ours_side];
+        sides.extend(raw_sides.iter_mut().map(|side| side as &mut dyn Side));
+        compare(
+            title,
+            format!(
+                "{setting}; {prepares} prepares per round, {rounds} rounds; each raw side reads the window, working memory and facts at once (by words and vector where the side ranks both as the store does, else by words alone: a lower bound), and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit, Redis); a side without it is a lower bound"
+            ),
+            rounds,
+            self.raws.len(),
+            &mut sides,
+        )
+        .await
+    }
+
+    /// Outside the timed rounds: each raw side that recalls by words and vector recalls the
+    /// same facts as the store, in the same order, for the first prepares' questions.
+    async fn same_facts(&self, scope: &Scope) -> Vec<String> {
+        let mut notes = Vec::new();
+        for raw in self.raws {
+            let mut checked = 0;
+            for n in 0..self.prepares.min(20) {
+                let question = nth(&self.texts, 2 * n);
+                let vector = HashingEmbedder::new(384).embed_one(question);
+                let Some(theirs) = raw
+                    .recall_hybrid(scope, question, &vector, Self::FACTS)
+                    .await
+                else {
+                    break;
+                };
+                let ours: Vec<String> = self
+                    .memory
+                    .backend()
+                    .recall(
+                        scope,
+                        RecallQuery::text(question)
+                            .with_vector(vector)
+                            .with_limit(Self::FACTS),
+                    )
+                    .await
+                    .expect("recall")
+                    .into_iter()
+                    .map(|hit| hit.fact.text)
+                    .collect();
+                assert_eq!(theirs, ours, "{} recalls the store's facts", raw.name());
+                checked += 1;
+            }
+            if checked > 0 {
+                notes.push(format!(
+                    "{}: the same facts as ours, in the same order, for {checked} questions",
+                    raw.name()
+                ));
+            }
+        }
+        notes
+    }
 }
 
 /// Fills a conversation with `n` messages in batches of 100; returns its id.
@@ -1165,19 +1324,76 @@ pub async fn working_memory(
     if let Some(peer) = peer_side.as_mut() {
         sides.push(peer);
     }
-    let mut table = compare(
+    let setting = format!(
+        "{backend}; user documents of 100 subjects, {ops} operations per round, {} rounds",
+        sizes.rounds
+    );
+    let mut idle = compare(
         "W9 working memory: 50/50 get/set",
+        setting.clone(),
+        sizes.rounds,
+        raws.len(),
+        &mut sides,
+    )
+    .await;
+    peer_note(&mut idle);
+    // The same, with every core kept busy by another program's threads: a call that hops
+    // between threads waits for a core at each hop.
+    let neighbour = Neighbour::start();
+    let mut busy = compare(
+        "W9 working memory under a CPU-bound neighbour: 50/50 get/set",
         format!(
-            "{backend}; user documents of 100 subjects, {ops} operations per round, {} rounds",
-            sizes.rounds
+            "{setting}; meanwhile {} threads spin on the CPU, one per core",
+            neighbour.threads()
         ),
         sizes.rounds,
         raws.len(),
         &mut sides,
     )
     .await;
-    peer_note(&mut table);
-    vec![table]
+    drop(neighbour);
+    peer_note(&mut busy);
+    vec![idle, busy]
+}
+
+/// A CPU-bound neighbour: one thread per core spinning on arithmetic until dropped.
+struct Neighbour {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Neighbour {
+    fn start() -> Self {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let threads = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 1u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..10_000 {
+                            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005) + 1);
+                        }
+                    }
+                })
+            })
+            .collect();
+        Self { stop, threads }
+    }
+
+    fn threads(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// The subject of a scope, as the peer's user id.
