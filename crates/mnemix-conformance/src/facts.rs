@@ -914,6 +914,101 @@ pub async fn semantic_recall_sees_every_write_since_the_last(ctx: &Ctx) {
     assert_eq!(texts(&recall(ctx, q).await), ["new lamp"]);
 }
 
+/// A recall by vector right after the recaller's own remembers sees exactly what they left:
+/// the facts they evicted (`max_facts`), superseded or purged (expired) gone, a duplicate adding
+/// nothing, each new fact there.
+pub async fn semantic_recall_sees_its_own_evictions_supersedes_and_purges(ctx: &Ctx) {
+    let query = unit_vector(8, 3);
+    let q = RecallQuery::default().with_vector(query.clone());
+    let near = |text: &str, score: f32| NewFact {
+        embedding: Some(query.clone()),
+        score: Some(score),
+        ..NewFact::new(text)
+    };
+    let capped = |fact: NewFact| async move {
+        ctx.backend()
+            .remember(
+                ctx.scope(),
+                fact,
+                RememberOptions::default().with_max_facts(2),
+            )
+            .await
+            .must("remember")
+    };
+    capped(near("high", 0.9)).await;
+    capped(near("low", 0.1)).await;
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["high", "low"]);
+    let outcome = capped(near("middle", 0.5)).await;
+    assert_eq!(outcome.evicted.len(), 1, "the lowest score goes");
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["high", "middle"]);
+    let duplicate = capped(near("middle", 0.5)).await;
+    assert_eq!(duplicate.status, RememberStatus::Duplicate);
+    assert_eq!(texts(&recall(ctx, q.clone()).await), ["high", "middle"]);
+    let keyed = |text: &str| NewFact {
+        key: Some("colour".into()),
+        ..near(text, 0.95)
+    };
+    remember(ctx, keyed("red")).await;
+    assert_eq!(
+        texts(&recall(ctx, q.clone()).await),
+        ["red", "high", "middle"]
+    );
+    remember(ctx, keyed("blue")).await;
+    assert_eq!(
+        texts(&recall(ctx, q.clone()).await),
+        ["blue", "high", "middle"]
+    );
+    let soon = ctx.clock_now().saturating_add(Duration::from_secs(1));
+    remember(
+        ctx,
+        NewFact {
+            expires_at: Some(soon),
+            ..near("brief", 0.99)
+        },
+    )
+    .await;
+    assert_eq!(
+        texts(&recall(ctx, q.clone()).await),
+        ["brief", "blue", "high", "middle"]
+    );
+    ctx.clock().advance(Duration::from_secs(2));
+    remember(ctx, near("after", 0.2)).await;
+    assert_eq!(
+        texts(&recall(ctx, q.clone()).await),
+        ["blue", "high", "middle", "after"]
+    );
+}
+
+/// Many remembers of one subject at once (which a store may write in one transaction), right
+/// after a recall by vector: the next recall by vector finds every one of them.
+pub async fn semantic_recall_sees_concurrent_remembers(ctx: &Ctx) {
+    let query = unit_vector(8, 4);
+    let near = |text: String| NewFact {
+        embedding: Some(query.clone()),
+        ..NewFact::new(text)
+    };
+    remember(ctx, near("first".into())).await;
+    let q = RecallQuery::default()
+        .with_vector(query.clone())
+        .with_limit(50);
+    assert_eq!(recall(ctx, q.clone()).await.len(), 1);
+    let writes = (0..16).map(|i| {
+        let fact = near(format!("written at once {i}"));
+        async move { remember(ctx, fact).await }
+    });
+    futures::future::join_all(writes).await;
+    let mut found: Vec<String> = recall(ctx, q)
+        .await
+        .into_iter()
+        .map(|hit| hit.fact.text)
+        .collect();
+    found.sort();
+    let mut wanted: Vec<String> = (0..16).map(|i| format!("written at once {i}")).collect();
+    wanted.push("first".into());
+    wanted.sort();
+    assert_eq!(found, wanted);
+}
+
 /// Expired facts neither make a new one a duplicate nor count toward `max_facts`.
 pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) {
     let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_secs(10)));

@@ -128,6 +128,8 @@ macro_rules! __with_scenarios {
                 semantic_recall_ranks_by_cosine: Vectors,
                 hybrid_recall_fuses_ranks: Vectors,
                 semantic_recall_sees_every_write_since_the_last: Vectors,
+                semantic_recall_sees_its_own_evictions_supersedes_and_purges: Vectors,
+                semantic_recall_sees_concurrent_remembers: Vectors,
                 expired_facts_neither_dedupe_nor_count_toward_max_facts: None,
                 set_expiry_expires_a_fact_and_none_makes_it_permanent: None,
                 set_expiry_many_changes_only_live_facts_of_the_scope: None,

@@ -20,8 +20,9 @@ impl FactStore for LibsqlStore {
     ) -> Result<RememberOutcome> {
         let now = self.clock.now();
         let mut tx = self.write().await?;
-        let outcome = family::remember(&mut *tx, scope, new, options, now).await?;
+        let (outcome, held) = family::remember(&mut *tx, scope, new, options, now).await?;
         tx.commit().await?;
+        held.apply(&self.held_facts);
         Ok(outcome)
     }
 

@@ -293,9 +293,6 @@ pub const EVICTION_VICTIMS: &str = "SELECT pk, id FROM facts
     LIMIT max(0, (SELECT count(*) FROM facts WHERE namespace = ?1
                   AND subject = ?2 AND superseded_by IS NULL) - ?4)";
 
-/// Deletes facts: `?1` pks (JSON array).
-pub const DELETE_BY_PKS: &str = "DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?1))";
-
 /// Deletes a fact, returning whether it was live: `?1` namespace, `?2` subject, `?3` id, `?4` now.
 pub const DELETE_BY_ID: &str = "DELETE FROM facts WHERE namespace = ?1 AND subject = ?2 AND id = ?3
     RETURNING expires_at IS NULL OR expires_at > ?4";

@@ -23,11 +23,14 @@ impl FactStore for SqliteStore {
     ) -> Result<RememberOutcome> {
         let now = self.clock.now();
         let scope = scope.clone();
-        self.writer
+        let (outcome, held) = self
+            .writer
             .write(move |tx| {
                 Box::pin(async move { family::remember(tx, &scope, new, options, now).await })
             })
-            .await
+            .await?;
+        held.apply(&self.held_facts);
+        Ok(outcome)
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {

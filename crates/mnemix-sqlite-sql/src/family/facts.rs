@@ -83,11 +83,18 @@ macro_rules! same_fact {
         )
     };
 }
-/// A remember's read: the expired facts purged (expired facts are never returned), then the
-/// current fact of the same key and text.
+/// The subject's facts generation (NULL when it never held a fact), as one row: `?1`
+/// namespace, `?2` subject.
+macro_rules! generation {
+    () => {
+        "SELECT (SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2)"
+    };
+}
+/// A remember's read: the generation its writes start from, the expired facts purged (expired
+/// facts are never returned), then the current fact of the same key and text.
 macro_rules! probe {
     () => {
-        concat!(purge_expired!(), ";\n", same_fact!())
+        concat!(generation!(), ";\n", purge_expired!(), ";\n", same_fact!())
     };
 }
 
@@ -98,12 +105,12 @@ macro_rules! unindex_current {
              WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL)"
     };
 }
-/// Supersedes the key's current fact, returning its id: `?1` now, `?2` the new fact's id.
+/// Supersedes the key's current fact, returning its id and pk: `?1` now, `?2` the new fact's id.
 macro_rules! supersede_current {
     () => {
         "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
          WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
-         RETURNING id"
+         RETURNING id, pk"
     };
 }
 /// A key's current fact superseded; history is not recalled, so its tokens leave the index.
@@ -129,10 +136,23 @@ macro_rules! index_fact {
          FROM json_each(?13)"
     };
 }
-/// A remember's write: the fact and its tokens.
+/// A remember's write: the fact and its tokens, then the generation they made.
 macro_rules! insert {
     () => {
-        concat!(insert_fact!(), ";\n", index_fact!())
+        concat!(insert_fact!(), ";\n", index_fact!(), ";\n", generation!())
+    };
+}
+/// Deletes the evicted facts: `?3` their pks (JSON array).
+macro_rules! delete_evicted {
+    () => {
+        "DELETE FROM facts WHERE pk IN (SELECT value FROM json_each(?3))"
+    };
+}
+/// An eviction: the evicted facts deleted, then the generation that made (`?1` namespace, `?2`
+/// subject).
+macro_rules! evict {
+    () => {
+        concat!(delete_evicted!(), ";\n", generation!())
     };
 }
 
@@ -156,14 +176,15 @@ async fn script<C: Conn>(
     Ok(rows)
 }
 
-/// A remember in the write transaction `tx` is in; `now` is its time.
+/// A remember in the write transaction `tx` is in; `now` is its time. With its outcome, what it
+/// did to the subject's held facts: [`HeldChange::apply`] it once the transaction commits.
 pub async fn remember<C: Conn>(
     tx: &mut C,
     scope: &Scope,
     new: NewFact,
     options: RememberOptions,
     now: Timestamp,
-) -> Result<RememberOutcome> {
+) -> Result<(RememberOutcome, HeldChange)> {
     let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
     let probe_sql = tx.first(probe!(), concat!("BEGIN IMMEDIATE;\n", probe!()));
     let probe_params = [
@@ -173,14 +194,28 @@ pub async fn remember<C: Conn>(
         new.key.as_deref().into(),
         Param::FreeText(&new.text),
     ];
-    let parts = [(purge_expired!(), 3), (same_fact!(), 5)];
-    let same = script(tx, probe_sql, &parts, &probe_params).await?;
+    let parts = [(generation!(), 2), (purge_expired!(), 3), (same_fact!(), 5)];
+    let probed = script(tx, probe_sql, &parts, &probe_params).await?;
+    let (generation, same) = probed
+        .split_first()
+        .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "facts generation", "no row"))?;
+    let mut change = HeldChange {
+        key: held_key(scope),
+        from: generation.opt_int(0)?,
+        to: None,
+        now,
+        removed: Vec::new(),
+        added: None,
+    };
     if let Some(row) = same.first() {
-        return Ok(RememberOutcome {
+        // Nothing written but perhaps a purge: what is held stays at its generation.
+        change.from = None;
+        let outcome = RememberOutcome {
             fact: fact_from(scope, row)?,
             status: RememberStatus::Duplicate,
             evicted: Vec::new(),
-        });
+        };
+        return Ok((outcome, change));
     }
     let fact = new.into_fact(scope, now);
     let mut status = RememberStatus::Created;
@@ -197,6 +232,7 @@ pub async fn remember<C: Conn>(
             status = RememberStatus::Superseded {
                 previous: fact_id(previous, 0)?,
             };
+            change.removed.push(previous.int(1)?);
         }
     }
     let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
@@ -222,12 +258,22 @@ pub async fn remember<C: Conn>(
     } else {
         tx.last(insert!(), concat!(insert!(), ";\nCOMMIT"))
     };
-    let parts = [(insert_fact!(), 12), (index_fact!(), 13)];
-    let pk = script(tx, insert_sql, &parts, &params)
-        .await?
-        .first()
-        .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "fact", "its insert returned no key"))?
-        .int(0)?;
+    let parts = [
+        (insert_fact!(), 12),
+        (index_fact!(), 13),
+        (generation!(), 2),
+    ];
+    let inserted = script(tx, insert_sql, &parts, &params).await?;
+    let [pk, generation] = inserted.as_slice() else {
+        return Err(crate::driver::corrupt(
+            C::BACKEND,
+            "fact",
+            "its insert returned no key or generation",
+        ));
+    };
+    let pk = pk.int(0)?;
+    change.to = generation.opt_int(0)?;
+    change.added = Some(HeldFact::of(pk, &fact));
     let mut evicted = Vec::new();
     if let Some(max) = options.max_facts {
         // The core's eviction order: lowest score first (none lowest), oldest, then id.
@@ -243,19 +289,27 @@ pub async fn remember<C: Conn>(
                 .iter()
                 .map(|v| v.int(0))
                 .collect::<Result<Vec<_>>>()?;
-            let pks = to_json(&pks);
-            tx.execute(sql::DELETE_BY_PKS, &[Param::Text(&pks)]).await?;
+            let json = to_json(&pks);
+            let params = [namespace.into(), subject.into(), Param::Text(&json)];
+            let parts = [(delete_evicted!(), 3), (generation!(), 2)];
+            let generation = script(tx, evict!(), &parts, &params).await?;
+            change.to = generation
+                .first()
+                .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "facts generation", "no row"))?
+                .opt_int(0)?;
+            change.removed.extend(pks);
         }
         evicted = victims
             .iter()
             .map(|v| fact_id(v, 1))
             .collect::<Result<_>>()?;
     }
-    Ok(RememberOutcome {
+    let outcome = RememberOutcome {
         fact,
         status,
         evicted,
-    })
+    };
+    Ok((outcome, change))
 }
 
 /// The current facts of a subject as semantic recall ranks them, held in memory per
@@ -296,6 +350,62 @@ impl HeldFact {
                 .as_ref()
                 .is_none_or(|c| self.conversation.as_deref() == Some(c.as_str()))
             && query.tags.iter().all(|t| self.tags.contains(t))
+    }
+}
+
+impl HeldFact {
+    /// A fact just written, held as [`sql::HELD_FACTS`] would read it.
+    fn of(pk: i64, fact: &Fact) -> Self {
+        Self {
+            pk,
+            id: fact.id.clone(),
+            score: fact.score,
+            created_at: fact.created_at,
+            expires_at: fact.expires_at,
+            kind: fact.kind.clone(),
+            tags: fact.tags.clone(),
+            conversation: fact
+                .source
+                .as_ref()
+                .map(|source| source.conversation_id.as_str().to_owned()),
+            embedding: fact.embedding.clone(),
+        }
+    }
+}
+
+/// What a remember did to its subject's current facts, from the generation it read before its
+/// writes to the one after them: applied to the held facts once the write commits (never
+/// before: a rolled-back transaction gives its generations back, and the next one may reuse
+/// them for other writes), so the writer's next recall finds them held, not cold.
+#[derive(Debug)]
+#[must_use = "apply it once the transaction commits"]
+pub struct HeldChange {
+    key: (String, String),
+    /// `None` when nothing is to be applied (the subject never held a fact, or nothing was
+    /// written).
+    from: Option<i64>,
+    to: Option<i64>,
+    /// Expired facts were purged as of this time.
+    now: Timestamp,
+    /// The `pk`s of the facts superseded or evicted.
+    removed: Vec<i64>,
+    added: Option<HeldFact>,
+}
+
+impl HeldChange {
+    /// Brings the subject's held facts, if held at the generation this change started from,
+    /// to the generation it made.
+    pub fn apply(self, cache: &HeldFactsCache) {
+        let (Some(from), Some(to), Some(added)) = (self.from, self.to, self.added) else {
+            return;
+        };
+        let (now, removed) = (self.now, self.removed);
+        cache.advance(&self.key, &from, to, move |held| {
+            held.0.retain(|fact| {
+                !removed.contains(&fact.pk) && fact.expires_at.is_none_or(|at| at > now)
+            });
+            held.0.push(added);
+        });
     }
 }
 
