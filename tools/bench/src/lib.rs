@@ -14,6 +14,7 @@
 //! (SQLite, PostgreSQL, Redis, with the `bench` and `bench-data` binaries) and
 //! `mnemix-bench-libsql` (libSQL, whose own SQLite must not meet sqlx's in one binary).
 
+pub mod curves;
 pub mod data;
 pub mod run;
 pub mod vectors;

@@ -19,12 +19,15 @@ pub const ALL_WORKLOADS: &str = "W1,W2,W3,W4,W5,W7,W8,W9,W10";
 pub struct Common {
     /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
     /// W4 lexical recall, W5 and W6 vector search, W7 vector ingest, W8 forget_all, W9 working
-    /// memory, W10 agent turn.
+    /// memory, W10 agent turn; C1 cost curves (not run unless named).
     #[arg(long, value_delimiter = ',', default_value = ALL_WORKLOADS)]
     pub workload: Vec<String>,
     /// Small sizes, for a smoke test: the figures mean little.
     #[arg(long)]
     pub quick: bool,
+    /// C1's cost curves up to 10⁶ records per subject (else 10⁵).
+    #[arg(long)]
+    pub scale: bool,
     /// The data folder `cargo xtask bench` fills (corpus and embeddings).
     #[arg(long, default_value = "target/bench-data")]
     pub data: PathBuf,
@@ -114,7 +117,7 @@ fn vectors_of(data_dir: &Path, sizes: &Sizes) -> Result<(Arc<Matrix>, Arc<Matrix
     ))
 }
 
-/// W1, W2, W3, W4, W9, W10, W7 and W8 on one backend: ours against its raw driver (and the
+/// W1, W2, W3, W4, W9, W10, C1, W7 and W8 on one backend: ours against its raw driver (and the
 /// VoltAgent peer where given).
 pub async fn common(
     args: &Common,
@@ -170,6 +173,20 @@ pub async fn common(
     if args.wants("W10") {
         eprintln!("bench: {backend} W10");
         tables.extend(workloads::agent_turn(sizes, backend, ours, &raws, &texts.paragraphs).await);
+    }
+    if args.wants("C1") {
+        eprintln!("bench: {backend} C1");
+        let curve_sizes = crate::curves::sizes(args.quick, args.scale);
+        tables.extend(
+            crate::curves::subject_curves(
+                backend,
+                ours,
+                &curve_sizes,
+                sizes.rounds,
+                &texts.sentences,
+            )
+            .await,
+        );
     }
     if args.wants("W7") {
         eprintln!("bench: {backend} W7");

@@ -290,7 +290,7 @@ pub fn subject(i: usize) -> Scope {
 }
 
 /// Text `i` of a list, cycling.
-fn nth(texts: &[String], i: usize) -> &str {
+pub(crate) fn nth(texts: &[String], i: usize) -> &str {
     &texts[i % texts.len()]
 }
 

@@ -12,11 +12,12 @@
 //!   per seed (`MNEMIX_DIFFERENTIAL_SEED` runs one seed instead of the fixed list).
 //! - `cargo xtask models` fetches the local embedder's model (all-MiniLM-L6-v2) into
 //!   `target/models`; `test` does it too.
-//! - `cargo xtask bench [--quick] [--backend A,B] [--workload W1,W2]` builds the benchmark
+//! - `cargo xtask bench [--quick] [--scale] [--backend A,B] [--workload W1,W2]` builds the benchmark
 //!   binaries, makes the benchmark data (corpus and embeddings, cached in `target/bench-data`),
 //!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` at the root, or with
 //!   `--quick` (small sizes, a smoke test) into `target/bench-report`, built by the same
 //!   `cargo build --workspace --all-targets` as the tests so that it reuses their build.
+//!   `--scale` runs the cost curves (workload C1) up to 10⁶ records per subject.
 //! - `cargo xtask recall --locomo PATH [--quick]` builds the `recall` binary and measures
 //!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
 //!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`);
@@ -144,9 +145,13 @@ enum Task {
         /// Only these backends (comma-separated), passed on to the benchmark binary.
         #[arg(long)]
         backend: Option<String>,
-        /// Only these workloads (comma-separated: W1,W2,W4,W5,W9), passed on likewise.
+        /// Only these workloads (comma-separated: W1,W2,W4,W5,W9; C1 the cost curves), passed
+        /// on likewise.
         #[arg(long)]
         workload: Option<String>,
+        /// The cost curves (C1, unless workloads are named) up to 10⁶ records per subject.
+        #[arg(long)]
+        scale: bool,
     },
     /// Retrieval quality (Q1) on conversations in LoCoMo's layout, into RECALL.md.
     Recall {
@@ -188,7 +193,11 @@ fn main() -> ExitCode {
             quick,
             backend,
             workload,
-        } => bench(quick, backend.as_deref(), workload.as_deref()),
+            scale,
+        } => {
+            let workload = workload.or_else(|| scale.then(|| "C1".to_owned()));
+            bench(quick, scale, backend.as_deref(), workload.as_deref())
+        }
         Task::Recall { quick, locomo } => recall(quick, locomo),
         Task::Reliability { quick } => reliability::run(quick),
         Task::Fuzz { quick, targets } => fuzz::run(quick, &targets),
@@ -451,13 +460,21 @@ fn recall(quick: bool, locomo: Option<PathBuf>) -> Result<(), String> {
 }
 
 /// Builds the benchmark binaries, makes the data, then runs them (see the module docs).
-fn bench(quick: bool, backend: Option<&str>, workload: Option<&str>) -> Result<(), String> {
+fn bench(
+    quick: bool,
+    scale: bool,
+    backend: Option<&str>,
+    workload: Option<&str>,
+) -> Result<(), String> {
     let mut pass_on: Vec<String> = Vec::new();
     if let Some(backend) = backend {
         pass_on.extend(["--backend".to_owned(), backend.to_owned()]);
     }
     if let Some(workload) = workload {
         pass_on.extend(["--workload".to_owned(), workload.to_owned()]);
+    }
+    if scale {
+        pass_on.push("--scale".to_owned());
     }
     let started = std::time::Instant::now();
     let model = models::minilm()?;
@@ -621,7 +638,7 @@ fn ci() -> Result<(), String> {
         // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
         ("fuzz --quick", Box::new(|| fuzz::run(true, &[]))),
         // A smoke run of every benchmark at small sizes: it must work, its times are not judged.
-        ("bench --quick", Box::new(|| bench(true, None, None))),
+        ("bench --quick", Box::new(|| bench(true, false, None, None))),
     ];
     // What each step took, said last (where a log cut to its tail still shows it), so that
     // whoever keeps CI under its hour knows where the time goes.
