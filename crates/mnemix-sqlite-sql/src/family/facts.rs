@@ -351,9 +351,7 @@ impl HeldFact {
                 .is_none_or(|c| self.conversation.as_deref() == Some(c.as_str()))
             && query.tags.iter().all(|t| self.tags.contains(t))
     }
-}
 
-impl HeldFact {
     /// A fact just written, held as [`sql::HELD_FACTS`] would read it.
     fn of(pk: i64, fact: &Fact) -> Self {
         Self {
