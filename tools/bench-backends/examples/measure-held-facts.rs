@@ -43,6 +43,15 @@ fn fact(seed: u64) -> NewFact {
     }
 }
 
+/// Remembers the next fact in `scope` through `store`.
+async fn remember_next(store: &SqliteStore, scope: &Scope, seed: &mut u64) {
+    *seed += 1;
+    store
+        .remember(scope, fact(*seed), RememberOptions::default())
+        .await
+        .unwrap();
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -58,11 +67,7 @@ async fn main() {
     for facts in [1_000u64, 10_000] {
         let scope = Scope::new("measure", format!("subject-{facts}")).unwrap();
         for _ in 0..facts {
-            seed += 1;
-            store
-                .remember(&scope, fact(seed), RememberOptions::default())
-                .await
-                .unwrap();
+            remember_next(&store, &scope, &mut seed).await;
         }
         let recall = |n: u64| {
             let (store, scope) = (store.clone(), scope.clone());
@@ -80,17 +85,9 @@ async fn main() {
         for round in 0..30u64 {
             recall(round).await;
             held.push(recall(round).await);
-            seed += 1;
-            store
-                .remember(&scope, fact(seed), RememberOptions::default())
-                .await
-                .unwrap();
+            remember_next(&store, &scope, &mut seed).await;
             own.push(recall(round).await);
-            seed += 1;
-            other
-                .remember(&scope, fact(seed), RememberOptions::default())
-                .await
-                .unwrap();
+            remember_next(&other, &scope, &mut seed).await;
             stale.push(recall(round).await);
         }
         println!(

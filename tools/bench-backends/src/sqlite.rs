@@ -740,37 +740,11 @@ impl RawDriver for EngineSqlite {
         let (namespace, subject, text) = owned(scope, text);
         self.run(move |conn| {
             let tx = conn.transaction().expect("begin");
-            let json: String = tx
-                .prepare_cached(RECALL_CANDIDATES_HOLDING)
-                .and_then(|mut s| {
-                    let none: Option<String> = None;
-                    s.query_row(
-                        rusqlite::params![
-                            namespace,
-                            subject,
-                            now(),
-                            query_tokens_json(&text),
-                            none,
-                            none,
-                            "[]",
-                            none
-                        ],
-                        |r| r.get(0),
-                    )
-                })
-                .expect("recall candidates");
+            let (json, _) = lexical_candidates(&tx, &namespace, &subject, now(), &text);
             let top = rank_holding(&text, &json, limit);
-            let texts = tx
-                .prepare_cached(FACTS_BY_PKS)
-                .and_then(|mut s| {
-                    s.query_map([serde_json::to_string(&top).expect("pks serialize")], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, String>(2)?))
-                    })?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-                })
-                .expect("the top facts");
+            let texts = top_facts(&tx, &top);
             tx.commit().expect("commit");
-            in_rank_order(&top, texts)
+            texts
         })
         .await
     }
@@ -792,25 +766,7 @@ impl RawDriver for EngineSqlite {
             .run_engine(move |engine| {
                 let tx = engine.conn.transaction().expect("begin");
                 let now = now();
-                let (json, generation): (String, Option<i64>) = tx
-                    .prepare_cached(RECALL_CANDIDATES_HOLDING)
-                    .and_then(|mut s| {
-                        let none: Option<String> = None;
-                        s.query_row(
-                            rusqlite::params![
-                                namespace,
-                                subject,
-                                now,
-                                query_tokens_json(&text),
-                                none,
-                                none,
-                                "[]",
-                                none
-                            ],
-                            |r| Ok((r.get(0)?, r.get(1)?)),
-                        )
-                    })
-                    .expect("recall candidates");
+                let (json, generation) = lexical_candidates(&tx, &namespace, &subject, now, &text);
                 let Some(generation) = generation else {
                     return Vec::new();
                 };
@@ -851,18 +807,10 @@ impl RawDriver for EngineSqlite {
                     .into_iter()
                     .map(|(at, _)| admitted[at].pk)
                     .collect();
-                let texts = tx
-                    .prepare_cached(FACTS_BY_PKS)
-                    .and_then(|mut s| {
-                        s.query_map([serde_json::to_string(&top).expect("pks serialize")], |r| {
-                            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(2)?))
-                        })?
-                        .collect::<rusqlite::Result<Vec<_>>>()
-                    })
-                    .expect("the top facts");
+                let texts = top_facts(&tx, &top);
                 tx.commit().expect("commit");
                 engine.held_facts = Some(held);
-                in_rank_order(&top, texts)
+                texts
             })
             .await;
         Some(texts)
@@ -1034,6 +982,49 @@ fn read_matrix(
         );
     }
     index
+}
+
+/// The lexical candidates of `text` in a subject (unfiltered), and the subject's facts
+/// generation: the store's one candidates statement.
+fn lexical_candidates(
+    tx: &rusqlite::Transaction<'_>,
+    namespace: &str,
+    subject: &str,
+    now: i64,
+    text: &str,
+) -> (String, Option<i64>) {
+    let none: Option<String> = None;
+    tx.prepare_cached(RECALL_CANDIDATES_HOLDING)
+        .and_then(|mut s| {
+            s.query_row(
+                rusqlite::params![
+                    namespace,
+                    subject,
+                    now,
+                    query_tokens_json(text),
+                    none,
+                    none,
+                    "[]",
+                    none
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+        })
+        .expect("recall candidates")
+}
+
+/// The texts of the facts `top` names, in its order.
+fn top_facts(tx: &rusqlite::Transaction<'_>, top: &[i64]) -> Vec<String> {
+    let rows = tx
+        .prepare_cached(FACTS_BY_PKS)
+        .and_then(|mut s| {
+            s.query_map([serde_json::to_string(top).expect("pks serialize")], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(2)?))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .expect("the top facts");
+    in_rank_order(top, rows)
 }
 
 /// A subject's current facts, as the store reads them to hold.

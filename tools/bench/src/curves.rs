@@ -115,59 +115,95 @@ async fn fill(
     }
 }
 
-/// One hot path at every size, interleaved.
-async fn curve<F, Fut>(
-    name: &str,
-    backend: &str,
-    subjects: &Arc<Vec<Subject>>,
-    rounds: usize,
-    operations: usize,
-    op: F,
-) -> Table
-where
-    F: Fn(Arc<Vec<Subject>>, usize, usize) -> Fut + Clone + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let mut sides: Vec<_> = (0..subjects.len())
-        .map(|s| {
-            let (subjects, op) = (subjects.clone(), op.clone());
-            let mut round = 0usize;
-            FnSide::new(format!("{} records", subjects[s].records), move || {
-                round += 1;
-                let (subjects, op) = (subjects.clone(), op.clone());
-                let first = round * operations;
-                async move {
-                    let mut latencies = Vec::with_capacity(operations);
-                    for n in first..first + operations {
-                        let started = Instant::now();
-                        op(subjects.clone(), s, n).await;
-                        latencies.push(started.elapsed());
+/// One operation of a curve: the store, the subject of one size, the operation's number and
+/// the query text it may use.
+struct Call {
+    store: Arc<dyn MemoryBackend>,
+    subjects: Arc<Vec<Subject>>,
+    at: usize,
+    n: usize,
+    text: String,
+}
+
+impl Call {
+    fn subject(&self) -> &Subject {
+        &self.subjects[self.at]
+    }
+
+    fn vector(&self) -> Vec<f32> {
+        HashingEmbedder::new(DIMS).embed_one(&self.text)
+    }
+}
+
+/// What every curve of a backend shares: its subjects (one per size) and the query texts.
+struct Curves<'a> {
+    backend: &'a str,
+    store: Arc<dyn MemoryBackend>,
+    subjects: Arc<Vec<Subject>>,
+    texts: Arc<Vec<String>>,
+}
+
+impl Curves<'_> {
+    /// One hot path at every size, interleaved: `operations` calls of `op` per round.
+    async fn curve<F, Fut>(&self, name: &str, rounds: usize, operations: usize, op: F) -> Table
+    where
+        F: Fn(Call) -> Fut + Copy + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let mut sides: Vec<_> = (0..self.subjects.len())
+            .map(|at| {
+                let (store, subjects, texts) = (
+                    self.store.clone(),
+                    self.subjects.clone(),
+                    self.texts.clone(),
+                );
+                let mut round = 0usize;
+                FnSide::new(format!("{} records", subjects[at].records), move || {
+                    round += 1;
+                    let (store, subjects, texts) = (store.clone(), subjects.clone(), texts.clone());
+                    let first = round * operations;
+                    async move {
+                        let mut latencies = Vec::with_capacity(operations);
+                        for n in first..first + operations {
+                            let call = Call {
+                                store: store.clone(),
+                                subjects: subjects.clone(),
+                                at,
+                                n,
+                                text: nth(&texts, n).to_owned(),
+                            };
+                            let started = Instant::now();
+                            op(call).await;
+                            latencies.push(started.elapsed());
+                        }
+                        Round::sequential(latencies)
                     }
-                    Round::sequential(latencies)
-                }
+                })
             })
-        })
-        .collect();
-    let mut sides: Vec<&mut dyn Side> = sides.iter_mut().map(|s| s as &mut dyn Side).collect();
-    let mut table = compare(
-        format!("C1 cost curve: {name}"),
-        format!(
-            "{backend}; one subject per size, each holding that many messages (one conversation), facts with embeddings and vectors; {operations} operations per round, {rounds} rounds; ratios to the smallest size"
-        ),
-        rounds,
-        0,
-        &mut sides,
-    )
-    .await;
-    let points: Vec<(f64, f64)> = subjects
-        .iter()
-        .zip(&table.sides)
-        .map(|(subject, side)| (subject.records as f64, side.median_us))
-        .collect();
-    table
-        .notes
-        .push(format!("slope (log-log): {:.2}", slope(&points)));
-    table
+            .collect();
+        let mut sides: Vec<&mut dyn Side> = sides.iter_mut().map(|s| s as &mut dyn Side).collect();
+        let mut table = compare(
+            format!("C1 cost curve: {name}"),
+            format!(
+                "{}; one subject per size, each holding that many messages (one conversation), facts with embeddings and vectors; {operations} operations per round, {rounds} rounds; ratios to the smallest size",
+                self.backend
+            ),
+            rounds,
+            0,
+            &mut sides,
+        )
+        .await;
+        let points: Vec<(f64, f64)> = self
+            .subjects
+            .iter()
+            .zip(&table.sides)
+            .map(|(subject, side)| (subject.records as f64, side.median_us))
+            .collect();
+        table
+            .notes
+            .push(format!("slope (log-log): {:.2}", slope(&points)));
+        table
+    }
 }
 
 /// C1 on one backend: the hot paths' cost at each subject size.
@@ -192,161 +228,113 @@ pub async fn subject_curves(
         eprintln!("bench: {backend} C1 filling a subject of {records} records");
         subjects.push(fill(ours, at, records, sentences).await);
     }
-    let subjects = Arc::new(subjects);
-    // Queries: the last sentences, which no fact was made of.
-    let texts: Arc<Vec<String>> = Arc::new(sentences[sentences.len() - QUERIES..].to_vec());
+    let curves = Curves {
+        backend,
+        store: ours.clone(),
+        subjects: Arc::new(subjects),
+        // Queries: the last sentences, which no fact was made of.
+        texts: Arc::new(sentences[sentences.len() - QUERIES..].to_vec()),
+    };
     let ops = 20;
-    let mut tables = Vec::new();
-    let store = ours.clone();
-    tables.push(
-        curve("append one message", backend, &subjects, rounds, ops, {
-            let store = store.clone();
-            move |subjects: Arc<Vec<Subject>>, s, n| {
-                let store = store.clone();
-                async move {
-                    let subject = &subjects[s];
-                    let message = Message::user(format!("a late message {n}"));
-                    store
-                        .append(
-                            &subject.scope,
-                            &subject.thread,
-                            vec![message],
-                            AppendOptions::default(),
-                        )
-                        .await
-                        .expect("append");
-                }
-            }
-        })
-        .await,
-    );
-    tables.push(
-        curve(
-            "load the last 50 messages",
-            backend,
-            &subjects,
-            rounds,
-            ops,
-            {
-                let store = store.clone();
-                move |subjects: Arc<Vec<Subject>>, s, _| {
-                    let store = store.clone();
-                    async move {
-                        let subject = &subjects[s];
-                        let window = store
-                            .load(&subject.scope, &subject.thread, LoadOptions::last(50))
-                            .await
-                            .expect("load");
-                        assert_eq!(window.len(), 50.min(subject.records));
-                    }
-                }
-            },
-        )
-        .await,
-    );
-    tables.push(
-        curve(
-            "lexical recall, limit 10",
-            backend,
-            &subjects,
-            rounds,
-            ops,
-            {
-                let (store, texts) = (store.clone(), texts.clone());
-                move |subjects: Arc<Vec<Subject>>, s, n| {
-                    let (store, texts) = (store.clone(), texts.clone());
-                    async move {
-                        let query = RecallQuery::text(nth(&texts, n)).with_limit(10);
-                        store
-                            .recall(&subjects[s].scope, query)
-                            .await
-                            .expect("recall");
-                    }
-                }
-            },
-        )
-        .await,
-    );
-    tables.push(
-        curve("remember one fact", backend, &subjects, rounds, ops, {
-            let store = store.clone();
-            move |subjects: Arc<Vec<Subject>>, s, n| {
-                let store = store.clone();
-                async move {
-                    let text = format!("a fact learned late, number {n}");
-                    let fact = NewFact {
-                        embedding: Some(HashingEmbedder::new(DIMS).embed_one(&text)),
-                        ..NewFact::new(text)
-                    };
-                    store
-                        .remember(&subjects[s].scope, fact, RememberOptions::default())
-                        .await
-                        .expect("remember");
-                }
-            }
-        })
-        .await,
-    );
-    if vectors {
-        tables.push(
-            curve(
-                "hybrid recall (words and vector), limit 8",
-                backend,
-                &subjects,
+    let mut tables = vec![
+        curves
+            .curve("append one message", rounds, ops, |call| async move {
+                let subject = call.subject();
+                let message = Message::user(format!("a late message {}", call.n));
+                call.store
+                    .append(
+                        &subject.scope,
+                        &subject.thread,
+                        vec![message],
+                        AppendOptions::default(),
+                    )
+                    .await
+                    .expect("append");
+            })
+            .await,
+        curves
+            .curve(
+                "load the last 50 messages",
                 rounds,
                 ops,
-                {
-                    let (store, texts) = (store.clone(), texts.clone());
-                    move |subjects: Arc<Vec<Subject>>, s, n| {
-                        let (store, texts) = (store.clone(), texts.clone());
-                        async move {
-                            let text = nth(&texts, n);
-                            let query = RecallQuery::text(text)
-                                .with_vector(HashingEmbedder::new(DIMS).embed_one(text))
-                                .with_limit(8);
-                            store
-                                .recall(&subjects[s].scope, query)
-                                .await
-                                .expect("recall");
-                        }
-                    }
+                |call| async move {
+                    let subject = call.subject();
+                    let window = call
+                        .store
+                        .load(&subject.scope, &subject.thread, LoadOptions::last(50))
+                        .await
+                        .expect("load");
+                    assert_eq!(window.len(), 50.min(subject.records));
                 },
             )
             .await,
-        );
-        tables.push(
-            curve("vector search, top 10", backend, &subjects, rounds, ops, {
-                let (store, texts) = (store.clone(), texts.clone());
-                move |subjects: Arc<Vec<Subject>>, s, n| {
-                    let (store, texts) = (store.clone(), texts.clone());
-                    async move {
-                        let vector = HashingEmbedder::new(DIMS).embed_one(nth(&texts, n));
-                        let hits = store
-                            .search(&subjects[s].scope, COLLECTION, VectorQuery::new(vector, 10))
-                            .await
-                            .expect("search");
-                        assert_eq!(hits.len(), 10.min(subjects[s].records));
-                    }
-                }
+        curves
+            .curve("lexical recall, limit 10", rounds, ops, |call| async move {
+                let query = RecallQuery::text(call.text.clone()).with_limit(10);
+                call.store
+                    .recall(&call.subject().scope, query)
+                    .await
+                    .expect("recall");
             })
             .await,
+        curves
+            .curve("remember one fact", rounds, ops, |call| async move {
+                let text = format!("a fact learned late, number {}", call.n);
+                let fact = NewFact {
+                    embedding: Some(HashingEmbedder::new(DIMS).embed_one(&text)),
+                    ..NewFact::new(text)
+                };
+                call.store
+                    .remember(&call.subject().scope, fact, RememberOptions::default())
+                    .await
+                    .expect("remember");
+            })
+            .await,
+    ];
+    if vectors {
+        tables.push(
+            curves
+                .curve(
+                    "hybrid recall (words and vector), limit 8",
+                    rounds,
+                    ops,
+                    |call| async move {
+                        let query = RecallQuery::text(call.text.clone())
+                            .with_vector(call.vector())
+                            .with_limit(8);
+                        call.store
+                            .recall(&call.subject().scope, query)
+                            .await
+                            .expect("recall");
+                    },
+                )
+                .await,
+        );
+        tables.push(
+            curves
+                .curve("vector search, top 10", rounds, ops, |call| async move {
+                    let query = VectorQuery::new(call.vector(), 10);
+                    let subject = call.subject();
+                    let hits = call
+                        .store
+                        .search(&subject.scope, COLLECTION, query)
+                        .await
+                        .expect("search");
+                    assert_eq!(hits.len(), 10.min(subject.records));
+                })
+                .await,
         );
     }
     // Last, as it empties the subjects: one forget_all each.
     tables.push(
-        curve("forget_all of the subject", backend, &subjects, 1, 1, {
-            let store = store.clone();
-            move |subjects: Arc<Vec<Subject>>, s, _| {
-                let store = store.clone();
-                async move {
-                    store
-                        .forget_all(&subjects[s].scope)
-                        .await
-                        .expect("forget_all");
-                }
-            }
-        })
-        .await,
+        curves
+            .curve("forget_all of the subject", 1, 1, |call| async move {
+                call.store
+                    .forget_all(&call.subject().scope)
+                    .await
+                    .expect("forget_all");
+            })
+            .await,
     );
     tables
 }
