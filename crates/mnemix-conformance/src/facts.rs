@@ -24,7 +24,8 @@ async fn recall(ctx: &Ctx, query: RecallQuery) -> Vec<mnemix_core::ScoredFact> {
         .must("recall")
 }
 
-fn texts(hits: &[mnemix_core::ScoredFact]) -> Vec<&str> {
+/// The texts of recalled facts, in their order.
+pub(crate) fn texts(hits: &[mnemix_core::ScoredFact]) -> Vec<&str> {
     hits.iter().map(|h| h.fact.text.as_str()).collect()
 }
 

@@ -222,11 +222,7 @@ pub async fn recall_by_vector_never_crosses_scopes(ctx: &Ctx) {
     let own = FactStore::recall(b, ctx.scope(), query())
         .await
         .must("own recall again");
-    assert_eq!(texts_of(&own), ["secret plan alpha"]);
-}
-
-fn texts_of(hits: &[mnemix_core::ScoredFact]) -> Vec<&str> {
-    hits.iter().map(|h| h.fact.text.as_str()).collect()
+    assert_eq!(crate::facts::texts(&own), ["secret plan alpha"]);
 }
 
 /// A remember in another scope with the same key never supersedes this scope's fact.
