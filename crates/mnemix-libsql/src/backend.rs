@@ -19,7 +19,7 @@ impl MemoryBackend for LibsqlStore {
     }
 
     fn now(&self) -> Timestamp {
-        self.clock.now()
+        self.common.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -67,10 +67,10 @@ impl MemoryBackend for LibsqlStore {
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         let mut tx = self.write().await?;
-        let mut receipt = family::forget_subject(&mut *tx, scope, self.clock.now()).await?;
+        let mut receipt = family::forget_subject(&mut *tx, scope, self.common.clock.now()).await?;
         receipt.vectors = delete_scope_vectors(&tx, scope).await?;
         tx.commit().await?;
-        self.held_facts.remove(&held_key(scope));
+        self.common.held_facts.remove(&held_key(scope));
         Ok(receipt)
     }
 }

@@ -48,7 +48,7 @@ impl ConversationStore for LibsqlStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        let conversation = new.into_conversation(scope, self.clock.now());
+        let conversation = new.into_conversation(scope, self.common.clock.now());
         let mut tx = self.write().await?;
         family::create_conversation(&mut *tx, &conversation).await?;
         tx.commit().await?;
@@ -75,7 +75,7 @@ impl ConversationStore for LibsqlStore {
         id: &ConversationId,
         update: ConversationUpdate,
     ) -> Result<Conversation> {
-        let now = self.clock.now();
+        let now = self.common.clock.now();
         let mut tx = self.write().await?;
         let conversation = family::update_conversation(&mut *tx, scope, id, update, now).await?;
         tx.commit().await?;
@@ -102,14 +102,8 @@ impl ConversationStore for LibsqlStore {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        self.append_in_group(AppendRequest {
-            scope: scope.clone(),
-            id: id.clone(),
-            messages,
-            options,
-            now: self.clock.now(),
-        })
-        .await
+        let request = AppendRequest::new(scope, id, messages, options, self.common.clock.now());
+        self.append_in_group(request).await
     }
 
     async fn load(

@@ -77,7 +77,7 @@ const MAX_CACHED_STATEMENTS: usize = 256;
 /// (measured on the append's statements: 3–30 µs each to prepare, against 4 µs for a whole
 /// `BEGIN IMMEDIATE` + `COMMIT`), so a local connection prepares each statement once and
 /// reuses it. A remote connection sends the text each time (the server prepares it).
-pub(crate) struct Conn {
+pub struct Conn {
     libsql: Connection,
     /// `None` for a remote database. Statements are taken out while they run, so the lock is
     /// never held across an await.
@@ -416,6 +416,26 @@ fn family_value(value: Value) -> family::Value {
     }
 }
 
+/// Every row of a family statement on `conn`.
+async fn family_rows(
+    conn: &Conn,
+    sql: &'static str,
+    params: &[Param<'_>],
+) -> Result<Vec<family::Row>> {
+    let params: Vec<Value> = params.iter().map(libsql_value).collect();
+    let found = rows(conn, sql, params).await?;
+    Ok(found
+        .into_iter()
+        .map(|row| family::Row::new(BACKEND, row.0.into_iter().map(family_value).collect()))
+        .collect())
+}
+
+/// Runs a family statement on `conn`; the rows it changed.
+async fn family_execute(conn: &Conn, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
+    let params: Vec<Value> = params.iter().map(libsql_value).collect();
+    execute(conn, sql, params).await
+}
+
 /// A connection as the SQLite family's [`family::Conn`]: the statements written once in
 /// `mnemix_sqlite_sql::family` run through it, prepared once like every other.
 #[async_trait]
@@ -423,17 +443,25 @@ impl family::Conn for Conn {
     const BACKEND: &'static str = BACKEND;
 
     async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<family::Row>> {
-        let params: Vec<Value> = params.iter().map(libsql_value).collect();
-        let found = rows(self, sql, params).await?;
-        Ok(found
-            .into_iter()
-            .map(|row| family::Row::new(BACKEND, row.0.into_iter().map(family_value).collect()))
-            .collect())
+        family_rows(self, sql, params).await
     }
 
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
-        let params: Vec<Value> = params.iter().map(libsql_value).collect();
-        execute(self, sql, params).await
+        family_execute(self, sql, params).await
+    }
+}
+
+/// A shared connection as the SQLite family's: libsql runs statements through `&self`.
+#[async_trait]
+impl family::Conn for &Conn {
+    const BACKEND: &'static str = BACKEND;
+
+    async fn rows(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<Vec<family::Row>> {
+        family_rows(self, sql, params).await
+    }
+
+    async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
+        family_execute(self, sql, params).await
     }
 }
 

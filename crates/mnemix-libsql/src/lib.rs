@@ -84,23 +84,28 @@ mod conversations;
 mod db;
 mod documents;
 mod facts;
+mod lent;
 mod transfer;
 mod vectors;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
-use std::time::Duration;
 
-use libsql::{Database, Transaction, TransactionBehavior};
+use libsql::{Database, TransactionBehavior};
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
-use mnemix_core::{Clock, MemoryBackend, MemoryError, Result, SystemClock};
-use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+use mnemix_core::migration::Migration;
+use mnemix_core::{Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock};
+use mnemix_sqlite_sql::builder::Options;
+use mnemix_sqlite_sql::family::facts::HeldChange;
+use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
+use tokio::sync::{Mutex, Semaphore};
 
 pub use db::MIGRATIONS;
 pub use vectors::MAX_INDEX_CANDIDATES;
 
 use crate::db::{Conn, DbResult};
+use crate::lent::{ReaderLease, Readers, Tx};
 
 /// The file a builder given no path or URL opens.
 pub const DEFAULT_PATH: &str = "./.mnemix/mnemix-libsql.db";
@@ -115,7 +120,6 @@ pub const DEFAULT_INDEX_MIN_ROWS: usize = 2_000;
 /// milliseconds per insert.
 const BULK_VECTORS: usize = 16;
 
-use mnemix_sqlite_sql::family::facts::{held_facts_cache, HeldFactsCache};
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
 pub use mnemix_sqlite_sql::Synchronous;
 
@@ -135,11 +139,8 @@ enum Location {
 #[derive(Clone)]
 pub struct LibsqlConfig {
     location: Location,
-    synchronous: Synchronous,
-    busy_timeout: Duration,
-    readers: usize,
+    options: Options,
     index_min_rows: usize,
-    vector_cache_bytes: usize,
 }
 
 impl fmt::Debug for LibsqlConfig {
@@ -153,11 +154,8 @@ impl fmt::Debug for LibsqlConfig {
                 &if auth_token.is_empty() { "" } else { "***" },
             ),
         };
-        s.field("synchronous", &self.synchronous)
-            .field("busy_timeout", &self.busy_timeout)
-            .field("readers", &self.readers)
+        s.field("options", &self.options)
             .field("index_min_rows", &self.index_min_rows)
-            .field("vector_cache_bytes", &self.vector_cache_bytes)
             .finish()
     }
 }
@@ -187,40 +185,13 @@ pub struct LibsqlStoreBuilder {
 }
 
 impl LibsqlStoreBuilder {
-    /// Whether a missing database file is created, with its parent folders (the default); with
-    /// `false`, opening a file that does not exist is `NotFound` naming the path, and nothing is
-    /// created.
-    #[must_use]
-    pub fn create_if_missing(mut self, create: bool) -> Self {
-        self.create_if_missing = create;
-        self
-    }
-
-    /// A database file (created, with its parent folders, when missing).
-    #[must_use]
-    pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.config.location = Location::File(path.into());
-        self
-    }
-
-    /// A URL: `file:relative/file.db`, `file:///absolute/file.db`, `:memory:`, or (feature
-    /// `remote`) `libsql://…`, `http://…`, `https://…` with the token from
-    /// [`auth_token`](Self::auth_token). Anything else is reported by [`open`](Self::open).
-    #[must_use]
-    pub fn url(mut self, url: &str) -> Self {
-        match parse_url(url) {
-            Ok(location) => self.config.location = location,
-            Err(e) => self.url_error = Some(e),
-        }
-        self
-    }
-
-    /// A private in-memory database, gone when the store is dropped.
-    #[must_use]
-    pub fn in_memory(mut self) -> Self {
-        self.config.location = Location::Memory;
-        self
-    }
+    mnemix_sqlite_sql::family_builder_setters!(
+        url = concat!(
+            "A URL: `file:relative/file.db`, `file:///absolute/file.db`, `:memory:`, or (feature ",
+            "`remote`) `libsql://…`, `http://…`, `https://…` with the token from ",
+            "[`auth_token`](Self::auth_token)."
+        )
+    );
 
     /// A remote libSQL server (sqld, Turso) at `url` with an auth token (empty for none).
     #[cfg(feature = "remote")]
@@ -242,50 +213,12 @@ impl LibsqlStoreBuilder {
         self
     }
 
-    /// `synchronous` of a file (default [`Synchronous::Normal`]).
-    #[must_use]
-    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
-        self.config.synchronous = synchronous;
-        self
-    }
-
-    /// How long a write waits for another process's write lock before failing with
-    /// `Unavailable` (default 5 s).
-    #[must_use]
-    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.config.busy_timeout = timeout;
-        self
-    }
-
-    /// How many reader connections a file database keeps (default: the number of CPUs, at
-    /// least 2).
-    #[must_use]
-    pub fn readers(mut self, readers: usize) -> Self {
-        self.config.readers = readers.max(1);
-        self
-    }
-
     /// Searches whose scope holds fewer vectors than this scan them exactly instead of asking
     /// the DiskANN index (default [`DEFAULT_INDEX_MIN_ROWS`]; 0 always uses the index;
     /// `usize::MAX` never does, and the store then declares exact vector search).
     #[must_use]
     pub fn index_min_rows(mut self, rows: usize) -> Self {
         self.config.index_min_rows = rows;
-        self
-    }
-
-    /// Memory the matrices of scanned scopes may hold, texts included, before the cache is
-    /// emptied (default 256 MiB; 0 holds none, and every scan streams the scope's rows).
-    #[must_use]
-    pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
-        self.config.vector_cache_bytes = bytes;
-        self
-    }
-
-    /// The clock that decides "now" for timestamps, expiry and TTL (default: the system clock).
-    #[must_use]
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
         self
     }
 
@@ -322,14 +255,12 @@ impl LibsqlStoreBuilder {
         Ok(LibsqlStore {
             readers: (!shared).then(|| Readers {
                 idle: SyncMutex::new(Vec::new()),
-                permits: Arc::new(Semaphore::new(config.readers)),
+                permits: Arc::new(Semaphore::new(config.options.readers)),
             }),
             writer: Arc::new(Mutex::new(writer)),
             appends: mnemix_sqlite_sql::group::WriteQueue::default(),
-            vector_cache: vectors::MatrixCache::new(config.vector_cache_bytes),
-            held_facts: held_facts_cache(),
+            common: Common::new(self.clock, config.options.vector_cache_bytes),
             database,
-            clock: self.clock,
             config,
         })
     }
@@ -357,8 +288,8 @@ async fn connect(database: &Database, config: &LibsqlConfig) -> Result<Conn> {
     if config.is_remote() {
         return Ok(conn);
     }
-    conn.busy_timeout(config.busy_timeout).db()?;
-    let synchronous = config.synchronous.pragma_value();
+    conn.busy_timeout(config.options.busy_timeout).db()?;
+    let synchronous = config.options.synchronous.pragma_value();
     // `journal_mode` answers with a row, so it is a query; an in-memory database keeps "memory".
     db::rows(&conn, "PRAGMA journal_mode = WAL", ()).await?;
     conn.execute_batch(&format!(
@@ -390,12 +321,6 @@ fn parse_url(url: &str) -> std::result::Result<Location, String> {
         ));
     }
     Ok(Location::File(PathBuf::from(path)))
-}
-
-/// Idle reader connections of a file database, at most `readers` in use at once.
-struct Readers {
-    idle: SyncMutex<Vec<Conn>>,
-    permits: Arc<Semaphore>,
 }
 
 /// The environment variable a remote database's auth token comes from when the request to
@@ -437,113 +362,20 @@ pub struct LibsqlStore {
     appends: mnemix_sqlite_sql::group::WriteQueue<conversations::QueuedAppend>,
     /// `None`: reads share the writer's connection (in memory, remote).
     readers: Option<Readers>,
-    /// Matrices of scanned scopes, each valid at its collection's generation.
-    vector_cache: vectors::MatrixCache,
-    /// Subjects' facts as semantic recall ranks them, each valid at its facts generation.
-    held_facts: HeldFactsCache,
-    clock: Arc<dyn Clock>,
+    /// The clock, and what the store holds for searches.
+    common: Common,
     config: LibsqlConfig,
-}
-
-impl fmt::Debug for LibsqlStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LibsqlStore")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A transaction and what keeps its connection ours until it ends. Dereferences to the
-/// connection; dropped without [`commit`](Self::commit), it rolls back.
-pub(crate) struct Tx<'a> {
-    // Field order is drop order: the transaction ends before its connection is given back.
-    transaction: Transaction,
-    writer: Option<OwnedMutexGuard<Conn>>,
-    reader: Option<ReaderLease<'a>>,
-}
-
-impl Tx<'_> {
-    pub(crate) async fn commit(self) -> Result<()> {
-        let Tx {
-            transaction,
-            writer,
-            reader,
-        } = self;
-        let committed = transaction.commit().await.db();
-        drop(reader);
-        if let Some(mut writer) = writer {
-            // The commit's outcome is what the caller must learn: a narrowing that failed
-            // stays marked, and the next write tries it again.
-            let _ = writer.narrow_cache().await;
-        }
-        committed
-    }
-
-    /// Widens the writer's page cache until the transaction ends, when it is to write
-    /// `vectors` vectors, [`BULK_VECTORS`] or more (nothing otherwise, nor in a read).
-    pub(crate) async fn widen_cache_for(&mut self, vectors: usize) -> Result<()> {
-        match &mut self.writer {
-            Some(writer) if vectors >= BULK_VECTORS => writer.widen_cache().await,
-            _ => Ok(()),
-        }
-    }
-}
-
-impl std::ops::Deref for Tx<'_> {
-    type Target = Conn;
-
-    fn deref(&self) -> &Conn {
-        self.writer
-            .as_deref()
-            .or_else(|| self.reader.as_ref()?.conn.as_ref())
-            .expect("a transaction holds its connection until it is dropped")
-    }
-}
-
-impl std::ops::DerefMut for Tx<'_> {
-    fn deref_mut(&mut self) -> &mut Conn {
-        if let Some(writer) = self.writer.as_deref_mut() {
-            return writer;
-        }
-        self.reader
-            .as_mut()
-            .and_then(|reader| reader.conn.as_mut())
-            .expect("a transaction holds its connection until it is dropped")
-    }
-}
-
-/// A reader connection on loan; given back to the idle list when dropped.
-struct ReaderLease<'a> {
-    conn: Option<Conn>,
-    readers: &'a Readers,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl Drop for ReaderLease<'_> {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.readers
-                .idle
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(conn);
-        }
-    }
 }
 
 impl LibsqlStore {
     /// A builder with the defaults: WAL, `synchronous=NORMAL`, 5 s busy timeout, the system
     /// clock, and the file [`DEFAULT_PATH`] unless another location is given.
     pub fn builder() -> LibsqlStoreBuilder {
-        let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
         LibsqlStoreBuilder {
             config: LibsqlConfig {
                 location: Location::File(PathBuf::from(DEFAULT_PATH)),
-                synchronous: Synchronous::Normal,
-                busy_timeout: Duration::from_secs(5),
-                readers: cpus.max(2),
+                options: Options::default(),
                 index_min_rows: DEFAULT_INDEX_MIN_ROWS,
-                vector_cache_bytes: 256 << 20,
             },
             url_error: None,
             clock: Arc::new(SystemClock),
@@ -618,21 +450,69 @@ impl LibsqlStore {
     }
 }
 
+impl fmt::Debug for LibsqlStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LibsqlStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The store as the SQLite family's contracts written once take it: every call in a read or
+/// write transaction of its own, a remember too.
+impl FamilyStore for LibsqlStore {
+    type Lent<'s> = Tx<'s>;
+
+    async fn reader(&self) -> Result<Tx<'_>> {
+        self.read().await
+    }
+
+    async fn writer(&self) -> Result<Tx<'_>> {
+        self.write().await
+    }
+
+    async fn transaction(&self) -> Result<Tx<'_>> {
+        self.write().await
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+
+    async fn remember_in_group(&self, remember: Remember) -> Result<(RememberOutcome, HeldChange)> {
+        let mut tx = self.write().await?;
+        let remembered = remember.run(&mut tx).await?;
+        tx.commit().await?;
+        Ok(remembered)
+    }
+}
+
 async fn scalar_count(conn: &Conn, sql: &str) -> Result<u64> {
     use crate::db::RowExt;
     let n = db::row(conn, sql, ()).await?.map_or(Ok(0), |r| r.int(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-#[doc(hidden)]
-/// Applies `migrations` instead of [`MIGRATIONS`] to a file (for upgrade tests).
-pub async fn migrate_file_with(
-    path: &Path,
-    migrations: &[mnemix_core::migration::Migration],
-) -> Result<Vec<u32>> {
-    let database = libsql::Builder::new_local(path).build().await.db()?;
-    let conn = Conn::new(database.connect().db()?, false);
-    db::migrate(&conn, migrations).await
+impl OnFile for LibsqlStore {
+    const MIGRATIONS: &'static [Migration] = MIGRATIONS;
+
+    async fn open_file(path: &Path) -> Result<Self> {
+        Self::builder().path(path).open().await
+    }
+
+    async fn open_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).open().await
+    }
+
+    fn file(&self) -> Option<&Path> {
+        self.config.path()
+    }
+
+    async fn migrate_file_with(path: &Path, migrations: &[Migration]) -> Result<Vec<u32>> {
+        let database = libsql::Builder::new_local(path).build().await.db()?;
+        let conn = Conn::new(database.connect().db()?, false);
+        db::migrate(&conn, migrations).await
+    }
 }
 
 #[cfg(test)]
@@ -734,12 +614,17 @@ mod tests {
             assert_eq!(nearest(&store, scope).await, "a");
 
             let table = {
-                let tx = store.read().await.unwrap();
-                vectors::find_collection(&tx, scope.namespace(), "notes")
-                    .await
-                    .unwrap()
-                    .unwrap()
-                    .table()
+                use crate::vectors::Tables;
+                let mut tx = store.read().await.unwrap();
+                mnemix_sqlite_sql::family::vectors::find_collection(
+                    &mut tx,
+                    scope.namespace(),
+                    "notes",
+                )
+                .await
+                .unwrap()
+                .unwrap()
+                .table()
             };
             swap_behind_the_store(&store, &table).await;
             let expected = if held { "a" } else { "b" };

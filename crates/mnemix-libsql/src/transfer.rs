@@ -5,21 +5,17 @@ use std::collections::{BTreeSet, HashMap};
 use async_trait::async_trait;
 use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
-    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
-    Timestamp, TransferStore, WorkingMemoryKey,
+    ConversationId, Namespace, Record, Result, Scope, StoredMessage, Subject, Timestamp,
+    TransferStore, WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn as FamilyConn;
 use mnemix_sqlite_sql::family::facts as family;
-use mnemix_sqlite_sql::family::transfer::{self as family_transfer, DriverRecord};
 use mnemix_sqlite_sql::family::{conversations, documents};
 
 use crate::conversations::message_from;
 use crate::db::{corrupt, millis, rows, seq_from_db, subject_of, Conn, RowExt};
-use crate::vectors::{
-    bump_generation, find_collection, insert_collection, namespace_collections, record_from,
-    write_vector, CollectionCache, RECORD_COLUMNS,
-};
+use crate::vectors::{namespace_collections, record_from, Tables, RECORD_COLUMNS};
 use crate::LibsqlStore;
 
 fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
@@ -48,7 +44,12 @@ async fn strings(
 impl TransferStore for LibsqlStore {
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
         let tx = self.read().await?;
-        let names = strings(&tx, sql::transfer::NAMESPACES, [millis(self.clock.now())]).await?;
+        let names = strings(
+            &tx,
+            sql::transfer::NAMESPACES,
+            [millis(self.common.clock.now())],
+        )
+        .await?;
         names
             .into_iter()
             .map(|n| Namespace::new(n).map_err(|e| corrupt("namespace", e)))
@@ -60,7 +61,7 @@ impl TransferStore for LibsqlStore {
         let mut subjects: BTreeSet<String> = strings(
             &tx,
             sql::transfer::SUBJECTS_BUT_VECTORS,
-            (namespace.as_str(), millis(self.clock.now())),
+            (namespace.as_str(), millis(self.common.clock.now())),
         )
         .await?
         .into_iter()
@@ -95,7 +96,7 @@ impl TransferStore for LibsqlStore {
         let entries = rows(
             &tx,
             sql::transfer::EXPORT_CACHE,
-            (namespace.as_str(), millis(self.clock.now())),
+            (namespace.as_str(), millis(self.common.clock.now())),
         )
         .await?;
         tx.commit().await?;
@@ -113,7 +114,7 @@ impl TransferStore for LibsqlStore {
 
     async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
-        let now = millis(self.clock.now());
+        let now = millis(self.common.clock.now());
         // One read transaction: the export is one snapshot.
         let mut tx = self.read().await?;
         let mut records = Vec::new();
@@ -202,60 +203,6 @@ impl TransferStore for LibsqlStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let mut records = records;
-        sort_canonical(&mut records);
-        let written = records.len() as u64;
-        let mut tx = self.write().await?;
-        let vectors = records
-            .iter()
-            .filter(|record| matches!(record, Record::Vector { .. }))
-            .count();
-        tx.widen_cache_for(vectors).await?;
-        let mut collections = CollectionCache::new();
-        for record in records {
-            restore_one(&mut tx, record, &mut collections).await?;
-        }
-        // The cache holds the collections whose vectors were written.
-        for collection in collections.values() {
-            bump_generation(&tx, collection.pk).await?;
-        }
-        tx.commit().await?;
-        Ok(written)
+        mnemix_sqlite_sql::family::store::restore(self, records).await
     }
-}
-
-/// Writes one record in the restore transaction. Records come in canonical order, so parents
-/// (collections, conversations) are written before their children.
-async fn restore_one(
-    conn: &mut Conn,
-    record: Record,
-    collections: &mut CollectionCache,
-) -> Result<()> {
-    match family_transfer::restore_record(conn, record).await? {
-        None => {}
-        Some(DriverRecord::Collection { namespace, spec }) => {
-            if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
-                existing.spec.check_same(&spec)?;
-                return Ok(());
-            }
-            insert_collection(conn, &namespace, &spec).await?;
-        }
-        Some(DriverRecord::Vector {
-            scope,
-            collection,
-            record,
-        }) => {
-            let key = (scope.namespace().clone(), collection);
-            if !collections.contains_key(&key) {
-                let row = find_collection(conn, &key.0, &key.1)
-                    .await?
-                    .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
-                collections.insert(key.clone(), row);
-            }
-            let collection = &collections[&key];
-            collection.spec.check_vector(&record.vector)?;
-            write_vector(conn, collection, &scope, &record).await?;
-        }
-    }
-    Ok(())
 }

@@ -9,14 +9,17 @@ use async_trait::async_trait;
 use libsql::Value;
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, TopK};
 use mnemix_core::{
-    CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
-    VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+    ConversationId, Filter, Metric, Namespace, Result, Scope, VectorHit, VectorId, VectorQuery,
+    VectorRecord,
 };
+pub(crate) use mnemix_sqlite_sql::family::vectors::CollectionRow;
+use mnemix_sqlite_sql::family::vectors::{self as family, VectorTables};
 
 use crate::db::{
     corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, scan, subject_of, to_json,
-    Conn, DbRow, RowExt,
+    Conn, RowExt,
 };
+use crate::lent::Tx;
 use crate::LibsqlStore;
 
 /// The most candidates a search asks the DiskANN index for; beyond that it scans the scope
@@ -40,31 +43,24 @@ const MIN_INDEX_CANDIDATES: usize = 100;
 /// either way, so these settings only affect which candidates are found.
 const INDEX_SETTINGS: &str = "'compress_neighbors=float8', 'insert_l=32'";
 
-/// Matrices of scanned scopes by `(collection pk, subject)`, each at the collection generation
-/// it was read at.
-pub(crate) type MatrixCache = mnemix_core::adapter::MatrixCache<(i64, String), i64>;
-
-/// A collection row: its pk (naming its table), spec and generation (bumped by one in every
-/// transaction that writes its vectors).
-pub(crate) struct CollectionRow {
-    pub(crate) pk: i64,
-    pub(crate) spec: CollectionSpec,
-    pub(crate) generation: i64,
+/// A collection's own table, and its DiskANN index.
+pub(crate) trait Tables {
+    /// The collection's table.
+    fn table(&self) -> String;
+    /// The DiskANN index, for metrics DiskANN knows.
+    fn index(&self) -> Option<String>;
 }
 
-impl CollectionRow {
-    /// The collection's table.
-    pub(crate) fn table(&self) -> String {
+impl Tables for CollectionRow {
+    fn table(&self) -> String {
         table_of(self.pk)
     }
 
-    /// The DiskANN index, for metrics DiskANN knows.
     fn index(&self) -> Option<String> {
         index_metric(self.spec.metric).map(|_| format!("{}_ann", self.table()))
     }
 }
 
-/// A collection's table: from the integer pk only, so no name is ever spliced into SQL.
 fn table_of(pk: i64) -> String {
     format!("vectors_{pk}")
 }
@@ -78,54 +74,12 @@ fn index_metric(metric: Metric) -> Option<&'static str> {
     }
 }
 
-fn metric_from(text: &str) -> Result<Metric> {
-    Metric::parse(text).ok_or_else(|| corrupt("metric", text))
-}
-
-fn collection_from(row: &DbRow) -> Result<CollectionRow> {
-    Ok(CollectionRow {
-        pk: row.int(0)?,
-        spec: CollectionSpec {
-            name: row.string(1)?,
-            dims: usize::try_from(row.int(2)?).map_err(|e| corrupt("dims", e))?,
-            metric: metric_from(&row.string(3)?)?,
-            model: row.string(4)?,
-        },
-        generation: row.int(5)?,
-    })
-}
-
-pub(crate) async fn find_collection(
-    conn: &Conn,
-    namespace: &Namespace,
-    name: &str,
-) -> Result<Option<CollectionRow>> {
-    row(
-        conn,
-        "SELECT pk, name, dims, metric, model, generation FROM collections
-         WHERE namespace = ?1 AND name = ?2",
-        (namespace.as_str(), name),
-    )
-    .await?
-    .map(|row| collection_from(&row))
-    .transpose()
-}
-
 /// Every collection of a namespace, by name.
 pub(crate) async fn namespace_collections(
     conn: &Conn,
     namespace: &Namespace,
 ) -> Result<Vec<CollectionRow>> {
-    rows(
-        conn,
-        "SELECT pk, name, dims, metric, model, generation FROM collections
-         WHERE namespace = ?1 ORDER BY name",
-        [namespace.as_str()],
-    )
-    .await?
-    .iter()
-    .map(collection_from)
-    .collect()
+    family::namespace_collections(&mut { conn }, namespace).await
 }
 
 /// Every collection's table.
@@ -135,67 +89,6 @@ pub(crate) async fn all_tables(conn: &Conn) -> Result<Vec<String>> {
         .iter()
         .map(|row| row.int(0).map(table_of))
         .collect()
-}
-
-async fn collection(conn: &Conn, namespace: &Namespace, name: &str) -> Result<CollectionRow> {
-    find_collection(conn, namespace, name)
-        .await?
-        .ok_or_else(|| MemoryError::not_found("collection", name))
-}
-
-/// Creates a collection: its row, its table and (cosine, Euclidean) its DiskANN index. The
-/// caller has checked that none of that name exists.
-pub(crate) async fn insert_collection(
-    conn: &Conn,
-    namespace: &Namespace,
-    spec: &CollectionSpec,
-) -> Result<()> {
-    let created = row(
-        conn,
-        "INSERT INTO collections (namespace, name, dims, metric, model)
-         VALUES (?1, ?2, ?3, ?4, ?5) RETURNING pk",
-        (
-            namespace.as_str(),
-            spec.name.as_str(),
-            count_to_db(spec.dims),
-            spec.metric.as_str(),
-            spec.model.as_str(),
-        ),
-    )
-    .await?
-    .ok_or_else(|| corrupt("collection", "insert returned no row"))?;
-    let collection = CollectionRow {
-        pk: created.int(0)?,
-        spec: spec.clone(),
-        generation: 0,
-    };
-    let table = collection.table();
-    let mut ddl = format!(
-        "CREATE TABLE {table} (
-             subject         TEXT NOT NULL,
-             id              TEXT NOT NULL,
-             vector          F32_BLOB({dims}) NOT NULL,
-             text            BLOB,
-             metadata        TEXT NOT NULL,
-             conversation_id TEXT,
-             UNIQUE (subject, id)
-         );
-         CREATE INDEX {table}_by_conversation ON {table} (subject, conversation_id)
-             WHERE conversation_id IS NOT NULL;",
-        dims = spec.dims
-    );
-    if let (Some(index), Some(metric)) = (collection.index(), index_metric(spec.metric)) {
-        write!(
-            ddl,
-            "CREATE INDEX {index} ON {table}
-                 (libsql_vector_idx(vector, 'metric={metric}', {INDEX_SETTINGS}));"
-        )
-        .expect("writing to a String cannot fail");
-    }
-    conn.execute_batch(&ddl)
-        .await
-        .map_err(crate::db::to_memory_error)?;
-    Ok(())
 }
 
 /// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
@@ -240,47 +133,9 @@ pub(crate) async fn delete_scope_vectors(conn: &Conn, scope: &Scope) -> Result<u
     Ok(removed)
 }
 
-/// Marks a write of the collection's vectors, once per transaction that makes one: a matrix
-/// held at the generation before is no longer the data.
-pub(crate) async fn bump_generation(conn: &Conn, pk: i64) -> Result<()> {
-    execute(
-        conn,
-        "UPDATE collections SET generation = generation + 1 WHERE pk = ?1",
-        [pk],
-    )
-    .await?;
-    Ok(())
-}
-
-/// Writes one vector record (checked against its collection by the caller). The vector is bound
-/// as its little-endian `f32` blob, which is libSQL's `F32_BLOB` format.
-pub(crate) async fn write_vector(
-    conn: &Conn,
-    collection: &CollectionRow,
-    scope: &Scope,
-    record: &VectorRecord,
-) -> Result<()> {
-    execute(
-        conn,
-        &format!(
-            "INSERT INTO {} (subject, id, vector, text, metadata, conversation_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (subject, id) DO UPDATE SET
-                 vector = excluded.vector, text = excluded.text,
-                 metadata = excluded.metadata, conversation_id = excluded.conversation_id",
-            collection.table()
-        ),
-        (
-            subject_of(scope),
-            record.id.as_str(),
-            Value::Blob(encode_f32_le(&record.vector)),
-            opt_text(record.text.as_deref()),
-            to_json(&record.metadata),
-            record.conversation_id.as_ref().map(ConversationId::as_str),
-        ),
-    )
-    .await?;
-    Ok(())
+/// Marks a write of the collection's vectors, once per transaction that makes one.
+async fn bump_generation(conn: &Conn, pk: i64) -> Result<()> {
+    family::bump_generations(&mut { conn }, vec![pk]).await
 }
 
 /// Columns read by [`record_from`], in its order (unqualified; prefix with an alias as needed).
@@ -420,7 +275,7 @@ impl LibsqlStore {
         scope_rows: usize,
     ) -> Result<Vec<VectorHit>> {
         let vector_bytes = scope_rows.saturating_mul(collection.spec.dims.saturating_mul(4));
-        if vector_bytes > self.config.vector_cache_bytes {
+        if vector_bytes > self.config.options.vector_cache_bytes {
             return Self::search_exactly(conn, collection, subject, query, false).await;
         }
         let mut matrix = ExactIndex::holding_records(collection.spec.dims, collection.spec.metric);
@@ -442,7 +297,7 @@ impl LibsqlStore {
         )
         .await?;
         let matrix = Arc::new(matrix);
-        self.vector_cache.insert(
+        self.common.vector_cache.insert(
             (collection.pk, subject.to_owned()),
             collection.generation,
             Arc::clone(&matrix),
@@ -622,163 +477,157 @@ impl LibsqlStore {
     }
 }
 
+mnemix_sqlite_sql::vector_store!(LibsqlStore, search = search_scope);
+
+/// A table per collection (`vectors_{pk}`), with its DiskANN index for the metrics it knows.
 #[async_trait]
-impl VectorStore for LibsqlStore {
-    async fn ensure_collection(
-        &self,
-        namespace: &Namespace,
-        spec: CollectionSpec,
-    ) -> Result<CollectionSpec> {
-        let tx = self.write().await?;
-        if let Some(existing) = find_collection(&tx, namespace, &spec.name).await? {
-            existing.spec.check_same(&spec)?;
-            return Ok(existing.spec);
+impl VectorTables for Tx<'_> {
+    async fn create_vector_table(&mut self, collection: &CollectionRow) -> Result<()> {
+        let table = collection.table();
+        let mut ddl = format!(
+            "CREATE TABLE {table} (
+                 subject         TEXT NOT NULL,
+                 id              TEXT NOT NULL,
+                 vector          F32_BLOB({dims}) NOT NULL,
+                 text            BLOB,
+                 metadata        TEXT NOT NULL,
+                 conversation_id TEXT,
+                 UNIQUE (subject, id)
+             );
+             CREATE INDEX {table}_by_conversation ON {table} (subject, conversation_id)
+                 WHERE conversation_id IS NOT NULL;",
+            dims = collection.spec.dims
+        );
+        if let (Some(index), Some(metric)) =
+            (collection.index(), index_metric(collection.spec.metric))
+        {
+            write!(
+                ddl,
+                "CREATE INDEX {index} ON {table}
+                     (libsql_vector_idx(vector, 'metric={metric}', {INDEX_SETTINGS}));"
+            )
+            .expect("writing to a String cannot fail");
         }
-        insert_collection(&tx, namespace, &spec).await?;
-        tx.commit().await?;
-        Ok(spec)
-    }
-
-    async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
-        let tx = self.read().await?;
-        Ok(namespace_collections(&tx, namespace)
-            .await?
-            .into_iter()
-            .map(|c| c.spec)
-            .collect())
-    }
-
-    async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        let tx = self.write().await?;
-        let Some(collection) = find_collection(&tx, namespace, name).await? else {
-            return Ok(false);
-        };
-        // Dropping the table drops its DiskANN index (and the index's shadow table) with it.
-        tx.execute_batch(&format!("DROP TABLE {};", collection.table()))
+        self.execute_batch(&ddl)
             .await
             .map_err(crate::db::to_memory_error)?;
+        Ok(())
+    }
+
+    async fn drop_vector_table(&mut self, collection: &CollectionRow) -> Result<()> {
+        // Dropping the table drops its DiskANN index (and the index's shadow table) with it.
+        self.execute_batch(&format!("DROP TABLE {};", collection.table()))
+            .await
+            .map_err(crate::db::to_memory_error)?;
+        Ok(())
+    }
+
+    async fn before_writing(&mut self, vectors: usize) -> Result<()> {
+        self.widen_cache_for(vectors).await
+    }
+
+    /// The vector is bound as its little-endian `f32` blob, which is libSQL's `F32_BLOB`
+    /// format.
+    async fn write_vector(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
+        record: &VectorRecord,
+    ) -> Result<()> {
         execute(
-            &tx,
-            "DELETE FROM collections WHERE pk = ?1",
-            [collection.pk],
+            self,
+            &format!(
+                "INSERT INTO {} (subject, id, vector, text, metadata, conversation_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (subject, id) DO UPDATE SET
+                     vector = excluded.vector, text = excluded.text,
+                     metadata = excluded.metadata, conversation_id = excluded.conversation_id",
+                collection.table()
+            ),
+            (
+                subject,
+                record.id.as_str(),
+                Value::Blob(encode_f32_le(&record.vector)),
+                opt_text(record.text.as_deref()),
+                to_json(&record.metadata),
+                record.conversation_id.as_ref().map(ConversationId::as_str),
+            ),
         )
         .await?;
-        tx.commit().await?;
-        Ok(true)
+        Ok(())
     }
 
-    async fn upsert_vectors(
-        &self,
-        scope: &Scope,
-        collection: &str,
-        records: Vec<VectorRecord>,
-    ) -> Result<usize> {
-        let mut tx = self.write().await?;
-        let collection = self::collection(&tx, scope.namespace(), collection).await?;
-        for record in &records {
-            collection.spec.check_vector(&record.vector)?;
-        }
-        tx.widen_cache_for(records.len()).await?;
-        for record in &records {
-            write_vector(&tx, &collection, scope, record).await?;
-        }
-        if !records.is_empty() {
-            bump_generation(&tx, collection.pk).await?;
-        }
-        tx.commit().await?;
-        if !records.is_empty() {
-            self.vector_cache.written_by_subject(
-                &collection.pk,
-                subject_of(scope),
-                collection.generation,
-                |matrix| matrix.upsert(&records),
-            );
-        }
-        Ok(records.len())
-    }
-
-    async fn get_vector(
-        &self,
-        scope: &Scope,
-        collection: &str,
+    async fn read_vector(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
         id: &VectorId,
-    ) -> Result<VectorRecord> {
-        let tx = self.read().await?;
-        let collection = self::collection(&tx, scope.namespace(), collection).await?;
+    ) -> Result<Option<VectorRecord>> {
         let found = row(
-            &tx,
+            self,
             &format!(
                 "SELECT {RECORD_COLUMNS} FROM {} WHERE subject = ?1 AND id = ?2",
                 collection.table()
             ),
-            (subject_of(scope), id.as_str()),
+            (subject, id.as_str()),
+        )
+        .await?;
+        found.map(|row| record_from(&row, 0, true)).transpose()
+    }
+
+    async fn matching_ids(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
+        filter: &Filter,
+    ) -> Result<Vec<VectorId>> {
+        let mut matching = Vec::new();
+        for row in rows(
+            self,
+            &format!(
+                "SELECT id, metadata FROM {} WHERE subject = ?1",
+                collection.table()
+            ),
+            [subject],
         )
         .await?
-        .ok_or_else(|| MemoryError::not_found("vector", id.as_str()))?;
-        tx.commit().await?;
-        record_from(&found, 0, true)
+        {
+            if row_matches(filter, &row, 1)? {
+                let id = VectorId::new(row.string(0)?);
+                matching.push(id.map_err(|e| corrupt("vector id", e))?);
+            }
+        }
+        Ok(matching)
     }
 
     async fn delete_vectors(
-        &self,
-        scope: &Scope,
-        collection: &str,
-        selector: VectorSelector,
-    ) -> Result<usize> {
-        let tx = self.write().await?;
-        let collection = self::collection(&tx, scope.namespace(), collection).await?;
-        let table = collection.table();
-        let ids: Vec<VectorId> = match selector {
-            VectorSelector::Ids(ids) => ids,
-            VectorSelector::Filter(filter) => {
-                let mut matching = Vec::new();
-                for row in rows(
-                    &tx,
-                    &format!("SELECT id, metadata FROM {table} WHERE subject = ?1"),
-                    [subject_of(scope)],
-                )
-                .await?
-                {
-                    if row_matches(&filter, &row, 1)? {
-                        let id = VectorId::new(row.string(0)?);
-                        matching.push(id.map_err(|e| corrupt("vector id", e))?);
-                    }
-                }
-                matching
-            }
-        };
-        let removed = execute(
-            &tx,
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
+        ids: &[VectorId],
+    ) -> Result<u64> {
+        execute(
+            self,
             &format!(
-                "DELETE FROM {table} WHERE subject = ?1
-                   AND id IN (SELECT value FROM json_each(?2))"
+                "DELETE FROM {} WHERE subject = ?1 AND id IN (SELECT value FROM json_each(?2))",
+                collection.table()
             ),
-            (subject_of(scope), to_json(&ids)),
+            (subject, to_json(&ids)),
         )
-        .await?;
-        if removed > 0 {
-            bump_generation(&tx, collection.pk).await?;
-        }
-        tx.commit().await?;
-        if removed > 0 {
-            self.vector_cache.written_by_subject(
-                &collection.pk,
-                subject_of(scope),
-                collection.generation,
-                |matrix| matrix.remove(&ids),
-            );
-        }
-        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+        .await
     }
+}
 
-    async fn search(
+impl LibsqlStore {
+    /// `VectorStore::search`: the scope's held matrix, the DiskANN index, or a scan.
+    pub(crate) async fn search_scope(
         &self,
         scope: &Scope,
         collection: &str,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>> {
-        let tx = self.read().await?;
-        let collection = self::collection(&tx, scope.namespace(), collection).await?;
+        let mut tx = self.read().await?;
+        let collection = family::collection(&mut tx, scope.namespace(), collection).await?;
         collection.spec.check_vector(&query.vector)?;
         let subject = subject_of(scope);
         let index = collection.index();
@@ -790,6 +639,7 @@ impl VectorStore for LibsqlStore {
             usize::MAX
         };
         let held = self
+            .common
             .vector_cache
             .get(&(collection.pk, subject.to_owned()), &collection.generation)
             .filter(|matrix| matrix.len() < scanned_below);
@@ -821,6 +671,3 @@ impl VectorStore for LibsqlStore {
         Ok(hits)
     }
 }
-
-/// The namespace's collections by name, for restore's lookups: those it wrote vectors of.
-pub(crate) type CollectionCache = HashMap<(Namespace, String), CollectionRow>;

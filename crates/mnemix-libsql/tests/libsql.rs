@@ -1,17 +1,16 @@
-//! libSQL on its file: the SQLite family's file tests (migrations, several stores on one file,
-//! written once in mnemix-sqlite-sql), the DiskANN index (recall on 20,000 vectors, a dropped
+//! libSQL on its file: the SQLite family's file tests (URLs, migrations, several stores on one
+//! file; written once in mnemix-testkit), the DiskANN index (recall on 20,000 vectors, a dropped
 //! collection's table), and the builder.
 
 use std::path::Path;
 
 use mnemix_conformance::support::clustered_vectors;
 use mnemix_core::adapter::ExactIndex;
-use mnemix_core::migration::Migration;
 use mnemix_core::{
-    CollectionSpec, ConversationStore, MemoryBackend, Metadata, Metric, NewConversation, Scope,
-    VectorId, VectorQuery, VectorRecord, VectorStore,
+    CollectionSpec, MemoryBackend, Metadata, Metric, Scope, VectorId, VectorQuery, VectorRecord,
+    VectorStore,
 };
-use mnemix_libsql::{LibsqlStore, MIGRATIONS};
+use mnemix_libsql::LibsqlStore;
 use mnemix_testkit::sqlite_family::FileStore;
 
 fn scope() -> Scope {
@@ -28,18 +27,6 @@ struct LibsqlFile;
 #[async_trait::async_trait]
 impl FileStore for LibsqlFile {
     type Store = LibsqlStore;
-    const MIGRATIONS: &'static [Migration] = MIGRATIONS;
-
-    async fn open(path: &Path) -> mnemix_core::Result<LibsqlStore> {
-        LibsqlStore::builder().path(path).open().await
-    }
-
-    async fn migrate_file_with(
-        path: &Path,
-        migrations: &[Migration],
-    ) -> mnemix_core::Result<Vec<u32>> {
-        mnemix_libsql::migrate_file_with(path, migrations).await
-    }
 
     async fn read_note(path: &Path) -> (String, Option<String>) {
         let conn = libsql::Builder::new_local(path)
@@ -62,7 +49,7 @@ impl FileStore for LibsqlFile {
     }
 }
 
-mnemix_testkit::sqlite_family_tests!(LibsqlFile);
+mnemix_testkit::sqlite_family_tests!(LibsqlFile, file_url = "file://", memory_url = ":memory:");
 
 /// The acceptance figure of the DiskANN path: 20,000 clustered 384-dim vectors over ten
 /// subjects, so the caller's scope keeps 10% of the rows, and recall@10 against the exact top
@@ -244,35 +231,6 @@ async fn a_dropped_collection_leaves_no_table_behind() {
         .await
         .unwrap();
     assert!(hits.is_empty());
-}
-
-#[tokio::test]
-async fn urls_and_memory_databases_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("via-url.db");
-    let store = LibsqlStore::builder()
-        .url(&format!("file://{}", file.display()))
-        .open()
-        .await
-        .unwrap();
-    assert_eq!(store.config().path(), Some(file.as_path()));
-    assert!(format!("{:?}", store.config()).contains("via-url.db"));
-    assert!(file.exists());
-
-    let memory = LibsqlStore::builder().url(":memory:").open().await.unwrap();
-    assert_eq!(memory.config().path(), None);
-    let thread = memory
-        .create_conversation(&scope(), NewConversation::default())
-        .await
-        .unwrap();
-    memory.get_conversation(&scope(), &thread.id).await.unwrap();
-
-    let err = LibsqlStore::builder()
-        .url("postgres://x")
-        .open()
-        .await
-        .unwrap_err();
-    assert!(err.is_invalid_input(), "{err}");
 }
 
 /// A remote URL keeps its token out of `Debug`; without the `remote` feature, opening one says

@@ -180,6 +180,25 @@ pub struct AppendRequest {
     pub now: Timestamp,
 }
 
+impl AppendRequest {
+    /// An append of `messages` to the conversation `id` of `scope`, asked `now`.
+    pub fn new(
+        scope: &Scope,
+        id: &ConversationId,
+        messages: Vec<Message>,
+        options: AppendOptions,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            scope: scope.clone(),
+            id: id.clone(),
+            messages,
+            options,
+            now,
+        }
+    }
+}
+
 /// A row of [`APPEND_PROBE`], decoded: the request's index, its conversation's pk and last
 /// seq, and on the rows of a stored message, its seq and the message.
 #[derive(Debug)]

@@ -1,7 +1,9 @@
 //! The SQL of agent memory's SQLite-family backends (`mnemix-sqlite` on sqlx, `mnemix-libsql`
 //! on libsql), written once: their schemas and migrations ([`migrations`]), the statements
-//! both send alike, and what both decide alike from what those statements read (a write
-//! group's appends: [`conversations::AppendGroup`]; fact recall's ranking).
+//! both send alike, what both decide alike from what those statements read (a write group's
+//! appends: [`conversations::AppendGroup`]; fact recall's ranking), and the contracts
+//! themselves over the seam a driver crate implements ([`driver::Conn`] for its connections,
+//! [`family::store::FamilyStore`] for its store; [`family`]).
 //!
 //! This crate is text and a little logic, never a driver: each backend links its own SQLite
 //! (sqlx's bundled one, or libSQL's), and the two must not meet in one binary. Statements use
@@ -18,6 +20,7 @@
 //! assert_eq!(held_positions(Some("3,0")), Ok(vec![0, 3]));
 //! ```
 
+pub mod builder;
 pub mod conversations;
 pub mod documents;
 pub mod driver;
@@ -27,6 +30,15 @@ pub mod forget;
 pub mod group;
 pub mod migrations;
 pub mod transfer;
+pub mod vectors;
+
+/// What the macros ([`fact_store!`], [`document_stores!`], [`family_builder_setters!`]) name, re-exported so that
+/// a driver crate invoking them needs no dependency of its own on these crates.
+#[doc(hidden)]
+pub mod __private {
+    pub use async_trait::async_trait;
+    pub use mnemix_core as core;
+}
 
 /// SQLite's `synchronous` setting for a database file, as both backends take it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

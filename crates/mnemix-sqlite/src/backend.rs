@@ -19,7 +19,7 @@ impl MemoryBackend for SqliteStore {
     }
 
     fn now(&self) -> Timestamp {
-        self.clock.now()
+        self.common.clock.now()
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -50,7 +50,7 @@ impl MemoryBackend for SqliteStore {
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut tx = self.write().await?;
-        let mut receipt = family::forget_subject(&mut tx, scope, self.clock.now()).await?;
+        let mut receipt = family::forget_subject(&mut tx, scope, self.common.clock.now()).await?;
         let touched: Vec<i64> = sqlx::query_scalar(
             "DELETE FROM vectors WHERE subject = ?2
                AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
@@ -64,7 +64,7 @@ impl MemoryBackend for SqliteStore {
         receipt.vectors = touched.len() as u64;
         bump_generations(&mut tx, touched).await?;
         tx.commit().await.db()?;
-        self.held_facts.remove(&held_key(scope));
+        self.common.held_facts.remove(&held_key(scope));
         Ok(receipt)
     }
 }

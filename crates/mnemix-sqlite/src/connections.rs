@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use async_trait::async_trait;
 use mnemix_sqlite_sql::driver::{Conn, Param, Row};
+use mnemix_sqlite_sql::family::store::Lent;
 
 use crate::db::{family_execute, family_rows, to_memory_error, DbResult, BACKEND};
 
@@ -133,23 +134,25 @@ impl Drop for Lease {
     }
 }
 
-/// A transaction on a lent connection, rolled back before the connection is lent again if
-/// dropped unfinished (an error, a cancelled future).
-pub(crate) struct Tx {
+/// A connection lent for the family's statements or a transaction, rolled back before the
+/// connection is lent again if dropped with a transaction open (an error, a cancelled future).
+pub struct Tx {
     lease: Lease,
-    /// What the family's statements carry ([`Conn::first`], [`Conn::last`]).
-    rides: Rides,
+    state: State,
 }
 
-/// What rides in the statement strings the family sends through a [`Tx`].
+/// Where a [`Tx`]'s transaction is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Rides {
-    /// Nothing: the holder sent `BEGIN` and will commit.
-    Nothing,
-    /// `BEGIN` in the first, then `COMMIT` in the last.
-    Begin,
-    /// `COMMIT` in the last.
-    Commit,
+enum State {
+    /// None is open: each statement commits alone, and a first statement ([`Conn::first`])
+    /// may begin one.
+    Closed,
+    /// Begun in a first statement; a last statement ([`Conn::last`]) may commit it.
+    Riding,
+    /// Begun by [`Tx::begin`]: its holder commits it.
+    Held,
+    /// Committed in a last statement.
+    Committed,
 }
 
 impl Tx {
@@ -159,19 +162,28 @@ impl Tx {
         lease.in_transaction(true);
         Ok(Self {
             lease,
-            rides: Rides::Nothing,
+            state: State::Held,
         })
     }
 
-    /// A transaction whose `BEGIN` rides in the first statement string its caller sends, and
-    /// whose `COMMIT` may ride in the last ([`finish`](Self::finish)): two hops to sqlx's
-    /// worker thread fewer than [`begin`](Self::begin) and [`commit`](Self::commit). The family's
-    /// statements ride them through [`Conn::first`] and [`Conn::last`].
+    /// A connection on which no transaction is open: the family's statements begin one in a
+    /// first statement and commit it in a last one ([`Conn::first`], [`Conn::last`]) where
+    /// they must share a snapshot, two hops to sqlx's worker thread fewer than
+    /// [`begin`](Self::begin) and [`commit`](Self::commit); a lone statement needs neither.
+    pub(crate) fn lent(lease: Lease) -> Self {
+        Self {
+            lease,
+            state: State::Closed,
+        }
+    }
+
+    /// A transaction whose `BEGIN` its caller sends in its own first statement string, and
+    /// ends with [`commit`](Self::commit).
     pub(crate) fn begun_in_first_statement(mut lease: Lease) -> Self {
         lease.in_transaction(true);
         Self {
             lease,
-            rides: Rides::Begin,
+            state: State::Riding,
         }
     }
 
@@ -180,20 +192,29 @@ impl Tx {
         &mut self.lease
     }
 
-    /// The statement string that ends with `COMMIT` ran to its end.
-    pub(crate) fn finish(mut self) {
-        self.lease.in_transaction(false);
-    }
-
     /// Commits.
     pub(crate) async fn commit(mut self) -> sqlx::Result<()> {
         self.lease.execute("COMMIT").await?;
-        self.finish();
+        self.lease.in_transaction(false);
         Ok(())
     }
 }
 
-/// A transaction as the SQLite family's connection; see [`Tx::begun_in_first_statement`].
+/// Settled, a lent connection commits what it began and did not commit in a last statement.
+impl Lent for Tx {
+    async fn settle(mut self) -> Result<()> {
+        match self.state {
+            State::Closed => Ok(()),
+            State::Committed => {
+                self.lease.in_transaction(false);
+                Ok(())
+            }
+            State::Riding | State::Held => self.commit().await.db(),
+        }
+    }
+}
+
+/// A lent connection as the SQLite family's; see [`Tx::lent`].
 #[async_trait]
 impl Conn for Tx {
     const BACKEND: &'static str = BACKEND;
@@ -208,8 +229,10 @@ impl Conn for Tx {
     }
 
     fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
-        if self.rides == Rides::Begin {
-            self.rides = Rides::Commit;
+        if self.state == State::Closed {
+            // Marked before it is sent: a future dropped midway leaves it to be rolled back.
+            self.lease.in_transaction(true);
+            self.state = State::Riding;
             with_begin
         } else {
             plain
@@ -217,8 +240,9 @@ impl Conn for Tx {
     }
 
     fn last(&mut self, plain: &'static str, with_commit: &'static str) -> &'static str {
-        if self.rides == Rides::Commit {
-            self.rides = Rides::Nothing;
+        if self.state == State::Riding {
+            // Still marked open until settled: a last statement that fails leaves it open.
+            self.state = State::Committed;
             with_commit
         } else {
             plain

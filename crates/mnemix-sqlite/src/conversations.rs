@@ -149,7 +149,7 @@ impl ConversationStore for SqliteStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        let conversation = new.into_conversation(scope, self.clock.now());
+        let conversation = new.into_conversation(scope, self.common.clock.now());
         let mut tx = self.write().await?;
         family::create_conversation(&mut tx, &conversation).await?;
         tx.commit().await.db()?;
@@ -176,7 +176,7 @@ impl ConversationStore for SqliteStore {
         id: &ConversationId,
         update: ConversationUpdate,
     ) -> Result<Conversation> {
-        let now = self.clock.now();
+        let now = self.common.clock.now();
         let mut tx = self.write().await?;
         let conversation = family::update_conversation(&mut tx, scope, id, update, now).await?;
         tx.commit().await.db()?;
@@ -203,15 +203,8 @@ impl ConversationStore for SqliteStore {
         messages: Vec<Message>,
         options: AppendOptions,
     ) -> Result<AppendReceipt> {
-        self.writer
-            .append(AppendRequest {
-                scope: scope.clone(),
-                id: id.clone(),
-                messages,
-                options,
-                now: self.clock.now(),
-            })
-            .await
+        let request = AppendRequest::new(scope, id, messages, options, self.common.clock.now());
+        self.writer.append(request).await
     }
 
     async fn load(

@@ -70,10 +70,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
-use mnemix_core::{Clock, MemoryBackend, MemoryError, Result, SystemClock};
+use mnemix_core::migration::Migration;
+use mnemix_core::{Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock};
+use mnemix_sqlite_sql::builder::Options;
+use mnemix_sqlite_sql::family::facts::HeldChange;
+use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
 
@@ -97,7 +100,6 @@ const TABLE_COUNTS: &[(&str, &str)] = &[
 /// The file a builder given no path or URL opens.
 pub const DEFAULT_PATH: &str = "./.mnemix/memory.db";
 
-use mnemix_sqlite_sql::family::facts::{held_facts_cache, HeldFactsCache};
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
 pub use mnemix_sqlite_sql::Synchronous;
 
@@ -133,10 +135,7 @@ fn open_request(request: OpenRequest) -> BoxOpen {
 #[derive(Clone)]
 pub struct SqliteConfig {
     location: Location,
-    synchronous: Synchronous,
-    busy_timeout: Duration,
-    readers: u32,
-    vector_cache_bytes: usize,
+    options: Options,
 }
 
 impl fmt::Debug for SqliteConfig {
@@ -147,11 +146,7 @@ impl fmt::Debug for SqliteConfig {
             Location::Memory => s.field("path", &":memory:"),
             Location::ExistingPool => s.field("path", &"<existing pool>"),
         };
-        s.field("synchronous", &self.synchronous)
-            .field("busy_timeout", &self.busy_timeout)
-            .field("readers", &self.readers)
-            .field("vector_cache_bytes", &self.vector_cache_bytes)
-            .finish()
+        s.field("options", &self.options).finish()
     }
 }
 
@@ -176,40 +171,12 @@ pub struct SqliteStoreBuilder {
 }
 
 impl SqliteStoreBuilder {
-    /// A database file (created, with its parent folders, when missing).
-    #[must_use]
-    pub fn path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.config.location = Location::File(path.into());
-        self
-    }
-
-    /// A `sqlite://` URL: `sqlite://relative/file.db`, `sqlite:///absolute/file.db` or
-    /// `sqlite::memory:`. Anything else is reported by [`open`](Self::open).
-    #[must_use]
-    pub fn url(mut self, url: &str) -> Self {
-        match parse_url(url) {
-            Ok(location) => self.config.location = location,
-            Err(e) => self.url_error = Some(e),
-        }
-        self
-    }
-
-    /// Whether a missing database file is created, with its parent folders (the default); with
-    /// `false`, opening a file that does not exist is `NotFound` naming the path, and nothing is
-    /// created (what a command that only reads wants: a typo'd path is an error, not an empty
-    /// store).
-    #[must_use]
-    pub fn create_if_missing(mut self, create: bool) -> Self {
-        self.create_if_missing = create;
-        self
-    }
-
-    /// A private in-memory database, gone when the store is dropped.
-    #[must_use]
-    pub fn in_memory(mut self) -> Self {
-        self.config.location = Location::Memory;
-        self
-    }
+    mnemix_sqlite_sql::family_builder_setters!(
+        url = concat!(
+            "A `sqlite://` URL: `sqlite://relative/file.db`, `sqlite:///absolute/file.db` or ",
+            "`sqlite::memory:`."
+        )
+    );
 
     /// The connect options and size of an existing pool (kept as they are; writes still use
     /// `BEGIN IMMEDIATE`): the store opens its own connections with them, shared by reads and
@@ -218,43 +185,6 @@ impl SqliteStoreBuilder {
     pub fn pool(mut self, pool: SqlitePool) -> Self {
         self.config.location = Location::ExistingPool;
         self.pool = Some(pool);
-        self
-    }
-
-    /// `synchronous` of the file (default [`Synchronous::Normal`]).
-    #[must_use]
-    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
-        self.config.synchronous = synchronous;
-        self
-    }
-
-    /// How long a write waits for another process's write lock before failing with
-    /// `Unavailable` (default 5 s).
-    #[must_use]
-    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.config.busy_timeout = timeout;
-        self
-    }
-
-    /// How many reader connections the store may hold (default: the number of CPUs, at least 2).
-    #[must_use]
-    pub fn readers(mut self, readers: u32) -> Self {
-        self.config.readers = readers.max(1);
-        self
-    }
-
-    /// Memory the vector-matrix cache may hold, texts included, before it is emptied (default
-    /// 256 MiB; 0 turns caching off).
-    #[must_use]
-    pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
-        self.config.vector_cache_bytes = bytes;
-        self
-    }
-
-    /// The clock that decides "now" for timestamps, expiry and TTL (default: the system clock).
-    #[must_use]
-    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
         self
     }
 
@@ -298,7 +228,8 @@ impl SqliteStoreBuilder {
                         .create_if_missing(true),
                 );
                 let writer = Connections::open(options.clone(), 1).await?;
-                let reader = Connections::open(options, config.readers).await?;
+                let readers = u32::try_from(config.options.readers).unwrap_or(u32::MAX);
+                let reader = Connections::open(options, readers).await?;
                 (writer, reader)
             }
             (Location::ExistingPool, None) => unreachable!("pool() sets both"),
@@ -307,9 +238,7 @@ impl SqliteStoreBuilder {
         Ok(SqliteStore {
             writer: writer::Writer::new(writer),
             reader,
-            clock: self.clock,
-            vector_cache: vectors::MatrixCache::new(config.vector_cache_bytes),
-            held_facts: held_facts_cache(),
+            common: Common::new(self.clock, config.options.vector_cache_bytes),
             config,
         })
     }
@@ -318,11 +247,11 @@ impl SqliteStoreBuilder {
 fn connect_options(config: &SqliteConfig, options: SqliteConnectOptions) -> SqliteConnectOptions {
     options
         .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(match config.synchronous {
+        .synchronous(match config.options.synchronous {
             Synchronous::Normal => SqliteSynchronous::Normal,
             Synchronous::Full => SqliteSynchronous::Full,
         })
-        .busy_timeout(config.busy_timeout)
+        .busy_timeout(config.options.busy_timeout)
         .foreign_keys(true)
 }
 
@@ -351,33 +280,19 @@ fn parse_url(url: &str) -> std::result::Result<Location, String> {
 pub struct SqliteStore {
     writer: writer::Writer,
     reader: Connections,
-    clock: Arc<dyn Clock>,
     config: SqliteConfig,
-    vector_cache: vectors::MatrixCache,
-    /// Subjects' facts as semantic recall ranks them, each valid at its facts generation.
-    held_facts: HeldFactsCache,
-}
-
-impl fmt::Debug for SqliteStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SqliteStore")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
+    /// The clock, and what the store holds for searches.
+    common: Common,
 }
 
 impl SqliteStore {
     /// A builder with the defaults: WAL, `synchronous=NORMAL`, 5 s busy timeout, the system
     /// clock, and the file [`DEFAULT_PATH`] unless another location is given.
     pub fn builder() -> SqliteStoreBuilder {
-        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get() as u32);
         SqliteStoreBuilder {
             config: SqliteConfig {
                 location: Location::File(PathBuf::from(DEFAULT_PATH)),
-                synchronous: Synchronous::Normal,
-                busy_timeout: Duration::from_secs(5),
-                readers: cpus.max(2),
-                vector_cache_bytes: 256 << 20,
+                options: Options::default(),
             },
             pool: None,
             url_error: None,
@@ -412,20 +327,68 @@ impl SqliteStore {
     }
 }
 
-#[doc(hidden)]
-/// Applies `migrations` instead of [`MIGRATIONS`] to a file (for upgrade tests).
-pub async fn migrate_file_with(
-    path: &Path,
-    migrations: &[mnemix_core::migration::Migration],
-) -> Result<Vec<u32>> {
-    let mut conn = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .connect()
-        .await
-        .db()?;
-    let applied = db::migrate(&mut conn, migrations).await;
-    let _ = sqlx::Connection::close(conn).await;
-    applied
+impl fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The store as the SQLite family's contracts written once take it: reads on a reader and
+/// single-statement writes on the writer, neither in a transaction unless the family's first
+/// statement begins one; a remember in the write group.
+impl FamilyStore for SqliteStore {
+    type Lent<'s> = Tx;
+
+    async fn reader(&self) -> Result<Tx> {
+        Ok(Tx::lent(self.reader.acquire().await?))
+    }
+
+    async fn writer(&self) -> Result<Tx> {
+        Ok(Tx::lent(self.writer.connections().acquire().await?))
+    }
+
+    async fn transaction(&self) -> Result<Tx> {
+        self.write().await
+    }
+
+    fn common(&self) -> &Common {
+        &self.common
+    }
+
+    async fn remember_in_group(&self, remember: Remember) -> Result<(RememberOutcome, HeldChange)> {
+        self.writer
+            .write(move |tx| Box::pin(remember.run(tx)))
+            .await
+    }
+}
+
+impl OnFile for SqliteStore {
+    const MIGRATIONS: &'static [Migration] = MIGRATIONS;
+
+    async fn open_file(path: &Path) -> Result<Self> {
+        Self::builder().path(path).open().await
+    }
+
+    async fn open_url(url: &str) -> Result<Self> {
+        Self::builder().url(url).open().await
+    }
+
+    fn file(&self) -> Option<&Path> {
+        self.config.path()
+    }
+
+    async fn migrate_file_with(path: &Path, migrations: &[Migration]) -> Result<Vec<u32>> {
+        let mut conn = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .connect()
+            .await
+            .db()?;
+        let applied = db::migrate(&mut conn, migrations).await;
+        let _ = sqlx::Connection::close(conn).await;
+        applied
+    }
 }

@@ -5,22 +5,19 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use mnemix_core::adapter::sort_canonical;
 use mnemix_core::{
-    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
-    Timestamp, TransferStore, WorkingMemoryKey,
+    ConversationId, Namespace, Record, Result, Scope, StoredMessage, Subject, Timestamp,
+    TransferStore, WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn;
 use mnemix_sqlite_sql::family::facts as family;
-use mnemix_sqlite_sql::family::transfer::{self as family_transfer, DriverRecord};
+use mnemix_sqlite_sql::family::vectors::namespace_collections;
 use mnemix_sqlite_sql::family::{conversations, documents};
-use sqlx::sqlite::SqliteConnection;
 use sqlx::Row;
 
 use crate::conversations::message_from;
 use crate::db::{corrupt, millis, seq_from_db, subject_of, values, DbResult, Sqlx};
-use crate::vectors::{
-    bump_generations, find_collection, insert_collection, record_from, write_vector, CollectionRow,
-};
+use crate::vectors::record_from;
 use crate::SqliteStore;
 
 fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
@@ -36,7 +33,7 @@ fn scope_of(namespace: &Namespace, subject: String) -> Result<Scope> {
 impl TransferStore for SqliteStore {
     async fn namespaces(&self) -> Result<Vec<Namespace>> {
         let names: Vec<String> = sqlx::query_scalar(sql::transfer::NAMESPACES)
-            .bind(millis(self.clock.now()))
+            .bind(millis(self.common.clock.now()))
             .fetch_all(&mut *self.reader.acquire().await?)
             .await
             .db()?;
@@ -54,7 +51,7 @@ impl TransferStore for SqliteStore {
              ORDER BY 1"
         ))
         .bind(namespace.as_str())
-        .bind(millis(self.clock.now()))
+        .bind(millis(self.common.clock.now()))
         .fetch_all(&mut *self.reader.acquire().await?)
         .await
         .db()?;
@@ -66,25 +63,18 @@ impl TransferStore for SqliteStore {
 
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
         let mut tx = self.read().await?;
-        let names: Vec<String> =
-            sqlx::query_scalar("SELECT name FROM collections WHERE namespace = ?1")
-                .bind(namespace.as_str())
-                .fetch_all(&mut *tx)
-                .await
-                .db()?;
-        let mut records = Vec::new();
-        for name in names {
-            if let Some(row) = find_collection(&mut tx, namespace, &name).await? {
-                records.push(Record::Collection {
-                    namespace: namespace.clone(),
-                    spec: row.spec,
-                });
-            }
-        }
+        let mut records: Vec<Record> = namespace_collections(&mut tx, namespace)
+            .await?
+            .into_iter()
+            .map(|c| Record::Collection {
+                namespace: namespace.clone(),
+                spec: c.spec,
+            })
+            .collect();
         let entries: Vec<(String, Vec<u8>, Option<i64>)> =
             sqlx::query_as(sql::transfer::EXPORT_CACHE)
                 .bind(namespace.as_str())
-                .bind(millis(self.clock.now()))
+                .bind(millis(self.common.clock.now()))
                 .fetch_all(&mut *tx)
                 .await
                 .db()?;
@@ -105,7 +95,7 @@ impl TransferStore for SqliteStore {
 
     async fn export_scope(&self, scope: &Scope) -> Result<Vec<Record>> {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
-        let now = millis(self.clock.now());
+        let now = millis(self.common.clock.now());
         // One read transaction: the export is one snapshot.
         let mut tx = self.read().await?;
         let mut records = Vec::new();
@@ -216,55 +206,6 @@ impl TransferStore for SqliteStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let mut records = records;
-        sort_canonical(&mut records);
-        let written = records.len() as u64;
-        let mut tx = self.write().await?;
-        let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();
-        let mut touched = Vec::new();
-        for record in records {
-            restore_one(&mut tx, record, &mut collections, &mut touched).await?;
-        }
-        bump_generations(&mut tx, touched).await?;
-        tx.commit().await.db()?;
-        Ok(written)
+        mnemix_sqlite_sql::family::store::restore(self, records).await
     }
-}
-
-/// Writes one record in the restore transaction. Records come in canonical order, so parents
-/// (collections, conversations) are written before their children.
-async fn restore_one(
-    conn: &mut SqliteConnection,
-    record: Record,
-    collections: &mut HashMap<(Namespace, String), CollectionRow>,
-    touched: &mut Vec<i64>,
-) -> Result<()> {
-    match family_transfer::restore_record(&mut Sqlx(conn), record).await? {
-        None => {}
-        Some(DriverRecord::Collection { namespace, spec }) => {
-            if let Some(existing) = find_collection(conn, &namespace, &spec.name).await? {
-                existing.spec.check_same(&spec)?;
-                return Ok(());
-            }
-            insert_collection(conn, &namespace, &spec).await?;
-        }
-        Some(DriverRecord::Vector {
-            scope,
-            collection,
-            record,
-        }) => {
-            let key = (scope.namespace().clone(), collection);
-            if !collections.contains_key(&key) {
-                let row = find_collection(conn, &key.0, &key.1)
-                    .await?
-                    .ok_or_else(|| MemoryError::not_found("collection", key.1.as_str()))?;
-                collections.insert(key.clone(), row);
-            }
-            let collection = &collections[&key];
-            collection.spec.check_vector(&record.vector)?;
-            write_vector(conn, collection.pk, &scope, &record).await?;
-            touched.push(collection.pk);
-        }
-    }
-    Ok(())
 }

@@ -5,93 +5,24 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, ExactIndex};
 use mnemix_core::{
-    CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorHit,
-    VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+    ConversationId, Filter, MemoryError, Result, Scope, VectorHit, VectorId, VectorQuery,
+    VectorRecord,
 };
+use mnemix_sqlite_sql::family::vectors::{self as family, CollectionRow, VectorTables};
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use sqlx::Row;
 
 use crate::connections::Tx;
-use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult};
+use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult, Sqlx};
 use crate::SqliteStore;
 
-/// Matrices by `(collection pk, subject)`, each at the collection generation it was read at.
-pub(crate) type MatrixCache = mnemix_core::adapter::MatrixCache<(i64, String), i64>;
+/// A namespace's collection by name, in a read transaction this statement begins.
+const FIND_COLLECTION_BEGINNING_READ: &str =
+    concat!("BEGIN;\n", mnemix_sqlite_sql::find_collection!());
 
-/// A collection row: its pk, spec and generation.
-pub(crate) struct CollectionRow {
-    pub(crate) pk: i64,
-    pub(crate) spec: CollectionSpec,
-    pub(crate) generation: i64,
-}
-
-fn metric_from(text: &str) -> Result<Metric> {
-    Metric::parse(text).ok_or_else(|| corrupt("metric", text))
-}
-
-/// A namespace's collection by name.
-macro_rules! find_collection_statement {
-    () => {
-        "SELECT pk, name, dims, metric, model, generation FROM collections
-         WHERE namespace = ?1 AND name = ?2"
-    };
-}
-const FIND_COLLECTION: &str = find_collection_statement!();
-
-pub(crate) async fn find_collection(
-    conn: &mut SqliteConnection,
-    namespace: &Namespace,
-    name: &str,
-) -> Result<Option<CollectionRow>> {
-    find_collection_with(conn, FIND_COLLECTION, namespace, name).await
-}
-
-/// [`find_collection`] by `statement`, which is [`FIND_COLLECTION`] after statements that
-/// return nothing (a `BEGIN`).
-async fn find_collection_with(
-    conn: &mut SqliteConnection,
-    statement: &'static str,
-    namespace: &Namespace,
-    name: &str,
-) -> Result<Option<CollectionRow>> {
-    let row: Option<(i64, String, i64, String, String, i64)> = sqlx::query_as(statement)
-        .bind(namespace.as_str())
-        .bind(name)
-        .fetch_optional(conn)
-        .await
-        .db()?;
-    row.map(|(pk, name, dims, metric, model, generation)| {
-        Ok(CollectionRow {
-            pk,
-            spec: CollectionSpec {
-                name,
-                dims: usize::try_from(dims).map_err(|e| corrupt("dims", e))?,
-                metric: metric_from(&metric)?,
-                model,
-            },
-            generation,
-        })
-    })
-    .transpose()
-}
-
-async fn collection(
-    conn: &mut SqliteConnection,
-    namespace: &Namespace,
-    name: &str,
-) -> Result<CollectionRow> {
-    find_collection(conn, namespace, name)
-        .await?
-        .ok_or_else(|| MemoryError::not_found("collection", name))
-}
-
-async fn bump_generation(conn: &mut SqliteConnection, pk: i64) -> Result<()> {
-    sqlx::query("UPDATE collections SET generation = generation + 1 WHERE pk = ?1")
-        .bind(pk)
-        .execute(conn)
-        .await
-        .db()?;
-    Ok(())
+/// Bumps the generation of every collection in `pks` (duplicates allowed), once each.
+pub(crate) async fn bump_generations(conn: &mut SqliteConnection, pks: Vec<i64>) -> Result<()> {
+    family::bump_generations(&mut Sqlx(conn), pks).await
 }
 
 /// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
@@ -113,64 +44,6 @@ pub(crate) async fn delete_conversation_vectors(
     .await
     .db()?;
     bump_generations(conn, touched).await
-}
-
-/// Creates a collection row (the caller has checked that none of that name exists).
-pub(crate) async fn insert_collection(
-    conn: &mut SqliteConnection,
-    namespace: &Namespace,
-    spec: &CollectionSpec,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO collections (namespace, name, dims, metric, model) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )
-    .bind(namespace.as_str())
-    .bind(&spec.name)
-    .bind(i64::try_from(spec.dims).unwrap_or(i64::MAX))
-    .bind(spec.metric.as_str())
-    .bind(&spec.model)
-    .execute(conn)
-    .await
-    .db()?;
-    Ok(())
-}
-
-/// Writes one vector record (checked against its collection by the caller); the caller bumps
-/// the collection's generation.
-pub(crate) async fn write_vector(
-    conn: &mut SqliteConnection,
-    collection: i64,
-    scope: &Scope,
-    record: &VectorRecord,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (collection, subject, id) DO UPDATE SET
-             vector = excluded.vector, text = excluded.text,
-             metadata = excluded.metadata, conversation_id = excluded.conversation_id",
-    )
-    .bind(collection)
-    .bind(subject_of(scope))
-    .bind(record.id.as_str())
-    .bind(encode_f32_le(&record.vector))
-    .bind(record.text.as_deref())
-    .bind(to_json(&record.metadata))
-    .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
-    .execute(conn)
-    .await
-    .db()?;
-    Ok(())
-}
-
-/// Bumps the generation of every collection in `pks` (duplicates allowed).
-pub(crate) async fn bump_generations(conn: &mut SqliteConnection, mut pks: Vec<i64>) -> Result<()> {
-    pks.sort_unstable();
-    pks.dedup();
-    for pk in pks {
-        bump_generation(conn, pk).await?;
-    }
-    Ok(())
 }
 
 pub(crate) fn record_from(row: &SqliteRow, include_vector: bool) -> Result<VectorRecord> {
@@ -224,7 +97,7 @@ impl SqliteStore {
         subject: &str,
     ) -> Result<Arc<ExactIndex>> {
         let key = (collection.pk, subject.to_owned());
-        if let Some(index) = self.vector_cache.get(&key, &collection.generation) {
+        if let Some(index) = self.common.vector_cache.get(&key, &collection.generation) {
             return Ok(index);
         }
         let rows: Vec<MatrixRow> = sqlx::query_as(
@@ -250,169 +123,109 @@ impl SqliteStore {
             );
         }
         let index = Arc::new(index);
-        self.vector_cache
+        self.common
+            .vector_cache
             .insert(key, collection.generation, Arc::clone(&index));
         Ok(index)
     }
 }
 
-#[async_trait]
-impl VectorStore for SqliteStore {
-    async fn ensure_collection(
-        &self,
-        namespace: &Namespace,
-        spec: CollectionSpec,
-    ) -> Result<CollectionSpec> {
-        let mut tx = self.write().await?;
-        if let Some(existing) = find_collection(&mut tx, namespace, &spec.name).await? {
-            existing.spec.check_same(&spec)?;
-            return Ok(existing.spec);
-        }
-        insert_collection(&mut tx, namespace, &spec).await?;
-        tx.commit().await.db()?;
-        Ok(spec)
-    }
+mnemix_sqlite_sql::vector_store!(SqliteStore, search = search_exact);
 
-    async fn list_collections(&self, namespace: &Namespace) -> Result<Vec<CollectionSpec>> {
-        let rows: Vec<(String, i64, String, String)> = sqlx::query_as(
-            "SELECT name, dims, metric, model FROM collections WHERE namespace = ?1 ORDER BY name",
+/// The vectors of every collection in one table, `vectors`, keyed by collection pk.
+#[async_trait]
+impl VectorTables for Tx {
+    async fn write_vector(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
+        record: &VectorRecord,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (collection, subject, id) DO UPDATE SET
+                 vector = excluded.vector, text = excluded.text,
+                 metadata = excluded.metadata, conversation_id = excluded.conversation_id",
         )
-        .bind(namespace.as_str())
-        .fetch_all(&mut *self.reader.acquire().await?)
+        .bind(collection.pk)
+        .bind(subject)
+        .bind(record.id.as_str())
+        .bind(encode_f32_le(&record.vector))
+        .bind(record.text.as_deref())
+        .bind(to_json(&record.metadata))
+        .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
+        .execute(self.conn())
         .await
         .db()?;
-        rows.into_iter()
-            .map(|(name, dims, metric, model)| {
-                Ok(CollectionSpec {
-                    name,
-                    dims: usize::try_from(dims).map_err(|e| corrupt("dims", e))?,
-                    metric: metric_from(&metric)?,
-                    model,
-                })
-            })
-            .collect()
+        Ok(())
     }
 
-    async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        // Vectors go by cascade; the pk is never reused (AUTOINCREMENT), so cached matrices of
-        // the old collection can never be mistaken for the new one's.
-        let removed = sqlx::query("DELETE FROM collections WHERE namespace = ?1 AND name = ?2")
-            .bind(namespace.as_str())
-            .bind(name)
-            .execute(&mut *self.writer.connections().acquire().await?)
-            .await
-            .db()?
-            .rows_affected();
-        Ok(removed > 0)
-    }
-
-    async fn upsert_vectors(
-        &self,
-        scope: &Scope,
-        collection: &str,
-        records: Vec<VectorRecord>,
-    ) -> Result<usize> {
-        let mut tx = self.write().await?;
-        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
-        for record in &records {
-            collection.spec.check_vector(&record.vector)?;
-        }
-        for record in &records {
-            write_vector(&mut tx, collection.pk, scope, record).await?;
-        }
-        if !records.is_empty() {
-            bump_generation(&mut tx, collection.pk).await?;
-        }
-        tx.commit().await.db()?;
-        if !records.is_empty() {
-            self.vector_cache.written_by_subject(
-                &collection.pk,
-                subject_of(scope),
-                collection.generation,
-                |matrix| matrix.upsert(&records),
-            );
-        }
-        Ok(records.len())
-    }
-
-    async fn get_vector(
-        &self,
-        scope: &Scope,
-        collection: &str,
+    async fn read_vector(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
         id: &VectorId,
-    ) -> Result<VectorRecord> {
-        let mut tx = self.read().await?;
-        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
+    ) -> Result<Option<VectorRecord>> {
         let row = sqlx::query(
             "SELECT id, vector, text, metadata, conversation_id FROM vectors
              WHERE collection = ?1 AND subject = ?2 AND id = ?3",
         )
         .bind(collection.pk)
-        .bind(subject_of(scope))
+        .bind(subject)
         .bind(id.as_str())
-        .fetch_optional(&mut *tx)
+        .fetch_optional(self.conn())
         .await
-        .db()?
-        .ok_or_else(|| MemoryError::not_found("vector", id.as_str()))?;
-        tx.commit().await.db()?;
-        record_from(&row, true)
+        .db()?;
+        row.map(|row| record_from(&row, true)).transpose()
+    }
+
+    async fn matching_ids(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
+        filter: &Filter,
+    ) -> Result<Vec<VectorId>> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
+        )
+        .bind(collection.pk)
+        .bind(subject)
+        .fetch_all(self.conn())
+        .await
+        .db()?;
+        let mut matching = Vec::new();
+        for (id, metadata) in rows {
+            if filter.matches(&metadata_from(&metadata)?) {
+                matching.push(VectorId::new(id).map_err(|e| corrupt("vector id", e))?);
+            }
+        }
+        Ok(matching)
     }
 
     async fn delete_vectors(
-        &self,
-        scope: &Scope,
-        collection: &str,
-        selector: VectorSelector,
-    ) -> Result<usize> {
-        let mut tx = self.write().await?;
-        let collection = self::collection(&mut tx, scope.namespace(), collection).await?;
-        let ids: Vec<VectorId> = match selector {
-            VectorSelector::Ids(ids) => ids,
-            VectorSelector::Filter(filter) => {
-                let rows: Vec<(String, String)> = sqlx::query_as(
-                    "SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
-                )
-                .bind(collection.pk)
-                .bind(subject_of(scope))
-                .fetch_all(&mut *tx)
-                .await
-                .db()?;
-                let mut matching = Vec::new();
-                for (id, metadata) in rows {
-                    if filter.matches(&metadata_from(&metadata)?) {
-                        matching.push(VectorId::new(id).map_err(|e| corrupt("vector id", e))?);
-                    }
-                }
-                matching
-            }
-        };
-        let removed = sqlx::query(
+        &mut self,
+        collection: &CollectionRow,
+        subject: &str,
+        ids: &[VectorId],
+    ) -> Result<u64> {
+        let done = sqlx::query(
             "DELETE FROM vectors WHERE collection = ?1 AND subject = ?2
                AND id IN (SELECT value FROM json_each(?3))",
         )
         .bind(collection.pk)
-        .bind(subject_of(scope))
+        .bind(subject)
         .bind(to_json(&ids))
-        .execute(&mut *tx)
+        .execute(self.conn())
         .await
-        .db()?
-        .rows_affected();
-        if removed > 0 {
-            bump_generation(&mut tx, collection.pk).await?;
-        }
-        tx.commit().await.db()?;
-        if removed > 0 {
-            self.vector_cache.written_by_subject(
-                &collection.pk,
-                subject_of(scope),
-                collection.generation,
-                |matrix| matrix.remove(&ids),
-            );
-        }
-        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+        .db()?;
+        Ok(done.rows_affected())
     }
+}
 
-    async fn search(
+impl SqliteStore {
+    /// `VectorStore::search`: an exact scan of the scope's matrix, held or read.
+    pub(crate) async fn search_exact(
         &self,
         scope: &Scope,
         collection: &str,
@@ -421,28 +234,24 @@ impl VectorStore for SqliteStore {
         // The matrix holds whole records, so a search whose matrix is held at the collection's
         // generation is one statement (its own snapshot). Otherwise the row is read again in a
         // read transaction with the matrix, so the matrix is the data at that generation.
-        let row = find_collection(
-            &mut *self.reader.acquire().await?,
-            scope.namespace(),
-            collection,
-        )
-        .await?
-        .ok_or_else(|| MemoryError::not_found("collection", collection))?;
+        let mut reader = self.reader.acquire().await?;
+        let row = family::collection(&mut Sqlx(&mut reader), scope.namespace(), collection).await?;
+        drop(reader);
         row.spec.check_vector(&query.vector)?;
         let key = (row.pk, subject_of(scope).to_owned());
-        let index = if let Some(index) = self.vector_cache.get(&key, &row.generation) {
+        let index = if let Some(index) = self.common.vector_cache.get(&key, &row.generation) {
             index
         } else {
             let mut tx = Tx::begun_in_first_statement(self.reader.acquire().await?);
             let read = async {
-                let row = find_collection_with(
-                    tx.conn(),
-                    concat!("BEGIN;\n", find_collection_statement!()),
+                let found = family::find_collection_by(
+                    &mut Sqlx(tx.conn()),
+                    FIND_COLLECTION_BEGINNING_READ,
                     scope.namespace(),
                     collection,
                 )
-                .await?
-                .ok_or_else(|| MemoryError::not_found("collection", collection))?;
+                .await?;
+                let row = found.ok_or_else(|| MemoryError::not_found("collection", collection))?;
                 row.spec.check_vector(&query.vector)?;
                 self.matrix(tx.conn(), &row, subject_of(scope)).await
             }

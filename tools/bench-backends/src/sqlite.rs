@@ -388,7 +388,7 @@ pub async fn open(path: &Path) -> (Arc<dyn mnemix_core::MemoryBackend>, Vec<Arc<
         .max(2);
     let store = mnemix_sqlite::SqliteStore::builder()
         .path(path)
-        .readers(readers)
+        .readers(readers as usize)
         .open()
         .await
         .expect("open the SQLite store");

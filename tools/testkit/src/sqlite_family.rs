@@ -10,22 +10,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mnemix_core::migration::Migration;
 use mnemix_core::{
-    AppendOptions, ConversationStore, LoadOptions, MemoryBackend, Message, NewConversation, Result,
-    Scope,
+    AppendOptions, ConversationStore, LoadOptions, MemoryBackend, Message, NewConversation, Scope,
 };
+use mnemix_sqlite_sql::family::store::OnFile;
 
-/// How the tests open a SQLite-family store on a file and reach the file (implemented by a
-/// type of the test's own, naming the store).
+/// How the tests reach a SQLite-family store's file (implemented by a type of the test's own,
+/// naming the store, which opens and migrates its file as [`OnFile`] says).
 #[async_trait]
 pub trait FileStore: Send + 'static {
     /// The store.
-    type Store: MemoryBackend + 'static;
-    /// The store's schema.
-    const MIGRATIONS: &'static [Migration];
-    /// Opens (and migrates) the store on `path`.
-    async fn open(path: &Path) -> Result<Self::Store>;
-    /// Applies `migrations` to the file alone, as the store's migration runner does.
-    async fn migrate_file_with(path: &Path, migrations: &[Migration]) -> Result<Vec<u32>>;
+    type Store: MemoryBackend + OnFile + std::fmt::Debug + 'static;
     /// `SELECT body, author FROM notes` on the file, read with the store's driver.
     async fn read_note(path: &Path) -> (String, Option<String>);
     /// Lets go of the file.
@@ -39,7 +33,7 @@ fn scope() -> Scope {
 }
 
 async fn open<S: FileStore>(path: &Path) -> S::Store {
-    S::open(path).await.unwrap()
+    <S::Store as OnFile>::open_file(path).await.unwrap()
 }
 
 /// A fresh file (in folders that do not exist yet) is migrated to the latest version, and
@@ -47,7 +41,7 @@ async fn open<S: FileStore>(path: &Path) -> S::Store {
 pub async fn a_fresh_file_is_migrated_to_the_latest_version_and_reopens<S: FileStore>(dir: &Path) {
     let path = dir.join("nested/folder/memory.db");
     let store = open::<S>(&path).await;
-    let latest = S::MIGRATIONS.last().unwrap().version;
+    let latest = <S::Store as OnFile>::MIGRATIONS.last().unwrap().version;
     assert_eq!(store.schema_version().await.unwrap(), Some(latest));
     let thread = store
         .create_conversation(&scope(), NewConversation::default())
@@ -72,9 +66,19 @@ pub async fn an_older_database_is_upgraded_keeping_its_data<S: FileStore>(dir: &
         sql: "ALTER TABLE notes ADD COLUMN author TEXT;",
     };
     let path = dir.join("memory.db");
-    assert_eq!(S::migrate_file_with(&path, &[V1]).await.unwrap(), [1]);
-    assert_eq!(S::migrate_file_with(&path, &[V1, V2]).await.unwrap(), [2]);
-    assert!(S::migrate_file_with(&path, &[V1, V2])
+    assert_eq!(
+        <S::Store as OnFile>::migrate_file_with(&path, &[V1])
+            .await
+            .unwrap(),
+        [1]
+    );
+    assert_eq!(
+        <S::Store as OnFile>::migrate_file_with(&path, &[V1, V2])
+            .await
+            .unwrap(),
+        [2]
+    );
+    assert!(<S::Store as OnFile>::migrate_file_with(&path, &[V1, V2])
         .await
         .unwrap()
         .is_empty());
@@ -84,17 +88,18 @@ pub async fn an_older_database_is_upgraded_keeping_its_data<S: FileStore>(dir: &
 /// A file migrated by a newer release is refused, saying so.
 pub async fn a_newer_database_is_refused_with_a_clear_error<S: FileStore>(dir: &Path) {
     let path = dir.join("memory.db");
-    let mut newer = S::MIGRATIONS.to_vec();
+    let mut newer = <S::Store as OnFile>::MIGRATIONS.to_vec();
     newer.push(Migration {
-        version: S::MIGRATIONS.len() as u32 + 1,
+        version: <S::Store as OnFile>::MIGRATIONS.len() as u32 + 1,
         name: "from-the-future",
         sql: "CREATE TABLE future (x);",
     });
-    S::migrate_file_with(&path, &newer).await.unwrap();
-    let err = S::open(&path)
+    <S::Store as OnFile>::migrate_file_with(&path, &newer)
         .await
-        .err()
-        .expect("a newer schema is refused");
+        .unwrap();
+    let err = <S::Store as OnFile>::open_file(&path)
+        .await
+        .expect_err("a newer schema is refused");
     let cause = std::error::Error::source(&err).unwrap().to_string();
     assert!(cause.contains("newer than this build"), "{cause}");
 }
@@ -104,13 +109,14 @@ pub async fn an_edited_migration_is_refused<S: FileStore>(dir: &Path) {
     let path = dir.join("memory.db");
     let edited = Migration {
         sql: "CREATE TABLE something_else (x);",
-        ..S::MIGRATIONS[0]
+        ..<S::Store as OnFile>::MIGRATIONS[0]
     };
-    S::migrate_file_with(&path, &[edited]).await.unwrap();
-    let err = S::open(&path)
+    <S::Store as OnFile>::migrate_file_with(&path, &[edited])
         .await
-        .err()
-        .expect("an edited schema is refused");
+        .unwrap();
+    let err = <S::Store as OnFile>::open_file(&path)
+        .await
+        .expect_err("an edited schema is refused");
     let cause = std::error::Error::source(&err).unwrap().to_string();
     assert!(
         cause.contains("was changed after it was applied"),
@@ -184,12 +190,53 @@ pub async fn recalls_see_facts_written_from_another_connection<S: FileStore>(dir
         .await;
 }
 
+/// A file's URL (`file_url` then the path) opens the file, which its `Debug` names; the memory
+/// URL opens a private database; another backend's URL is `InvalidInput`.
+pub async fn urls_open_a_file_or_a_private_memory_database<S: FileStore>(
+    dir: &Path,
+    file_url: &str,
+    memory_url: &str,
+) {
+    let file = dir.join("via-url.db");
+    let url = format!("{file_url}{}", file.display());
+    let store = <S::Store as OnFile>::open_url(&url).await.unwrap();
+    assert_eq!(store.file(), Some(file.as_path()));
+    assert!(format!("{store:?}").contains("via-url.db"));
+    assert!(file.exists());
+    S::close(store).await;
+
+    let memory = <S::Store as OnFile>::open_url(memory_url).await.unwrap();
+    assert_eq!(memory.file(), None);
+    let thread = memory
+        .create_conversation(&scope(), NewConversation::default())
+        .await
+        .unwrap();
+    memory.get_conversation(&scope(), &thread.id).await.unwrap();
+
+    let err = <S::Store as OnFile>::open_url("postgres://x")
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_input(), "{err}");
+}
+
 /// Runs every test of [this module](self) against a [`FileStore`], each in a temporary
-/// folder of its own: `mnemix_testkit::sqlite_family_tests!(MyFile);` in an integration test (which
-/// needs `tokio` and `tempfile`).
+/// folder of its own, given the store's file URL prefix and memory URL:
+/// `mnemix_testkit::sqlite_family_tests!(MyFile, file_url = "sqlite://", memory_url =
+/// "sqlite::memory:");` in an integration test (which needs `tokio` and `tempfile`).
 #[macro_export]
 macro_rules! sqlite_family_tests {
-    ($file:ty) => {
+    ($file:ty, file_url = $file_url:literal, memory_url = $memory_url:literal) => {
+        #[tokio::test]
+        async fn urls_open_a_file_or_a_private_memory_database() {
+            let dir = tempfile::tempdir().unwrap();
+            $crate::sqlite_family::urls_open_a_file_or_a_private_memory_database::<$file>(
+                dir.path(),
+                $file_url,
+                $memory_url,
+            )
+            .await;
+        }
+
         $crate::sqlite_family_tests!(@each $file;
             a_fresh_file_is_migrated_to_the_latest_version_and_reopens,
             an_older_database_is_upgraded_keeping_its_data,

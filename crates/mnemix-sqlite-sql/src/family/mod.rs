@@ -5,7 +5,9 @@
 pub mod conversations;
 pub mod documents;
 pub mod facts;
+pub mod store;
 pub mod transfer;
+pub mod vectors;
 
 use mnemix_core::{ConversationId, DeletionReceipt, MemoryError, Result, Scope, Timestamp};
 

@@ -1,51 +1,60 @@
-//! Restoring an export, written once: every record but collections and vectors, which each
-//! driver stores its own way (sqlx's store in one table, libSQL's in a table per collection).
+//! Restoring an export, written once: vectors through each driver's [`VectorTables`].
 
-use mnemix_core::{CollectionSpec, Namespace, Record, Result, Scope, StoredMessage, VectorRecord};
+use std::collections::HashMap;
 
+use mnemix_core::adapter::sort_canonical;
+use mnemix_core::{Namespace, Record, Result, StoredMessage};
+
+use super::vectors::{self, bump_generations, ensure_collection, CollectionRow, VectorTables};
 use super::{conversation_pk, documents, facts, millis, seq_to_db, subject_of, to_json};
-use crate::driver::{Conn, Param};
+use crate::driver::Param;
 use crate::transfer as sql;
 
-/// A record the driver writes itself.
-#[derive(Debug)]
-pub enum DriverRecord {
-    /// A vector collection.
-    Collection {
-        /// Its namespace.
-        namespace: Namespace,
-        /// Its spec.
-        spec: CollectionSpec,
-    },
-    /// A vector of a collection.
-    Vector {
-        /// Its scope.
-        scope: Scope,
-        /// Its collection's name.
-        collection: String,
-        /// The vector.
-        record: VectorRecord,
-    },
+/// Restores `records` in the write transaction `tx` is in, as they were exported: sorted into
+/// canonical order first, so parents (collections, conversations) are written before their
+/// children; the generation of every collection it wrote vectors into is bumped once. How many
+/// records it wrote.
+pub async fn restore<C: VectorTables>(tx: &mut C, mut records: Vec<Record>) -> Result<u64> {
+    sort_canonical(&mut records);
+    let written = records.len() as u64;
+    let vectors = records
+        .iter()
+        .filter(|record| matches!(record, Record::Vector { .. }))
+        .count();
+    tx.before_writing(vectors).await?;
+    let mut collections = HashMap::new();
+    for record in records {
+        restore_record(tx, record, &mut collections).await?;
+    }
+    // The collections looked up are those whose vectors were written.
+    bump_generations(tx, collections.values().map(|c| c.pk).collect()).await?;
+    Ok(written)
 }
 
-/// Writes `record` in the restore transaction `tx` is in, as it was exported. Records come in
-/// canonical order, so parents (collections, conversations) are written before their children.
-/// A collection or a vector is handed back for the driver to write.
-pub async fn restore_record<C: Conn>(tx: &mut C, record: Record) -> Result<Option<DriverRecord>> {
+/// Writes one record; `collections` holds those its vectors were written into.
+async fn restore_record<C: VectorTables>(
+    tx: &mut C,
+    record: Record,
+    collections: &mut HashMap<(Namespace, String), CollectionRow>,
+) -> Result<()> {
     match record {
         Record::Collection { namespace, spec } => {
-            return Ok(Some(DriverRecord::Collection { namespace, spec }))
+            ensure_collection(tx, &namespace, &spec).await?;
         }
         Record::Vector {
             scope,
             collection,
             record,
         } => {
-            return Ok(Some(DriverRecord::Vector {
-                scope,
-                collection,
-                record,
-            }))
+            let key = (scope.namespace().clone(), collection);
+            if !collections.contains_key(&key) {
+                let found = vectors::collection(tx, &key.0, &key.1).await?;
+                collections.insert(key.clone(), found);
+            }
+            let collection = &collections[&key];
+            collection.spec.check_vector(&record.vector)?;
+            tx.write_vector(collection, subject_of(&scope), &record)
+                .await?;
         }
         Record::Conversation { conversation: c } => {
             // An upsert, not a REPLACE: replacing the row would cascade to its messages.
@@ -120,5 +129,5 @@ pub async fn restore_record<C: Conn>(tx: &mut C, record: Record) -> Result<Optio
             expires_at,
         } => documents::put_cache(tx, &namespace, &key, &value, expires_at).await?,
     }
-    Ok(None)
+    Ok(())
 }

@@ -1,0 +1,775 @@
+//! The store half of the seam: what the contracts written once need of a SQLite-family store
+//! ([`FamilyStore`]: its connections, lent in the mode each call wants, its clock, its held
+//! facts), and those contracts, each a generic function here. A core contract cannot be
+//! implemented here for a driver crate's store (the orphan rule), so each driver crate invokes
+//! the macros that implement it by calling these functions: [`fact_store!`](crate::fact_store),
+//! [`document_stores!`](crate::document_stores), [`vector_store!`](crate::vector_store).
+//!
+//! A lent connection is given back with [`Lent::settle`] once the call succeeded; one dropped
+//! unsettled (an error, a cancelled future) rolls back whatever it began.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mnemix_core::migration::Migration;
+use mnemix_core::{
+    Checkpoint, CheckpointId, CheckpointUpdate, Clock, CollectionSpec, Fact, FactId, FactQuery,
+    MemoryError, Namespace, NewCheckpoint, NewFact, Page, RecallQuery, Record, RememberOptions,
+    RememberOutcome, Result, Scope, ScoredFact, Timestamp, VectorId, VectorRecord, VectorSelector,
+    WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
+};
+
+use super::facts::{self, HeldChange, HeldFactsCache};
+use super::vectors::{self, VectorCache, VectorTables};
+use super::{documents, subject_of, transfer};
+use crate::driver::Conn;
+
+/// A connection a store lends the family (the tables of its vectors included).
+pub trait Lent: VectorTables {
+    /// Ends what was begun on it: commits the transaction of a
+    /// [`transaction`](FamilyStore::transaction), or one begun in a first statement
+    /// ([`Conn::first`]) whose `COMMIT` did not ride in a last one; else nothing.
+    fn settle(self) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// A SQLite-family store, as the contracts written once use it.
+pub trait FamilyStore: Send + Sync {
+    /// A connection it lends.
+    type Lent<'s>: Lent
+    where
+        Self: 's;
+
+    /// A reader: each statement reads one snapshot of its own, and statements that must
+    /// share one begin a read transaction in the first of them ([`Conn::first`]).
+    fn reader(&self) -> impl Future<Output = Result<Self::Lent<'_>>> + Send;
+
+    /// The writer, for a write of one statement (atomic on its own).
+    fn writer(&self) -> impl Future<Output = Result<Self::Lent<'_>>> + Send;
+
+    /// A write transaction holding the write lock from its first statement, committed by
+    /// [`Lent::settle`].
+    fn transaction(&self) -> impl Future<Output = Result<Self::Lent<'_>>> + Send;
+
+    /// Its clock and what it holds in memory.
+    fn common(&self) -> &Common;
+
+    /// Runs a remember in a write transaction (the store's write group, where it has one)
+    /// and commits it.
+    fn remember_in_group(
+        &self,
+        remember: Remember,
+    ) -> impl Future<Output = Result<(RememberOutcome, HeldChange)>> + Send;
+
+    /// "Now", by the store's clock.
+    fn now(&self) -> Timestamp {
+        self.common().clock.now()
+    }
+}
+
+/// What every SQLite-family store keeps beside its connections: its clock, and what it holds
+/// in memory for searches.
+pub struct Common {
+    /// The clock that decides "now".
+    pub clock: Arc<dyn Clock>,
+    /// The subjects' facts held for semantic recall.
+    pub held_facts: HeldFactsCache,
+    /// The matrices of scopes' vectors held for search.
+    pub vector_cache: VectorCache,
+}
+
+impl Common {
+    /// Nothing held yet; vector matrices within `vector_cache_bytes`.
+    pub fn new(clock: Arc<dyn Clock>, vector_cache_bytes: usize) -> Self {
+        Self {
+            clock,
+            held_facts: facts::held_facts_cache(),
+            vector_cache: VectorCache::new(vector_cache_bytes),
+        }
+    }
+}
+
+/// A remember waiting for its write transaction.
+pub struct Remember {
+    scope: Scope,
+    new: NewFact,
+    options: RememberOptions,
+    now: Timestamp,
+}
+
+impl Remember {
+    /// Runs [`facts::remember`] in the write transaction `tx` is in.
+    pub async fn run<C: Conn>(self, tx: &mut C) -> Result<(RememberOutcome, HeldChange)> {
+        facts::remember(tx, &self.scope, self.new, self.options, self.now).await
+    }
+}
+
+/// A SQLite-family store on a file: opened (and migrated) by path or URL, or the file migrated
+/// alone (what the family's file tests, in `mnemix-testkit`, need of a store).
+pub trait OnFile: Sized {
+    /// The store's schema.
+    const MIGRATIONS: &'static [Migration];
+
+    /// Opens the store on `path` with its defaults, and applies pending migrations.
+    fn open_file(path: &Path) -> impl Future<Output = Result<Self>> + Send;
+
+    /// Opens the store at `url` (its backend's forms) with its defaults.
+    fn open_url(url: &str) -> impl Future<Output = Result<Self>> + Send;
+
+    /// The file it is open on; `None` in memory.
+    fn file(&self) -> Option<&Path>;
+
+    /// Applies `migrations` instead of [`MIGRATIONS`](Self::MIGRATIONS) to the file, as the
+    /// store's migration runner does (upgrade tests); the versions it applied.
+    fn migrate_file_with(
+        path: &Path,
+        migrations: &[Migration],
+    ) -> impl Future<Output = Result<Vec<u32>>> + Send;
+}
+
+/// Runs `call` on a lent connection and settles it.
+macro_rules! lent {
+    ($lend:expr, |$conn:ident| $call:expr) => {{
+        let mut $conn = $lend.await?;
+        let value = $call.await?;
+        $conn.settle().await?;
+        Ok(value)
+    }};
+}
+
+/// `FactStore::remember`: remembered in a committed transaction, then applied to what the
+/// store holds.
+pub async fn remember<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    new: NewFact,
+    options: RememberOptions,
+) -> Result<RememberOutcome> {
+    let remember = Remember {
+        scope: scope.clone(),
+        new,
+        options,
+        now: store.now(),
+    };
+    let (outcome, held) = store.remember_in_group(remember).await?;
+    held.apply(&store.common().held_facts);
+    Ok(outcome)
+}
+
+/// `FactStore::recall`, on a reader (the recall's statements share one snapshot).
+pub async fn recall<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    query: &RecallQuery,
+) -> Result<Vec<ScoredFact>> {
+    let now = store.now();
+    lent!(store.reader(), |conn| facts::recall(
+        &mut conn,
+        &store.common().held_facts,
+        scope,
+        query,
+        now
+    ))
+}
+
+/// `FactStore::get_fact`.
+pub async fn get_fact<S: FamilyStore>(store: &S, scope: &Scope, id: &FactId) -> Result<Fact> {
+    lent!(store.reader(), |conn| facts::get_fact(
+        &mut conn,
+        scope,
+        id,
+        store.now()
+    ))
+}
+
+/// `FactStore::list_facts`.
+pub async fn list_facts<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    query: FactQuery,
+) -> Result<Page<Fact>> {
+    lent!(store.reader(), |conn| facts::list_facts(
+        &mut conn,
+        scope,
+        query,
+        store.now()
+    ))
+}
+
+/// `FactStore::history`.
+pub async fn history<S: FamilyStore>(store: &S, scope: &Scope, key: &str) -> Result<Vec<Fact>> {
+    lent!(store.reader(), |conn| facts::history(
+        &mut conn,
+        scope,
+        key,
+        store.now()
+    ))
+}
+
+/// `FactStore::forget`.
+pub async fn forget<S: FamilyStore>(store: &S, scope: &Scope, id: &FactId) -> Result<bool> {
+    lent!(store.writer(), |conn| facts::forget(
+        &mut conn,
+        scope,
+        id,
+        store.now()
+    ))
+}
+
+/// `FactStore::set_expiry`: one statement, all the ids or none.
+pub async fn set_expiry<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    ids: &[FactId],
+    expires_at: Option<Timestamp>,
+) -> Result<Vec<FactId>> {
+    lent!(store.writer(), |conn| facts::set_expiry(
+        &mut conn,
+        scope,
+        ids,
+        expires_at,
+        store.now()
+    ))
+}
+
+/// `WorkingMemoryStore::get_working_memory`: one statement.
+pub async fn get_working_memory<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    key: &WorkingMemoryKey,
+) -> Result<Option<WorkingMemory>> {
+    lent!(store.reader(), |conn| documents::get_working_memory(
+        &mut conn, scope, key
+    ))
+}
+
+/// `WorkingMemoryStore::set_working_memory`: one statement, atomic on its own.
+pub async fn set_working_memory<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    key: &WorkingMemoryKey,
+    update: WorkingMemoryUpdate,
+) -> Result<WorkingMemory> {
+    lent!(store.writer(), |conn| documents::set_working_memory(
+        &mut conn,
+        scope,
+        key,
+        update,
+        store.now()
+    ))
+}
+
+/// `WorkingMemoryStore::clear_working_memory`: the slot is read, then deleted.
+pub async fn clear_working_memory<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    key: &WorkingMemoryKey,
+) -> Result<bool> {
+    lent!(store.transaction(), |conn| documents::clear_working_memory(
+        &mut conn, scope, key
+    ))
+}
+
+/// `CheckpointStore::put_checkpoint`.
+pub async fn put_checkpoint<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    new: NewCheckpoint,
+) -> Result<Checkpoint> {
+    lent!(store.writer(), |conn| documents::put_checkpoint(
+        &mut conn,
+        scope,
+        new,
+        store.now()
+    ))
+}
+
+/// `CheckpointStore::get_checkpoint`.
+pub async fn get_checkpoint<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &CheckpointId,
+) -> Result<Checkpoint> {
+    lent!(store.reader(), |conn| documents::get_checkpoint(
+        &mut conn, scope, id
+    ))
+}
+
+/// `CheckpointStore::update_checkpoint`: read, checked and written in one transaction.
+pub async fn update_checkpoint<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &CheckpointId,
+    update: CheckpointUpdate,
+) -> Result<Checkpoint> {
+    lent!(store.transaction(), |conn| documents::update_checkpoint(
+        &mut conn,
+        scope,
+        id,
+        update,
+        store.now()
+    ))
+}
+
+/// `CheckpointStore::list_suspended`.
+pub async fn list_suspended<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    workflow: Option<&str>,
+) -> Result<Vec<Checkpoint>> {
+    lent!(store.reader(), |conn| documents::list_suspended(
+        &mut conn, scope, workflow
+    ))
+}
+
+/// `CheckpointStore::delete_checkpoint`.
+pub async fn delete_checkpoint<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &CheckpointId,
+) -> Result<bool> {
+    lent!(store.writer(), |conn| documents::delete_checkpoint(
+        &mut conn, scope, id
+    ))
+}
+
+/// `CacheStore::cache_get`.
+pub async fn cache_get<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    key: &str,
+) -> Result<Option<Vec<u8>>> {
+    lent!(store.reader(), |conn| documents::cache_get(
+        &mut conn,
+        namespace,
+        key,
+        store.now()
+    ))
+}
+
+/// `CacheStore::cache_get_many`: one statement.
+pub async fn cache_get_many<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    keys: &[String],
+) -> Result<Vec<Option<Vec<u8>>>> {
+    lent!(store.reader(), |conn| documents::cache_get_many(
+        &mut conn,
+        namespace,
+        keys,
+        store.now()
+    ))
+}
+
+/// `CacheStore::cache_set`.
+pub async fn cache_set<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    key: &str,
+    value: &[u8],
+    ttl: Option<Duration>,
+) -> Result<()> {
+    let expires = ttl.map(|ttl| store.now().saturating_add(ttl));
+    lent!(store.writer(), |conn| documents::put_cache(
+        &mut conn, namespace, key, value, expires
+    ))
+}
+
+/// `CacheStore::cache_set_many`: one transaction, one commit for the batch.
+pub async fn cache_set_many<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    entries: &[(String, Vec<u8>)],
+    ttl: Option<Duration>,
+) -> Result<()> {
+    let expires = ttl.map(|ttl| store.now().saturating_add(ttl));
+    let mut tx = store.transaction().await?;
+    for (key, value) in entries {
+        documents::put_cache(&mut tx, namespace, key, value, expires).await?;
+    }
+    tx.settle().await
+}
+
+/// `CacheStore::cache_delete`.
+pub async fn cache_delete<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    key: &str,
+) -> Result<bool> {
+    lent!(store.writer(), |conn| documents::cache_delete(
+        &mut conn,
+        namespace,
+        key,
+        store.now()
+    ))
+}
+
+/// `VectorStore::ensure_collection`.
+pub async fn ensure_collection<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    spec: CollectionSpec,
+) -> Result<CollectionSpec> {
+    let mut tx = store.transaction().await?;
+    let existing = vectors::ensure_collection(&mut tx, namespace, &spec).await?;
+    tx.settle().await?;
+    Ok(existing.unwrap_or(spec))
+}
+
+/// `VectorStore::list_collections`.
+pub async fn list_collections<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+) -> Result<Vec<CollectionSpec>> {
+    let mut conn = store.reader().await?;
+    let found = vectors::namespace_collections(&mut conn, namespace).await?;
+    conn.settle().await?;
+    Ok(found.into_iter().map(|c| c.spec).collect())
+}
+
+/// `VectorStore::drop_collection`.
+pub async fn drop_collection<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    name: &str,
+) -> Result<bool> {
+    lent!(store.transaction(), |conn| vectors::drop_collection(
+        &mut conn, namespace, name
+    ))
+}
+
+/// `VectorStore::upsert_vectors`: written in one transaction, then applied to the scope's
+/// held matrix (the collection's other matrices move to the new generation).
+pub async fn upsert_vectors<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    collection: &str,
+    records: Vec<VectorRecord>,
+) -> Result<usize> {
+    let mut tx = store.transaction().await?;
+    let collection = vectors::collection(&mut tx, scope.namespace(), collection).await?;
+    vectors::write_vectors(&mut tx, &collection, scope, &records).await?;
+    tx.settle().await?;
+    if !records.is_empty() {
+        store.common().vector_cache.written_by_subject(
+            &collection.pk,
+            subject_of(scope),
+            collection.generation,
+            |matrix| matrix.upsert(&records),
+        );
+    }
+    Ok(records.len())
+}
+
+/// `VectorStore::get_vector`.
+pub async fn get_vector<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    collection: &str,
+    id: &VectorId,
+) -> Result<VectorRecord> {
+    let mut conn = store.reader().await?;
+    let collection = vectors::collection(&mut conn, scope.namespace(), collection).await?;
+    let found = conn.read_vector(&collection, subject_of(scope), id).await?;
+    conn.settle().await?;
+    found.ok_or_else(|| MemoryError::not_found("vector", id.as_str()))
+}
+
+/// `VectorStore::delete_vectors`: deleted in one transaction, then from the scope's held
+/// matrix.
+pub async fn delete_vectors<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    collection: &str,
+    selector: VectorSelector,
+) -> Result<usize> {
+    let mut tx = store.transaction().await?;
+    let collection = vectors::collection(&mut tx, scope.namespace(), collection).await?;
+    let (ids, removed) = vectors::delete_selected(&mut tx, &collection, scope, selector).await?;
+    tx.settle().await?;
+    if removed > 0 {
+        store.common().vector_cache.written_by_subject(
+            &collection.pk,
+            subject_of(scope),
+            collection.generation,
+            |matrix| matrix.remove(&ids),
+        );
+    }
+    Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+}
+
+/// `TransferStore::restore`: one transaction.
+pub async fn restore<S: FamilyStore>(store: &S, records: Vec<Record>) -> Result<u64> {
+    lent!(store.transaction(), |tx| transfer::restore(
+        &mut tx, records
+    ))
+}
+
+/// Implements [`FactStore`](mnemix_core::FactStore) for a [`FamilyStore`] with the functions
+/// of [`store`](crate::family::store).
+#[macro_export]
+macro_rules! fact_store {
+    ($store:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::FactStore for $store {
+            async fn remember(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                new: $crate::__private::core::NewFact,
+                options: $crate::__private::core::RememberOptions,
+            ) -> $crate::__private::core::Result<$crate::__private::core::RememberOutcome> {
+                $crate::family::store::remember(self, scope, new, options).await
+            }
+
+            async fn recall(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                query: $crate::__private::core::RecallQuery,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::ScoredFact>> {
+                $crate::family::store::recall(self, scope, &query).await
+            }
+
+            async fn get_fact(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::FactId,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Fact> {
+                $crate::family::store::get_fact(self, scope, id).await
+            }
+
+            async fn list_facts(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                query: $crate::__private::core::FactQuery,
+            ) -> $crate::__private::core::Result<
+                $crate::__private::core::Page<$crate::__private::core::Fact>,
+            > {
+                $crate::family::store::list_facts(self, scope, query).await
+            }
+
+            async fn history(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                key: &str,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::Fact>> {
+                $crate::family::store::history(self, scope, key).await
+            }
+
+            async fn forget(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::FactId,
+            ) -> $crate::__private::core::Result<bool> {
+                $crate::family::store::forget(self, scope, id).await
+            }
+
+            async fn set_expiry(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                ids: &[$crate::__private::core::FactId],
+                expires_at: Option<$crate::__private::core::Timestamp>,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::FactId>> {
+                $crate::family::store::set_expiry(self, scope, ids, expires_at).await
+            }
+        }
+    };
+}
+
+/// Implements [`WorkingMemoryStore`](mnemix_core::WorkingMemoryStore),
+/// [`CheckpointStore`](mnemix_core::CheckpointStore) and
+/// [`CacheStore`](mnemix_core::CacheStore) for a [`FamilyStore`] with the functions of
+/// [`store`](crate::family::store).
+#[macro_export]
+macro_rules! document_stores {
+    ($store:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::WorkingMemoryStore for $store {
+            async fn get_working_memory(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                key: &$crate::__private::core::WorkingMemoryKey,
+            ) -> $crate::__private::core::Result<Option<$crate::__private::core::WorkingMemory>>
+            {
+                $crate::family::store::get_working_memory(self, scope, key).await
+            }
+
+            async fn set_working_memory(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                key: &$crate::__private::core::WorkingMemoryKey,
+                update: $crate::__private::core::WorkingMemoryUpdate,
+            ) -> $crate::__private::core::Result<$crate::__private::core::WorkingMemory> {
+                $crate::family::store::set_working_memory(self, scope, key, update).await
+            }
+
+            async fn clear_working_memory(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                key: &$crate::__private::core::WorkingMemoryKey,
+            ) -> $crate::__private::core::Result<bool> {
+                $crate::family::store::clear_working_memory(self, scope, key).await
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::CheckpointStore for $store {
+            async fn put_checkpoint(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                new: $crate::__private::core::NewCheckpoint,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Checkpoint> {
+                $crate::family::store::put_checkpoint(self, scope, new).await
+            }
+
+            async fn get_checkpoint(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::CheckpointId,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Checkpoint> {
+                $crate::family::store::get_checkpoint(self, scope, id).await
+            }
+
+            async fn update_checkpoint(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::CheckpointId,
+                update: $crate::__private::core::CheckpointUpdate,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Checkpoint> {
+                $crate::family::store::update_checkpoint(self, scope, id, update).await
+            }
+
+            async fn list_suspended(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                workflow: Option<&str>,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::Checkpoint>> {
+                $crate::family::store::list_suspended(self, scope, workflow).await
+            }
+
+            async fn delete_checkpoint(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::CheckpointId,
+            ) -> $crate::__private::core::Result<bool> {
+                $crate::family::store::delete_checkpoint(self, scope, id).await
+            }
+        }
+
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::CacheStore for $store {
+            async fn cache_get(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                key: &str,
+            ) -> $crate::__private::core::Result<Option<Vec<u8>>> {
+                $crate::family::store::cache_get(self, namespace, key).await
+            }
+
+            async fn cache_set(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                key: &str,
+                value: Vec<u8>,
+                ttl: Option<::std::time::Duration>,
+            ) -> $crate::__private::core::Result<()> {
+                $crate::family::store::cache_set(self, namespace, key, &value, ttl).await
+            }
+
+            async fn cache_get_many(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                keys: &[String],
+            ) -> $crate::__private::core::Result<Vec<Option<Vec<u8>>>> {
+                $crate::family::store::cache_get_many(self, namespace, keys).await
+            }
+
+            async fn cache_set_many(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                entries: Vec<(String, Vec<u8>)>,
+                ttl: Option<::std::time::Duration>,
+            ) -> $crate::__private::core::Result<()> {
+                $crate::family::store::cache_set_many(self, namespace, &entries, ttl).await
+            }
+
+            async fn cache_delete(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                key: &str,
+            ) -> $crate::__private::core::Result<bool> {
+                $crate::family::store::cache_delete(self, namespace, key).await
+            }
+        }
+    };
+}
+
+/// Implements [`VectorStore`](mnemix_core::VectorStore) for a [`FamilyStore`] with the
+/// functions of [`store`](crate::family::store), and its search with the store's own method
+/// `search` names (`async fn(&self, &Scope, &str, VectorQuery) -> Result<Vec<VectorHit>>`).
+#[macro_export]
+macro_rules! vector_store {
+    ($store:ty, search = $search:ident) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::VectorStore for $store {
+            async fn ensure_collection(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                spec: $crate::__private::core::CollectionSpec,
+            ) -> $crate::__private::core::Result<$crate::__private::core::CollectionSpec> {
+                $crate::family::store::ensure_collection(self, namespace, spec).await
+            }
+
+            async fn list_collections(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::CollectionSpec>> {
+                $crate::family::store::list_collections(self, namespace).await
+            }
+
+            async fn drop_collection(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+                name: &str,
+            ) -> $crate::__private::core::Result<bool> {
+                $crate::family::store::drop_collection(self, namespace, name).await
+            }
+
+            async fn upsert_vectors(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                collection: &str,
+                records: Vec<$crate::__private::core::VectorRecord>,
+            ) -> $crate::__private::core::Result<usize> {
+                $crate::family::store::upsert_vectors(self, scope, collection, records).await
+            }
+
+            async fn get_vector(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                collection: &str,
+                id: &$crate::__private::core::VectorId,
+            ) -> $crate::__private::core::Result<$crate::__private::core::VectorRecord> {
+                $crate::family::store::get_vector(self, scope, collection, id).await
+            }
+
+            async fn delete_vectors(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                collection: &str,
+                selector: $crate::__private::core::VectorSelector,
+            ) -> $crate::__private::core::Result<usize> {
+                $crate::family::store::delete_vectors(self, scope, collection, selector).await
+            }
+
+            async fn search(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                collection: &str,
+                query: $crate::__private::core::VectorQuery,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::VectorHit>> {
+                self.$search(scope, collection, query).await
+            }
+        }
+    };
+}
