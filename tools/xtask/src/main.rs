@@ -328,13 +328,15 @@ fn test(compose: bool) -> Result<(), String> {
     let tests = run_tests(command, &mut failed_tests);
     // Memory's default embedder with the `local-embedder` feature (off in the workspace build,
     // so that the engine's other tests keep the hashing embedder whatever the machine holds).
+    // --workspace keeps the tests' build (its features) for everything below the engine: built
+    // as the engine's package alone, candle, gemm and tokenizers were built again (5 minutes of
+    // a fresh CI run).
     let mut default_embedder = cargo();
     default_embedder.args([
         "test",
-        "-p",
-        "mnemix-engine",
+        "--workspace",
         "--features",
-        "local-embedder",
+        "mnemix-engine/local-embedder",
         "--test",
         "default_embedder",
     ]);
