@@ -320,6 +320,52 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_lent_connection_commits_what_its_first_statement_began_only_when_settled() {
+        let (connections, _dir) = one_connection().await;
+        let insert = |tx: &mut Tx, value: &'static str, with_begin: &'static str| {
+            let sql = tx.first(value, with_begin);
+            (sql, tx.state)
+        };
+        // Begun in a first statement, no last one to commit it: settling commits.
+        let mut tx = Tx::lent(connections.acquire().await.expect("lease"));
+        let (sql, state) = insert(
+            &mut tx,
+            "INSERT INTO t VALUES (1)",
+            "BEGIN IMMEDIATE; INSERT INTO t VALUES (1)",
+        );
+        assert_eq!(state, State::Riding);
+        tx.execute(sql, &[]).await.expect("write");
+        tx.settle().await.expect("settled");
+        let mut conn = connections.acquire().await.expect("lease");
+        assert_eq!(count(&mut conn).await, 1, "settling did not commit");
+
+        // The same, dropped unsettled (an error, a cancelled future): rolled back.
+        let mut tx = Tx::lent(conn);
+        let (sql, _) = insert(
+            &mut tx,
+            "INSERT INTO t VALUES (2)",
+            "BEGIN IMMEDIATE; INSERT INTO t VALUES (2)",
+        );
+        tx.execute(sql, &[]).await.expect("write");
+        drop(tx);
+        let mut conn = connections.acquire().await.expect("lease");
+        assert_eq!(count(&mut conn).await, 1, "an unsettled write was kept");
+
+        // A lone statement begins nothing: it commits alone, and leaves nothing to roll back.
+        let mut tx = Tx::lent(conn);
+        tx.execute("INSERT INTO t VALUES (3)", &[])
+            .await
+            .expect("write");
+        assert_eq!(tx.state, State::Closed);
+        drop(tx);
+        let mut conn = connections.acquire().await.expect("lease");
+        assert_eq!(count(&mut conn).await, 2);
+        conn.execute("BEGIN")
+            .await
+            .expect("no transaction was left open");
+    }
+
+    #[tokio::test]
     async fn leases_wait_for_a_free_connection_and_close_waits_for_them() {
         let (connections, _dir) = one_connection().await;
         let held = connections.acquire().await.expect("lease");
