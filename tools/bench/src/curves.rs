@@ -339,6 +339,156 @@ pub async fn subject_curves(
     tables
 }
 
+/// The title every C1 table starts with.
+const TITLE: &str = "C1 cost curve: ";
+
+/// The C1 tables among `tables` plotted, one SVG per backend: each hot path a line of its
+/// median cost per operation against the records its subject holds, both axes logarithmic (a
+/// path that does not grow is flat; one that reads all its subject rises one decade per
+/// decade). `(backend, svg)`, in the order the backends ran. Written by hand: a few lines of
+/// SVG text, where a plotting crate would bring a font and raster stack for them.
+pub fn plots(tables: &[Table]) -> Vec<(String, String)> {
+    let mut backends: Vec<(String, Vec<&Table>)> = Vec::new();
+    for table in tables.iter().filter(|t| t.workload.starts_with(TITLE)) {
+        let backend = table
+            .config
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        match backends.iter_mut().find(|(b, _)| *b == backend) {
+            Some((_, of)) => of.push(table),
+            None => backends.push((backend, vec![table])),
+        }
+    }
+    backends
+        .into_iter()
+        .map(|(backend, of)| {
+            let svg = plot(&backend, &of);
+            (backend, svg)
+        })
+        .collect()
+}
+
+/// A curve's points: (records, median µs), for sides named "N records".
+fn points(table: &Table) -> Vec<(f64, f64)> {
+    table
+        .sides
+        .iter()
+        .filter_map(|side| {
+            let records = side.name.strip_suffix(" records")?.parse::<f64>().ok()?;
+            (side.median_us > 0.0).then_some((records, side.median_us))
+        })
+        .collect()
+}
+
+fn plot(backend: &str, tables: &[&Table]) -> String {
+    use std::fmt::Write as _;
+    const COLORS: [&str; 8] = [
+        "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+    ];
+    let (width, height, left, top, plot_w, plot_h) = (1000.0, 420.0, 70.0, 40.0, 460.0, 330.0);
+    let curves: Vec<(&str, Vec<(f64, f64)>)> = tables
+        .iter()
+        .map(|t| (t.workload.trim_start_matches(TITLE), points(t)))
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    let all = curves.iter().flat_map(|(_, p)| p.iter());
+    let decade = |v: f64, up: bool| {
+        if up {
+            v.log10().ceil()
+        } else {
+            v.log10().floor()
+        }
+    };
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for &(x, y) in all {
+        (x0, x1) = (x0.min(decade(x, false)), x1.max(decade(x, true)));
+        (y0, y1) = (y0.min(decade(y, false)), y1.max(decade(y, true)));
+    }
+    if curves.is_empty() {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    let (x1, y1) = (x1.max(x0 + 1.0), y1.max(y0 + 1.0));
+    let px = |x: f64| left + (x.log10() - x0) / (x1 - x0) * plot_w;
+    let py = |y: f64| top + plot_h - (y.log10() - y0) / (y1 - y0) * plot_h;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{left}\" y=\"22\" font-size=\"15\">C1 cost curves, {backend}: median per \
+         operation against the records a subject holds</text>\n"
+    );
+    for k in (x0 as i32)..=(x1 as i32) {
+        let x = px(10f64.powi(k));
+        let _ = write!(
+            svg,
+            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/>\n\
+             <text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">1e{k}</text>\n",
+            top + plot_h,
+            top + plot_h + 16.0
+        );
+    }
+    for k in (y0 as i32)..=(y1 as i32) {
+        let y = py(10f64.powi(k));
+        let label = match k {
+            ..=2 => format!("{} µs", 10f64.powi(k)),
+            3..=5 => format!("{} ms", 10f64.powi(k - 3)),
+            _ => format!("{} s", 10f64.powi(k - 6)),
+        };
+        let _ = write!(
+            svg,
+            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\n\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text>\n",
+            left + plot_w,
+            left - 6.0,
+            y + 4.0
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">records the subject holds</text>",
+        left + plot_w / 2.0,
+        height - 8.0
+    );
+    for (i, (name, points)) in curves.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let line: Vec<String> = points
+            .iter()
+            .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            line.join(" ")
+        );
+        for &(x, y) in points {
+            let _ = writeln!(
+                svg,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\"/>",
+                px(x),
+                py(y)
+            );
+        }
+        let legend_y = top + 10.0 + 20.0 * i as f64;
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{0:.1}\" y1=\"{legend_y:.1}\" x2=\"{1:.1}\" y2=\"{legend_y:.1}\" \
+             stroke=\"{color}\" stroke-width=\"2\"/><text x=\"{2:.1}\" y=\"{3:.1}\">{name} \
+             (slope {4:.2})</text>",
+            left + plot_w + 20.0,
+            left + plot_w + 40.0,
+            left + plot_w + 46.0,
+            legend_y + 4.0,
+            slope(points)
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::slope;
@@ -352,5 +502,42 @@ mod tests {
         assert!((slope(&cubic) - 3.0).abs() < 1e-9);
         let flat = [(1_000.0, 5.0), (10_000.0, 5.0), (100_000.0, 5.0)];
         assert!(slope(&flat).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_backends_curves_are_one_plot_with_a_line_per_path() {
+        use crate::{SideFigures, Table};
+        let table = |path: &str, backend: &str, medians: [f64; 3]| Table {
+            workload: format!("{}{path}", super::TITLE),
+            config: format!("{backend}; one subject per size"),
+            reference: "1000 records".to_owned(),
+            sides: [1_000, 10_000, 100_000]
+                .iter()
+                .zip(medians)
+                .map(|(records, median_us)| SideFigures {
+                    name: format!("{records} records"),
+                    median_us,
+                    p50_us: median_us,
+                    p99_us: median_us,
+                    ops_per_sec: 1e6 / median_us,
+                    ratio: 1.0,
+                    operations: 1,
+                })
+                .collect(),
+            notes: Vec::new(),
+        };
+        let tables = [
+            table("append one message", "sqlite", [50.0, 50.0, 50.0]),
+            table("forget_all of the subject", "sqlite", [1e3, 1e4, 1e5]),
+            table("append one message", "redis", [80.0, 80.0, 80.0]),
+        ];
+        let plots = super::plots(&tables);
+        let backends: Vec<&str> = plots.iter().map(|(b, _)| b.as_str()).collect();
+        assert_eq!(backends, ["sqlite", "redis"]);
+        let (_, sqlite) = &plots[0];
+        assert_eq!(sqlite.matches("<polyline").count(), 2);
+        assert!(sqlite.contains("forget_all of the subject (slope 1.00)"));
+        assert!(sqlite.contains("append one message (slope 0.00)"));
+        assert!(sqlite.starts_with("<svg") && sqlite.ends_with("</svg>\n"));
     }
 }

@@ -1,6 +1,7 @@
 //! What the `bench` and `bench-libsql` binaries share: the arguments every run takes, the
 //! corpus as the workloads read it, the workloads every backend runs, and writing the report.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -74,10 +75,25 @@ impl Common {
         })
     }
 
-    /// Writes `BENCHMARKS.md` and `benchmarks.json` into `--out`; returns the Markdown.
+    /// Writes `BENCHMARKS.md` and `benchmarks.json` into `--out`, and C1's plots (one SVG per
+    /// backend, `benchmarks/c1-<backend>.svg`, shown under the report); returns the Markdown.
     pub fn write(&self, report: &Report) -> Result<String, String> {
         std::fs::create_dir_all(&self.out).map_err(|e| e.to_string())?;
-        let markdown = report.markdown();
+        let mut markdown = report.markdown();
+        let plots = crate::curves::plots(&report.tables);
+        if !plots.is_empty() {
+            let dir = self.out.join("benchmarks");
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            markdown.push_str("\n## C1 cost curves, plotted\n");
+            for (backend, svg) in plots {
+                let file = format!("c1-{backend}.svg");
+                std::fs::write(dir.join(&file), svg).map_err(|e| e.to_string())?;
+                let _ = write!(
+                    markdown,
+                    "\n![C1 cost curves, {backend}](benchmarks/{file})\n"
+                );
+            }
+        }
         std::fs::write(self.out.join("BENCHMARKS.md"), &markdown).map_err(|e| e.to_string())?;
         std::fs::write(
             self.out.join("benchmarks.json"),
