@@ -11,6 +11,7 @@ use mnemix_core::{
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn as FamilyConn;
 use mnemix_sqlite_sql::family::facts as family;
+use mnemix_sqlite_sql::family::vectors::collection_records;
 use mnemix_sqlite_sql::family::{conversations, documents};
 
 use crate::conversations::message_from;
@@ -84,15 +85,8 @@ impl TransferStore for LibsqlStore {
     }
 
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
-        let tx = self.read().await?;
-        let mut records: Vec<Record> = namespace_collections(&tx, namespace)
-            .await?
-            .into_iter()
-            .map(|c| Record::Collection {
-                namespace: namespace.clone(),
-                spec: c.spec,
-            })
-            .collect();
+        let mut tx = self.read().await?;
+        let mut records = collection_records(&mut tx, namespace).await?;
         let entries = rows(
             &tx,
             sql::transfer::EXPORT_CACHE,

@@ -61,6 +61,7 @@ impl Tables for CollectionRow {
     }
 }
 
+/// A collection's table: from the integer pk only, so no name is ever spliced into SQL.
 fn table_of(pk: i64) -> String {
     format!("vectors_{pk}")
 }
@@ -575,29 +576,20 @@ impl VectorTables for Tx<'_> {
         found.map(|row| record_from(&row, 0, true)).transpose()
     }
 
-    async fn matching_ids(
+    async fn ids_and_metadata(
         &mut self,
         collection: &CollectionRow,
         subject: &str,
-        filter: &Filter,
-    ) -> Result<Vec<VectorId>> {
-        let mut matching = Vec::new();
-        for row in rows(
-            self,
-            &format!(
-                "SELECT id, metadata FROM {} WHERE subject = ?1",
-                collection.table()
-            ),
-            [subject],
-        )
-        .await?
-        {
-            if row_matches(filter, &row, 1)? {
-                let id = VectorId::new(row.string(0)?);
-                matching.push(id.map_err(|e| corrupt("vector id", e))?);
-            }
-        }
-        Ok(matching)
+    ) -> Result<Vec<(String, String)>> {
+        let sql = format!(
+            "SELECT id, metadata FROM {} WHERE subject = ?1",
+            collection.table()
+        );
+        rows(self, &sql, [subject])
+            .await?
+            .iter()
+            .map(|row| Ok((row.string(0)?, row.string(1)?)))
+            .collect()
     }
 
     async fn delete_vectors(

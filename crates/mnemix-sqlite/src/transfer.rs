@@ -11,7 +11,7 @@ use mnemix_core::{
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn;
 use mnemix_sqlite_sql::family::facts as family;
-use mnemix_sqlite_sql::family::vectors::namespace_collections;
+use mnemix_sqlite_sql::family::vectors::collection_records;
 use mnemix_sqlite_sql::family::{conversations, documents};
 use sqlx::Row;
 
@@ -63,14 +63,7 @@ impl TransferStore for SqliteStore {
 
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
         let mut tx = self.read().await?;
-        let mut records: Vec<Record> = namespace_collections(&mut tx, namespace)
-            .await?
-            .into_iter()
-            .map(|c| Record::Collection {
-                namespace: namespace.clone(),
-                spec: c.spec,
-            })
-            .collect();
+        let mut records = collection_records(&mut tx, namespace).await?;
         let entries: Vec<(String, Vec<u8>, Option<i64>)> =
             sqlx::query_as(sql::transfer::EXPORT_CACHE)
                 .bind(namespace.as_str())

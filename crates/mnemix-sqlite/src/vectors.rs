@@ -5,8 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, ExactIndex};
 use mnemix_core::{
-    ConversationId, Filter, MemoryError, Result, Scope, VectorHit, VectorId, VectorQuery,
-    VectorRecord,
+    ConversationId, MemoryError, Result, Scope, VectorHit, VectorId, VectorQuery, VectorRecord,
 };
 use mnemix_sqlite_sql::family::vectors::{self as family, CollectionRow, VectorTables};
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
@@ -180,27 +179,17 @@ impl VectorTables for Tx {
         row.map(|row| record_from(&row, true)).transpose()
     }
 
-    async fn matching_ids(
+    async fn ids_and_metadata(
         &mut self,
         collection: &CollectionRow,
         subject: &str,
-        filter: &Filter,
-    ) -> Result<Vec<VectorId>> {
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2",
-        )
-        .bind(collection.pk)
-        .bind(subject)
-        .fetch_all(self.conn())
-        .await
-        .db()?;
-        let mut matching = Vec::new();
-        for (id, metadata) in rows {
-            if filter.matches(&metadata_from(&metadata)?) {
-                matching.push(VectorId::new(id).map_err(|e| corrupt("vector id", e))?);
-            }
-        }
-        Ok(matching)
+    ) -> Result<Vec<(String, String)>> {
+        sqlx::query_as("SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2")
+            .bind(collection.pk)
+            .bind(subject)
+            .fetch_all(self.conn())
+            .await
+            .db()
     }
 
     async fn delete_vectors(

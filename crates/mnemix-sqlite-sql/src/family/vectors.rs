@@ -4,12 +4,12 @@
 
 use async_trait::async_trait;
 use mnemix_core::{
-    CollectionSpec, Filter, MemoryError, Metric, Namespace, Result, Scope, VectorId, VectorRecord,
-    VectorSelector,
+    CollectionSpec, MemoryError, Metadata, Metric, Namespace, Record, Result, Scope, VectorId,
+    VectorRecord, VectorSelector,
 };
 
 use super::{count_to_db, subject_of};
-use crate::driver::{Conn, Row};
+use crate::driver::{corrupt, Conn, Row};
 use crate::vectors as sql;
 
 /// Matrices of scopes' vectors by `(collection pk, subject)`, each at the collection
@@ -66,13 +66,12 @@ pub trait VectorTables: Conn {
         id: &VectorId,
     ) -> Result<Option<VectorRecord>>;
 
-    /// The ids of the subject's vectors whose metadata matches `filter`.
-    async fn matching_ids(
+    /// The id and metadata (its JSON text) of every vector of the subject.
+    async fn ids_and_metadata(
         &mut self,
         collection: &CollectionRow,
         subject: &str,
-        filter: &Filter,
-    ) -> Result<Vec<VectorId>>;
+    ) -> Result<Vec<(String, String)>>;
 
     /// Deletes the subject's vectors among `ids`; how many there were.
     async fn delete_vectors(
@@ -142,6 +141,21 @@ pub async fn namespace_collections<C: Conn>(
         .rows(sql::NAMESPACE_COLLECTIONS, &[namespace.as_str().into()])
         .await?;
     rows.iter().map(collection_from).collect()
+}
+
+/// A namespace's collections as the records an export holds, by name.
+pub async fn collection_records<C: Conn>(
+    conn: &mut C,
+    namespace: &Namespace,
+) -> Result<Vec<Record>> {
+    let collections = namespace_collections(conn, namespace).await?;
+    Ok(collections
+        .into_iter()
+        .map(|c| Record::Collection {
+            namespace: namespace.clone(),
+            spec: c.spec,
+        })
+        .collect())
 }
 
 /// Bumps the generation of every collection in `pks` (duplicates allowed), once each.
@@ -244,7 +258,18 @@ pub async fn delete_selected<C: VectorTables>(
     let subject = subject_of(scope);
     let ids = match selector {
         VectorSelector::Ids(ids) => ids,
-        VectorSelector::Filter(filter) => tx.matching_ids(collection, subject, &filter).await?,
+        VectorSelector::Filter(filter) => {
+            let mut matching = Vec::new();
+            for (id, metadata) in tx.ids_and_metadata(collection, subject).await? {
+                let metadata: Metadata = serde_json::from_str(&metadata)
+                    .map_err(|e| corrupt(C::BACKEND, "metadata", e))?;
+                if filter.matches(&metadata) {
+                    matching
+                        .push(VectorId::new(id).map_err(|e| corrupt(C::BACKEND, "vector id", e))?);
+                }
+            }
+            matching
+        }
     };
     let removed = tx.delete_vectors(collection, subject, &ids).await?;
     if removed > 0 {
