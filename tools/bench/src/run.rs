@@ -76,7 +76,8 @@ impl Common {
     }
 
     /// Writes `BENCHMARKS.md` and `benchmarks.json` into `--out`, and C1's plots (one SVG per
-    /// backend, `benchmarks/c1-<backend>.svg`, shown under the report); returns the Markdown.
+    /// backend and axis, `benchmarks/c1-<backend>.svg` and `benchmarks/c1-tenants-<backend>.svg`,
+    /// shown under the report); returns the Markdown.
     pub fn write(&self, report: &Report) -> Result<String, String> {
         std::fs::create_dir_all(&self.out).map_err(|e| e.to_string())?;
         let mut markdown = report.markdown();
@@ -85,12 +86,12 @@ impl Common {
             let dir = self.out.join("benchmarks");
             std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
             markdown.push_str("\n## C1 cost curves, plotted\n");
-            for (backend, svg) in plots {
-                let file = format!("c1-{backend}.svg");
-                std::fs::write(dir.join(&file), svg).map_err(|e| e.to_string())?;
+            for plot in plots {
+                std::fs::write(dir.join(&plot.file), &plot.svg).map_err(|e| e.to_string())?;
                 let _ = write!(
                     markdown,
-                    "\n![C1 cost curves, {backend}](benchmarks/{file})\n"
+                    "\n![{}](benchmarks/{})\n",
+                    plot.caption, plot.file
                 );
             }
         }
@@ -198,6 +199,16 @@ pub async fn common(
                 backend,
                 ours,
                 &curve_sizes,
+                sizes.rounds,
+                &texts.sentences,
+            )
+            .await,
+        );
+        tables.extend(
+            crate::curves::tenant_curves(
+                backend,
+                ours,
+                &crate::curves::tenant_counts(args.quick),
                 sizes.rounds,
                 &texts.sentences,
             )
