@@ -15,7 +15,8 @@ pub struct Options {
     pub busy_timeout: Duration,
     /// Reader connections of a file database (default: the number of CPUs, at least 2).
     pub readers: usize,
-    /// Memory the vector matrices held for searches may take (default 256 MiB).
+    /// Memory the vector matrices held for searches may take, and the held facts as much
+    /// again (default 256 MiB).
     pub vector_cache_bytes: usize,
 }
 
@@ -101,7 +102,9 @@ macro_rules! family_builder_setters {
         }
 
         /// Memory the vector matrices held for searches may take, texts included, before
-        /// they are let go (default 256 MiB; 0 holds none, and every search reads its rows).
+        /// they are let go, and as much again for the subjects' facts held for recall by
+        /// vector (default 256 MiB each; 0 holds none, and every search or recall with a
+        /// vector reads its rows).
         #[must_use]
         pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
             self.config.options.vector_cache_bytes = bytes;

@@ -426,13 +426,11 @@ impl Weighed for HeldFacts {
 /// generation.
 pub type HeldFactsCache = MatrixCache<(String, String), i64, HeldFacts>;
 
-/// Memory the held facts of a store may take (then it starts over): 10,000 facts of a
-/// 384-dimension embedder take about 16 MiB.
-pub const HELD_FACTS_BYTES: usize = 128 << 20;
-
-/// A store's held facts cache.
-pub fn held_facts_cache() -> HeldFactsCache {
-    MatrixCache::new(HELD_FACTS_BYTES)
+/// A store's held facts cache, within `bytes` (then it starts over): 10,000 facts of a
+/// 384-dimension embedder take about 17 MiB, so the default 256 MiB holds a subject of 100,000.
+/// A subject whose facts do not fit is read again on each recall with a vector.
+pub fn held_facts_cache(bytes: usize) -> HeldFactsCache {
+    MatrixCache::new(bytes)
 }
 
 /// The key of a scope's held facts.

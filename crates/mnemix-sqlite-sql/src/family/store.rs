@@ -80,11 +80,13 @@ pub struct Common {
 }
 
 impl Common {
-    /// Nothing held yet; vector matrices within `vector_cache_bytes`.
+    /// Nothing held yet; the vector matrices within `vector_cache_bytes`, and the held facts
+    /// within as much again (both are embeddings held for exact ranking: one setting bounds
+    /// them, and a subject's facts fit where a collection of as many vectors would).
     pub fn new(clock: Arc<dyn Clock>, vector_cache_bytes: usize) -> Self {
         Self {
             clock,
-            held_facts: facts::held_facts_cache(),
+            held_facts: facts::held_facts_cache(vector_cache_bytes),
             vector_cache: VectorCache::new(vector_cache_bytes),
         }
     }
