@@ -238,7 +238,8 @@ async fn fill_tenant(
     .expect("set working memory");
 }
 
-/// Fills the tenants `range` (subjects numbered from `first`), a few at once.
+/// Fills the tenants `range` (subjects numbered from `first`), 16 at once (a server commits
+/// them in groups: one at a time, 10⁵ tenants on PostgreSQL took most of an hour).
 async fn fill_tenants(
     ours: &Arc<dyn MemoryBackend>,
     first: usize,
@@ -246,7 +247,7 @@ async fn fill_tenants(
     sentences: &Arc<[String]>,
 ) {
     futures::stream::iter(range)
-        .for_each_concurrent(4, |i| {
+        .for_each_concurrent(16, |i| {
             fill_tenant(ours.clone(), subject(first + i), i, sentences.clone())
         })
         .await;
@@ -675,6 +676,72 @@ pub async fn tenant_curves(
         .collect()
 }
 
+/// A tenant-axis slope above this grows with the store rather than with the tenant: over four
+/// decades of tenants, 0.1 is a cost 2.5 times higher.
+const GROWS_WITH_THE_STORE: f64 = 0.1;
+
+/// The C1 slopes among `tables` as one Markdown table: a row per hot path, a column per
+/// backend, each cell `records / tenants` (the slope on each axis), a tenant slope above
+/// [`GROWS_WITH_THE_STORE`] in bold. `None` without C1 tables.
+pub fn slopes(tables: &[Table]) -> Option<String> {
+    use std::fmt::Write as _;
+    let mut backends: Vec<String> = Vec::new();
+    let mut paths: Vec<String> = Vec::new();
+    let mut cells: Vec<(String, String, Axis, f64)> = Vec::new();
+    for table in tables {
+        let Some(axis) = Axis::ALL
+            .into_iter()
+            .find(|axis| table.workload.starts_with(axis.title()))
+        else {
+            continue;
+        };
+        let backend = table
+            .config
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let path = table.workload[axis.title().len()..].to_owned();
+        if !backends.contains(&backend) {
+            backends.push(backend.clone());
+        }
+        if !paths.contains(&path) {
+            paths.push(path.clone());
+        }
+        cells.push((backend, path, axis, slope(&points(table, axis))));
+    }
+    if cells.is_empty() {
+        return None;
+    }
+    let mut out = format!(
+        "| hot path | {} |\n|---|{}\n",
+        backends.join(" | "),
+        "---:|".repeat(backends.len())
+    );
+    for path in &paths {
+        let _ = write!(out, "| {path} |");
+        for backend in &backends {
+            let slope_of = |axis: Axis| {
+                cells
+                    .iter()
+                    .find(|(b, p, a, _)| b == backend && p == path && *a == axis)
+                    .map(|cell| cell.3)
+            };
+            let records = slope_of(Axis::Records).map_or("–".to_owned(), |s| format!("{s:.2}"));
+            let tenants = slope_of(Axis::Tenants).map_or("–".to_owned(), |s| {
+                if s > GROWS_WITH_THE_STORE {
+                    format!("**{s:.2}**")
+                } else {
+                    format!("{s:.2}")
+                }
+            });
+            let _ = write!(out, " {records} / {tenants} |");
+        }
+        out.push('\n');
+    }
+    Some(out)
+}
+
 /// A C1 plot: its file name (`c1-<backend>.svg`, `c1-tenants-<backend>.svg`), its caption and
 /// its SVG text.
 #[derive(Debug, Clone, PartialEq)]
@@ -926,6 +993,17 @@ mod tests {
         assert!(sqlite.contains("forget_all of the subject (slope 1.00)"));
         assert!(sqlite.contains("append one message (slope 0.00)"));
         assert!(sqlite.starts_with("<svg") && sqlite.ends_with("</svg>\n"));
+        let slopes = super::slopes(&tables).expect("C1 tables");
+        assert!(
+            slopes.starts_with("| hot path | sqlite | redis |\n|---|---:|---:|\n"),
+            "{slopes}"
+        );
+        assert!(
+            slopes.contains("| append one message | 0.00 / **1.00** | 0.00 / – |"),
+            "{slopes}"
+        );
+        assert!(slopes.contains("| forget_all of the subject | 1.00 / – | – / – |"));
+        assert_eq!(super::slopes(&tables[..0]), None);
         let tenants = &plots[2];
         assert_eq!(tenants.caption, "C1 tenant curve, sqlite");
         assert!(tenants.svg.contains("append one message (slope 1.00)"));

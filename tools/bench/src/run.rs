@@ -81,6 +81,12 @@ impl Common {
     pub fn write(&self, report: &Report) -> Result<String, String> {
         std::fs::create_dir_all(&self.out).map_err(|e| e.to_string())?;
         let mut markdown = report.markdown();
+        if let Some(slopes) = crate::curves::slopes(&report.tables) {
+            let _ = write!(
+                markdown,
+                "\n## C1 slopes\n\nThe slope of log(cost) on log(size) of each hot path, by records its subject holds / by tenants its store holds (0: does not grow; 1: grows as fast as the size). A tenant slope in bold grows with the store rather than with the tenant.\n\n{slopes}"
+            );
+        }
         let plots = crate::curves::plots(&report.tables);
         if !plots.is_empty() {
             let dir = self.out.join("benchmarks");
