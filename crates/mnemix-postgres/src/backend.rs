@@ -128,6 +128,11 @@ impl MemoryBackend for PostgresStore {
             &[&namespace, &subject],
         )
         .await?;
+        // The namespace's collections as an array (evaluated once), so a delete of vectors is a
+        // lookup by its (collection, subject) key in each partition whatever the statistics:
+        // `collection IN (SELECT …)` let a generic plan costed for a few large subjects join by
+        // a scan of the partition (auto_explain in C1: 96,426 vectors read to delete one
+        // subject's, 481 ms).
         for (count, sql) in [
             (
                 &mut receipt.facts,
@@ -140,7 +145,7 @@ impl MemoryBackend for PostgresStore {
             (
                 &mut receipt.vectors,
                 "DELETE FROM {s}.vectors WHERE subject = $2
-                   AND collection IN (SELECT pk FROM {s}.collections WHERE namespace = $1)",
+                   AND collection = ANY(ARRAY(SELECT pk FROM {s}.collections WHERE namespace = $1))",
             ),
         ] {
             *count = tx.exec(&self.sql(sql), &[&namespace, &subject]).await?;
@@ -148,7 +153,7 @@ impl MemoryBackend for PostgresStore {
         tx.exec(
             &self.sql(
                 "DELETE FROM {s}.vector_versions WHERE subject = $2
-                   AND collection IN (SELECT pk FROM {s}.collections WHERE namespace = $1)",
+                   AND collection = ANY(ARRAY(SELECT pk FROM {s}.collections WHERE namespace = $1))",
             ),
             &[&namespace, &subject],
         )

@@ -374,7 +374,7 @@ impl ConversationStore for PostgresStore {
             tx.exec(
                 &self.sql(
                     "DELETE FROM {s}.vectors WHERE subject = $2 AND conversation_id = $3
-                       AND collection IN (SELECT pk FROM {s}.collections WHERE namespace = $1)",
+                       AND collection = ANY(ARRAY(SELECT pk FROM {s}.collections WHERE namespace = $1))",
                 ),
                 &[
                     &scope.namespace().as_str(),

@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "vector versions",
         sql: include_str!("../migrations/0006_vector_versions.sql"),
     },
+    Migration {
+        version: 7,
+        name: "working memory by conversation",
+        sql: include_str!("../migrations/0007_working_memory_by_conversation.sql"),
+    },
 ];
 
 /// Parameters of a statement.
