@@ -811,10 +811,13 @@ fn points(table: &Table, axis: Axis) -> Vec<(f64, f64)> {
 
 fn plot(backend: &str, axis: Axis, tables: &[&Table]) -> String {
     use std::fmt::Write as _;
-    const COLORS: [&str; 8] = [
+    // One colour per hot path (C1 has nine on a backend with vectors), the legend wide enough
+    // for the longest name.
+    const COLORS: [&str; 10] = [
         "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
+        "#bcbd22", "#7f7f7f",
     ];
-    let (width, height, left, top, plot_w, plot_h) = (1000.0, 420.0, 70.0, 40.0, 460.0, 330.0);
+    let (width, height, left, top, plot_w, plot_h) = (1180.0, 420.0, 70.0, 40.0, 460.0, 330.0);
     let curves: Vec<(&str, Vec<(f64, f64)>)> = tables
         .iter()
         .map(|t| (t.workload.trim_start_matches(axis.title()), points(t, axis)))
