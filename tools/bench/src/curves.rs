@@ -678,7 +678,7 @@ pub async fn tenant_curves(
 
 /// A tenant-axis slope above this grows with the store rather than with the tenant: over four
 /// decades of tenants, 0.1 is a cost 2.5 times higher.
-const GROWS_WITH_THE_STORE: f64 = 0.1;
+pub const GROWS_WITH_THE_STORE: f64 = 0.1;
 
 /// The C1 slopes among `tables` as one Markdown table: a row per hot path, a column per
 /// backend, each cell `records / tenants` (the slope on each axis), a tenant slope above
