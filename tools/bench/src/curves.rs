@@ -617,14 +617,12 @@ pub async fn tenant_curves(
         // forget_all of tenants like the others, made for it (so the count stays).
         let first = LEAVING + stages.len() * OPERATIONS;
         fill_tenants(ours, first, 0..OPERATIONS, &shared).await;
-        let leaving: Vec<Scope> = (0..OPERATIONS).map(|i| subject(first + i)).collect();
-        let leaving = Arc::new(std::sync::Mutex::new(leaving));
+        let mut leaving: Vec<Scope> = (0..OPERATIONS).map(|i| subject(first + i)).collect();
         let store = ours.clone();
         let mut side = FnSide::new(name, move || {
-            let (store, leaving) = (store.clone(), leaving.clone());
+            let (store, tenants) = (store.clone(), std::mem::take(&mut leaving));
             async move {
                 let mut latencies = Vec::new();
-                let tenants = std::mem::take(&mut *leaving.lock().expect("unpoisoned"));
                 for tenant in tenants {
                     let started = Instant::now();
                     store.forget_all(&tenant).await.expect("forget_all");
@@ -676,6 +674,15 @@ pub async fn tenant_curves(
         .collect()
 }
 
+/// A C1 table's axis and backend (the first field of its config), `None` for another table.
+fn c1_of(table: &Table) -> Option<(Axis, String)> {
+    let axis = Axis::ALL
+        .into_iter()
+        .find(|axis| table.workload.starts_with(axis.title()))?;
+    let backend = table.config.split(';').next().unwrap_or_default();
+    Some((axis, backend.to_owned()))
+}
+
 /// A tenant-axis slope above this grows with the store rather than with the tenant: over four
 /// decades of tenants, 0.1 is a cost 2.5 times higher.
 pub const GROWS_WITH_THE_STORE: f64 = 0.1;
@@ -689,18 +696,9 @@ pub fn slopes(tables: &[Table]) -> Option<String> {
     let mut paths: Vec<String> = Vec::new();
     let mut cells: Vec<(String, String, Axis, f64)> = Vec::new();
     for table in tables {
-        let Some(axis) = Axis::ALL
-            .into_iter()
-            .find(|axis| table.workload.starts_with(axis.title()))
-        else {
+        let Some((axis, backend)) = c1_of(table) else {
             continue;
         };
-        let backend = table
-            .config
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
         let path = table.workload[axis.title().len()..].to_owned();
         if !backends.contains(&backend) {
             backends.push(backend.clone());
@@ -762,18 +760,9 @@ pub struct Plot {
 pub fn plots(tables: &[Table]) -> Vec<Plot> {
     let mut groups: Vec<(String, Axis, Vec<&Table>)> = Vec::new();
     for table in tables {
-        let Some(axis) = Axis::ALL
-            .into_iter()
-            .find(|axis| table.workload.starts_with(axis.title()))
-        else {
+        let Some((axis, backend)) = c1_of(table) else {
             continue;
         };
-        let backend = table
-            .config
-            .split(';')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
         match groups
             .iter_mut()
             .find(|(b, a, _)| *b == backend && *a == axis)
