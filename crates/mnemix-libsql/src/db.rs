@@ -322,7 +322,7 @@ impl RowExt for libsql::Row {
 }
 
 pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
-    serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
+    mnemix_sqlite_sql::driver::metadata_from(BACKEND, text)
 }
 
 pub(crate) fn count_to_db(n: usize) -> i64 {

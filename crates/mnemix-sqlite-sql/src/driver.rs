@@ -14,7 +14,7 @@
 //! ```
 
 use async_trait::async_trait;
-use mnemix_core::{MemoryError, Result};
+use mnemix_core::{MemoryError, Metadata, Result};
 
 /// A statement parameter.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -207,6 +207,11 @@ pub fn corrupt(backend: &'static str, what: &str, e: impl std::fmt::Display) -> 
         backend,
         source: format!("stored {what} does not decode: {e}").into(),
     }
+}
+
+/// Stored metadata (its JSON text) decoded; what does not decode is `backend`'s corrupt row.
+pub fn metadata_from(backend: &'static str, text: &str) -> Result<Metadata> {
+    serde_json::from_str(text).map_err(|e| corrupt(backend, "metadata", e))
 }
 
 /// A connection of a SQLite-family driver, in whatever transaction its holder opened. Statements

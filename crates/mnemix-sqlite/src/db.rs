@@ -47,7 +47,7 @@ pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
 }
 
 pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
-    serde_json::from_str(text).map_err(|e| corrupt("metadata", e))
+    mnemix_sqlite_sql::driver::metadata_from(BACKEND, text)
 }
 
 /// The migration runner's view of a `BEGIN IMMEDIATE` transaction.

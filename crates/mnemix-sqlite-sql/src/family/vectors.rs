@@ -4,12 +4,12 @@
 
 use async_trait::async_trait;
 use mnemix_core::{
-    CollectionSpec, MemoryError, Metadata, Metric, Namespace, Record, Result, Scope, VectorId,
-    VectorRecord, VectorSelector,
+    CollectionSpec, MemoryError, Metric, Namespace, Record, Result, Scope, VectorId, VectorRecord,
+    VectorSelector,
 };
 
 use super::{count_to_db, subject_of};
-use crate::driver::{corrupt, Conn, Row};
+use crate::driver::{corrupt, metadata_from, Conn, Row};
 use crate::vectors as sql;
 
 /// Matrices of scopes' vectors by `(collection pk, subject)`, each at the collection
@@ -261,9 +261,7 @@ pub async fn delete_selected<C: VectorTables>(
         VectorSelector::Filter(filter) => {
             let mut matching = Vec::new();
             for (id, metadata) in tx.ids_and_metadata(collection, subject).await? {
-                let metadata: Metadata = serde_json::from_str(&metadata)
-                    .map_err(|e| corrupt(C::BACKEND, "metadata", e))?;
-                if filter.matches(&metadata) {
+                if filter.matches(&metadata_from(C::BACKEND, &metadata)?) {
                     matching
                         .push(VectorId::new(id).map_err(|e| corrupt(C::BACKEND, "vector id", e))?);
                 }
