@@ -138,7 +138,8 @@ async fn recalled(store: &dyn MemoryBackend, scope: &Scope) -> Vec<String> {
 /// Whatever a store keeps of a subject's facts between recalls (held in the process, say),
 /// every kind of fact write made through another handle — remember, supersede, forget, a new
 /// expiry, `forget_all` then remember again — is seen by the next semantic recall of `reader`,
-/// which recalled before it. `scope` should hold nothing yet.
+/// which recalled before it; and `writer`, recalling too, ranks its own writes (a remember's
+/// eviction included) as `reader` does. `scope` should hold nothing yet.
 pub async fn recalls_see_facts_written_by_another_handle(
     reader: &dyn MemoryBackend,
     writer: &dyn MemoryBackend,
@@ -155,24 +156,47 @@ pub async fn recalls_see_facts_written_by_another_handle(
             .must("remember")
             .fact
     };
+    let both = |expected: &'static [&'static str], what: &'static str| async move {
+        assert_eq!(recalled(reader, scope).await, expected, "{what}");
+        assert_eq!(
+            recalled(writer, scope).await,
+            expected,
+            "{what}, by the writer"
+        );
+    };
     remember(fact("far", [0.0, 1.0, 0.0, 0.0])).await;
-    assert_eq!(recalled(reader, scope).await, ["far"]);
+    both(&["far"], "a first remember").await;
     remember(NewFact {
         key: Some("place".into()),
         ..fact("near", [1.0, 0.1, 0.0, 0.0])
     })
     .await;
-    assert_eq!(recalled(reader, scope).await, ["near", "far"], "a remember");
+    both(&["near", "far"], "a remember").await;
     remember(NewFact {
         key: Some("place".into()),
         ..fact("nearer", [1.0, 0.0, 0.0, 0.0])
     })
     .await;
-    assert_eq!(
-        recalled(reader, scope).await,
-        ["nearer", "far"],
-        "a supersede"
-    );
+    both(&["nearer", "far"], "a supersede").await;
+    writer
+        .remember(
+            scope,
+            fact("farther", [0.0, 0.0, 1.0, 0.0]),
+            RememberOptions::default().with_max_facts(2),
+        )
+        .await
+        .must("remember with eviction");
+    both(&["nearer", "farther"], "an eviction").await;
+    let farther = writer
+        .list_facts(scope, mnemix_core::FactQuery::default())
+        .await
+        .must("list")
+        .items
+        .into_iter()
+        .find(|f| f.text == "farther")
+        .expect("farther is listed");
+    assert!(writer.forget(scope, &farther.id).await.must("forget"));
+    remember(fact("far", [0.0, 1.0, 0.0, 0.0])).await;
     let far = writer
         .list_facts(scope, mnemix_core::FactQuery::default())
         .await
@@ -182,7 +206,7 @@ pub async fn recalls_see_facts_written_by_another_handle(
         .find(|f| f.text == "far")
         .expect("far is listed");
     assert!(writer.forget(scope, &far.id).await.must("forget"));
-    assert_eq!(recalled(reader, scope).await, ["nearer"], "a forget");
+    both(&["nearer"], "a forget").await;
     let past = writer.now();
     let nearer = &writer
         .list_facts(scope, mnemix_core::FactQuery::default())
@@ -193,11 +217,11 @@ pub async fn recalls_see_facts_written_by_another_handle(
         .set_expiry(scope, std::slice::from_ref(&nearer.id), Some(past))
         .await
         .must("set expiry");
-    assert!(recalled(reader, scope).await.is_empty(), "a new expiry");
+    both(&[], "a new expiry").await;
     remember(fact("kept", [1.0, 0.0, 0.0, 0.0])).await;
-    assert_eq!(recalled(reader, scope).await, ["kept"]);
+    both(&["kept"], "a remember after an expiry").await;
     writer.forget_all(scope).await.must("forget_all");
-    assert!(recalled(reader, scope).await.is_empty(), "forget_all");
+    both(&[], "forget_all").await;
     remember(fact("again", [1.0, 0.0, 0.0, 0.0])).await;
-    assert_eq!(recalled(reader, scope).await, ["again"], "written again");
+    both(&["again"], "written again").await;
 }

@@ -11,6 +11,7 @@
 //! | [`WorkingMemoryUpdate::apply`](crate::WorkingMemoryUpdate::apply), [`CheckpointUpdate::apply_to`](crate::CheckpointUpdate::apply_to) | fenced writes against the stored revision or version |
 //! | [`plan_remember`] | a remember over the scope's facts: dedupe, supersede, `max_facts` eviction |
 //! | [`rank_facts`], [`rank_candidates`], [`eviction_order`], [`fact_tokens`], [`order_history`] | lexical/semantic/hybrid recall (over whole facts, or over what a token index tells of them), the eviction order, what to index, the order of a key's versions |
+//! | [`HeldFacts`], [`HeldChange`] | a subject's current facts held per version, ranked there, a writer's change applied after its commit |
 //! | [`rank_hits`], [`ExactIndex`], [`TopK`], [`MatrixCache`], [`tie_across_k`], [`Filter::matches`](crate::Filter::matches) | vector order and ties, exact top-k (over a matrix, or over a scan as it streams), a scan's matrix kept per version of the data, when an index's ties need settling, what a filter means |
 //! | [`page_newest_first`], [`Cursor`] | keyset paging of newest-first listings |
 //! | [`NewConversation::into_conversation`](crate::NewConversation::into_conversation), [`NewFact::into_fact`](crate::NewFact::into_fact), [`NewCheckpoint::into_checkpoint`](crate::NewCheckpoint::into_checkpoint) | the records a create makes |
@@ -29,6 +30,9 @@ pub use crate::exact::{
 pub use crate::fact::{
     eviction_order, fact_tokens, order_history, plan_remember, rank_candidates, rank_facts,
     reciprocal_rank_fusion, RecallCandidate, RememberPlan, RRF_K,
+};
+pub use crate::held::{
+    held_facts_cache, held_key, HeldChange, HeldFact, HeldFacts, HeldFactsCache,
 };
 pub use crate::page::{check_page, page_after, page_limit, page_newest_first, Cursor};
 pub use crate::records::sort_canonical;

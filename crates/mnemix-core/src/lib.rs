@@ -15,6 +15,7 @@ mod exact;
 mod fact;
 mod filter;
 mod front;
+mod held;
 mod in_memory;
 pub mod lexical;
 pub mod limits;

@@ -1,12 +1,12 @@
 //! [`MemoryBackend`] for the libSQL store: name, capabilities and `forget_all`.
 
 use async_trait::async_trait;
+use mnemix_core::adapter::held_key;
 use mnemix_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorIndexKind, VectorSearch,
 };
 use mnemix_sqlite_sql::family;
-use mnemix_sqlite_sql::family::facts::held_key;
 
 use crate::db::BACKEND;
 use crate::vectors::delete_scope_vectors;

@@ -93,11 +93,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
 
 use libsql::{Database, TransactionBehavior};
+use mnemix_core::adapter::HeldChange;
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
 use mnemix_core::migration::Migration;
 use mnemix_core::{Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock};
 use mnemix_sqlite_sql::builder::Options;
-use mnemix_sqlite_sql::family::facts::HeldChange;
 use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
 use tokio::sync::{Mutex, Semaphore};
 

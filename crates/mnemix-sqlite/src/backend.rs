@@ -1,12 +1,12 @@
 //! [`MemoryBackend`] for the SQLite store: name, capabilities and `forget_all`.
 
 use async_trait::async_trait;
+use mnemix_core::adapter::held_key;
 use mnemix_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorSearch,
 };
 use mnemix_sqlite_sql::family;
-use mnemix_sqlite_sql::family::facts::held_key;
 
 use crate::db::{subject_of, DbResult, BACKEND};
 use crate::vectors::bump_generations;

@@ -1,14 +1,15 @@
 //! Facts, written once: remember (dedupe, supersede, eviction), recall through the token index,
 //! reads, forget and expiry. A remember runs in a write transaction its caller holds; a recall in
 //! a read transaction, so the facts it reads are those it ranked. A recall with a vector ranks
-//! the subject's facts held in memory ([`HeldFacts`]) while their generation stands.
+//! the subject's facts held in memory ([`HeldFacts`]) while their generation stands (a database
+//! trigger changes it with every write of them, by any connection or process).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, fact_tokens, order_history};
 use mnemix_core::adapter::{
-    page_newest_first, rank_candidates, MatrixCache, RecallCandidate, Weighed,
+    held_key, page_newest_first, HeldChange, HeldFact, HeldFacts, HeldFactsCache,
 };
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
@@ -199,14 +200,7 @@ pub async fn remember<C: Conn>(
     let (generation, same) = probed
         .split_first()
         .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "facts generation", "no row"))?;
-    let mut change = HeldChange {
-        key: held_key(scope),
-        from: generation.opt_int(0)?,
-        to: None,
-        now,
-        removed: Vec::new(),
-        added: None,
-    };
+    let mut change = HeldChange::starting(scope, generation.opt_int(0)?, now);
     if let Some(row) = same.first() {
         // Nothing written but perhaps a purge: what is held stays at its generation.
         change.from = None;
@@ -232,7 +226,7 @@ pub async fn remember<C: Conn>(
             status = RememberStatus::Superseded {
                 previous: fact_id(previous, 0)?,
             };
-            change.removed.push(previous.int(1)?);
+            change.removed.push(fact_id(previous, 0)?);
         }
     }
     let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
@@ -273,7 +267,7 @@ pub async fn remember<C: Conn>(
     };
     let pk = pk.int(0)?;
     change.to = generation.opt_int(0)?;
-    change.added = Some(HeldFact::of(pk, &fact));
+    change.added = Some(HeldFact::of(pk, &fact, false));
     let mut evicted = Vec::new();
     if let Some(max) = options.max_facts {
         // The core's eviction order: lowest score first (none lowest), oldest, then id.
@@ -297,12 +291,12 @@ pub async fn remember<C: Conn>(
                 .first()
                 .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "facts generation", "no row"))?
                 .opt_int(0)?;
-            change.removed.extend(pks);
         }
         evicted = victims
             .iter()
             .map(|v| fact_id(v, 1))
             .collect::<Result<_>>()?;
+        change.removed.extend(evicted.iter().cloned());
     }
     let outcome = RememberOutcome {
         fact,
@@ -310,135 +304,6 @@ pub async fn remember<C: Conn>(
         evicted,
     };
     Ok((outcome, change))
-}
-
-/// The current facts of a subject as semantic recall ranks them, held in memory per
-/// generation of the subject's facts (a database trigger changes it with every write of them,
-/// by any connection or process): a recall with a vector then reads the token index and the
-/// generation, not every fact with its embedding.
-#[derive(Debug, Clone, Default)]
-pub struct HeldFacts(Vec<HeldFact>);
-
-/// A held fact: what recall filters and ranks it by.
-#[derive(Debug, Clone)]
-struct HeldFact {
-    pk: i64,
-    id: FactId,
-    score: Option<f32>,
-    created_at: Timestamp,
-    expires_at: Option<Timestamp>,
-    kind: Option<String>,
-    tags: Vec<String>,
-    conversation: Option<String>,
-    embedding: Option<Vec<f32>>,
-}
-
-impl HeldFact {
-    /// [`RecallQuery::admits`], and unexpired at `now`: what the candidate statements'
-    /// filters decide in SQL.
-    fn admitted(&self, query: &RecallQuery, now: Timestamp) -> bool {
-        self.expires_at.is_none_or(|at| at > now)
-            && query
-                .kind
-                .as_ref()
-                .is_none_or(|k| self.kind.as_ref() == Some(k))
-            && query
-                .min_score
-                .is_none_or(|min| self.score.is_some_and(|s| s >= min))
-            && query
-                .conversation
-                .as_ref()
-                .is_none_or(|c| self.conversation.as_deref() == Some(c.as_str()))
-            && query.tags.iter().all(|t| self.tags.contains(t))
-    }
-
-    /// A fact just written, held as [`sql::HELD_FACTS`] would read it.
-    fn of(pk: i64, fact: &Fact) -> Self {
-        Self {
-            pk,
-            id: fact.id.clone(),
-            score: fact.score,
-            created_at: fact.created_at,
-            expires_at: fact.expires_at,
-            kind: fact.kind.clone(),
-            tags: fact.tags.clone(),
-            conversation: fact
-                .source
-                .as_ref()
-                .map(|source| source.conversation_id.as_str().to_owned()),
-            embedding: fact.embedding.clone(),
-        }
-    }
-}
-
-/// What a remember did to its subject's current facts, from the generation it read before its
-/// writes to the one after them: applied to the held facts once the write commits (never
-/// before: a rolled-back transaction gives its generations back, and the next one may reuse
-/// them for other writes), so the writer's next recall finds them held, not cold.
-#[derive(Debug)]
-#[must_use = "apply it once the transaction commits"]
-pub struct HeldChange {
-    key: (String, String),
-    /// `None` when nothing is to be applied (the subject never held a fact, or nothing was
-    /// written).
-    from: Option<i64>,
-    to: Option<i64>,
-    /// Expired facts were purged as of this time.
-    now: Timestamp,
-    /// The `pk`s of the facts superseded or evicted.
-    removed: Vec<i64>,
-    added: Option<HeldFact>,
-}
-
-impl HeldChange {
-    /// Brings the subject's held facts, if held at the generation this change started from,
-    /// to the generation it made.
-    pub fn apply(self, cache: &HeldFactsCache) {
-        let (Some(from), Some(to), Some(added)) = (self.from, self.to, self.added) else {
-            return;
-        };
-        let (now, removed) = (self.now, self.removed);
-        cache.advance(&self.key, &from, to, move |held| {
-            held.0.retain(|fact| {
-                !removed.contains(&fact.pk) && fact.expires_at.is_none_or(|at| at > now)
-            });
-            held.0.push(added);
-        });
-    }
-}
-
-impl Weighed for HeldFacts {
-    fn approximate_bytes(&self) -> usize {
-        self.0
-            .iter()
-            .map(|f| {
-                96 + f.id.as_str().len()
-                    + f.kind.as_ref().map_or(0, String::len)
-                    + f.tags.iter().map(|t| t.len() + 24).sum::<usize>()
-                    + f.conversation.as_ref().map_or(0, String::len)
-                    + f.embedding.as_ref().map_or(0, |e| e.len() * 4)
-            })
-            .sum()
-    }
-}
-
-/// The held facts of every subject a store recalled from, by `(namespace, subject)` and
-/// generation.
-pub type HeldFactsCache = MatrixCache<(String, String), i64, HeldFacts>;
-
-/// A store's held facts cache, within `bytes` (then it starts over): 10,000 facts of a
-/// 384-dimension embedder take about 17 MiB, so the default 256 MiB holds a subject of 100,000.
-/// A subject whose facts do not fit is read again on each recall with a vector.
-pub fn held_facts_cache(bytes: usize) -> HeldFactsCache {
-    MatrixCache::new(bytes)
-}
-
-/// The key of a scope's held facts.
-pub fn held_key(scope: &Scope) -> (String, String) {
-    (
-        scope.namespace().as_str().to_owned(),
-        subject_of(scope).to_owned(),
-    )
 }
 
 /// The subject's held facts at `generation`: from the cache, or read in the read transaction
@@ -468,9 +333,10 @@ async fn held_facts<C: Conn>(
             tags: serde_json::from_str(&row.string(6)?).map_err(|e| row.corrupt("fact tags", e))?,
             conversation: row.opt_string(7)?,
             embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
+            text: None,
         });
     }
-    let held = Arc::new(HeldFacts(facts));
+    let held = Arc::new(HeldFacts::new(facts));
     cache.insert(key, generation, Arc::clone(&held));
     Ok(held)
 }
@@ -529,22 +395,12 @@ pub async fn recall<C: Conn>(
             let held = held_facts(tx, cache, scope, generation).await?;
             let positions: HashMap<i64, Vec<usize>> =
                 holding.into_iter().map(|c| (c.pk, c.held)).collect();
-            let admitted: Vec<&HeldFact> =
-                held.0.iter().filter(|f| f.admitted(query, now)).collect();
-            let candidates: Vec<RecallCandidate<'_>> = admitted
-                .iter()
-                .map(|f| RecallCandidate {
-                    held: positions.get(&f.pk).map_or(&[], Vec::as_slice),
-                    embedding: f.embedding.as_deref(),
-                    score: f.score,
-                    created_at: f.created_at,
-                    id: &f.id,
-                })
-                .collect();
-            rank_candidates(query, &candidates)
-                .into_iter()
-                .map(|(at, relevance)| (admitted[at].pk, relevance))
-                .collect()
+            held.rank(query, now, |f| {
+                positions.get(&f.pk).cloned().unwrap_or_default()
+            })
+            .into_iter()
+            .map(|(f, relevance)| (f.pk, relevance))
+            .collect()
         }
         // The subject never held a fact.
         None if semantic => Vec::new(),

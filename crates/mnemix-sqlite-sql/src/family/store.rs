@@ -21,7 +21,9 @@ use mnemix_core::{
     WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
 };
 
-use super::facts::{self, HeldChange, HeldFactsCache};
+use mnemix_core::adapter::{held_facts_cache, HeldChange, HeldFactsCache};
+
+use super::facts;
 use super::vectors::{self, VectorCache, VectorTables};
 use super::{documents, subject_of, transfer};
 use crate::driver::Conn;
@@ -86,7 +88,7 @@ impl Common {
     pub fn new(clock: Arc<dyn Clock>, vector_cache_bytes: usize) -> Self {
         Self {
             clock,
-            held_facts: facts::held_facts_cache(vector_cache_bytes),
+            held_facts: held_facts_cache(vector_cache_bytes),
             vector_cache: VectorCache::new(vector_cache_bytes),
         }
     }
