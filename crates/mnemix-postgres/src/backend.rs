@@ -1,6 +1,7 @@
 //! [`MemoryBackend`] for the PostgreSQL store: name, capabilities and `forget_all`.
 
 use async_trait::async_trait;
+use mnemix_core::adapter::held_key;
 use mnemix_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorIndexKind, VectorSearch,
@@ -158,7 +159,14 @@ impl MemoryBackend for PostgresStore {
             &[&namespace, &subject],
         )
         .await?;
+        // After the facts: their deletes' trigger moves the generation first.
+        tx.exec(
+            &self.sql("DELETE FROM {s}.fact_generations WHERE namespace = $1 AND subject = $2"),
+            &[&namespace, &subject],
+        )
+        .await?;
         tx.commit().await.db()?;
+        self.held_facts.remove(&held_key(scope));
         Ok(receipt)
     }
 }

@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "working memory by conversation",
         sql: include_str!("../migrations/0007_working_memory_by_conversation.sql"),
     },
+    Migration {
+        version: 8,
+        name: "fact generations",
+        sql: include_str!("../migrations/0008_fact_generations.sql"),
+    },
 ];
 
 /// Parameters of a statement.

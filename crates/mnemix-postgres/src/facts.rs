@@ -1,12 +1,16 @@
-//! Facts: dedupe, supersede, eviction and lexical/semantic recall through a GIN token index.
+//! Facts: dedupe, supersede, eviction; lexical recall through a GIN token index, semantic and
+//! hybrid recall over the subject's facts held per generation (see the crate docs).
 
 use async_trait::async_trait;
-use mnemix_core::adapter::page_newest_first;
-use mnemix_core::adapter::{fact_tokens, order_history, rank_facts};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mnemix_core::adapter::{fact_tokens, order_history, page_newest_first, rank_facts};
+use mnemix_core::adapter::{held_key, HeldChange, HeldFact, HeldFacts};
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
-    Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
-    RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+    Fact, FactId, FactQuery, FactSource, FactStore, MemoryError, NewFact, Page, RecallQuery,
+    RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -64,46 +68,169 @@ pub(crate) const UPSERT_FACT: &str = "INSERT INTO {s}.facts (namespace, subject,
          score = excluded.score, source = excluded.source, embedding = excluded.embedding,
          created_at = excluded.created_at, updated_at = excluded.updated_at,
          expires_at = excluded.expires_at, valid_to = excluded.valid_to,
-         superseded_by = excluded.superseded_by, tokens = excluded.tokens";
+         superseded_by = excluded.superseded_by, tokens = excluded.tokens
+     RETURNING pk";
 
 impl PostgresStore {
-    /// Writes `fact` with [`UPSERT_FACT`], its tokens included.
-    pub(crate) async fn write_fact(&self, db: &impl Db, fact: &Fact) -> Result<()> {
+    /// Writes `fact` with [`UPSERT_FACT`], its tokens included: its row's `pk`.
+    pub(crate) async fn write_fact(&self, db: &impl Db, fact: &Fact) -> Result<i64> {
         let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
-        db.exec(
-            &self.sql(UPSERT_FACT),
-            &[
-                &fact.scope.namespace().as_str(),
-                &subject_of(&fact.scope),
-                &fact.id.as_str(),
-                &fact.text.as_bytes(),
-                &fact.kind,
-                &fact.key,
-                &fact.tags,
-                &fact.score,
-                &fact.source.as_ref().map(to_json),
-                &fact.embedding,
-                &millis(fact.created_at),
-                &millis(fact.updated_at),
-                &fact.expires_at.map(millis),
-                &fact.valid_to.map(millis),
-                &fact.superseded_by.as_ref().map(FactId::as_str),
-                &tokens,
-            ],
-        )
-        .await?;
-        Ok(())
+        let row = db
+            .row(
+                &self.sql(UPSERT_FACT),
+                &[
+                    &fact.scope.namespace().as_str(),
+                    &subject_of(&fact.scope),
+                    &fact.id.as_str(),
+                    &fact.text.as_bytes(),
+                    &fact.kind,
+                    &fact.key,
+                    &fact.tags,
+                    &fact.score,
+                    &fact.source.as_ref().map(to_json),
+                    &fact.embedding,
+                    &millis(fact.created_at),
+                    &millis(fact.updated_at),
+                    &fact.expires_at.map(millis),
+                    &fact.valid_to.map(millis),
+                    &fact.superseded_by.as_ref().map(FactId::as_str),
+                    &tokens,
+                ],
+            )
+            .await?
+            .ok_or_else(|| corrupt("fact", "its write returned no key"))?;
+        Ok(row.get(0))
     }
-}
 
-#[async_trait]
-impl FactStore for PostgresStore {
-    async fn remember(
+    /// Semantic or hybrid recall over the subject's held facts: the facts ranked and the
+    /// current generation in one statement. `None` when the generation moved under each of a
+    /// few attempts, for the caller to read every fact in one statement instead.
+    async fn recall_held(
+        &self,
+        client: &deadpool_postgres::Object,
+        scope: &Scope,
+        query: &RecallQuery,
+        now: Timestamp,
+    ) -> Result<Option<Vec<ScoredFact>>> {
+        let key = held_key(scope);
+        let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+        let mut held = self.held_facts.latest(&key);
+        for _ in 0..3 {
+            let read = match held.take() {
+                Some(held) => Some(held),
+                None => self.read_held_facts(client, scope).await?,
+            };
+            let Some((generation, facts)) = read else {
+                // No generation: the subject holds no fact (erased, perhaps by another
+                // process), and nothing of it is kept in memory either.
+                self.held_facts.remove(&key);
+                return Ok(Some(Vec::new()));
+            };
+            let ranked = facts.rank_by_text(query, now);
+            let pks: Vec<i64> = ranked.iter().map(|(f, _)| f.pk).collect();
+            let rows = client
+                .rows(
+                    &self.sql(&format!(
+                        "SELECT g.generation, f.*
+                         FROM {{s}}.fact_generations g
+                         LEFT JOIN LATERAL (
+                             SELECT {FACT_COLUMNS} FROM {{s}}.facts
+                             WHERE namespace = $1 AND subject = $2 AND pk = ANY($3)
+                         ) f ON true
+                         WHERE g.namespace = $1 AND g.subject = $2"
+                    )),
+                    &[&namespace, &subject, &pks],
+                )
+                .await?;
+            let Some(first) = rows.first() else {
+                self.held_facts.remove(&key);
+                return Ok(Some(Vec::new()));
+            };
+            if first.get::<_, i64>("generation") != generation {
+                continue;
+            }
+            let mut read: HashMap<i64, Fact> = HashMap::with_capacity(rows.len());
+            for row in &rows {
+                if let Some(pk) = row.get::<_, Option<i64>>("pk") {
+                    read.insert(pk, fact_from(scope, row)?);
+                }
+            }
+            return ranked
+                .into_iter()
+                .map(|(held, relevance)| {
+                    let fact = read
+                        .remove(&held.pk)
+                        .ok_or_else(|| corrupt("fact", "ranked at its generation but not read"))?;
+                    Ok(ScoredFact { fact, relevance })
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The subject's current facts as recall holds them, read in one snapshot with their
+    /// generation, and kept; `None` when the subject has no generation (it holds no fact).
+    async fn read_held_facts(
+        &self,
+        client: &deadpool_postgres::Object,
+        scope: &Scope,
+    ) -> Result<Option<(i64, Arc<HeldFacts>)>> {
+        let rows = client
+            .rows(
+                &self.sql(
+                    "SELECT g.generation, f.pk, f.id, f.text, f.score, f.created_at,
+                            f.expires_at, f.kind, f.tags, f.source, f.embedding
+                     FROM {s}.fact_generations g
+                     LEFT JOIN {s}.facts f ON f.namespace = g.namespace
+                          AND f.subject = g.subject AND f.superseded_by IS NULL
+                     WHERE g.namespace = $1 AND g.subject = $2",
+                ),
+                &[&scope.namespace().as_str(), &subject_of(scope)],
+            )
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        let generation: i64 = first.get("generation");
+        let mut facts = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let Some(pk) = row.get::<_, Option<i64>>("pk") else {
+                continue;
+            };
+            let source: Option<FactSource> = row
+                .get::<_, Option<String>>("source")
+                .map(|s| serde_json::from_str(&s))
+                .transpose()
+                .map_err(|e| corrupt("fact source", e))?;
+            facts.push(HeldFact {
+                pk,
+                id: FactId::new(row.get::<_, String>("id")).map_err(|e| corrupt("fact id", e))?,
+                score: row.get("score"),
+                created_at: Timestamp::from_millis(row.get("created_at")),
+                expires_at: row
+                    .get::<_, Option<i64>>("expires_at")
+                    .map(Timestamp::from_millis),
+                kind: row.get("kind"),
+                tags: row.get("tags"),
+                conversation: source.map(|s| s.conversation_id.as_str().to_owned()),
+                embedding: row.get("embedding"),
+                text: Some(text_from(row.get("text"))?),
+            });
+        }
+        let held = Arc::new(HeldFacts::new(facts));
+        self.held_facts
+            .insert(held_key(scope), generation, Arc::clone(&held));
+        Ok(Some((generation, held)))
+    }
+
+    /// A remember, and what it did to the subject's held facts: apply it once committed.
+    async fn remember_held(
         &self,
         scope: &Scope,
         new: NewFact,
         options: RememberOptions,
-    ) -> Result<RememberOutcome> {
+    ) -> Result<(RememberOutcome, HeldChange)> {
         let now = self.clock.now();
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut client = self.client().await?;
@@ -136,14 +263,17 @@ impl FactStore for PostgresStore {
             )
             .await?;
         if let Some(row) = same {
-            return Ok(RememberOutcome {
+            let outcome = RememberOutcome {
                 fact: fact_from(scope, &row)?,
                 status: RememberStatus::Duplicate,
                 evicted: Vec::new(),
-            });
+            };
+            // Nothing written: the purge, if any, is rolled back.
+            return Ok((outcome, HeldChange::starting(scope, None, now)));
         }
         let fact = new.into_fact(scope, now);
         let mut status = RememberStatus::Created;
+        let mut removed = Vec::new();
         if let Some(key) = &fact.key {
             let previous = tx
                 .row(
@@ -157,13 +287,13 @@ impl FactStore for PostgresStore {
                 )
                 .await?;
             if let Some(row) = previous {
-                status = RememberStatus::Superseded {
-                    previous: FactId::new(row.get::<_, String>(0))
-                        .map_err(|e| corrupt("fact id", e))?,
-                };
+                let previous =
+                    FactId::new(row.get::<_, String>(0)).map_err(|e| corrupt("fact id", e))?;
+                removed.push(previous.clone());
+                status = RememberStatus::Superseded { previous };
             }
         }
-        self.write_fact(&tx, &fact).await?;
+        let pk = self.write_fact(&tx, &fact).await?;
         let mut evicted = Vec::new();
         if let Some(max) = options.max_facts {
             // The core's eviction order: lowest score first (none lowest), oldest, then id.
@@ -203,20 +333,61 @@ impl FactStore for PostgresStore {
                 .map(|(_, _, id)| FactId::new(id).map_err(|e| corrupt("fact id", e)))
                 .collect::<Result<Vec<_>>>()?;
         }
+        // The generation before this transaction's writes and after them: the row is this
+        // transaction's until it commits, so no other write came between.
+        let generations = tx
+            .row(
+                &self.sql(
+                    "SELECT base, generation FROM {s}.fact_generations
+                     WHERE namespace = $1 AND subject = $2",
+                ),
+                &[&namespace, &subject],
+            )
+            .await?
+            .ok_or_else(|| corrupt("facts generation", "no row after a write"))?;
+        let mut change = HeldChange::starting(scope, generations.get(0), now);
+        change.to = Some(generations.get(1));
+        removed.extend(evicted.iter().cloned());
+        change.removed = removed;
+        change.added = Some(HeldFact::of(pk, &fact, true));
         tx.commit().await.db()?;
-        Ok(RememberOutcome {
+        let outcome = RememberOutcome {
             fact,
             status,
             evicted,
-        })
+        };
+        Ok((outcome, change))
+    }
+}
+
+#[async_trait]
+impl FactStore for PostgresStore {
+    async fn remember(
+        &self,
+        scope: &Scope,
+        new: NewFact,
+        options: RememberOptions,
+    ) -> Result<RememberOutcome> {
+        let (outcome, change) = self.remember_held(scope, new, options).await?;
+        change.apply(&self.held_facts);
+        Ok(outcome)
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
-        let now = millis(self.clock.now());
         let client = self.client().await?;
+        if query.vector.is_some() {
+            let recalled = self
+                .recall_held(&client, scope, &query, self.clock.now())
+                .await?;
+            if let Some(recalled) = recalled {
+                return Ok(recalled);
+            }
+        }
+        let now = millis(self.clock.now());
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let rows = if query.vector.is_some() {
-            // Semantic (or hybrid) recall compares against every current fact's embedding.
+            // The generation kept moving: every current fact with its embedding, in one
+            // snapshot.
             client
                 .rows(
                     &self.sql(&format!(

@@ -38,6 +38,11 @@
 //! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
 //!   (`text[]`, `&&`) and ranks them with [`mnemix_core::adapter::rank_facts`]: exactly the core
 //!   definition.
+//! - **Recall with a vector** (semantic or hybrid) ranks every current fact of the subject:
+//!   it holds them in the client per generation of the subject's facts (`fact_generations`,
+//!   which statement triggers move with every write of them), and one statement reads the
+//!   facts it ranked with the current generation; a generation moved meanwhile reads the
+//!   subject's facts again. A remember's own change is applied to what it held.
 //! - **Vectors** are pgvector's `vector` (without pgvector, or with
 //!   [`PostgresStoreBuilder::pgvector`] off, the f32 values little-endian in `bytea`), each
 //!   with its norm (computed in `f64` by the writer), kept inline in their rows. Each
@@ -281,7 +286,8 @@ impl PostgresStoreBuilder {
     /// [`index_min_rows`](Self::index_min_rows) whose vectors fit holds the scope's records in
     /// the client, and later searches read only the scope's version (every write of the scope
     /// changes it, in its transaction) and rank in memory until a write changes it; this
-    /// store's own writes keep its matrices current.
+    /// store's own writes keep its matrices current. Recall with a vector holds subjects'
+    /// current facts the same way, in a budget of the same size.
     #[must_use]
     pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
         self.config.vector_cache_bytes = bytes;
@@ -344,6 +350,7 @@ impl PostgresStoreBuilder {
             Arc::clone(&seen_collections),
         ));
         let vector_cache = vectors::VectorCache::new(config.vector_cache_bytes);
+        let held_facts = mnemix_core::adapter::held_facts_cache(config.vector_cache_bytes);
         Ok(PostgresStore {
             pool,
             clock: self.clock,
@@ -354,6 +361,7 @@ impl PostgresStoreBuilder {
             config,
             vector_statistics: vectors::VectorStatistics::default(),
             vector_cache,
+            held_facts,
             oversized: vectors::Oversized::default(),
             seen_collections,
             index_builder,
@@ -444,6 +452,8 @@ pub struct PostgresStore {
     vector_statistics: vectors::VectorStatistics,
     /// Scopes' matrices held for exact search, each at its scope's version.
     vector_cache: vectors::VectorCache,
+    /// Subjects' current facts held for recall with a vector, each at its facts' generation.
+    held_facts: mnemix_core::adapter::HeldFactsCache,
     /// Scopes last found too large to hold, each at the version it was counted at.
     oversized: vectors::Oversized,
     /// Collections as searches last looked them up, so a search needs no lookup first.

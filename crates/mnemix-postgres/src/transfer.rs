@@ -515,7 +515,9 @@ impl PostgresStore {
                 let slot = self.working_slot(tx, &scope, &key).await?;
                 self.write_working(tx, &scope, slot, &memory).await?;
             }
-            Record::Fact { fact } => self.write_fact(tx, &fact).await?,
+            Record::Fact { fact } => {
+                self.write_fact(tx, &fact).await?;
+            }
             // Written in bulk by `restore`.
             Record::Message { .. } | Record::Vector { .. } => {}
             Record::Checkpoint { scope, checkpoint } => {
