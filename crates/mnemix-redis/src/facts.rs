@@ -1,11 +1,12 @@
-//! Facts: a hash each, token sets for lexical recall, and one script for remember (dedupe,
-//! supersede, eviction) so it is atomic.
+//! Facts: a hash each, token sets for lexical recall, one script for remember (dedupe,
+//! supersede, eviction) so it is atomic, and recall with a vector over the scope's facts held
+//! per version token (see the crate docs).
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use async_trait::async_trait;
-use mnemix_core::adapter::page_newest_first;
-use mnemix_core::adapter::{fact_tokens, order_history, rank_facts};
+use mnemix_core::adapter::{fact_tokens, order_history, page_newest_first, rank_facts};
+use mnemix_core::adapter::{held_key, HeldChange, HeldFact, HeldFacts};
 use mnemix_core::{
     Fact, FactId, FactQuery, FactStore, MemoryError, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
@@ -14,6 +15,7 @@ use redis::Script;
 
 use crate::keys::ScopeKeys;
 use crate::paging::IdPager;
+use crate::vectors::version_token;
 use crate::{corrupt, to_json, RedisResultExt, RedisStore};
 
 macro_rules! fact_script {
@@ -76,6 +78,23 @@ fn fact_from(fields: FactFields) -> Result<Option<Fact>> {
     Ok(Some(fact))
 }
 
+/// The reply of a transaction that reads the facts' version token, then fact hashes.
+fn token_and_facts(reply: Vec<redis::Value>) -> Result<(Option<String>, Vec<FactFields>)> {
+    let mut values = reply.into_iter();
+    let parse_error = |e: redis::ParsingError| corrupt("facts read", e);
+    let token = values
+        .next()
+        .map(redis::from_redis_value)
+        .transpose()
+        .map_err(parse_error)?
+        .flatten();
+    let rows = values
+        .map(redis::from_redis_value)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(parse_error)?;
+    Ok((token, rows))
+}
+
 impl RedisStore {
     /// The unexpired facts of these ids, in their order (missing ones skipped).
     pub(crate) async fn read_facts(&self, keys: &ScopeKeys, ids: &[String]) -> Result<Vec<Fact>> {
@@ -97,6 +116,94 @@ impl RedisStore {
             }
         }
         Ok(facts)
+    }
+
+    /// Recall with a vector over the scope's facts held at their version token: the facts
+    /// ranked are read with the token in one transaction. `None` when the scope has no token
+    /// (its facts predate tokens, or it holds none) or it kept changing, for the caller to read
+    /// every current fact instead.
+    async fn recall_held(
+        &self,
+        scope: &Scope,
+        keys: &ScopeKeys,
+        query: &RecallQuery,
+    ) -> Result<Option<Vec<ScoredFact>>> {
+        let now = self.clock.now();
+        let key = held_key(scope);
+        let mut held = self.held_facts.latest(&key);
+        for _ in 0..3 {
+            let read = match held.take() {
+                Some(held) => Some(held),
+                None => self.read_held_facts(scope, keys).await?,
+            };
+            let Some((token, facts)) = read else {
+                return Ok(None);
+            };
+            let ranked = facts.rank_by_text(query, now);
+            let mut pipe = redis::pipe();
+            pipe.atomic().get(keys.facts_version());
+            for (fact, _) in &ranked {
+                pipe.cmd("HMGET")
+                    .arg(keys.fact(fact.id.as_str()))
+                    .arg(&FACT_FIELDS);
+            }
+            let (current, rows) = token_and_facts(pipe.query_async(&mut self.conn()).await.db()?)?;
+            if current.as_deref() != Some(token.as_str()) {
+                continue;
+            }
+            let mut recalled = Vec::with_capacity(ranked.len());
+            for ((_, relevance), row) in ranked.into_iter().zip(rows) {
+                // At the token it was ranked at, a fact is gone only if another clock found it
+                // expired and purged it: read everything again.
+                let Some(fact) = fact_from(row)? else {
+                    return Ok(None);
+                };
+                recalled.push(ScoredFact { fact, relevance });
+            }
+            return Ok(Some(recalled));
+        }
+        Ok(None)
+    }
+
+    /// The scope's current facts as recall holds them, with their version token, kept: read
+    /// as the ids and the token, then the facts and the token again, which must be unchanged.
+    /// `None` without a token, or when it changed between the two reads.
+    async fn read_held_facts(
+        &self,
+        scope: &Scope,
+        keys: &ScopeKeys,
+    ) -> Result<Option<(String, Arc<HeldFacts>)>> {
+        let (token, ids): (Option<String>, Vec<String>) = redis::pipe()
+            .atomic()
+            .get(keys.facts_version())
+            .smembers(keys.current_facts())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        let Some(token) = token else {
+            return Ok(None);
+        };
+        let mut pipe = redis::pipe();
+        pipe.atomic().get(keys.facts_version());
+        for id in &ids {
+            pipe.cmd("HMGET").arg(keys.fact(id)).arg(&FACT_FIELDS);
+        }
+        let (again, rows) = token_and_facts(pipe.query_async(&mut self.conn()).await.db()?)?;
+        if again.as_deref() != Some(token.as_str()) {
+            return Ok(None);
+        }
+        let mut facts = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(fact) = fact_from(row)? {
+                if fact.is_current() {
+                    facts.push(HeldFact::of(0, &fact, true));
+                }
+            }
+        }
+        let held = Arc::new(HeldFacts::new(facts));
+        self.held_facts
+            .insert(held_key(scope), token.clone(), Arc::clone(&held));
+        Ok(Some((token, held)))
     }
 
     async fn members(&self, command: &str, key: String) -> Result<Vec<String>> {
@@ -123,6 +230,7 @@ impl FactStore for RedisStore {
         let keys = self.keys.scope(scope);
         let tokens: Vec<String> = fact_tokens(&fact.text).into_iter().collect();
         let fact_key = fact.key.clone().unwrap_or_default();
+        let version = version_token();
         let reply: Vec<String> = REMEMBER
             .key(keys.facts())
             .arg(keys.base())
@@ -140,6 +248,7 @@ impl FactStore for RedisStore {
             )
             .arg(options.max_facts.map(|m| m.to_string()).unwrap_or_default())
             .arg(tokens.join(" "))
+            .arg(&version)
             .invoke_async(&mut self.conn())
             .await
             .db()?;
@@ -168,7 +277,18 @@ impl FactStore for RedisStore {
             },
             other => return Err(corrupt("remember reply", other)),
         };
-        let evicted = (2..reply.len()).map(id_at).collect::<Result<_>>()?;
+        let evicted: Vec<FactId> = (3..reply.len()).map(id_at).collect::<Result<_>>()?;
+        // The script replaced the facts' version token: what this process held at the old one
+        // takes the remember and is current at the new one.
+        let replaced = reply.get(2).filter(|t| !t.is_empty()).cloned();
+        let mut change = HeldChange::starting(scope, replaced, now);
+        change.to = Some(version);
+        if let RememberStatus::Superseded { previous } = &status {
+            change.removed.push(previous.clone());
+        }
+        change.removed.extend(evicted.iter().cloned());
+        change.added = Some(HeldFact::of(0, &fact, true));
+        change.apply(&self.held_facts);
         Ok(RememberOutcome {
             fact,
             status,
@@ -178,6 +298,11 @@ impl FactStore for RedisStore {
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         let keys = self.keys.scope(scope);
+        if query.vector.is_some() {
+            if let Some(recalled) = self.recall_held(scope, &keys, &query).await? {
+                return Ok(recalled);
+            }
+        }
         let ids: Vec<String> = if query.vector.is_some() {
             self.members("SMEMBERS", keys.current_facts()).await?
         } else {
@@ -235,6 +360,7 @@ impl FactStore for RedisStore {
             .arg(keys.base())
             .arg(id.as_str())
             .arg(self.clock.now().as_millis())
+            .arg(version_token())
             .invoke_async(&mut self.conn())
             .await
             .db()?;
@@ -254,6 +380,7 @@ impl FactStore for RedisStore {
                 .map(|t| t.as_millis().to_string())
                 .unwrap_or_default(),
         );
+        call.arg(version_token());
         for id in ids {
             call.arg(id.as_str());
         }

@@ -120,6 +120,10 @@ impl ScopeKeys {
     pub(crate) fn fact_token(&self, token: &str) -> String {
         self.key("ft:", token)
     }
+    /// The version token of the scope's facts: a fresh value set by every write of them.
+    pub(crate) fn facts_version(&self) -> String {
+        self.key("fv", "")
+    }
     pub(crate) fn fact_versions(&self, key: &str) -> String {
         self.key("fh:", key)
     }

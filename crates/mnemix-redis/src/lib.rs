@@ -51,6 +51,7 @@
 //! | `fkc` | hash | fact key → current fact id |
 //! | `fh:KEY` | zset | every version of a key by `created_at` (history) |
 //! | `ft:TOKEN` | set | current fact ids by lexical token |
+//! | `fv` | string | the version token of the scope's facts, set fresh by every write of them |
 //! | `v:N` | hash | vector records of collection incarnation N: id → `conversation NUL JSON NUL f32 LE` |
 //! | `vt:N` | string | the version token of `v:N`, set fresh by every write of it |
 //! | `vc` | set | the incarnations this scope holds records of |
@@ -84,6 +85,15 @@
 //! collection's spec in the same round trip as the token. A collection's records
 //! live in each scope's slot under an *incarnation* drawn when it is made, so dropping it
 //! (removing the spec) hides them at once, everywhere; they are then deleted scope by scope.
+//!
+//! # Facts
+//! Lexical recall reads the candidates through the token sets (`ft:TOKEN`). Recall with a
+//! vector ranks every current fact of the scope: it holds them in this process per version
+//! token (`fv`, set fresh by every script that changes the scope's facts), ranks there, and
+//! reads the ranked facts with the token in one `MULTI`/`EXEC`, reading every current fact again
+//! only when the token changed. `remember` returns the token it replaced, so this process
+//! applies its own remember to what it holds. A scope whose facts were written before tokens
+//! existed has none and is read whole on each recall, until its next write.
 //!
 //! # Consistency
 //! Every write to one scope is atomic (one script, one slot). Across slots nothing is: a
@@ -324,6 +334,8 @@ impl RedisStoreBuilder {
     /// Memory the vector-matrix cache may hold before it is emptied (default 256 MiB; 0 turns
     /// caching off). A search reads a scope's records of a collection once per version of them
     /// and ranks the held matrix after that; a write by any client is seen by the next search.
+    /// Recall with a vector holds scopes' current facts the same way, in a budget of the same
+    /// size.
     #[must_use]
     pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
         self.vector_cache_bytes = bytes;
@@ -410,6 +422,7 @@ impl RedisStoreBuilder {
             target: shown,
             registered: Mutex::default(),
             vector_cache: vectors::MatrixCache::new(self.vector_cache_bytes),
+            held_facts: mnemix_core::adapter::held_facts_cache(self.vector_cache_bytes),
             seen_collections: vectors::SeenCollections::default(),
         })
     }
@@ -511,6 +524,8 @@ pub struct RedisStore {
     registered: Mutex<HashSet<String>>,
     /// Vector matrices by scope and collection, at their records' version token.
     vector_cache: vectors::MatrixCache,
+    /// Scopes' current facts held for recall with a vector, at their version token.
+    held_facts: mnemix_core::adapter::HeldFactsCache<String>,
     /// Collections as this process's searches last read them, checked on every use.
     seen_collections: vectors::SeenCollections,
 }

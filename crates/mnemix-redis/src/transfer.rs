@@ -285,6 +285,7 @@ impl RedisStore {
                     .map(ToString::to_string)
                     .unwrap_or_default(),
             )
+            .arg(crate::vectors::version_token())
             .invoke_async(&mut self.conn())
             .await
             .db()?;

@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use mnemix_conformance::{is_required, SetupError};
 use mnemix_core::{
-    AppendOptions, ConversationStore, LoadOptions, Message, MessageId, NewConversation, Scope,
+    AppendOptions, ConversationStore, FactStore, LoadOptions, Message, MessageId, NewConversation,
+    Scope,
 };
 use mnemix_redis::RedisStore;
 use mnemix_testkit::services::{locate, Service};
@@ -186,6 +187,81 @@ async fn forget_all_leaves_no_trace_of_the_subject() {
         .unwrap();
     assert!(!registered.contains(&subject), "{registered:?}");
     assert!(!registered.is_empty(), "the other subject stays registered");
+}
+
+/// Facts written before their scope had a version token (`fv`, which every fact write now
+/// sets) are recalled by vector from the server on every call, and held once a write sets one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facts_without_a_version_token_are_recalled_from_the_server() {
+    let Some(url) = server(
+        Service::Redis,
+        "redis",
+        "facts_without_a_version_token_are_recalled_from_the_server",
+    ) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let store = store(Service::Redis, &url, &prefix).await;
+    let scope = Scope::new("redis-tests", "tokenless").unwrap();
+    let remember = |text: &'static str, vector: [f32; 2]| {
+        let store = &store;
+        let scope = &scope;
+        async move {
+            let new = mnemix_core::NewFact {
+                embedding: Some(vector.to_vec()),
+                ..mnemix_core::NewFact::new(text)
+            };
+            store
+                .remember(scope, new, mnemix_core::RememberOptions::default())
+                .await
+                .unwrap();
+        }
+    };
+    let recalled = || async {
+        store
+            .recall(
+                &scope,
+                mnemix_core::RecallQuery::text("lake").with_vector(vec![1.0, 0.0]),
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|hit| hit.fact.text)
+            .collect::<Vec<_>>()
+    };
+    remember("a lake", [0.0, 1.0]).await;
+    remember("a road", [1.0, 0.0]).await;
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let token_keys: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:*tokenless*:fv"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(token_keys.len(), 1, "one scope, one token: {token_keys:?}");
+    let _: i64 = redis::cmd("DEL")
+        .arg(&token_keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    // Hybrid: one fact by its words, one by its vector; the fusion ties and the id decides.
+    let both = recalled().await;
+    assert_eq!(both.len(), 2, "{both:?}");
+    remember("a lake road", [1.0, 0.0]).await;
+    assert_eq!(
+        recalled().await[0],
+        "a lake road",
+        "the best by words and vector"
+    );
+    let token: Option<String> = redis::cmd("GET")
+        .arg(&token_keys[0])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(token.is_some(), "a write sets the token again");
 }
 
 /// A store opened on another store's connection shares its data and its socket.

@@ -4,7 +4,16 @@
 -- current, updated_at, valid_to, superseded_by) and its entries in: `fs` (every fact by
 -- created_at), `fc` (current ids), `fx` (expiring ids by expires_at), `fd` (dedupe digest ->
 -- current id), `fkc` (key -> current id), `fh:KEY` (versions of a key by created_at) and
--- `ft:TOKEN` (current ids by token).
+-- `ft:TOKEN` (current ids by token). `fv` is the version token of the scope's facts: every script
+-- that changes them sets a fresh one (never set twice, made by the caller), so a recall may rank
+-- facts it holds in memory while the token stands.
+
+-- Sets the facts' version token; returns the one it replaced ('' for none).
+local function new_facts_version(base, token)
+  local previous = redis.call('GET', base .. 'fv')
+  redis.call('SET', base .. 'fv', token)
+  return previous or ''
+end
 
 local function unindex_current(base, id)
   local fields = redis.call('HMGET', base .. 'f:' .. id, 'tokens', 'dedupe', 'key', 'current')

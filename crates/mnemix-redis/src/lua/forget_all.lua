@@ -17,6 +17,7 @@ counts[4] = counts[4] + redis.call('DEL', base .. 'w')
 for _, id in ipairs(redis.call('ZRANGE', base .. 'fs', 0, -1)) do
   counts[5] = counts[5] + remove_fact(base, id)
 end
+redis.call('DEL', base .. 'fv')
 for _, incarnation in ipairs(redis.call('SMEMBERS', base .. 'vc')) do
   counts[6] = counts[6] + redis.call('HLEN', base .. 'v:' .. incarnation)
   redis.call('DEL', base .. 'v:' .. incarnation, base .. 'vt:' .. incarnation)

@@ -2,8 +2,9 @@
 -- KEYS: 1 the scope's `fs` zset (routes the call; every other key shares its slot).
 -- ARGV: 1 base, 2 now, 3 id, 4 key or "", 5 dedupe digest input (key NUL text), 6 doc,
 -- 7 created_at, 8 score or "", 9 expires_at or "", 10 max_facts or "", 11 tokens (space
--- separated).
--- Returns {"duplicate", id} or {"created"|"superseded", previous or "", evicted ids...}.
+-- separated), 12 the facts' new version token.
+-- Returns {"duplicate", id} or {"created"|"superseded", previous or "", the version token
+-- replaced or "", evicted ids...}.
 local base, now, id, fact_key = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 purge_expired(base, now)
 local digest = redis.sha1hex(ARGV[5])
@@ -42,7 +43,7 @@ local status = 'created'
 if previous ~= '' then
   status = 'superseded'
 end
-local reply = {status, previous}
+local reply = {status, previous, new_facts_version(base, ARGV[12])}
 if ARGV[10] ~= '' then
   local current = redis.call('SMEMBERS', base .. 'fc')
   local excess = #current - tonumber(ARGV[10])

@@ -1,9 +1,10 @@
 -- Writes a fact verbatim (restore), replacing any fact of its id, with every index entry.
 -- KEYS: 1 the scope's `fs` zset. ARGV: 1 base, 2 id, 3 key or "", 4 dedupe digest input,
 -- 5 doc, 6 created_at, 7 score or "", 8 expires_at or "", 9 tokens, 10 updated_at,
--- 11 valid_to or "", 12 superseded_by or "".
+-- 11 valid_to or "", 12 superseded_by or "", 13 the facts' new version token.
 local base, id, fact_key = ARGV[1], ARGV[2], ARGV[3]
 remove_fact(base, id)
+new_facts_version(base, ARGV[13])
 local current = '0'
 if ARGV[12] == '' then
   current = '1'
