@@ -135,11 +135,27 @@ async fn recalled(store: &dyn MemoryBackend, scope: &Scope) -> Vec<String> {
         .collect()
 }
 
+/// The texts of a lexical recall of every word the scenario's facts use, sorted.
+async fn recalled_by_words(store: &dyn MemoryBackend, scope: &Scope) -> Vec<String> {
+    let mut texts: Vec<String> = store
+        .recall(
+            scope,
+            RecallQuery::text("far near nearer farther kept again"),
+        )
+        .await
+        .must("recall")
+        .into_iter()
+        .map(|hit| hit.fact.text)
+        .collect();
+    texts.sort();
+    texts
+}
+
 /// Whatever a store keeps of a subject's facts between recalls (held in the process, say),
 /// every kind of fact write made through another handle — remember, supersede, forget, a new
 /// expiry, `forget_all` then remember again — is seen by the next semantic recall of `reader`,
-/// which recalled before it; and `writer`, recalling too, ranks its own writes (a remember's
-/// eviction included) as `reader` does. `scope` should hold nothing yet.
+/// which recalled before it, and by its next lexical recall; and `writer`, recalling too, ranks
+/// its own writes (a remember's eviction included) as `reader` does. `scope` should hold nothing yet.
 pub async fn recalls_see_facts_written_by_another_handle(
     reader: &dyn MemoryBackend,
     writer: &dyn MemoryBackend,
@@ -162,6 +178,13 @@ pub async fn recalls_see_facts_written_by_another_handle(
             recalled(writer, scope).await,
             expected,
             "{what}, by the writer"
+        );
+        let mut by_words: Vec<&str> = expected.to_vec();
+        by_words.sort_unstable();
+        assert_eq!(
+            recalled_by_words(reader, scope).await,
+            by_words,
+            "{what}, by words"
         );
     };
     remember(fact("far", [0.0, 1.0, 0.0, 0.0])).await;

@@ -102,8 +102,8 @@ impl PostgresStore {
         Ok(row.get(0))
     }
 
-    /// Semantic or hybrid recall over the subject's held facts: the facts ranked and the
-    /// current generation in one statement. `None` when the generation moved under each of a
+    /// Recall over the subject's held facts: the facts ranked and the current generation in
+    /// one statement. `None` when the generation moved under each of a
     /// few attempts, for the caller to read every fact in one statement instead.
     async fn recall_held(
         &self,
@@ -374,8 +374,22 @@ impl FactStore for PostgresStore {
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
+        let semantic = query.vector.is_some();
+        if !semantic
+            && query
+                .text
+                .as_deref()
+                .map(tokenize)
+                .unwrap_or_default()
+                .is_empty()
+        {
+            return Ok(Vec::new());
+        }
         let client = self.client().await?;
-        if query.vector.is_some() {
+        // Lexical recall ranks held facts only when they are held already (by a recall with a
+        // vector, or kept current by this store's remembers): reading every fact of a large
+        // subject to hold it costs more than the candidates its token index gives.
+        if semantic || self.held_facts.latest(&held_key(scope)).is_some() {
             let recalled = self
                 .recall_held(&client, scope, &query, self.clock.now())
                 .await?;

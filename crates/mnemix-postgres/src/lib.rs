@@ -35,14 +35,15 @@
 //! - **Free text** that may hold NUL (titles, fact text, working memory, vector text) is UTF-8
 //!   `bytea`, because `text` and `jsonb` reject NUL; JSON documents are `text` (NUL is escaped
 //!   there). Vector metadata is also kept as `jsonb` for SQL filters.
-//! - **Lexical recall** reads candidates through a GIN index on each fact's core tokens
-//!   (`text[]`, `&&`) and ranks them with [`mnemix_core::adapter::rank_facts`]: exactly the core
-//!   definition.
 //! - **Recall with a vector** (semantic or hybrid) ranks every current fact of the subject:
 //!   it holds them in the client per generation of the subject's facts (`fact_generations`,
 //!   which statement triggers move with every write of them), and one statement reads the
 //!   facts it ranked with the current generation; a generation moved meanwhile reads the
-//!   subject's facts again. A remember's own change is applied to what it held.
+//!   subject's facts again. A remember's own change is applied to what it held. Ranking is
+//!   core's ([`mnemix_core::adapter::HeldFacts`]).
+//! - **Lexical recall** ranks the held facts too when the subject's are held; otherwise it
+//!   reads candidates through a GIN index on each fact's core tokens (`text[]`, `&&`) and ranks
+//!   them with [`mnemix_core::adapter::rank_facts`]: exactly the core definition either way.
 //! - **Vectors** are pgvector's `vector` (without pgvector, or with
 //!   [`PostgresStoreBuilder::pgvector`] off, the f32 values little-endian in `bytea`), each
 //!   with its norm (computed in `f64` by the writer), kept inline in their rows. Each
@@ -286,7 +287,7 @@ impl PostgresStoreBuilder {
     /// [`index_min_rows`](Self::index_min_rows) whose vectors fit holds the scope's records in
     /// the client, and later searches read only the scope's version (every write of the scope
     /// changes it, in its transaction) and rank in memory until a write changes it; this
-    /// store's own writes keep its matrices current. Recall with a vector holds subjects'
+    /// store's own writes keep its matrices current. Recall holds subjects'
     /// current facts the same way, in a budget of the same size.
     #[must_use]
     pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
@@ -452,7 +453,7 @@ pub struct PostgresStore {
     vector_statistics: vectors::VectorStatistics,
     /// Scopes' matrices held for exact search, each at its scope's version.
     vector_cache: vectors::VectorCache,
-    /// Subjects' current facts held for recall with a vector, each at its facts' generation.
+    /// Subjects' current facts held for recall, each at its facts' generation.
     held_facts: mnemix_core::adapter::HeldFactsCache,
     /// Scopes last found too large to hold, each at the version it was counted at.
     oversized: vectors::Oversized,

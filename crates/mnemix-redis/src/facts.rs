@@ -118,7 +118,7 @@ impl RedisStore {
         Ok(facts)
     }
 
-    /// Recall with a vector over the scope's facts held at their version token: the facts
+    /// Recall over the scope's facts held at their version token: the facts
     /// ranked are read with the token in one transaction. `None` when the scope has no token
     /// (its facts predate tokens, or it holds none) or it kept changing, for the caller to read
     /// every current fact instead.
@@ -298,7 +298,14 @@ impl FactStore for RedisStore {
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         let keys = self.keys.scope(scope);
-        if query.vector.is_some() {
+        let semantic = query.vector.is_some();
+        if !semantic && fact_tokens(query.text.as_deref().unwrap_or_default()).is_empty() {
+            return Ok(Vec::new());
+        }
+        // Lexical recall ranks held facts only when they are held already (by a recall with a
+        // vector, or kept current by this process's remembers): reading every fact of a large
+        // scope to hold it costs more than the candidates of its token sets.
+        if semantic || self.held_facts.latest(&held_key(scope)).is_some() {
             if let Some(recalled) = self.recall_held(scope, &keys, &query).await? {
                 return Ok(recalled);
             }

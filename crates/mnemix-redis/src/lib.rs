@@ -87,13 +87,14 @@
 //! (removing the spec) hides them at once, everywhere; they are then deleted scope by scope.
 //!
 //! # Facts
-//! Lexical recall reads the candidates through the token sets (`ft:TOKEN`). Recall with a
-//! vector ranks every current fact of the scope: it holds them in this process per version
+//! Recall with a vector ranks every current fact of the scope: it holds them in this process per version
 //! token (`fv`, set fresh by every script that changes the scope's facts), ranks there, and
 //! reads the ranked facts with the token in one `MULTI`/`EXEC`, reading every current fact again
 //! only when the token changed. `remember` returns the token it replaced, so this process
 //! applies its own remember to what it holds. A scope whose facts were written before tokens
-//! existed has none and is read whole on each recall, until its next write.
+//! existed has none and is read whole on each recall, until its next write. Lexical recall
+//! ranks the held facts too when the scope's are held; otherwise it reads the candidates
+//! through the token sets (`ft:TOKEN`).
 //!
 //! # Consistency
 //! Every write to one scope is atomic (one script, one slot). Across slots nothing is: a
@@ -334,7 +335,7 @@ impl RedisStoreBuilder {
     /// Memory the vector-matrix cache may hold before it is emptied (default 256 MiB; 0 turns
     /// caching off). A search reads a scope's records of a collection once per version of them
     /// and ranks the held matrix after that; a write by any client is seen by the next search.
-    /// Recall with a vector holds scopes' current facts the same way, in a budget of the same
+    /// Recall holds scopes' current facts the same way, in a budget of the same
     /// size.
     #[must_use]
     pub fn vector_cache_bytes(mut self, bytes: usize) -> Self {
@@ -524,7 +525,7 @@ pub struct RedisStore {
     registered: Mutex<HashSet<String>>,
     /// Vector matrices by scope and collection, at their records' version token.
     vector_cache: vectors::MatrixCache,
-    /// Scopes' current facts held for recall with a vector, at their version token.
+    /// Scopes' current facts held for recall, at their version token.
     held_facts: mnemix_core::adapter::HeldFactsCache<String>,
     /// Collections as this process's searches last read them, checked on every use.
     seen_collections: vectors::SeenCollections,
