@@ -1,10 +1,10 @@
-//! Facts: dedupe, supersede, eviction; lexical recall through a GIN token index, semantic and
-//! hybrid recall over the subject's facts held per generation (see the crate docs).
+//! Facts: dedupe, supersede, eviction; recall over the subject's facts held per generation, or
+//! (lexical recall of a subject not held) through a GIN token index (see the crate docs).
 
-use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use mnemix_core::adapter::{fact_tokens, order_history, page_newest_first, rank_facts};
 use mnemix_core::adapter::{held_key, HeldChange, HeldFact, HeldFacts};
 use mnemix_core::lexical::tokenize;
@@ -103,8 +103,8 @@ impl PostgresStore {
     }
 
     /// Recall over the subject's held facts: the facts ranked and the current generation in
-    /// one statement. `None` when the generation moved under each of a
-    /// few attempts, for the caller to read every fact in one statement instead.
+    /// one statement. `None` when the generation moved under each of a few attempts, for the
+    /// caller to read the candidates in one statement instead.
     async fn recall_held(
         &self,
         client: &deadpool_postgres::Object,

@@ -1,6 +1,6 @@
 //! Facts: a hash each, token sets for lexical recall, one script for remember (dedupe,
-//! supersede, eviction) so it is atomic, and recall with a vector over the scope's facts held
-//! per version token (see the crate docs).
+//! supersede, eviction) so it is atomic, and recall over the scope's facts held per version
+//! token (see the crate docs).
 
 use std::sync::{Arc, LazyLock};
 
@@ -118,10 +118,10 @@ impl RedisStore {
         Ok(facts)
     }
 
-    /// Recall over the scope's facts held at their version token: the facts
-    /// ranked are read with the token in one transaction. `None` when the scope has no token
-    /// (its facts predate tokens, or it holds none) or it kept changing, for the caller to read
-    /// every current fact instead.
+    /// Recall over the scope's facts held at their version token: the facts ranked are read
+    /// with the token in one transaction. `None` when the scope has no token (its facts predate
+    /// tokens, or it holds none) or it kept changing, for the caller to read the candidates
+    /// instead.
     async fn recall_held(
         &self,
         scope: &Scope,
