@@ -97,24 +97,23 @@ impl HeldFacts {
 
     /// The facts `query` recalls at `now`, as [`rank_candidates`] ranks the admitted ones,
     /// with their relevances, best first, limited. `held` gives a fact's positions of the
-    /// query's tokens (what a token index tells of it).
-    pub fn rank(
+    /// query's tokens (what a token index tells of it), borrowed or made.
+    pub fn rank<H: AsRef<[usize]>>(
         &self,
         query: &RecallQuery,
         now: Timestamp,
-        held: impl Fn(&HeldFact) -> Vec<usize>,
+        held: impl Fn(&HeldFact) -> H,
     ) -> Vec<(&HeldFact, f64)> {
         let admitted: Vec<&HeldFact> = self.0.iter().filter(|f| f.admitted(query, now)).collect();
-        let positions: Vec<Vec<usize>> = if query.text.is_some() {
-            admitted.iter().map(|f| held(f)).collect()
-        } else {
-            vec![Vec::new(); admitted.len()]
-        };
+        let positions: Vec<Option<H>> = admitted
+            .iter()
+            .map(|f| query.text.is_some().then(|| held(f)))
+            .collect();
         let candidates: Vec<RecallCandidate<'_>> = admitted
             .iter()
             .zip(&positions)
             .map(|(f, held)| RecallCandidate {
-                held,
+                held: held.as_ref().map_or(&[], AsRef::as_ref),
                 embedding: f.embedding.as_deref(),
                 score: f.score,
                 created_at: f.created_at,

@@ -8,7 +8,10 @@
 //! - **after another handle's remember**: after a second store on the same file remembered one
 //!   (what is held is stale, so the subject's facts are read again).
 //!
-//! Rounds interleave the three. Every fact holds the query's word, so the token index hands
+//! - **engine limit**: the same recall by hand on rusqlite (`EngineSqlite::recall_hybrid`: the
+//!   candidates, the held facts, core's ranking, the top facts), on the same file.
+//!
+//! Rounds interleave the four. Every fact holds the query's word, so the token index hands
 //! back every fact as a candidate: the worst case for the lexical side.
 //!
 //! `cargo run --release -p mnemix-bench-backends --example measure-held-facts`
@@ -16,6 +19,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mnemix_bench::workloads::RawDriver as _;
+use mnemix_bench_backends::sqlite::EngineSqlite;
 use mnemix_core::{FactStore, NewFact, RecallQuery, RememberOptions, Scope};
 use mnemix_sqlite::SqliteStore;
 
@@ -63,6 +68,7 @@ async fn main() {
     let url = format!("sqlite://{}", dir.path().join("held.db").display());
     let store = Arc::new(SqliteStore::builder().url(&url).open().await.unwrap());
     let other = SqliteStore::builder().url(&url).open().await.unwrap();
+    let engine = EngineSqlite::open(&dir.path().join("held.db"));
     let mut seed = 0u64;
     for facts in [1_000u64, 10_000] {
         let scope = Scope::new("measure", format!("subject-{facts}")).unwrap();
@@ -81,18 +87,35 @@ async fn main() {
                 started.elapsed()
             }
         };
-        let (mut held, mut own, mut stale) = (Vec::new(), Vec::new(), Vec::new());
+        let by_hand = |n: u64| {
+            let (engine, scope) = (&engine, scope.clone());
+            async move {
+                let vector = vector(1_000_000 + n);
+                let started = Instant::now();
+                let hits = engine
+                    .recall_hybrid(&scope, "which topic", &vector, 8)
+                    .await
+                    .unwrap();
+                assert_eq!(hits.len(), 8);
+                started.elapsed()
+            }
+        };
+        let (mut held, mut own, mut stale, mut limit) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 0..30u64 {
             recall(round).await;
             held.push(recall(round).await);
+            by_hand(round).await;
+            limit.push(by_hand(round).await);
             remember_next(&store, &scope, &mut seed).await;
             own.push(recall(round).await);
             remember_next(&other, &scope, &mut seed).await;
             stale.push(recall(round).await);
         }
         println!(
-            "hybrid recall among {facts} facts: held {:?}, after its own remember {:?}, after another handle's remember {:?}",
+            "hybrid recall among {facts} facts: held {:?}, engine limit {:?}, after its own remember {:?}, after another handle's remember {:?}",
             median(held),
+            median(limit),
             median(own),
             median(stale)
         );

@@ -396,7 +396,7 @@ pub async fn recall<C: Conn>(
             let positions: HashMap<i64, Vec<usize>> =
                 holding.into_iter().map(|c| (c.pk, c.held)).collect();
             held.rank(query, now, |f| {
-                positions.get(&f.pk).cloned().unwrap_or_default()
+                positions.get(&f.pk).map_or(&[][..], Vec::as_slice)
             })
             .into_iter()
             .map(|(f, relevance)| (f.pk, relevance))
