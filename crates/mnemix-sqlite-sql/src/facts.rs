@@ -235,6 +235,9 @@ pub const FACTS_BY_PKS: &str = concat!(
 pub mod in_one_transaction {
     /// `BEGIN`, then [`RECALL_CANDIDATES_HOLDING`](super::RECALL_CANDIDATES_HOLDING).
     pub const HOLDING: &str = concat!("BEGIN;\n", holding!());
+    /// `BEGIN`, then [`FACTS_GENERATION`](super::FACTS_GENERATION).
+    pub const GENERATION: &str = "BEGIN;
+SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2";
     /// [`FACTS_BY_PKS`](super::FACTS_BY_PKS), then `COMMIT`.
     pub const FACTS_BY_PKS: &str = concat!(
         "SELECT ",
@@ -244,12 +247,17 @@ pub mod in_one_transaction {
 }
 
 /// The subject's current facts as semantic recall holds them ([`crate::family::facts`]): `pk,
-/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding` of each:
-/// `?1` namespace, `?2` subject. Read in the transaction that read the generation
-/// ([`RECALL_CANDIDATES_HOLDING`]), they are the facts of that generation.
+/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding, text` of
+/// each: `?1` namespace, `?2` subject. Read in the transaction that read the generation
+/// ([`FACTS_GENERATION`]), they are the facts of that generation.
 pub const HELD_FACTS: &str = "SELECT f.pk, f.id, f.score, f.created_at, f.expires_at, f.kind,
-        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding
+        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding, f.text
     FROM facts f WHERE f.namespace = ?1 AND f.subject = ?2 AND f.superseded_by IS NULL";
+
+/// The subject's facts generation (no row when it never held a fact): `?1` namespace, `?2`
+/// subject. A recall with a vector reads it first, and ranks the facts it holds at it.
+pub const FACTS_GENERATION: &str =
+    "SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2";
 
 /// A candidate's `positions` column as `rank_candidates` takes it: ascending positions.
 ///

@@ -11,8 +11,8 @@
 //! - **engine limit**: the same recall by hand on rusqlite (`EngineSqlite::recall_hybrid`: the
 //!   candidates, the held facts, core's ranking, the top facts), on the same file.
 //!
-//! Rounds interleave the four. Every fact holds the query's word, so the token index hands
-//! back every fact as a candidate: the worst case for the lexical side.
+//! Rounds interleave the four. Every fact holds the query's word: every fact is ranked on
+//! both sides of the fusion.
 //!
 //! `cargo run --release -p mnemix-bench-backends --example measure-held-facts`
 

@@ -6,16 +6,15 @@ use std::str::FromStr as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use std::collections::HashMap;
 
 use mnemix_core::adapter::{rank_candidates, ExactIndex, RecallCandidate};
-use mnemix_core::lexical::tokenize;
+use mnemix_core::lexical::{tokenize, QueryTokens};
 use mnemix_core::{
     ConversationId, FactId, Message, Metric, RecallQuery, Scope, Timestamp, VectorId,
 };
 use mnemix_sqlite_sql::conversations::list_page;
 use mnemix_sqlite_sql::facts::{
-    parse_holding, FACTS_BY_PKS, HELD_FACTS, RECALL_CANDIDATES_HOLDING,
+    FACTS_BY_PKS, FACTS_GENERATION, HELD_FACTS, RECALL_CANDIDATES_HOLDING,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, SqlitePool};
@@ -530,6 +529,7 @@ struct HeldFact {
     created_at: Timestamp,
     expires_at: Option<i64>,
     embedding: Option<Vec<f32>>,
+    text: String,
 }
 
 /// What the engine's thread owns: its connection and what it holds.
@@ -749,10 +749,10 @@ impl RawDriver for EngineSqlite {
         .await
     }
 
-    /// The store's own work, as the engine would do it: in one read transaction, the lexical
-    /// candidates and the subject's facts generation, the subject's facts (read once, then held
-    /// while the generation stays), ranked in the client by the core's rules, then the top
-    /// facts.
+    /// The store's own work, as the engine would do it: in one read transaction, the subject's
+    /// facts generation, the subject's facts (read once, then held while the generation stays),
+    /// ranked in the client by the core's rules (the query's words found in the held texts),
+    /// then the top facts.
     async fn recall_hybrid(
         &self,
         scope: &Scope,
@@ -766,7 +766,14 @@ impl RawDriver for EngineSqlite {
             .run_engine(move |engine| {
                 let tx = engine.conn.transaction().expect("begin");
                 let now = now();
-                let (json, generation) = lexical_candidates(&tx, &namespace, &subject, now, &text);
+                let generation: Option<i64> = tx
+                    .prepare_cached(FACTS_GENERATION)
+                    .and_then(|mut s| {
+                        rusqlite::OptionalExtension::optional(
+                            s.query_row(rusqlite::params![namespace, subject], |r| r.get(0)),
+                        )
+                    })
+                    .expect("the facts generation");
                 let Some(generation) = generation else {
                     return Vec::new();
                 };
@@ -780,20 +787,21 @@ impl RawDriver for EngineSqlite {
                         key,
                         generation,
                     });
-                let holding: HashMap<i64, Vec<usize>> = parse_holding(&json)
-                    .expect("candidates")
-                    .into_iter()
-                    .map(|c| (c.pk, c.held))
-                    .collect();
+                let words = QueryTokens::new(&tokenize(&text));
                 let admitted: Vec<&HeldFact> = held
                     .facts
                     .iter()
                     .filter(|f| f.expires_at.is_none_or(|at| at > now))
                     .collect();
+                let holding: Vec<Vec<usize>> = admitted
+                    .iter()
+                    .map(|f| words.held_positions(&f.text))
+                    .collect();
                 let candidates: Vec<RecallCandidate<'_>> = admitted
                     .iter()
-                    .map(|f| RecallCandidate {
-                        held: holding.get(&f.pk).map_or(&[], Vec::as_slice),
+                    .zip(&holding)
+                    .map(|(f, held)| RecallCandidate {
+                        held,
                         embedding: f.embedding.as_deref(),
                         score: f.score,
                         created_at: f.created_at,
@@ -1058,6 +1066,7 @@ fn read_facts(
                         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                         .collect()
                 }),
+            text: row.get(9).expect("text"),
         });
     }
     facts

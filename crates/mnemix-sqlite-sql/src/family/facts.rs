@@ -1,10 +1,10 @@
-//! Facts, written once: remember (dedupe, supersede, eviction), recall through the token index,
-//! reads, forget and expiry. A remember runs in a write transaction its caller holds; a recall in
-//! a read transaction, so the facts it reads are those it ranked. A recall with a vector ranks
-//! the subject's facts held in memory ([`HeldFacts`]) while their generation stands (a database
-//! trigger changes it with every write of them, by any connection or process).
+//! Facts, written once: remember (dedupe, supersede, eviction), lexical recall through the token
+//! index, reads, forget and expiry. A remember runs in a write transaction its caller holds; a
+//! recall in a read transaction, so the facts it reads are those it ranked. A recall with a
+//! vector ranks the subject's facts held in memory ([`HeldFacts`], texts included) while their
+//! generation stands (a database trigger changes it with every write of them, by any connection
+//! or process).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, fact_tokens, order_history};
@@ -267,7 +267,7 @@ pub async fn remember<C: Conn>(
     };
     let pk = pk.int(0)?;
     change.to = generation.opt_int(0)?;
-    change.added = Some(HeldFact::of(pk, &fact, false));
+    change.added = Some(HeldFact::of(pk, &fact, true));
     let mut evicted = Vec::new();
     if let Some(max) = options.max_facts {
         // The core's eviction order: lowest score first (none lowest), oldest, then id.
@@ -333,7 +333,7 @@ async fn held_facts<C: Conn>(
             tags: serde_json::from_str(&row.string(6)?).map_err(|e| row.corrupt("fact tags", e))?,
             conversation: row.opt_string(7)?,
             embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
-            text: None,
+            text: Some(row.string(9)?),
         });
     }
     let held = Arc::new(HeldFacts::new(facts));
@@ -342,8 +342,9 @@ async fn held_facts<C: Conn>(
 }
 
 /// A recall in the read transaction `tx` is in (its `BEGIN` may ride in the first statement and
-/// its `COMMIT` in the last): rank what the token index tells of the candidates (and, for a
-/// recall with a vector, the subject's held facts), then read only the top facts.
+/// its `COMMIT` in the last): rank what the token index tells of the candidates (for a recall
+/// with a vector, the subject's held facts at the generation read first), then read only the
+/// top facts.
 pub async fn recall<C: Conn>(
     tx: &mut C,
     cache: &HeldFactsCache,
@@ -362,49 +363,52 @@ pub async fn recall<C: Conn>(
     if query_tokens.is_empty() && !semantic {
         return Ok(Vec::new());
     }
-    let (tokens, tags) = (to_json(&query_tokens), to_json(&query.tags));
-    let params = [
-        scope.namespace().as_str().into(),
-        subject_of(scope).into(),
-        millis(now).into(),
-        Param::Text(&tokens),
-        query.kind.as_deref().into(),
-        query.min_score.map(f64::from).into(),
-        Param::Text(&tags),
-        query
-            .conversation
-            .as_ref()
-            .map(ConversationId::as_str)
-            .into(),
-    ];
-    let statement = tx.first(sql::RECALL_CANDIDATES_HOLDING, in_one_transaction::HOLDING);
-    let row = tx
-        .row(statement, &params)
-        .await?
-        .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "recall candidates", "no row"))?;
-    let holding = parse_holding(&row.string(0)?).map_err(|e| row.corrupt("recall candidate", e))?;
-    let generation = row.opt_int(1)?;
-    if generation.is_none() {
-        // The subject holds no fact (erased, perhaps by another process): nothing of it is
-        // kept in memory either.
-        cache.remove(&held_key(scope));
-    }
-    let ranked = match generation {
-        Some(generation) if semantic => {
-            // Every admitted fact, with the query tokens it holds.
-            let held = held_facts(tx, cache, scope, generation).await?;
-            let positions: HashMap<i64, Vec<usize>> =
-                holding.into_iter().map(|c| (c.pk, c.held)).collect();
-            held.rank(query, now, |f| {
-                positions.get(&f.pk).map_or(&[][..], Vec::as_slice)
-            })
-            .into_iter()
-            .map(|(f, relevance)| (f.pk, relevance))
-            .collect()
+    let ranked = if semantic {
+        // Every admitted fact of the subject, ranked where it is held, with the query's words
+        // found in the held texts: only the generation is read first.
+        let params = [scope.namespace().as_str().into(), subject_of(scope).into()];
+        let statement = tx.first(sql::FACTS_GENERATION, in_one_transaction::GENERATION);
+        let generation = match tx.row(statement, &params).await? {
+            Some(row) => row.opt_int(0)?,
+            None => None,
+        };
+        if let Some(generation) = generation {
+            held_facts(tx, cache, scope, generation)
+                .await?
+                .rank_by_text(query, now)
+                .into_iter()
+                .map(|(f, relevance)| (f.pk, relevance))
+                .collect()
+        } else {
+            // The subject holds no fact (erased, perhaps by another process): nothing of it is
+            // kept in memory either.
+            cache.remove(&held_key(scope));
+            Vec::new()
         }
-        // The subject never held a fact.
-        None if semantic => Vec::new(),
-        _ => sql::rank(query, &holding),
+    } else {
+        let (tokens, tags) = (to_json(&query_tokens), to_json(&query.tags));
+        let params = [
+            scope.namespace().as_str().into(),
+            subject_of(scope).into(),
+            millis(now).into(),
+            Param::Text(&tokens),
+            query.kind.as_deref().into(),
+            query.min_score.map(f64::from).into(),
+            Param::Text(&tags),
+            query
+                .conversation
+                .as_ref()
+                .map(ConversationId::as_str)
+                .into(),
+        ];
+        let statement = tx.first(sql::RECALL_CANDIDATES_HOLDING, in_one_transaction::HOLDING);
+        let row = tx
+            .row(statement, &params)
+            .await?
+            .ok_or_else(|| crate::driver::corrupt(C::BACKEND, "recall candidates", "no row"))?;
+        let holding =
+            parse_holding(&row.string(0)?).map_err(|e| row.corrupt("recall candidate", e))?;
+        sql::rank(query, &holding)
     };
     // Sent even when nothing ranked: the transaction's `COMMIT` may ride in it.
     let pks = to_json(&ranked.iter().map(|&(pk, _)| pk).collect::<Vec<_>>());
