@@ -11,7 +11,7 @@
 use crate::exact::{MatrixCache, Weighed};
 use crate::fact::{rank_candidates, RecallCandidate};
 use crate::lexical::{tokenize, QueryTokens};
-use crate::{Fact, FactId, RecallQuery, Scope, Timestamp};
+use crate::{Fact, FactId, RecallQuery, RememberOutcome, RememberStatus, Scope, Timestamp};
 
 /// The current facts of a subject as recall ranks them, at one version of them.
 #[derive(Debug, Clone, Default)]
@@ -39,15 +39,13 @@ pub struct HeldFact {
     pub conversation: Option<String>,
     /// [`Fact::embedding`].
     pub embedding: Option<Vec<f32>>,
-    /// [`Fact::text`], for a store that finds the query's words in the held facts
-    /// ([`HeldFacts::rank_by_text`]); `None` for one that asks its token index instead.
-    pub text: Option<String>,
+    /// [`Fact::text`]: recall finds the query's words in it.
+    pub text: String,
 }
 
 impl HeldFact {
-    /// A fact just written, held as a read of the store would hold it (with its text when
-    /// `with_text`).
-    pub fn of(pk: i64, fact: &Fact, with_text: bool) -> Self {
+    /// A fact just written, held as a read of the store would hold it.
+    pub fn of(pk: i64, fact: &Fact) -> Self {
         Self {
             pk,
             id: fact.id.clone(),
@@ -61,7 +59,7 @@ impl HeldFact {
                 .as_ref()
                 .map(|source| source.conversation_id.as_str().to_owned()),
             embedding: fact.embedding.clone(),
-            text: with_text.then(|| fact.text.clone()),
+            text: fact.text.clone(),
         }
     }
 
@@ -95,25 +93,28 @@ impl HeldFacts {
         &self.0
     }
 
-    /// The facts `query` recalls at `now`, as [`rank_candidates`] ranks the admitted ones,
-    /// with their relevances, best first, limited. `held` gives a fact's positions of the
-    /// query's tokens (what a token index tells of it), borrowed or made.
-    pub fn rank<H: AsRef<[usize]>>(
-        &self,
-        query: &RecallQuery,
-        now: Timestamp,
-        held: impl Fn(&HeldFact) -> H,
-    ) -> Vec<(&HeldFact, f64)> {
+    /// The facts `query` recalls at `now`, as [`rank_candidates`] ranks the admitted ones
+    /// (the query's words found in their texts), with their relevances, best first, limited.
+    pub fn rank(&self, query: &RecallQuery, now: Timestamp) -> Vec<(&HeldFact, f64)> {
         let admitted: Vec<&HeldFact> = self.0.iter().filter(|f| f.admitted(query, now)).collect();
-        let positions: Vec<Option<H>> = admitted
+        let words = query
+            .text
+            .as_deref()
+            .map(|text| QueryTokens::new(&tokenize(text)));
+        let positions: Vec<Vec<usize>> = admitted
             .iter()
-            .map(|f| query.text.is_some().then(|| held(f)))
+            .map(|f| {
+                words
+                    .as_ref()
+                    .map(|words| words.held_positions(&f.text))
+                    .unwrap_or_default()
+            })
             .collect();
         let candidates: Vec<RecallCandidate<'_>> = admitted
             .iter()
             .zip(&positions)
             .map(|(f, held)| RecallCandidate {
-                held: held.as_ref().map_or(&[], AsRef::as_ref),
+                held,
                 embedding: f.embedding.as_deref(),
                 score: f.score,
                 created_at: f.created_at,
@@ -124,18 +125,6 @@ impl HeldFacts {
             .into_iter()
             .map(|(at, relevance)| (admitted[at], relevance))
             .collect()
-    }
-
-    /// [`rank`](Self::rank), finding the query's tokens in the held texts (each fact held
-    /// with its text).
-    pub fn rank_by_text(&self, query: &RecallQuery, now: Timestamp) -> Vec<(&HeldFact, f64)> {
-        let tokens = QueryTokens::new(&query.text.as_deref().map(tokenize).unwrap_or_default());
-        self.rank(query, now, |f| {
-            f.text
-                .as_deref()
-                .map(|text| tokens.held_positions(text))
-                .unwrap_or_default()
-        })
     }
 }
 
@@ -149,7 +138,7 @@ impl Weighed for HeldFacts {
                     + f.tags.iter().map(|t| t.len() + 24).sum::<usize>()
                     + f.conversation.as_ref().map_or(0, String::len)
                     + f.embedding.as_ref().map_or(0, |e| e.len() * 4)
-                    + f.text.as_ref().map_or(0, String::len)
+                    + f.text.len()
             })
             .sum()
     }
@@ -190,9 +179,9 @@ pub struct HeldChange<V = i64> {
     /// Expired facts were purged as of this time.
     now: Timestamp,
     /// The facts superseded or evicted.
-    pub removed: Vec<FactId>,
+    removed: Vec<FactId>,
     /// The fact written.
-    pub added: Option<HeldFact>,
+    added: Option<HeldFact>,
 }
 
 impl<V: PartialEq> HeldChange<V> {
@@ -206,6 +195,16 @@ impl<V: PartialEq> HeldChange<V> {
             removed: Vec::new(),
             added: None,
         }
+    }
+
+    /// The remember wrote `outcome`'s fact as row `pk` (0 where facts are read back by id):
+    /// it is added, and the fact it superseded and those it evicted are removed.
+    pub fn wrote(&mut self, pk: i64, outcome: &RememberOutcome) {
+        self.removed.clone_from(&outcome.evicted);
+        if let RememberStatus::Superseded { previous } = &outcome.status {
+            self.removed.push(previous.clone());
+        }
+        self.added = Some(HeldFact::of(pk, &outcome.fact));
     }
 
     /// Brings the subject's held facts, if held at the version this change started from, to
@@ -249,13 +248,13 @@ mod tests {
             facts
                 .iter()
                 .enumerate()
-                .map(|(pk, f)| HeldFact::of(i64::try_from(pk).unwrap(), f, true))
+                .map(|(pk, f)| HeldFact::of(i64::try_from(pk).unwrap(), f))
                 .collect(),
         );
         let query = RecallQuery::text("when is the deploy").with_vector(vec![0.0, 1.0]);
         let now = Timestamp::from_millis(2_000);
         let by_held: Vec<(String, f64)> = held
-            .rank_by_text(&query, now)
+            .rank(&query, now)
             .into_iter()
             .map(|(held, r)| (held.id.to_string(), r))
             .collect();
@@ -275,18 +274,33 @@ mod tests {
         cache.insert(
             held_key(&scope),
             5,
-            Arc::new(HeldFacts::new(vec![HeldFact::of(1, &old, false)])),
+            Arc::new(HeldFacts::new(vec![HeldFact::of(1, &old)])),
         );
         let mut change = HeldChange::starting(&scope, Some(5), Timestamp::from_millis(1_500));
-        change.removed.push(old.id.clone());
-        change.added = Some(HeldFact::of(2, &fact(&scope, "new", vec![1.0]), false));
+        change.wrote(
+            2,
+            &RememberOutcome {
+                fact: fact(&scope, "new", vec![1.0]),
+                status: RememberStatus::Superseded {
+                    previous: old.id.clone(),
+                },
+                evicted: Vec::new(),
+            },
+        );
         change.to = Some(9);
         change.apply(&cache);
         let held = cache.get(&held_key(&scope), &9).expect("advanced to 9");
         assert_eq!(held.facts().iter().map(|f| f.pk).collect::<Vec<_>>(), [2]);
 
         let mut stale = HeldChange::starting(&scope, Some(5), Timestamp::from_millis(1_500));
-        stale.added = Some(HeldFact::of(3, &old, false));
+        stale.wrote(
+            3,
+            &RememberOutcome {
+                fact: old.clone(),
+                status: RememberStatus::Created,
+                evicted: Vec::new(),
+            },
+        );
         stale.to = Some(11);
         stale.apply(&cache);
         assert!(

@@ -126,7 +126,7 @@ impl PostgresStore {
                 self.held_facts.remove(&key);
                 return Ok(Some(Vec::new()));
             };
-            let ranked = facts.rank_by_text(query, now);
+            let ranked = facts.rank(query, now);
             let pks: Vec<i64> = ranked.iter().map(|(f, _)| f.pk).collect();
             let rows = client
                 .rows(
@@ -215,7 +215,7 @@ impl PostgresStore {
                 tags: row.get("tags"),
                 conversation: source.map(|s| s.conversation_id.as_str().to_owned()),
                 embedding: row.get("embedding"),
-                text: Some(text_from(row.get("text"))?),
+                text: text_from(row.get("text"))?,
             });
         }
         let held = Arc::new(HeldFacts::new(facts));
@@ -273,7 +273,6 @@ impl PostgresStore {
         }
         let fact = new.into_fact(scope, now);
         let mut status = RememberStatus::Created;
-        let mut removed = Vec::new();
         if let Some(key) = &fact.key {
             let previous = tx
                 .row(
@@ -287,10 +286,10 @@ impl PostgresStore {
                 )
                 .await?;
             if let Some(row) = previous {
-                let previous =
-                    FactId::new(row.get::<_, String>(0)).map_err(|e| corrupt("fact id", e))?;
-                removed.push(previous.clone());
-                status = RememberStatus::Superseded { previous };
+                status = RememberStatus::Superseded {
+                    previous: FactId::new(row.get::<_, String>(0))
+                        .map_err(|e| corrupt("fact id", e))?,
+                };
             }
         }
         let pk = self.write_fact(&tx, &fact).await?;
@@ -345,17 +344,15 @@ impl PostgresStore {
             )
             .await?
             .ok_or_else(|| corrupt("facts generation", "no row after a write"))?;
-        let mut change = HeldChange::starting(scope, generations.get(0), now);
-        change.to = Some(generations.get(1));
-        removed.extend(evicted.iter().cloned());
-        change.removed = removed;
-        change.added = Some(HeldFact::of(pk, &fact, true));
         tx.commit().await.db()?;
         let outcome = RememberOutcome {
             fact,
             status,
             evicted,
         };
+        let mut change = HeldChange::starting(scope, generations.get(0), now);
+        change.to = Some(generations.get(1));
+        change.wrote(pk, &outcome);
         Ok((outcome, change))
     }
 }
@@ -375,31 +372,30 @@ impl FactStore for PostgresStore {
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         let semantic = query.vector.is_some();
-        if !semantic
-            && query
-                .text
-                .as_deref()
-                .map(tokenize)
-                .unwrap_or_default()
-                .is_empty()
-        {
+        let tokens: Vec<String> = query
+            .text
+            .as_deref()
+            .map(tokenize)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+        if !semantic && tokens.is_empty() {
             return Ok(Vec::new());
         }
+        let now = self.clock.now();
         let client = self.client().await?;
         // Lexical recall ranks held facts only when they are held already (by a recall with a
         // vector, or kept current by this store's remembers): reading every fact of a large
         // subject to hold it costs more than the candidates its token index gives.
         if semantic || self.held_facts.latest(&held_key(scope)).is_some() {
-            let recalled = self
-                .recall_held(&client, scope, &query, self.clock.now())
-                .await?;
+            let recalled = self.recall_held(&client, scope, &query, now).await?;
             if let Some(recalled) = recalled {
                 return Ok(recalled);
             }
         }
-        let now = millis(self.clock.now());
+        let now = millis(now);
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
-        let rows = if query.vector.is_some() {
+        let rows = if semantic {
             // The generation kept moving: every current fact with its embedding, in one
             // snapshot.
             client
@@ -413,16 +409,6 @@ impl FactStore for PostgresStore {
                 )
                 .await?
         } else {
-            let tokens: Vec<String> = query
-                .text
-                .as_deref()
-                .map(tokenize)
-                .unwrap_or_default()
-                .into_iter()
-                .collect();
-            if tokens.is_empty() {
-                return Ok(Vec::new());
-            }
             client
                 .rows(
                     &self.sql(&format!(

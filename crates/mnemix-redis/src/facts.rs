@@ -139,7 +139,7 @@ impl RedisStore {
             let Some((token, facts)) = read else {
                 return Ok(None);
             };
-            let ranked = facts.rank_by_text(query, now);
+            let ranked = facts.rank(query, now);
             let mut pipe = redis::pipe();
             pipe.atomic().get(keys.facts_version());
             for (fact, _) in &ranked {
@@ -196,7 +196,7 @@ impl RedisStore {
         for row in rows {
             if let Some(fact) = fact_from(row)? {
                 if fact.is_current() {
-                    facts.push(HeldFact::of(0, &fact, true));
+                    facts.push(HeldFact::of(0, &fact));
                 }
             }
         }
@@ -281,25 +281,23 @@ impl FactStore for RedisStore {
         // The script replaced the facts' version token: what this process held at the old one
         // takes the remember and is current at the new one.
         let replaced = reply.get(2).filter(|t| !t.is_empty()).cloned();
-        let mut change = HeldChange::starting(scope, replaced, now);
-        change.to = Some(version);
-        if let RememberStatus::Superseded { previous } = &status {
-            change.removed.push(previous.clone());
-        }
-        change.removed.extend(evicted.iter().cloned());
-        change.added = Some(HeldFact::of(0, &fact, true));
-        change.apply(&self.held_facts);
-        Ok(RememberOutcome {
+        let outcome = RememberOutcome {
             fact,
             status,
             evicted,
-        })
+        };
+        let mut change = HeldChange::starting(scope, replaced, now);
+        change.to = Some(version);
+        change.wrote(0, &outcome);
+        change.apply(&self.held_facts);
+        Ok(outcome)
     }
 
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         let keys = self.keys.scope(scope);
         let semantic = query.vector.is_some();
-        if !semantic && fact_tokens(query.text.as_deref().unwrap_or_default()).is_empty() {
+        let tokens = fact_tokens(query.text.as_deref().unwrap_or_default());
+        if !semantic && tokens.is_empty() {
             return Ok(Vec::new());
         }
         // Lexical recall ranks held facts only when they are held already (by a recall with a
@@ -310,13 +308,9 @@ impl FactStore for RedisStore {
                 return Ok(recalled);
             }
         }
-        let ids: Vec<String> = if query.vector.is_some() {
+        let ids: Vec<String> = if semantic {
             self.members("SMEMBERS", keys.current_facts()).await?
         } else {
-            let tokens = fact_tokens(query.text.as_deref().unwrap_or_default());
-            if tokens.is_empty() {
-                return Ok(Vec::new());
-            }
             let mut cmd = redis::cmd("SUNION");
             for token in &tokens {
                 cmd.arg(keys.fact_token(token));

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use mnemix_core::adapter::{rank_candidates, ExactIndex, RecallCandidate};
-use mnemix_core::lexical::{tokenize, QueryTokens};
+use mnemix_core::adapter::{ExactIndex, HeldFact, HeldFacts as CoreHeldFacts};
+use mnemix_core::lexical::tokenize;
 use mnemix_core::{
     ConversationId, FactId, Message, Metric, RecallQuery, Scope, Timestamp, VectorId,
 };
@@ -519,17 +519,7 @@ struct HeldMatrix {
 struct HeldFacts {
     key: (String, String),
     generation: i64,
-    facts: Vec<HeldFact>,
-}
-
-struct HeldFact {
-    pk: i64,
-    id: FactId,
-    score: Option<f32>,
-    created_at: Timestamp,
-    expires_at: Option<i64>,
-    embedding: Option<Vec<f32>>,
-    text: String,
+    facts: CoreHeldFacts,
 }
 
 /// What the engine's thread owns: its connection and what it holds.
@@ -787,33 +777,14 @@ impl RawDriver for EngineSqlite {
                         key,
                         generation,
                     });
-                let words = QueryTokens::new(&tokenize(&text));
-                let admitted: Vec<&HeldFact> = held
-                    .facts
-                    .iter()
-                    .filter(|f| f.expires_at.is_none_or(|at| at > now))
-                    .collect();
-                let holding: Vec<Vec<usize>> = admitted
-                    .iter()
-                    .map(|f| words.held_positions(&f.text))
-                    .collect();
-                let candidates: Vec<RecallCandidate<'_>> = admitted
-                    .iter()
-                    .zip(&holding)
-                    .map(|(f, held)| RecallCandidate {
-                        held,
-                        embedding: f.embedding.as_deref(),
-                        score: f.score,
-                        created_at: f.created_at,
-                        id: &f.id,
-                    })
-                    .collect();
                 let query = RecallQuery::text(text)
                     .with_vector(vector)
                     .with_limit(limit);
-                let top: Vec<i64> = rank_candidates(&query, &candidates)
+                let top: Vec<i64> = held
+                    .facts
+                    .rank(&query, Timestamp::from_millis(now))
                     .into_iter()
-                    .map(|(at, _)| admitted[at].pk)
+                    .map(|(f, _)| f.pk)
                     .collect();
                 let texts = top_facts(&tx, &top);
                 tx.commit().expect("commit");
@@ -1039,7 +1010,7 @@ fn top_facts(tx: &rusqlite::Transaction<'_>, top: &[i64]) -> Vec<String> {
 fn read_facts(
     tx: &rusqlite::Transaction<'_>,
     (namespace, subject): &(String, String),
-) -> Vec<HeldFact> {
+) -> CoreHeldFacts {
     let mut statement = tx.prepare_cached(HELD_FACTS).expect("prepare");
     let mut rows = statement
         .query(rusqlite::params![namespace, subject])
@@ -1054,7 +1025,13 @@ fn read_facts(
                 .expect("score")
                 .map(|s| s as f32),
             created_at: Timestamp::from_millis(row.get(3).expect("created_at")),
-            expires_at: row.get(4).expect("expires_at"),
+            expires_at: row
+                .get::<_, Option<i64>>(4)
+                .expect("expires_at")
+                .map(Timestamp::from_millis),
+            kind: row.get(5).expect("kind"),
+            tags: serde_json::from_str(&row.get::<_, String>(6).expect("tags")).expect("tags"),
+            conversation: row.get(7).expect("conversation"),
             embedding: row
                 .get_ref(8)
                 .expect("embedding")
@@ -1069,7 +1046,7 @@ fn read_facts(
             text: row.get(9).expect("text"),
         });
     }
-    facts
+    CoreHeldFacts::new(facts)
 }
 
 /// A scope's namespace and subject column, and one more string, owned for the engine thread.

@@ -226,7 +226,6 @@ pub async fn remember<C: Conn>(
             status = RememberStatus::Superseded {
                 previous: fact_id(previous, 0)?,
             };
-            change.removed.push(fact_id(previous, 0)?);
         }
     }
     let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
@@ -267,7 +266,6 @@ pub async fn remember<C: Conn>(
     };
     let pk = pk.int(0)?;
     change.to = generation.opt_int(0)?;
-    change.added = Some(HeldFact::of(pk, &fact, true));
     let mut evicted = Vec::new();
     if let Some(max) = options.max_facts {
         // The core's eviction order: lowest score first (none lowest), oldest, then id.
@@ -296,13 +294,13 @@ pub async fn remember<C: Conn>(
             .iter()
             .map(|v| fact_id(v, 1))
             .collect::<Result<_>>()?;
-        change.removed.extend(evicted.iter().cloned());
     }
     let outcome = RememberOutcome {
         fact,
         status,
         evicted,
     };
+    change.wrote(pk, &outcome);
     Ok((outcome, change))
 }
 
@@ -333,7 +331,7 @@ async fn held_facts<C: Conn>(
             tags: serde_json::from_str(&row.string(6)?).map_err(|e| row.corrupt("fact tags", e))?,
             conversation: row.opt_string(7)?,
             embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
-            text: Some(row.string(9)?),
+            text: row.string(9)?,
         });
     }
     let held = Arc::new(HeldFacts::new(facts));
@@ -375,7 +373,7 @@ pub async fn recall<C: Conn>(
         if let Some(generation) = generation {
             held_facts(tx, cache, scope, generation)
                 .await?
-                .rank_by_text(query, now)
+                .rank(query, now)
                 .into_iter()
                 .map(|(f, relevance)| (f.pk, relevance))
                 .collect()
