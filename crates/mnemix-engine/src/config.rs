@@ -172,7 +172,8 @@ pub struct SemanticRecallConfig {
     #[serde(alias = "semanticLimit")]
     pub limit: usize,
     /// Least cosine similarity to the user input; 0 by default, so the nearest `limit` older
-    /// messages are recalled whatever their similarity. A threshold means something only on
+    /// messages are recalled whatever their similarity. Above 0, only the nearest that similar
+    /// are candidates (the question's words then order them and propose none). A threshold means something only on
     /// one embedder's scale: on a long-conversation benchmark (`cargo xtask recall`) the
     /// median cosine between a question and the turns that answer it is about 0.5 with
     /// all-MiniLM-L6-v2 and about 0.2 with the hashing embedder, so the seeds' 0.7 recalled
@@ -182,12 +183,18 @@ pub struct SemanticRecallConfig {
     /// How recalled messages merge with the window.
     #[serde(alias = "mergeStrategy")]
     pub merge: MergeStrategy,
-    /// How many of the nearest older messages are ranked again, lexically and semantically
-    /// fused, before the best `limit` are recalled (100 by default; at most `limit` makes
-    /// recall purely semantic). On a long-conversation benchmark the fusion finds evidence the
-    /// embedding alone ranks too low: names, places, rare words of the question; 100
-    /// candidates found 1.5 points more than 50 there, for about 0.4 ms more per turn on
-    /// SQLite (W10).
+    /// How many candidates each ranking proposes before the best `limit` are recalled (100 by
+    /// default): the nearest older messages by embedding, and the older messages the
+    /// question's words match best over the whole conversation before the window (the
+    /// question's rare words weigh most); the pool is ordered by fusing nearness with lexical
+    /// relevance. At most `limit` makes recall purely semantic (and reads no message to find
+    /// words). The lexical side reads every message before the window at each `prepare` (for
+    /// 550 messages on SQLite, about a millisecond: `cargo xtask recall`); a conversation of
+    /// tens of thousands of messages is better served by smaller `candidates` or pruning. On a
+    /// long-conversation benchmark the pool put 1.2 (all-MiniLM-L6-v2) and 2.8 (hashing
+    /// embedder) points more of the answering turns into the context than ranking the nearest
+    /// alone again, better on four of its five conversations and equal on the fifth; 100
+    /// candidates had found 1.5 points more than 50 with the nearest alone.
     pub candidates: usize,
     /// How much of the conversation before it a message's vector carries (0.4 by default; 0
     /// embeds each message alone): the stored vector is the unit sum of the message's own

@@ -363,7 +363,6 @@ impl Setting {
                 threshold,
             )
             .candidates(limit),
-            Self::recall("window 10, limit 10 (the window before)", 10, 10, threshold),
             Self::recall("window 4, limit 16", 4, 16, threshold),
             Self::recall(
                 "window 10, limit 3, threshold 0.6 (README before)",
@@ -434,6 +433,16 @@ pub struct PrepareFigures {
     pub setting: String,
     /// Evidence turns in the context.
     pub evidence: Tally,
+    /// The same per conversation, in the order of the dialogues.
+    pub by_dialogue: Vec<Tally>,
+    /// The median time of one `prepare`, in milliseconds, the question's vector remembered.
+    pub prepare_p50_ms: f64,
+    /// The median time of embedding one question, in milliseconds.
+    pub embedding_p50_ms: f64,
+    /// Every context, as the seqs of its messages in order, question after question: what two
+    /// backends must agree on.
+    #[serde(skip)]
+    pub contexts: Vec<Vec<u64>>,
     /// Mean messages in the context.
     pub mean_turns: f64,
     /// Mean tokens of those messages (the engine's approximate counter).
@@ -485,6 +494,11 @@ pub async fn evaluate(
     let counter = ApproxTokenCounter;
     let mut prepared: Vec<(Tally, usize, usize, usize)> =
         vec![(Tally::default(), 0, 0, 0); settings.len()];
+    let mut by_dialogue: Vec<Vec<Tally>> =
+        vec![vec![Tally::default(); dialogues.len()]; settings.len()];
+    let mut timings: Vec<Vec<f64>> = vec![Vec::new(); settings.len()];
+    let mut embedding_ms: Vec<f64> = Vec::new();
+    let mut contexts: Vec<Vec<Vec<u64>>> = vec![Vec::new(); settings.len()];
     let forms = [TextForm::Bare, TextForm::Embedded];
     let rankings = ["semantic", "lexical", "hybrid", "bm25", "semantic + bm25"];
     let mut ranked: BTreeMap<(usize, usize), BTreeMap<usize, Tally>> = BTreeMap::new();
@@ -563,11 +577,23 @@ pub async fn evaluate(
             let count = |dias: &mut dyn Iterator<Item = DiaId>| {
                 dias.collect::<HashSet<_>>().intersection(&evidence).count()
             };
+            // The question is embedded once, timed apart: every `prepare` below finds its
+            // vector remembered, so their times are the memory's own.
+            let started = std::time::Instant::now();
+            let vector = embedder
+                .embed(std::slice::from_ref(&question.text))
+                .await
+                .map_err(err)?
+                .remove(0);
+            embedding_ms.push(started.elapsed().as_secs_f64() * 1e3);
             for (s, memory) in memories.iter().enumerate() {
+                let started = std::time::Instant::now();
                 let context = memory
                     .prepare(&scopes[s], &id, &question.text)
                     .await
                     .map_err(err)?;
+                timings[s].push(started.elapsed().as_secs_f64() * 1e3);
+                contexts[s].push(context.messages.iter().map(|m| m.seq).collect());
                 let found = count(&mut context.messages.iter().filter_map(|m| {
                     seq_to_dia
                         .get(usize::try_from(m.seq).ok()?.checked_sub(1)?)
@@ -580,15 +606,11 @@ pub async fn evaluate(
                     .sum();
                 let entry = &mut prepared[s];
                 entry.0.add(question.category, found, evidence.len());
+                by_dialogue[s][index].add(question.category, found, evidence.len());
                 entry.1 += context.messages.len();
                 entry.2 += tokens;
                 entry.3 += 1;
             }
-            let vector = embedder
-                .embed(std::slice::from_ref(&question.text))
-                .await
-                .map_err(err)?
-                .remove(0);
             let top = *KS.iter().max().expect("ks");
             for (f, form) in forms.iter().enumerate() {
                 let by_fact = |query: RecallQuery| -> Vec<usize> {
@@ -637,11 +659,19 @@ pub async fn evaluate(
     let prepare = settings
         .iter()
         .zip(prepared)
+        .zip(by_dialogue.into_iter().zip(timings).zip(contexts))
         .map(
-            |(setting, (evidence, turns, tokens, asked))| PrepareFigures {
+            |(
+                (setting, (evidence, turns, tokens, asked)),
+                ((by_dialogue, mut timings), contexts),
+            )| PrepareFigures {
                 embedder: embedder_name.to_owned(),
                 setting: setting.name.clone(),
                 evidence,
+                by_dialogue,
+                prepare_p50_ms: median(&mut timings),
+                embedding_p50_ms: median(&mut embedding_ms.clone()),
+                contexts,
                 mean_turns: turns as f64 / asked.max(1) as f64,
                 mean_tokens: tokens as f64 / asked.max(1) as f64,
             },
@@ -661,6 +691,12 @@ pub async fn evaluate(
         })
         .collect();
     Ok((prepare, rankings))
+}
+
+/// The median of `values` (0 when there is none).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Turn `turn` as the message stored: the first speaker is the user, the other the
@@ -759,6 +795,7 @@ pub fn markdown(
     prepare: &[PrepareFigures],
     rankings: &[RankingFigures],
     skipped: &[String],
+    agreed: &[String],
 ) -> String {
     let questions: usize = dialogues
         .iter()
@@ -781,7 +818,10 @@ pub fn markdown(
     for s in skipped {
         let _ = writeln!(w, "- skipped: {s}");
     }
-    if !skipped.is_empty() {
+    for a in agreed {
+        let _ = writeln!(w, "- {a}");
+    }
+    if !skipped.is_empty() || !agreed.is_empty() {
         let _ = writeln!(w);
     }
     let _ = writeln!(w, "## Through `Memory::prepare`\n");
@@ -791,7 +831,10 @@ pub fn markdown(
         let _ = write!(header, " {name} |");
         rule.push_str("---:|");
     }
-    let _ = writeln!(w, "{header} all | turns | tokens |\n{rule}---:|---:|---:|");
+    let _ = writeln!(
+        w,
+        "{header} all | turns | tokens | prepare p50 |\n{rule}---:|---:|---:|---:|"
+    );
     for p in prepare {
         let _ = write!(w, "| {} | {} |", p.embedder, p.setting);
         for (c, _) in CATEGORIES {
@@ -799,10 +842,72 @@ pub fn markdown(
         }
         let _ = writeln!(
             w,
-            " **{:.1}%** | {:.1} | {:.0} |",
+            " **{:.1}%** | {:.1} | {:.0} | {:.2} ms |",
             100.0 * p.evidence.share(None),
             p.mean_turns,
-            p.mean_tokens
+            p.mean_tokens,
+            p.prepare_p50_ms
+        );
+    }
+    let mut embedders: Vec<(&str, f64)> = Vec::new();
+    for p in prepare {
+        if !embedders.iter().any(|(e, _)| *e == p.embedder) {
+            embedders.push((&p.embedder, p.embedding_p50_ms));
+        }
+    }
+    let costs: Vec<String> = embedders
+        .iter()
+        .map(|(e, ms)| format!("{ms:.2} ms with {e}"))
+        .collect();
+    let _ = writeln!(
+        w,
+        "\n`prepare p50` is the median time of one `prepare` on this run's store (SQLite unless \
+         said otherwise), the question's vector already made; making it took {} (median).",
+        costs.join(", ")
+    );
+    let _ = writeln!(w, "\n## Per conversation, through `Memory::prepare`\n");
+    let _ = write!(w, "| embedder | setting |");
+    for d in dialogues {
+        let _ = write!(w, " {} |", d.id);
+    }
+    let _ = writeln!(w, " all | better than the defaults |");
+    let _ = write!(w, "|---|---|");
+    for _ in dialogues {
+        let _ = write!(w, "---:|");
+    }
+    let _ = writeln!(w, "---:|---|");
+    for p in prepare {
+        let baseline = prepare.iter().find(|b| b.embedder == p.embedder);
+        let _ = write!(w, "| {} | {} |", p.embedder, p.setting);
+        for t in &p.by_dialogue {
+            let _ = write!(w, " {:.1}% |", 100.0 * t.share(None));
+        }
+        let verdict = match baseline {
+            Some(b) if !std::ptr::eq(b, p) => {
+                let better = p
+                    .by_dialogue
+                    .iter()
+                    .zip(&b.by_dialogue)
+                    .filter(|(a, b)| a.share(None) > b.share(None))
+                    .count();
+                let worse = p
+                    .by_dialogue
+                    .iter()
+                    .zip(&b.by_dialogue)
+                    .filter(|(a, b)| a.share(None) < b.share(None))
+                    .count();
+                format!(
+                    "{better} of {} (worse on {worse}), {:+.1} pooled",
+                    p.by_dialogue.len(),
+                    100.0 * (p.evidence.share(None) - b.evidence.share(None))
+                )
+            }
+            _ => "(the defaults)".to_owned(),
+        };
+        let _ = writeln!(
+            w,
+            " **{:.1}%** | {verdict} |",
+            100.0 * p.evidence.share(None)
         );
     }
     let _ = writeln!(

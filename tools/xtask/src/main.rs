@@ -20,8 +20,9 @@
 //!   `--scale` runs the cost curves (workload C1) up to 10⁶ records per subject.
 //! - `cargo xtask recall --locomo PATH [--quick]` builds the `recall` binary and measures
 //!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
-//!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`);
-//!   without a path (or `MNEMIX_LOCOMO`) it is a named skip.
+//!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`,
+//!   stored on SQLite, PostgreSQL and Redis, failing unless every context is SQLite's); without
+//!   a path (or `MNEMIX_LOCOMO`) it is a named skip.
 //! - `cargo xtask reliability [--quick]` runs the fault tests (cut connections, killed
 //!   writers, the history checker under cuts) at long-run sizes into `RELIABILITY.md`.
 //! - `cargo xtask fuzz [--quick] [--target NAME,…]` runs the `mnemix-fuzz` targets under AFL++
@@ -445,7 +446,9 @@ fn recall(quick: bool, locomo: Option<PathBuf>) -> Result<(), String> {
         })
         .args(["--command", &shown]);
     if quick {
-        q1.arg("--quick");
+        // The smoke test also stores the conversation on PostgreSQL and Redis (a named skip
+        // without their URLs) and fails unless every context is the one SQLite gave.
+        q1.args(["--quick", "--backends", "sqlite,postgres,redis"]);
     }
     match models::minilm() {
         Ok(model) => {

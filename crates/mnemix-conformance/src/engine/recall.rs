@@ -1,5 +1,6 @@
-//! Semantic recall: merge strategies, who spoke and when, lexical fusion, word forms, replies
-//! found by what they answered, and a failing embedder that leaves the turn committed.
+//! Semantic recall: merge strategies, who spoke and when, lexical fusion and candidates, word
+//! forms, replies found by what they answered, and a failing embedder that leaves the turn
+//! committed.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -310,6 +311,62 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
         .await
         .must("prepare");
     assert_eq!(context.embedder, None, "no tier embedded the input");
+}
+
+/// Message recall pools two rankings: a message holding the question's rare word is recalled
+/// even when its vector is not among the nearest `candidates`; under a threshold only the
+/// nearest that similar are candidates, and with `candidates` at `limit` recall is the
+/// embedding's order alone.
+pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
+    let embedder = Arc::new(ScriptedEmbedder {
+        rules: vec![
+            ("trip?", [1.0, 0.0, 0.0, 0.0]),
+            ("beach", [0.9, 0.436, 0.0, 0.0]),
+            ("park", [0.6, 0.8, 0.0, 0.0]),
+            ("cafe", [0.3, 0.954, 0.0, 0.0]),
+        ],
+    });
+    let mut config = config();
+    config.conversation.window_size = Some(1);
+    config.semantic_recall.enabled = true;
+    config.semantic_recall.limit = 2;
+    config.semantic_recall.candidates = 3;
+    config.semantic_recall.context_weight = 0.0;
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = vec![
+        // Orthogonal to the question: never among the nearest.
+        text("m0", Role::User, "the Zanzibar flight was long"),
+        text("m1", Role::User, "a whole week at a sunny beach"),
+        text("m2", Role::User, "a long walk in the park"),
+        text("m3", Role::User, "lunch at the cafe"),
+        text("m4", Role::User, "bye"),
+    ];
+    let memory = |config: MemoryConfig| memory_embedding(ctx, config, &embedder);
+    memory(config.clone())
+        .commit(ctx.scope(), &c.id, said)
+        .await
+        .must("commit");
+    let cases = [
+        ("the two rankings pooled", 3, 0.0, vec![2, 1]),
+        ("a threshold", 3, 0.1, vec![2, 3]),
+        ("candidates = limit", 2, 0.0, vec![2, 3]),
+    ];
+    for (case, candidates, threshold, expected) in cases {
+        let mut config = config.clone();
+        config.semantic_recall.candidates = candidates;
+        config.semantic_recall.threshold = threshold;
+        let context = memory(config)
+            .prepare(ctx.scope(), &c.id, "When was the Zanzibar trip?")
+            .await
+            .must("prepare");
+        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        assert_eq!(recalled, expected, "{case}: {:?}", context.recalled);
+        let by_words = context.recalled.iter().find(|r| r.message.seq == 1);
+        assert!(
+            by_words.is_none_or(|r| r.score == 0.0),
+            "{case}: a message found by its words alone has no similarity: {by_words:?}"
+        );
+    }
 }
 
 /// By default the lexical side of message recall reads English: a message holding another form

@@ -10,7 +10,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use mnemix_core::adapter::reciprocal_rank_fusion;
-use mnemix_core::lexical::{self, Language};
+use mnemix_core::lexical;
 use mnemix_core::Timestamp;
 use mnemix_core::{AppendReceipt, CollectionSpec, Filter, VectorHit, VectorQuery, VectorRecord};
 use mnemix_core::{ConversationId, MessageId, Namespace, Scope, VectorId};
@@ -329,9 +329,11 @@ impl Memory {
         }
     }
 
-    /// Older messages (before `window_start`) of this conversation relevant to the query, from
-    /// the first round's `hits` (the nearest `candidates + window_size` of the whole
-    /// conversation): the nearest candidates before the window, ranked by [`hybrid_order`].
+    /// Older messages (before `window_start`) of this conversation relevant to the query: the
+    /// nearest candidates before the window (from the first round's `hits`, the nearest
+    /// `candidates + window_size` of the whole conversation) and, when recall is hybrid, the
+    /// candidates the question's words rank best over every message before the window, in
+    /// [`hybrid_order`].
     async fn recall_messages(
         &self,
         scope: &Scope,
@@ -343,7 +345,8 @@ impl Memory {
         if window_start <= 1 {
             return Ok(Vec::new());
         }
-        let candidates = self.config.semantic_recall.candidate_count();
+        let recall = &self.config.semantic_recall;
+        let candidates = recall.candidate_count();
         let seq_of = |hit: &VectorHit| hit.record.metadata.get("seq")?.as_u64();
         let searched = hits.len();
         let mut hits: Vec<VectorHit> = hits
@@ -358,37 +361,76 @@ impl Memory {
                 .await?;
         }
         hits.truncate(candidates);
-        let mut hits = hybrid_order(
-            text,
-            hits,
-            self.config.semantic_recall.language,
-            &self.recalled_terms,
-        );
-        hits.truncate(self.config.semantic_recall.limit);
-        let seqs: Vec<u64> = hits.iter().filter_map(seq_of).collect();
-        let mut by_seq: HashMap<u64, StoredMessage> = self
-            .backend
-            .load_seqs(scope, conversation, &seqs)
-            .await?
-            .into_iter()
-            .map(|stored| (stored.seq, stored))
-            .collect();
-        // Best first, as the search ranked them; a message pruned since it was embedded is
-        // simply not recalled.
-        Ok(hits
+        let cosine: HashMap<u64, f32> = hits
             .iter()
-            .filter_map(|hit| {
-                let mut stored = by_seq.remove(&seq_of(hit)?)?;
+            .filter_map(|hit| Some((seq_of(hit)?, hit.score)))
+            .collect();
+        let nearness: Vec<u64> = hits.iter().filter_map(seq_of).collect();
+        let (ranked, mut by_seq) = if candidates > recall.limit {
+            let earlier = self
+                .earlier_messages(scope, conversation, window_start)
+                .await?;
+            let query = lexical::QueryTokens::of_question(text, recall.language);
+            // Under a threshold only messages known to be that near are recalled: the words
+            // then order the nearest and propose none of their own.
+            let proposed = if recall.threshold > 0.0 {
+                0
+            } else {
+                candidates
+            };
+            let ranked = hybrid_order(&query, &nearness, &earlier, proposed, &self.recalled_terms);
+            let by_seq: HashMap<u64, StoredMessage> =
+                earlier.into_iter().map(|m| (m.seq, m)).collect();
+            (ranked, by_seq)
+        } else {
+            (nearness, HashMap::new())
+        };
+        let chosen: Vec<u64> = ranked.into_iter().take(recall.limit).collect();
+        let missing: Vec<u64> = chosen
+            .iter()
+            .copied()
+            .filter(|seq| !by_seq.contains_key(seq))
+            .collect();
+        if !missing.is_empty() {
+            by_seq.extend(
+                self.backend
+                    .load_seqs(scope, conversation, &missing)
+                    .await?
+                    .into_iter()
+                    .map(|stored| (stored.seq, stored)),
+            );
+        }
+        // Best first, as ranked; a message pruned since it was embedded is simply not
+        // recalled.
+        Ok(chosen
+            .iter()
+            .filter_map(|seq| {
+                let mut stored = by_seq.remove(seq)?;
                 stored
                     .message
                     .parts
                     .retain(|p| matches!(p, Part::Text { .. }));
                 Some(RecalledMessage {
                     message: stored,
-                    score: hit.score,
+                    score: cosine.get(seq).copied().unwrap_or(0.0),
                 })
             })
             .collect())
+    }
+
+    /// Every message said before `window_start` (user or assistant), in order: what the
+    /// question's words are looked for in.
+    async fn earlier_messages(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        window_start: u64,
+    ) -> Result<Vec<StoredMessage>> {
+        let options = LoadOptions::default()
+            .with_before_seq(window_start)
+            .with_roles(vec![Role::User, Role::Assistant])
+            .with_sanitize(false);
+        self.backend.load(scope, conversation, options).await
     }
 }
 
@@ -469,32 +511,62 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
     format!("{speaker} ({day} {month} {year}): {text}")
 }
 
-/// Message search hits, nearest first, in hybrid order: reciprocal-rank fusion of their
-/// nearness and their lexical relevance to `query` (the one lexical definition, over each
-/// message as it was embedded: speaker, day and text, over their terms in `language`). Ties
-/// keep the nearer first.
+/// The hybrid order of recall, as seqs. The pool is the nearest messages (`nearness`,
+/// nearest first) and the `proposed` best others by the question's lexical relevance over
+/// `earlier` (every message before the window, each as it was embedded: speaker, day and text,
+/// over its terms in the query's language, the weights of the question's terms taken over the
+/// whole of it); the pool is ordered by reciprocal-rank fusion of nearness and relevance among
+/// the pool. Ties keep the pool's order: the nearer first, then the more relevant, then the
+/// later message.
+///
+/// The pool is what makes recall hybrid and not a re-ranking: a message holding the
+/// question's rare words (a name, a place) is a candidate even when its vector is not among
+/// the nearest, as the nearest are even when they share no word with the question.
 fn hybrid_order(
-    query: &str,
-    hits: Vec<VectorHit>,
-    language: Option<Language>,
+    query: &lexical::QueryTokens,
+    nearness: &[u64],
+    earlier: &[StoredMessage],
+    proposed: usize,
     terms: &lexical::TermsCache,
-) -> Vec<VectorHit> {
-    let query = lexical::QueryTokens::of_question(query, language);
-    let texts: Vec<String> = hits.iter().map(said).collect();
-    let held = terms.held_terms_of_each(&query, texts.iter().map(String::as_str));
-    let relevance = lexical::relevances_of_held(query.len(), &held);
-    let nearness: Vec<usize> = (0..hits.len()).collect();
-    let mut lexical: Vec<usize> = nearness
+) -> Vec<u64> {
+    let texts: Vec<String> = earlier.iter().map(|m| embedded_text(&m.message)).collect();
+    let held = terms.held_terms_of_each(query, texts.iter().map(String::as_str));
+    let relevance_of_index = lexical::relevances_of_held(query.len(), &held);
+    let relevance: HashMap<u64, f64> = earlier
+        .iter()
+        .zip(relevance_of_index)
+        .filter(|(_, r)| *r > 0.0)
+        .map(|(m, r)| (m.seq, r))
+        .collect();
+    let by_relevance = |list: &mut Vec<u64>| {
+        // Stable: ties keep the order they came in.
+        list.sort_by(|a, b| relevance[b].total_cmp(&relevance[a]));
+    };
+    let mut best_by_words: Vec<u64> = earlier
+        .iter()
+        .rev()
+        .map(|m| m.seq)
+        .filter(|seq| relevance.contains_key(seq))
+        .collect();
+    by_relevance(&mut best_by_words);
+    let mut pool: Vec<u64> = nearness.to_vec();
+    let near: std::collections::HashSet<u64> = nearness.iter().copied().collect();
+    pool.extend(
+        best_by_words
+            .into_iter()
+            .filter(|seq| !near.contains(seq))
+            .take(proposed),
+    );
+    let mut lexical: Vec<u64> = pool
         .iter()
         .copied()
-        .filter(|&i| relevance[i] > 0.0)
+        .filter(|seq| relevance.contains_key(seq))
         .collect();
-    lexical.sort_by(|&a, &b| relevance[b].total_cmp(&relevance[a]).then(a.cmp(&b)));
-    let fused = reciprocal_rank_fusion([nearness.as_slice(), lexical.as_slice()]);
-    let mut order = nearness;
-    order.sort_by(|a, b| fused[b].total_cmp(&fused[a]).then(a.cmp(b)));
-    let mut slots: Vec<Option<VectorHit>> = hits.into_iter().map(Some).collect();
-    order.into_iter().filter_map(|i| slots[i].take()).collect()
+    by_relevance(&mut lexical);
+    let fused = reciprocal_rank_fusion([nearness, lexical.as_slice()]);
+    // Stable: ties keep the pool's order (nearest first, then the best by words).
+    pool.sort_by(|a, b| fused[b].total_cmp(&fused[a]));
+    pool
 }
 
 /// Messages' vectors in conversational context, in order: each the unit sum of its own unit
@@ -529,21 +601,6 @@ fn unit(mut vector: Vec<f32>) -> Vec<f32> {
         }
     }
     vector
-}
-
-/// A message hit's text as it was embedded, from the record (its bare text alone for records
-/// written before the speaker and day were kept).
-fn said(hit: &VectorHit) -> String {
-    let metadata = &hit.record.metadata;
-    let text = hit.record.text.as_deref().unwrap_or_default();
-    let speaker = metadata.get("speaker").and_then(serde_json::Value::as_str);
-    let at = metadata
-        .get("created_at")
-        .and_then(serde_json::Value::as_i64);
-    match (speaker, at) {
-        (Some(speaker), Some(at)) => said_as(speaker, Timestamp::from_millis(at), text),
-        _ => text.to_owned(),
-    }
 }
 
 /// A stable vector id for a message: conversation and message ids may each be long, so the id

@@ -33,6 +33,59 @@ struct Args {
     /// Only the first conversation, for a smoke test.
     #[arg(long)]
     quick: bool,
+    /// The backends the conversations are stored on, comma-separated (`sqlite`, `postgres`,
+    /// `redis`): the first one's figures are reported, every other one must give the same
+    /// contexts. PostgreSQL and Redis are reached at `MNEMIX_TEST_POSTGRES_URL` and
+    /// `MNEMIX_TEST_REDIS_URL`; one without its URL is a named skip.
+    #[arg(long, default_value = "sqlite", value_delimiter = ',')]
+    backends: Vec<String>,
+}
+
+/// The namespace every scope of the run is in, erased before and after.
+const NAMESPACE: &str = "locomo";
+
+/// A store of `backend` with nothing of an earlier run, or why there is none.
+async fn open(backend: &str, dir: &Path, name: &str) -> Result<Arc<dyn MemoryBackend>, String> {
+    let url = |variable: &str| {
+        std::env::var(variable).map_err(|_| format!("{backend} skipped: no {variable}"))
+    };
+    let store: Arc<dyn MemoryBackend> = match backend {
+        "sqlite" => return store(dir, name).await,
+        "postgres" => Arc::new(
+            mnemix_postgres::PostgresStore::builder()
+                .url(&url("MNEMIX_TEST_POSTGRES_URL")?)
+                .schema("mnemix_recall")
+                .open()
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        "redis" => Arc::new(
+            mnemix_redis::RedisStore::builder()
+                .url(&url("MNEMIX_TEST_REDIS_URL")?)
+                .prefix("mnemix-recall")
+                .open()
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+        other => {
+            return Err(format!(
+                "unknown backend {other:?} (sqlite, postgres, redis)"
+            ))
+        }
+    };
+    let store = mnemix_core::Checked::wrap(store);
+    erase(&store).await?;
+    Ok(store)
+}
+
+/// Erases the run's namespace.
+async fn erase(store: &Arc<dyn MemoryBackend>) -> Result<(), String> {
+    let namespace = mnemix_core::Namespace::new(NAMESPACE).map_err(|e| e.to_string())?;
+    store
+        .forget_namespace(&namespace)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 /// A fresh SQLite store in `dir` named `name`.
@@ -78,25 +131,85 @@ async fn main() -> Result<(), String> {
     let settings = Setting::standard();
     let rank_bm25 = |d: usize, q: &str, form, limit| bm25.as_ref()?.rank(d, q, form, limit);
     let (mut prepare, mut rankings) = (Vec::new(), Vec::new());
+    let mut agreed: Vec<String> = Vec::new();
     for (name, embedder) in embedders {
-        let started = std::time::Instant::now();
-        let backend = store(&args.data, &format!("recall-{name}")).await?;
         let embedder = Arc::new(Remembering::new(embedder));
-        let (p, r) =
-            recall::evaluate(&dialogues, backend, embedder, &name, &settings, &rank_bm25).await?;
-        eprintln!(
-            "recall: {name} took {:.0} s",
-            started.elapsed().as_secs_f64()
-        );
-        prepare.extend(p);
-        rankings.extend(r);
+        let mut first: Option<Vec<recall::PrepareFigures>> = None;
+        for backend_name in &args.backends {
+            let started = std::time::Instant::now();
+            let backend = match open(backend_name, &args.data, &format!("recall-{name}")).await {
+                Ok(backend) => backend,
+                Err(reason) if reason.contains("skipped") => {
+                    eprintln!("recall: {reason}");
+                    skipped.push(reason);
+                    continue;
+                }
+                Err(reason) => return Err(reason),
+            };
+            let (p, r) = recall::evaluate(
+                &dialogues,
+                backend.clone(),
+                embedder.clone(),
+                &name,
+                &settings,
+                &rank_bm25,
+            )
+            .await?;
+            erase(&backend).await?;
+            eprintln!(
+                "recall: {name} on {backend_name} took {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+            match &first {
+                None => {
+                    first = Some(p.clone());
+                    prepare.extend(p);
+                    rankings.extend(r);
+                }
+                Some(reference) => {
+                    for (theirs, ours) in p.iter().zip(reference) {
+                        if let Some(at) = theirs
+                            .contexts
+                            .iter()
+                            .zip(&ours.contexts)
+                            .position(|(a, b)| a != b)
+                        {
+                            return Err(format!(
+                                "{backend_name} gave another context than {} for question {at} \
+                                 ({name}, {}): {:?} against {:?}",
+                                args.backends[0],
+                                ours.setting,
+                                theirs.contexts[at],
+                                ours.contexts[at]
+                            ));
+                        }
+                    }
+                    let contexts: usize = p.iter().map(|f| f.contexts.len()).sum();
+                    agreed.push(format!(
+                        "{backend_name} gave the same {contexts} contexts as {} ({name})",
+                        args.backends[0]
+                    ));
+                }
+            }
+        }
     }
-    let markdown = recall::markdown(&args.command, &dialogues, &prepare, &rankings, &skipped);
+    for line in &agreed {
+        eprintln!("recall: {line}");
+    }
+    let markdown = recall::markdown(
+        &args.command,
+        &dialogues,
+        &prepare,
+        &rankings,
+        &skipped,
+        &agreed,
+    );
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
     std::fs::write(args.out.join("RECALL.md"), &markdown).map_err(|e| e.to_string())?;
     let json = serde_json::json!({
         "command": args.command,
         "skipped": skipped,
+        "same_contexts": agreed,
         "prepare": prepare,
         "rankings": rankings,
     });
