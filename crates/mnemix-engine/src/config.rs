@@ -215,7 +215,7 @@ pub struct SemanticRecallConfig {
 }
 
 impl SemanticRecallConfig {
-    /// The candidates ranked again, never fewer than `limit`.
+    /// The candidates each ranking proposes, never fewer than `limit`.
     pub fn candidate_count(&self) -> usize {
         self.candidates.max(self.limit)
     }

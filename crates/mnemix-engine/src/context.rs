@@ -33,13 +33,14 @@ impl TokenCounter for ApproxTokenCounter {
     }
 }
 
-/// An older message brought back by meaning.
+/// An older message brought back by meaning or by the question's words.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecalledMessage {
     /// The message, reduced to its text parts (its tool calls may lack their results, so it is
     /// context, never replayed as is).
     pub message: StoredMessage,
-    /// Cosine similarity to the user input.
+    /// Cosine similarity to the user input; 0 for a message found by its words alone (not
+    /// among the nearest).
     pub score: f32,
 }
 

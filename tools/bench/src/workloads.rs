@@ -635,7 +635,7 @@ pub async fn agent_turn(
 ) -> Vec<Table> {
     const SESSIONS: usize = 32;
     // The engine's defaults with semantic recall on: the window they give, and the best
-    // `limit` of the nearest `candidates`, ranked again (hybrid), whatever their similarity.
+    // `limit` of the nearest `candidates` and the `candidates` best by words (hybrid), whatever their similarity.
     let config = mnemix_engine::config::MemoryConfig::from_yaml(
         "conversation: { enabled: true }
 semantic_recall: { enabled: true, merge: prepend }
@@ -771,6 +771,9 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
     tables
 }
 
+/// More messages than any benchmark thread holds: `load_last` of it reads the whole thread.
+const EVERY_MESSAGE: usize = 1 << 30;
+
 /// W10's one session alone: `prepare` against the minimal reads of its context made by hand
 /// on each raw side, at once.
 struct PreparingSession<'a> {
@@ -847,11 +850,15 @@ impl PreparingSession<'_> {
                                     None => raw.recall(&scope, question, Self::FACTS).await,
                                 }
                             };
+                            // Recall also looks for the question's words in every message
+                            // before the window: here the whole thread (the window's few more
+                            // cost little).
                             let reads = futures::join!(
                                 raw.load_last(&scope, &id, window),
                                 raw.get_working(&scope),
                                 facts,
                                 raw.recall_messages(&scope, &id, &recall),
+                                raw.load_last(&scope, &id, EVERY_MESSAGE),
                             );
                             std::hint::black_box(reads);
                         }

@@ -448,7 +448,13 @@ fn recall(quick: bool, locomo: Option<PathBuf>) -> Result<(), String> {
     if quick {
         // The smoke test also stores the conversation on PostgreSQL and Redis (a named skip
         // without their URLs) and fails unless every context is the one SQLite gave.
-        q1.args(["--quick", "--backends", "sqlite,postgres,redis"]);
+        q1.args([
+            "--quick",
+            "--backends",
+            "sqlite,postgres,redis",
+            "--cost-facts",
+            "1000",
+        ]);
     }
     match models::minilm() {
         Ok(model) => {

@@ -1,6 +1,6 @@
 //! Semantic recall: every message with text is embedded by a commit step (in its conversational
-//! context, driven by its own cursor), and `prepare` recalls the older messages nearest the
-//! turn's query, ranked again with their words (hybrid), around the window.
+//! context, driven by its own cursor), and `prepare` recalls, around the window, the best of
+//! the older messages nearest the turn's query and of those its words match best (hybrid).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::PoisonError;
@@ -418,8 +418,8 @@ impl Memory {
             .collect())
     }
 
-    /// Every message said before `window_start` (user or assistant), in order: what the
-    /// question's words are looked for in.
+    /// Every message said before `window_start` with text (user or assistant, as the
+    /// embedding step takes them), in order: what the question's words are looked for in.
     async fn earlier_messages(
         &self,
         scope: &Scope,
@@ -430,7 +430,9 @@ impl Memory {
             .with_before_seq(window_start)
             .with_roles(vec![Role::User, Role::Assistant])
             .with_sanitize(false);
-        self.backend.load(scope, conversation, options).await
+        let mut earlier = self.backend.load(scope, conversation, options).await?;
+        earlier.retain(|m| !m.message.text().trim().is_empty());
+        Ok(earlier)
     }
 }
 

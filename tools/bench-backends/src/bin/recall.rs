@@ -39,6 +39,15 @@ struct Args {
     /// `MNEMIX_TEST_REDIS_URL`; one without its URL is a named skip.
     #[arg(long, default_value = "sqlite", value_delimiter = ',')]
     backends: Vec<String>,
+    /// The facts of the subject when the cost of each stage of `prepare` is measured (on the
+    /// first backend, over the longest conversation).
+    #[arg(long, default_value_t = 100_000)]
+    cost_facts: usize,
+    /// Also write each conversation as recall sees it (turns as embedded with their vectors,
+    /// questions with theirs and the query terms each turn holds) into this directory, to try
+    /// rankings offline. It holds the dataset's text: keep it out of the repository.
+    #[arg(long)]
+    dump: Option<PathBuf>,
 }
 
 /// The namespace every scope of the run is in, erased before and after.
@@ -140,8 +149,10 @@ async fn main() -> Result<(), String> {
             let backend = match open(backend_name, &args.data, &format!("recall-{name}")).await {
                 Ok(backend) => backend,
                 Err(reason) if reason.contains("skipped") => {
-                    eprintln!("recall: {reason}");
-                    skipped.push(reason);
+                    if !skipped.contains(&reason) {
+                        eprintln!("recall: {reason}");
+                        skipped.push(reason);
+                    }
                     continue;
                 }
                 Err(reason) => return Err(reason),
@@ -153,6 +164,7 @@ async fn main() -> Result<(), String> {
                 &name,
                 &settings,
                 &rank_bm25,
+                args.dump.as_deref(),
             )
             .await?;
             erase(&backend).await?;
@@ -196,6 +208,30 @@ async fn main() -> Result<(), String> {
     for line in &agreed {
         eprintln!("recall: {line}");
     }
+    let mut costs = Vec::new();
+    if let Some(longest) = dialogues.iter().max_by_key(|d| d.turns.len()) {
+        let started = std::time::Instant::now();
+        let backend_name = &args.backends[0];
+        let backend = open(backend_name, &args.data, "recall-cost").await?;
+        let stages = recall::stage_costs(longest, backend.clone(), args.cost_facts).await?;
+        erase(&backend).await?;
+        eprintln!(
+            "recall: stage costs took {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+        costs.push((
+            format!(
+                "On {backend_name}: {} ({} turns, one commit per session), its {} questions \
+                 each asked once per stage with the hashing embedder (no model time; the \
+                 question's vector remembered), its subject holding {} facts with embeddings.",
+                longest.id,
+                longest.turns.len(),
+                longest.questions.len(),
+                args.cost_facts
+            ),
+            stages,
+        ));
+    }
     let markdown = recall::markdown(
         &args.command,
         &dialogues,
@@ -203,6 +239,7 @@ async fn main() -> Result<(), String> {
         &rankings,
         &skipped,
         &agreed,
+        &costs,
     );
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
     std::fs::write(args.out.join("RECALL.md"), &markdown).map_err(|e| e.to_string())?;
@@ -210,6 +247,7 @@ async fn main() -> Result<(), String> {
         "command": args.command,
         "skipped": skipped,
         "same_contexts": agreed,
+        "stage_costs": costs,
         "prepare": prepare,
         "rankings": rankings,
     });
