@@ -179,11 +179,12 @@ impl Memory {
         // First round, at once: every read that needs only the request — the query's
         // searches included, which wait for its embedding but not for the window. The
         // conversation must exist in this scope whatever tiers are on.
-        let (thread, window, working_memory, found) = futures::try_join!(
+        let (thread, window, working_memory, found, said) = futures::try_join!(
             self.backend.get_conversation(scope, conversation),
             self.window(scope, conversation),
             self.working_memory_block(scope, conversation),
             self.find(scope, conversation, user_input, wants_query),
+            self.said_messages(scope, conversation, wants_query),
         )?;
         // Everything before this seq is outside the window.
         let window_start = window.first().map_or(thread.last_seq + 1, |m| m.seq);
@@ -196,6 +197,7 @@ impl Memory {
                 conversation,
                 user_input,
                 found.messages,
+                said,
                 window_start
             ),
         )?;

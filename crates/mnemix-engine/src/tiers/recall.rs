@@ -78,23 +78,50 @@ impl Memory {
         Ok(Some((vector.to_vec(), hits)))
     }
 
+    /// Every message of the conversation with text (user or assistant, as the embedding step
+    /// takes them), in order, when recall looks for the question's words in them (`prepare`'s
+    /// first round: the window is not known yet, so the whole conversation is read beside it).
+    pub(crate) async fn said_messages(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        wants_query: bool,
+    ) -> Result<Option<Vec<StoredMessage>>> {
+        let recall = &self.config.semantic_recall;
+        if !(wants_query && recall.enabled && recall.candidate_count() > recall.limit) {
+            return Ok(None);
+        }
+        let options = LoadOptions::default()
+            .with_roles(vec![Role::User, Role::Assistant])
+            .with_sanitize(false);
+        let mut said = self.backend.load(scope, conversation, options).await?;
+        said.retain(|m| !m.message.text().trim().is_empty());
+        Ok(Some(said))
+    }
+
     /// The older messages recalled around the window (`prepare`'s second round, which knows
-    /// where the window starts), from the first round's `nearest`.
+    /// where the window starts), from the first round's `nearest` and `said` messages.
     pub(crate) async fn recalled_before(
         &self,
         scope: &Scope,
         conversation: &ConversationId,
         user_input: &str,
         nearest: Option<(Vec<f32>, Vec<VectorHit>)>,
+        said: Option<Vec<StoredMessage>>,
         window_start: u64,
     ) -> Result<Vec<RecalledMessage>> {
         match nearest {
             Some((vector, hits)) => {
+                let earlier = said.map(|mut said| {
+                    said.retain(|m| m.seq < window_start);
+                    said
+                });
                 self.recall_messages(
                     scope,
                     conversation,
                     (user_input, &vector),
                     hits,
+                    earlier,
                     window_start,
                 )
                 .await
@@ -332,14 +359,15 @@ impl Memory {
     /// Older messages (before `window_start`) of this conversation relevant to the query: the
     /// nearest candidates before the window (from the first round's `hits`, the nearest
     /// `candidates + window_size` of the whole conversation) and, when recall is hybrid, the
-    /// candidates the question's words rank best over every message before the window, in
-    /// [`hybrid_order`].
+    /// candidates the question's words rank best over the `earlier` messages (every one before
+    /// the window), in [`hybrid_order`].
     async fn recall_messages(
         &self,
         scope: &Scope,
         conversation: &ConversationId,
         (text, vector): (&str, &[f32]),
         hits: Vec<VectorHit>,
+        earlier: Option<Vec<StoredMessage>>,
         window_start: u64,
     ) -> Result<Vec<RecalledMessage>> {
         if window_start <= 1 {
@@ -366,10 +394,7 @@ impl Memory {
             .filter_map(|hit| Some((seq_of(hit)?, hit.score)))
             .collect();
         let nearness: Vec<u64> = hits.iter().filter_map(seq_of).collect();
-        let (ranked, mut by_seq) = if candidates > recall.limit {
-            let earlier = self
-                .earlier_messages(scope, conversation, window_start)
-                .await?;
+        let (ranked, mut by_seq) = if let Some(earlier) = earlier {
             let query = lexical::QueryTokens::of_question(text, recall.language);
             // Under a threshold only messages known to be that near are recalled: the words
             // then order the nearest and propose none of their own.
@@ -416,23 +441,6 @@ impl Memory {
                 })
             })
             .collect())
-    }
-
-    /// Every message said before `window_start` with text (user or assistant, as the
-    /// embedding step takes them), in order: what the question's words are looked for in.
-    async fn earlier_messages(
-        &self,
-        scope: &Scope,
-        conversation: &ConversationId,
-        window_start: u64,
-    ) -> Result<Vec<StoredMessage>> {
-        let options = LoadOptions::default()
-            .with_before_seq(window_start)
-            .with_roles(vec![Role::User, Role::Assistant])
-            .with_sanitize(false);
-        let mut earlier = self.backend.load(scope, conversation, options).await?;
-        earlier.retain(|m| !m.message.text().trim().is_empty());
-        Ok(earlier)
     }
 }
 
