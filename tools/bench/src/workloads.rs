@@ -871,7 +871,7 @@ impl PreparingSession<'_> {
         compare(
             title,
             format!(
-                "{setting}; {prepares} prepares per round, {rounds} rounds; each raw side reads the window, working memory and facts at once (by words and vector where the side ranks both as the store does, else by words alone: a lower bound), and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit, Redis); a side without it is a lower bound"
+                "{setting}; {prepares} prepares per round, {rounds} rounds; each raw side reads the window, working memory, facts (by words and vector where the side ranks both as the store does, else by words alone: a lower bound) and the whole thread (where recall looks for the question's words) at once, and the recalled messages by a vector search in the same round: in the engine (PostgreSQL with pgvector) or as the store does it in the client (SQLite's engine limit, Redis); a side without it is a lower bound"
             ),
             rounds,
             self.raws.len(),
