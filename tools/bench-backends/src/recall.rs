@@ -526,21 +526,14 @@ pub async fn evaluate(
             .collect::<Result<_, _>>()?;
         // One commit per session, as an agent would store each sitting.
         let mut seq_to_dia: Vec<DiaId> = Vec::new();
-        let mut start = 0;
-        while start < dialogue.turns.len() {
-            let session = dialogue.turns[start].dia.0;
-            let end = dialogue.turns[start..]
-                .iter()
-                .position(|t| t.dia.0 != session)
-                .map_or(dialogue.turns.len(), |n| start + n);
-            seq_to_dia.extend(dialogue.turns[start..end].iter().map(|t| t.dia));
+        for session in sessions(&dialogue.turns) {
+            seq_to_dia.extend(dialogue.turns[session.clone()].iter().map(|t| t.dia));
             for (memory, scope) in memories.iter().zip(&scopes) {
                 memory
-                    .commit(scope, &id, said[start..end].to_vec())
+                    .commit(scope, &id, said[session.clone()].to_vec())
                     .await
                     .map_err(err)?;
             }
-            start = end;
         }
         // The rankings alone rank every turn as a fact of the turn's text in each form.
         let mut candidates: Vec<Vec<Fact>> = Vec::new();
@@ -800,19 +793,12 @@ pub async fn stage_costs(
             .map_err(err)
     };
     let writer = memory(&defaults)?;
-    let mut start = 0;
-    while start < dialogue.turns.len() {
-        let session = dialogue.turns[start].dia.0;
-        let end = dialogue.turns[start..]
-            .iter()
-            .position(|t| t.dia.0 != session)
-            .map_or(dialogue.turns.len(), |n| start + n);
-        let said: Vec<Message> = dialogue.turns[start..end]
+    for session in sessions(&dialogue.turns) {
+        let said: Vec<Message> = dialogue.turns[session]
             .iter()
             .map(|turn| message(dialogue, turn))
             .collect::<Result<_, _>>()?;
         writer.commit(&scope, &id, said).await.map_err(err)?;
-        start = end;
     }
     for i in 0..facts {
         let turn = &dialogue.turns[i % dialogue.turns.len()];
@@ -877,6 +863,22 @@ pub async fn stage_costs(
         });
     }
     Ok(costs)
+}
+
+/// The turns of each session, as ranges of indexes in order.
+fn sessions(turns: &[Turn]) -> Vec<std::ops::Range<usize>> {
+    let mut sessions = Vec::new();
+    let mut start = 0;
+    while start < turns.len() {
+        let session = turns[start].dia.0;
+        let end = turns[start..]
+            .iter()
+            .position(|t| t.dia.0 != session)
+            .map_or(turns.len(), |n| start + n);
+        sessions.push(start..end);
+        start = end;
+    }
+    sessions
 }
 
 /// The median of `values` (0 when there is none).
