@@ -188,9 +188,9 @@ pub struct SemanticRecallConfig {
     /// question's words match best over the whole conversation before the window (the
     /// question's rare words weigh most); the pool is ordered by fusing nearness with lexical
     /// relevance. At most `limit` makes recall purely semantic (and reads no message to find
-    /// words). The lexical side reads every message before the window at each `prepare` (for
-    /// 550 messages on SQLite, about a millisecond: `cargo xtask recall`); a conversation of
-    /// tens of thousands of messages is better served by smaller `candidates` or pruning. On a
+    /// words). The lexical side reads every message of the conversation at each `prepare`
+    /// (over 680 messages on SQLite about 1.5 ms: `cargo xtask recall`); a conversation of
+    /// tens of thousands of messages is better served by `candidates` at `limit` or pruning. On a
     /// long-conversation benchmark the pool put 1.2 (all-MiniLM-L6-v2) and 2.8 (hashing
     /// embedder) points more of the answering turns into the context than ranking the nearest
     /// alone again, better on four of its five conversations and equal on the fifth; 100
