@@ -369,6 +369,52 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
     }
 }
 
+/// A message carries `context_weight` of the lexical relevance of the one before it, as its
+/// vector carries the vector before it: a reply holding none of the question's words, and
+/// nowhere near it, is recalled by the words of what it answered; with a weight of 0 it is not.
+pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
+    let embedder = Arc::new(ScriptedEmbedder {
+        rules: vec![
+            ("Zanzibar?", [1.0, 0.0, 0.0, 0.0]),
+            ("beach", [0.9, 0.436, 0.0, 0.0]),
+            ("park", [0.6, 0.8, 0.0, 0.0]),
+            ("cafe", [0.3, 0.954, 0.0, 0.0]),
+            // Turned away from the question: never among the nearest.
+            ("Zanzibar trip", [-1.0, 0.0, 0.0, 0.0]),
+            ("loved", [-0.8, 0.0, 0.6, 0.0]),
+        ],
+    });
+    let mut config = config();
+    config.conversation.window_size = Some(1);
+    config.semantic_recall.enabled = true;
+    config.semantic_recall.limit = 4;
+    config.semantic_recall.candidates = 5;
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = vec![
+        text("m0", Role::User, "the beach was crowded"),
+        text("m1", Role::User, "the park was quiet"),
+        text("m2", Role::User, "the cafe was nice"),
+        text("m3", Role::User, "what about the Zanzibar trip"),
+        text("m4", Role::Assistant, "loved every minute"),
+        text("m5", Role::User, "bye"),
+    ];
+    memory_embedding(ctx, config.clone(), &embedder)
+        .commit(ctx.scope(), &c.id, said)
+        .await
+        .must("commit");
+    let default_weight = MemoryConfig::default().semantic_recall.context_weight;
+    for (weight, expected) in [(default_weight, [1, 4, 2, 5]), (0.0, [1, 4, 2, 3])] {
+        config.semantic_recall.context_weight = weight;
+        let recalled = memory_embedding(ctx, config.clone(), &embedder)
+            .prepare(ctx.scope(), &c.id, "Zanzibar?")
+            .await
+            .must("prepare")
+            .recalled;
+        let seqs: Vec<u64> = recalled.iter().map(|r| r.message.seq).collect();
+        assert_eq!(seqs, expected, "context weight {weight}: {recalled:?}");
+    }
+}
+
 /// By default the lexical side of message recall reads English: a message holding another form
 /// of the question's word ("painted" for "paint") is recalled over a nearer one holding only
 /// the question's stop words; matching words as written (`language: null`), neither matches and
@@ -382,9 +428,10 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
         ],
     });
     let c = conversation(ctx, ctx.scope()).await;
+    // The nearer first: it carries nothing of the other's relevance.
     let said = vec![
-        text("m0", Role::User, "she painted a lake at dawn"),
-        text("m1", Role::User, "what did you do? went swimming"),
+        text("m0", Role::User, "what did you do? went swimming"),
+        text("m1", Role::User, "she painted a lake at dawn"),
         text("m2", Role::User, "bye"),
     ];
     let mut config = config();
@@ -396,7 +443,7 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
         .await
         .must("commit");
     let default_language = MemoryConfig::default().semantic_recall.language;
-    for (language, seq) in [(default_language, 1), (None, 2)] {
+    for (language, seq) in [(default_language, 2), (None, 1)] {
         config.semantic_recall.language = language;
         let recalled = memory_embedding(ctx, config.clone(), &embedder)
             .prepare(ctx.scope(), &c.id, "What did Caroline paint?")

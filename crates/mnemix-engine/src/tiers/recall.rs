@@ -403,7 +403,12 @@ impl Memory {
             } else {
                 candidates
             };
-            let ranked = hybrid_order(&query, &nearness, &earlier, proposed, &self.recalled_terms);
+            let words = Words {
+                query: &query,
+                carried: f64::from(recall.context_weight),
+                terms: &self.recalled_terms,
+            };
+            let ranked = hybrid_order(&words, &nearness, &earlier, proposed);
             let by_seq: HashMap<u64, StoredMessage> =
                 earlier.into_iter().map(|m| (m.seq, m)).collect();
             (ranked, by_seq)
@@ -521,27 +526,43 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
     format!("{speaker} ({day} {month} {year}): {text}")
 }
 
+/// How the question's words weigh the messages before the window.
+struct Words<'a> {
+    /// The question's terms.
+    query: &'a lexical::QueryTokens,
+    /// The share of the relevance of the message before it that a message carries
+    /// (`context_weight`, as its vector carries the vector before it).
+    carried: f64,
+    /// The messages' terms, remembered.
+    terms: &'a lexical::TermsCache,
+}
+
 /// The hybrid order of recall, as seqs. The pool is the nearest messages (`nearness`,
 /// nearest first) and the `proposed` best others by the question's lexical relevance over
 /// `earlier` (every message before the window, each as it was embedded: speaker, day and text,
 /// over its terms in the query's language, the weights of the question's terms taken over the
-/// whole of it); the pool is ordered by reciprocal-rank fusion of nearness and relevance among
-/// the pool. Ties keep the pool's order: the nearer first, then the more relevant, then the
-/// later message.
+/// whole of it), each message carrying `carried` of the relevance of the one before it, as its
+/// vector carries the vector before it: a reply is found by the words of what it answered. The
+/// pool is ordered by reciprocal-rank fusion of nearness and relevance among the pool. Ties
+/// keep the pool's order: the nearer first, then the more relevant, then the later message.
 ///
 /// The pool is what makes recall hybrid and not a re-ranking: a message holding the
 /// question's rare words (a name, a place) is a candidate even when its vector is not among
 /// the nearest, as the nearest are even when they share no word with the question.
 fn hybrid_order(
-    query: &lexical::QueryTokens,
+    words: &Words<'_>,
     nearness: &[u64],
     earlier: &[StoredMessage],
     proposed: usize,
-    terms: &lexical::TermsCache,
 ) -> Vec<u64> {
     let texts: Vec<String> = earlier.iter().map(|m| embedded_text(&m.message)).collect();
-    let held = terms.held_terms_of_each(query, texts.iter().map(String::as_str));
-    let relevance_of_index = lexical::relevances_of_held(query.len(), &held);
+    let held = words
+        .terms
+        .held_terms_of_each(words.query, texts.iter().map(String::as_str));
+    let mut relevance_of_index = lexical::relevances_of_held(words.query.len(), &held);
+    for i in 1..relevance_of_index.len() {
+        relevance_of_index[i] += words.carried * relevance_of_index[i - 1];
+    }
     let relevance: HashMap<u64, f64> = earlier
         .iter()
         .zip(relevance_of_index)
