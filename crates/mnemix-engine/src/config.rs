@@ -173,11 +173,11 @@ pub struct SemanticRecallConfig {
     pub limit: usize,
     /// Least cosine similarity to the user input; 0 by default, so the nearest `limit` older
     /// messages are recalled whatever their similarity. Above 0, only the nearest that similar
-    /// are candidates (the question's words then order them and propose none). A threshold means something only on
-    /// one embedder's scale: on a long-conversation benchmark (`cargo xtask recall`) the
-    /// median cosine between a question and the turns that answer it is about 0.5 with
-    /// all-MiniLM-L6-v2 and about 0.2 with the hashing embedder, so the seeds' 0.7 recalled
-    /// almost nothing with either.
+    /// are candidates (the question's words then order them and propose none). A threshold
+    /// means something only on one embedder's scale: on a long-conversation benchmark (`cargo
+    /// xtask recall`) the median cosine between a question and the turns that answer it is
+    /// about 0.5 with all-MiniLM-L6-v2 and about 0.2 with the hashing embedder, so the seeds'
+    /// 0.7 recalled almost nothing with either.
     #[serde(alias = "semanticThreshold")]
     pub threshold: f32,
     /// How recalled messages merge with the window.
@@ -190,8 +190,8 @@ pub struct SemanticRecallConfig {
     /// relevance. At most `limit` makes recall purely semantic (and reads no message to find
     /// words). The lexical side reads every message of the conversation at each `prepare`
     /// (over 680 messages on SQLite about 1.5 ms: `cargo xtask recall`); a conversation of
-    /// tens of thousands of messages is better served by `candidates` at `limit` or pruning. On a
-    /// long-conversation benchmark the pool put 1.2 (all-MiniLM-L6-v2) and 2.8 (hashing
+    /// tens of thousands of messages is better served by `candidates` at `limit` or pruning.
+    /// On a long-conversation benchmark the pool put 1.2 (all-MiniLM-L6-v2) and 2.8 (hashing
     /// embedder) points more of the answering turns into the context than ranking the nearest
     /// alone again, better on four of its five conversations and equal on the fifth; 100
     /// candidates had found 1.5 points more than 50 with the nearest alone.

@@ -581,7 +581,7 @@ fn hybrid_order(
         .collect();
     by_relevance(&mut best_by_words);
     let mut pool: Vec<u64> = nearness.to_vec();
-    let near: std::collections::HashSet<u64> = nearness.iter().copied().collect();
+    let near: HashSet<u64> = nearness.iter().copied().collect();
     pool.extend(
         best_by_words
             .into_iter()
