@@ -209,10 +209,14 @@ async fn main() -> Result<(), String> {
         eprintln!("recall: {line}");
     }
     let mut costs = Vec::new();
-    if let Some(longest) = dialogues.iter().max_by_key(|d| d.turns.len()) {
+    let longest = dialogues.iter().max_by_key(|d| d.turns.len());
+    let backend_name = &args.backends[0];
+    let opened = match open(backend_name, &args.data, "recall-cost").await {
+        Err(reason) if reason.contains("skipped") => None,
+        opened => Some(opened?),
+    };
+    if let (Some(longest), Some(backend)) = (longest, opened) {
         let started = std::time::Instant::now();
-        let backend_name = &args.backends[0];
-        let backend = open(backend_name, &args.data, "recall-cost").await?;
         let stages = recall::stage_costs(longest, backend.clone(), args.cost_facts).await?;
         erase(&backend).await?;
         eprintln!(
