@@ -200,12 +200,12 @@ pub struct SemanticRecallConfig {
     /// embeds each message alone): the stored vector is the unit sum of the message's own
     /// embedding and `context_weight` times the stored vector of the message embedded before
     /// it, which carries the one before it in turn, fading; and a message's lexical relevance
-    /// to the question carries `context_weight` of the relevance of the message before it, in
-    /// the same way. A reply ("yes, loved it!") is then found by the question it answered, by
-    /// meaning and by words. On a long-conversation benchmark (`cargo xtask recall`,
-    /// all-MiniLM-L6-v2) weights from 0.3 to 0.5 on the vectors put 2 to 2.5 points more of the
-    /// answering turns into the context than 0, 0.2 and 0.6 less than they; carrying relevance
-    /// too put 0.7 points more (4.6 with the hashing embedder).
+    /// to the question carries `context_weight` of the relevance of the messages next to it,
+    /// each way, fading in the same way. A reply ("yes, loved it!") is then found by the
+    /// question it answered, by meaning and by words. On a long-conversation benchmark (`cargo
+    /// xtask recall`, all-MiniLM-L6-v2) weights from 0.3 to 0.5 on the vectors put 2 to 2.5
+    /// points more of the answering turns into the context than 0, 0.2 and 0.6 less than they;
+    /// carrying relevance too put 2.5 points more (5.1 with the hashing embedder).
     pub context_weight: f32,
     /// The language of the conversation, for the lexical side of the ranking (English by
     /// default; `null` matches words as written, in any language): word forms fold to their

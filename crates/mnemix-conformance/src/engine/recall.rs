@@ -274,6 +274,8 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
     config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     config.semantic_recall.limit = 1;
+    // Each message alone: the words' own relevance, not what a neighbour carries.
+    config.semantic_recall.context_weight = 0.0;
     let c = conversation(ctx, ctx.scope()).await;
     let said = vec![
         text("m0", Role::User, "a whole week at a sunny beach"),
@@ -369,9 +371,10 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
     }
 }
 
-/// A message carries `context_weight` of the lexical relevance of the one before it, as its
-/// vector carries the vector before it: a reply holding none of the question's words, and
-/// nowhere near it, is recalled by the words of what it answered; with a weight of 0 it is not.
+/// A message carries `context_weight` of the lexical relevance of the messages next to it, each
+/// way, fading (as its vector carries the vector before it): a reply holding none of the
+/// question's words, and nowhere near it, is recalled by the words of what it answered, and
+/// the message just before the one holding the word rises first; with a weight of 0 neither.
 pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
     let embedder = Arc::new(ScriptedEmbedder {
         rules: vec![
@@ -387,8 +390,8 @@ pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
     let mut config = config();
     config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
-    config.semantic_recall.limit = 4;
-    config.semantic_recall.candidates = 5;
+    config.semantic_recall.limit = 5;
+    config.semantic_recall.candidates = 6;
     let c = conversation(ctx, ctx.scope()).await;
     let said = vec![
         text("m0", Role::User, "the beach was crowded"),
@@ -403,7 +406,8 @@ pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
         .await
         .must("commit");
     let default_weight = MemoryConfig::default().semantic_recall.context_weight;
-    for (weight, expected) in [(default_weight, [1, 4, 2, 5]), (0.0, [1, 4, 2, 3])] {
+    let cases: [(f32, &[u64]); 2] = [(default_weight, &[3, 1, 2, 4, 5]), (0.0, &[1, 4, 2, 3])];
+    for (weight, expected) in cases {
         config.semantic_recall.context_weight = weight;
         let recalled = memory_embedding(ctx, config.clone(), &embedder)
             .prepare(ctx.scope(), &c.id, "Zanzibar?")
@@ -428,7 +432,6 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
         ],
     });
     let c = conversation(ctx, ctx.scope()).await;
-    // The nearer first: it carries nothing of the other's relevance.
     let said = vec![
         text("m0", Role::User, "what did you do? went swimming"),
         text("m1", Role::User, "she painted a lake at dawn"),
@@ -438,6 +441,8 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
     config.conversation.window_size = Some(1);
     config.semantic_recall.enabled = true;
     config.semantic_recall.limit = 1;
+    // Each message alone: the words' own relevance, not what a neighbour carries.
+    config.semantic_recall.context_weight = 0.0;
     memory_embedding(ctx, config.clone(), &embedder)
         .commit(ctx.scope(), &c.id, said)
         .await

@@ -530,7 +530,7 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
 struct Words<'a> {
     /// The question's terms.
     query: &'a lexical::QueryTokens,
-    /// The share of the relevance of the message before it that a message carries
+    /// The share of the relevance of the messages next to it that a message carries, each way
     /// (`context_weight`, as its vector carries the vector before it).
     carried: f64,
     /// The messages' terms, remembered.
@@ -542,7 +542,8 @@ struct Words<'a> {
 /// `earlier` (every message before the window, each as it was embedded: speaker, day and text,
 /// over its terms in the query's language, the weights of the question's terms taken over the
 /// whole of it), each message carrying `carried` of the relevance of the one before it, as its
-/// vector carries the vector before it: a reply is found by the words of what it answered. The
+/// vector carries the vector before it (a reply is found by the words of what it answered), and
+/// as much of the one after it (a question is found by the words of its answer), fading. The
 /// pool is ordered by reciprocal-rank fusion of nearness and relevance among the pool. Ties
 /// keep the pool's order: the nearer first, then the more relevant, then the later message.
 ///
@@ -559,10 +560,19 @@ fn hybrid_order(
     let held = words
         .terms
         .held_terms_of_each(words.query, texts.iter().map(String::as_str));
-    let mut relevance_of_index = lexical::relevances_of_held(words.query.len(), &held);
-    for i in 1..relevance_of_index.len() {
-        relevance_of_index[i] += words.carried * relevance_of_index[i - 1];
+    // Each message's own relevance, then what it carries of the messages before it and after
+    // it, fading by `carried` per message each way.
+    let own = lexical::relevances_of_held(words.query.len(), &held);
+    let (mut before, mut after) = (own.clone(), own.clone());
+    for i in 1..own.len() {
+        before[i] += words.carried * before[i - 1];
     }
+    for i in (1..own.len()).rev() {
+        after[i - 1] += words.carried * after[i];
+    }
+    let relevance_of_index: Vec<f64> = (0..own.len())
+        .map(|i| before[i] + after[i] - own[i])
+        .collect();
     let relevance: HashMap<u64, f64> = earlier
         .iter()
         .zip(relevance_of_index)
