@@ -511,30 +511,13 @@ pub async fn evaluate(
             .map(|s| Scope::new("locomo", format!("d{index}-s{s}")).map_err(err))
             .collect::<Result<_, _>>()?;
         let id = ConversationId::new(format!("dialogue-{index}")).map_err(err)?;
-        for scope in &scopes {
-            let new = NewConversation {
-                id: Some(id.clone()),
-                ..NewConversation::default()
-            };
-            backend.create_conversation(scope, new).await.map_err(err)?;
-        }
         let scope = &scopes[0];
-        let said: Vec<Message> = dialogue
-            .turns
-            .iter()
-            .map(|turn| message(dialogue, turn))
-            .collect::<Result<_, _>>()?;
-        // One commit per session, as an agent would store each sitting.
-        let mut seq_to_dia: Vec<DiaId> = Vec::new();
-        for session in sessions(&dialogue.turns) {
-            seq_to_dia.extend(dialogue.turns[session.clone()].iter().map(|t| t.dia));
-            for (memory, scope) in memories.iter().zip(&scopes) {
-                memory
-                    .commit(scope, &id, said[session.clone()].to_vec())
-                    .await
-                    .map_err(err)?;
-            }
+        let said = said_in(dialogue)?;
+        for (memory, scope) in memories.iter().zip(&scopes) {
+            store(memory, scope, &id, dialogue, &said).await?;
         }
+        // Turns are stored in order from seq 1.
+        let seq_to_dia: Vec<DiaId> = dialogue.turns.iter().map(|t| t.dia).collect();
         // The rankings alone rank every turn as a fact of the turn's text in each form.
         let mut candidates: Vec<Vec<Fact>> = Vec::new();
         for form in forms {
@@ -653,6 +636,7 @@ pub async fn evaluate(
             }
         }
     }
+    let embedding_p50_ms = median(&mut embedding_ms);
     let prepare = settings
         .iter()
         .zip(prepared)
@@ -667,7 +651,7 @@ pub async fn evaluate(
                 evidence,
                 by_dialogue,
                 prepare_p50_ms: median(&mut timings),
-                embedding_p50_ms: median(&mut embedding_ms.clone()),
+                embedding_p50_ms,
                 contexts,
                 mean_turns: turns as f64 / asked.max(1) as f64,
                 mean_tokens: tokens as f64 / asked.max(1) as f64,
@@ -774,14 +758,6 @@ pub async fn stage_costs(
     )));
     let scope = Scope::new("locomo", "cost").map_err(err)?;
     let id = ConversationId::new("dialogue").map_err(err)?;
-    let new = NewConversation {
-        id: Some(id.clone()),
-        ..NewConversation::default()
-    };
-    backend
-        .create_conversation(&scope, new)
-        .await
-        .map_err(err)?;
     let mut defaults = MemoryConfig::default();
     defaults.conversation.enabled = true;
     defaults.semantic_recall.enabled = true;
@@ -792,14 +768,14 @@ pub async fn stage_costs(
             .build()
             .map_err(err)
     };
-    let writer = memory(&defaults)?;
-    for session in sessions(&dialogue.turns) {
-        let said: Vec<Message> = dialogue.turns[session]
-            .iter()
-            .map(|turn| message(dialogue, turn))
-            .collect::<Result<_, _>>()?;
-        writer.commit(&scope, &id, said).await.map_err(err)?;
-    }
+    store(
+        &memory(&defaults)?,
+        &scope,
+        &id,
+        dialogue,
+        &said_in(dialogue)?,
+    )
+    .await?;
     for i in 0..facts {
         let turn = &dialogue.turns[i % dialogue.turns.len()];
         let text = format!("{} ({i})", turn.text);
@@ -832,22 +808,14 @@ pub async fn stage_costs(
             with_facts,
         ),
     ];
-    let questions: Vec<&str> = dialogue.questions.iter().map(|q| q.text.as_str()).collect();
-    embedder
-        .embed(
-            &questions
-                .iter()
-                .map(|q| (*q).to_owned())
-                .collect::<Vec<_>>(),
-        )
-        .await
-        .map_err(err)?;
+    let questions: Vec<String> = dialogue.questions.iter().map(|q| q.text.clone()).collect();
+    embedder.embed(&questions).await.map_err(err)?;
     let mut costs = Vec::new();
     for (stage, config) in &stages {
         let memory = memory(config)?;
         // Once unmeasured: the first turn of a tier fills what it holds.
         memory
-            .prepare(&scope, &id, questions[0])
+            .prepare(&scope, &id, &questions[0])
             .await
             .map_err(err)?;
         let mut times = Vec::with_capacity(questions.len());
@@ -865,20 +833,48 @@ pub async fn stage_costs(
     Ok(costs)
 }
 
-/// The turns of each session, as ranges of indexes in order.
-fn sessions(turns: &[Turn]) -> Vec<std::ops::Range<usize>> {
-    let mut sessions = Vec::new();
+/// Every turn of `dialogue` as the message stored, in order.
+fn said_in(dialogue: &Dialogue) -> Result<Vec<Message>, String> {
+    dialogue
+        .turns
+        .iter()
+        .map(|turn| message(dialogue, turn))
+        .collect()
+}
+
+/// Creates the conversation `id` in `scope` and commits `said` (`dialogue`'s turns) through
+/// `memory`, one commit per session, as an agent would store each sitting.
+async fn store(
+    memory: &Memory,
+    scope: &Scope,
+    id: &ConversationId,
+    dialogue: &Dialogue,
+    said: &[Message],
+) -> Result<(), String> {
+    let err = |e: mnemix_core::MemoryError| e.to_string();
+    let new = NewConversation {
+        id: Some(id.clone()),
+        ..NewConversation::default()
+    };
+    memory
+        .backend()
+        .create_conversation(scope, new)
+        .await
+        .map_err(err)?;
     let mut start = 0;
-    while start < turns.len() {
-        let session = turns[start].dia.0;
-        let end = turns[start..]
+    while start < said.len() {
+        let session = dialogue.turns[start].dia.0;
+        let end = dialogue.turns[start..]
             .iter()
             .position(|t| t.dia.0 != session)
-            .map_or(turns.len(), |n| start + n);
-        sessions.push(start..end);
+            .map_or(said.len(), |n| start + n);
+        memory
+            .commit(scope, id, said[start..end].to_vec())
+            .await
+            .map_err(err)?;
         start = end;
     }
-    sessions
+    Ok(())
 }
 
 /// The median of `values` (0 when there is none).

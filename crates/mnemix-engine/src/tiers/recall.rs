@@ -78,9 +78,9 @@ impl Memory {
         Ok(Some((vector.to_vec(), hits)))
     }
 
-    /// Every message of the conversation with text (user or assistant, as the embedding step
-    /// takes them), in order, when recall looks for the question's words in them (`prepare`'s
-    /// first round: the window is not known yet, so the whole conversation is read beside it).
+    /// Every message of the conversation recall knows ([`is_said`]), in order, when recall looks
+    /// for the question's words in them (`prepare`'s first round: the window is not known yet,
+    /// so the whole conversation is read beside it).
     pub(crate) async fn said_messages(
         &self,
         scope: &Scope,
@@ -95,7 +95,7 @@ impl Memory {
             .with_roles(vec![Role::User, Role::Assistant])
             .with_sanitize(false);
         let mut said = self.backend.load(scope, conversation, options).await?;
-        said.retain(|m| !m.message.text().trim().is_empty());
+        said.retain(|m| is_said(&m.message));
         Ok(Some(said))
     }
 
@@ -234,11 +234,7 @@ impl Memory {
         let Some(last) = fresh.last().map(|m| m.seq) else {
             return Ok(None);
         };
-        let with_text: Vec<&StoredMessage> = fresh
-            .iter()
-            .filter(|m| matches!(m.message.role, Role::User | Role::Assistant))
-            .filter(|m| !m.message.text().trim().is_empty())
-            .collect();
+        let with_text: Vec<&StoredMessage> = fresh.iter().filter(|m| is_said(&m.message)).collect();
         if !with_text.is_empty() {
             self.ensure_message_collection(scope.namespace()).await?;
             let texts: Vec<String> = with_text
@@ -447,6 +443,12 @@ impl Memory {
             })
             .collect())
     }
+}
+
+/// Whether recall knows a message: said by the user or the assistant, with text. The
+/// embedding step embeds exactly these, and only these are looked in for the question's words.
+fn is_said(message: &Message) -> bool {
+    matches!(message.role, Role::User | Role::Assistant) && !message.text().trim().is_empty()
 }
 
 /// The messages after the embedded cursor, when they are exactly the ones just appended: the
