@@ -419,6 +419,52 @@ pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
     }
 }
 
+/// Recall reads the conversation's messages for the question's words in the caller's scope
+/// only: another subject's conversation of the same id, holding the question's rare word, is
+/// never recalled, by words or by vector.
+pub async fn semantic_recall_reads_only_its_scope(ctx: &Ctx) {
+    let mut config = config();
+    config.conversation.window_size = Some(1);
+    config.semantic_recall.enabled = true;
+    let memory = memory(ctx, config);
+    let id = mnemix_core::ConversationId::new("same-id-in-two-scopes").expect("an id");
+    let theirs = vec![
+        text("t0", Role::User, "the Zanzibar vault code is 4711"),
+        text("t1", Role::User, "bye"),
+    ];
+    let ours = vec![
+        text("o0", Role::User, "the weather was mild"),
+        text("o1", Role::User, "lunch was good"),
+        text("o2", Role::User, "bye"),
+    ];
+    for (scope, said) in [(ctx.other_scope(), theirs), (ctx.scope(), ours)] {
+        let new = mnemix_core::NewConversation {
+            id: Some(id.clone()),
+            ..mnemix_core::NewConversation::default()
+        };
+        ctx.backend()
+            .create_conversation(scope, new)
+            .await
+            .must("create conversation");
+        memory.commit(scope, &id, said).await.must("commit");
+    }
+    let context = memory
+        .prepare(ctx.scope(), &id, "What is the Zanzibar vault code?")
+        .await
+        .must("prepare");
+    let mut recalled: Vec<String> = context
+        .recalled
+        .iter()
+        .map(|r| r.message.message.text())
+        .collect();
+    recalled.sort();
+    assert_eq!(
+        recalled,
+        ["lunch was good", "the weather was mild"],
+        "only this scope's older messages, in any order"
+    );
+}
+
 /// By default the lexical side of message recall reads English: a message holding another form
 /// of the question's word ("painted" for "paint") is recalled over a nearer one holding only
 /// the question's stop words; matching words as written (`language: null`), neither matches and
