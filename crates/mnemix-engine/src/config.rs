@@ -62,9 +62,10 @@ pub struct ConversationConfig {
     /// recent, or the 6 most recent when semantic recall is on, whose `limit` (14) older
     /// messages best matching the input then fill a context of at most 20
     /// ([`MemoryConfig::window_size`]). On a long-conversation benchmark (`cargo xtask
-    /// recall`, all-MiniLM-L6-v2) 6 + 14 put 66.0% of the turns that answer a question into
-    /// the context, 10 + 10 60.8%: a question about an older exchange is answered by what
-    /// recall finds, not by the window. Set it to keep more recent turns verbatim.
+    /// recall`, all-MiniLM-L6-v2) 6 + 14 put 69.7% of the turns that answer a question into
+    /// the context (10 + 10 had put 5 points fewer): a question about an older exchange is
+    /// answered by what recall finds, not by the window. Set it to keep more recent turns
+    /// verbatim.
     #[serde(alias = "windowSize")]
     pub window_size: Option<usize>,
     /// Whether messages older than the window are summarised (needs a `Summarizer`).
@@ -189,8 +190,9 @@ pub struct SemanticRecallConfig {
     /// question's rare words weigh most); the pool is ordered by fusing nearness with lexical
     /// relevance. At most `limit` makes recall purely semantic (and reads no message to find
     /// words). The lexical side reads every message of the conversation at each `prepare`
-    /// (over 680 messages on SQLite about 1.5 ms: `cargo xtask recall`); a conversation of
-    /// tens of thousands of messages is better served by `candidates` at `limit` or pruning.
+    /// (over 680 messages on SQLite 1.7 to 4.2 ms, by machine: `cargo xtask recall`); a
+    /// conversation of tens of thousands of messages is better served by `candidates` at
+    /// `limit` or pruning.
     /// On a long-conversation benchmark the pool put 1.2 (all-MiniLM-L6-v2) and 2.8 (hashing
     /// embedder) points more of the answering turns into the context than ranking the nearest
     /// alone again, better on four of its five conversations and equal on the fifth; 100
@@ -210,9 +212,9 @@ pub struct SemanticRecallConfig {
     /// The language of the conversation, for the lexical side of the ranking (English by
     /// default; `null` matches words as written, in any language): word forms fold to their
     /// stems ("painted" finds "paint") and the question's stop words ("what", "did", "the")
-    /// are left out. On a long-conversation benchmark (`cargo xtask recall`) English put 66.0%
-    /// of the answering turns into the context against 63.5% for `null` with all-MiniLM-L6-v2,
-    /// and 54.1% against 49.6% with the hashing embedder. Facts' recall matches words as
+    /// are left out. On a long-conversation benchmark (`cargo xtask recall`) English put 69.7%
+    /// of the answering turns into the context against 66.3% for `null` with all-MiniLM-L6-v2,
+    /// and 62.0% against 55.0% with the hashing embedder. Facts' recall matches words as
     /// written: their tokens are what every backend indexes.
     pub language: Option<Language>,
 }

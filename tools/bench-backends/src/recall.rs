@@ -999,6 +999,12 @@ defaults' row): kept only when it helps on at least four of five and on the pool
   conversation worse). `each message embedded alone` (0, both sides off) is worse on every
   conversation. The value (0.3 to 0.5 within half a point, vectors alone) was chosen in an
   earlier wave.
+- **Fused by rank, k = 10.** The pool is ordered by reciprocal-rank fusion with core's k (10,
+  chosen on this split for facts in an earlier wave); for messages k from 1 to 10 is within 0.8
+  points pooled, 30 and 60 lose 1.2 to 3.4. Fusing the two scores instead (each scaled to the
+  pool's range, equal weights) gained only while every pooled message's cosine was known, which
+  the engine has for the nearest alone; with the cosines it has, hashing lost
+  (`docs/decisions/recall-pools-two-rankings.md`).
 - **`language` English.** Stems and stop words: `words as written` is worse on every
   conversation with both embedders.
 - **`threshold` 0.** A cosine threshold means something on one embedder's scale only; the

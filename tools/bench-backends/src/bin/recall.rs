@@ -45,7 +45,8 @@ struct Args {
     cost_facts: usize,
     /// Also write each conversation as recall sees it (turns as embedded with their vectors,
     /// questions with theirs and the query terms each turn holds) into this directory, to try
-    /// rankings offline. It holds the dataset's text: keep it out of the repository.
+    /// rankings offline (`tools/bench-backends/scripts/recall_mirror.py` ranks them as the
+    /// engine does, in seconds). It holds the dataset's text: keep it out of the repository.
     #[arg(long)]
     dump: Option<PathBuf>,
 }
