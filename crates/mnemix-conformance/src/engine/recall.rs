@@ -10,13 +10,27 @@ use async_trait::async_trait;
 use mnemix_core::embed::{Embedder, HashingEmbedder};
 use mnemix_core::{Message, Result, Role, Timestamp};
 use mnemix_engine::config::{MemoryConfig, MergeStrategy};
-use mnemix_engine::{EmbeddingReport, Memory, MESSAGE_COLLECTION};
+use mnemix_engine::{EmbeddingReport, Memory, RecalledMessage, MESSAGE_COLLECTION};
 use serde_json::json;
 
 use crate::support::{conversation, text, ResultExt};
 use crate::Ctx;
 
 use super::{config, memory, memory_embedding, seqs, ScriptedEmbedder};
+
+/// The config these scenarios start from: semantic recall on, behind a window of one message
+/// (every older message is recall's to find).
+fn recall_config() -> MemoryConfig {
+    let mut config = config();
+    config.conversation.window_size = Some(1);
+    config.semantic_recall.enabled = true;
+    config
+}
+
+/// The seqs of the recalled messages, best first.
+fn recalled_seqs(recalled: &[RecalledMessage]) -> Vec<u64> {
+    recalled.iter().map(|r| r.message.seq).collect()
+}
 
 /// An embedder that fails on demand.
 struct FlakyEmbedder {
@@ -53,9 +67,7 @@ pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
         down: AtomicBool::new(true),
     });
     let errors = Arc::new(AtomicUsize::new(0));
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
+    let mut config = recall_config();
     config.semantic_recall.threshold = 0.3;
     // Each message embedded alone: the threshold then admits the hotel message only, not the
     // reply that would carry it.
@@ -109,7 +121,7 @@ pub async fn failing_embedder_leaves_the_turn_committed(ctx: &Ctx) {
         .prepare(ctx.scope(), &c.id, "a hotel with a pool near the station")
         .await
         .must("prepare");
-    let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+    let recalled = recalled_seqs(&context.recalled);
     assert_eq!(recalled, [1], "the backlog was embedded and is recalled");
 }
 
@@ -211,9 +223,7 @@ pub async fn semantic_recall_merges_older_messages_by_strategy(ctx: &Ctx) {
 /// person finds what they said though the message never names them, and the stored message and
 /// its record's text stay as sent.
 pub async fn semantic_recall_knows_who_spoke_and_when(ctx: &Ctx) {
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
+    let mut config = recall_config();
     config.semantic_recall.limit = 1;
     config.semantic_recall.threshold = 0.0;
     let memory = memory(ctx, config);
@@ -241,7 +251,7 @@ pub async fn semantic_recall_knows_who_spoke_and_when(ctx: &Ctx) {
             .prepare(ctx.scope(), &c.id, question)
             .await
             .must("prepare");
-        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        let recalled = recalled_seqs(&context.recalled);
         assert_eq!(recalled, [seq], "{question}: {:?}", context.recalled);
     }
     let hits = ctx
@@ -270,9 +280,7 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
             ("flight", [0.5, 0.0, 0.866, 0.0]),
         ],
     });
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
+    let mut config = recall_config();
     config.semantic_recall.limit = 1;
     // Each message alone: the words' own relevance, not what a neighbour carries.
     config.semantic_recall.context_weight = 0.0;
@@ -294,7 +302,7 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
             .prepare(ctx.scope(), &c.id, "When was the Zanzibar trip?")
             .await
             .must("prepare");
-        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        let recalled = recalled_seqs(&context.recalled);
         assert_eq!(
             recalled,
             [seq],
@@ -328,9 +336,7 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
             ("cafe", [0.3, 0.954, 0.0, 0.0]),
         ],
     });
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
+    let mut config = recall_config();
     config.semantic_recall.limit = 2;
     config.semantic_recall.candidates = 3;
     config.semantic_recall.context_weight = 0.0;
@@ -361,7 +367,7 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
             .prepare(ctx.scope(), &c.id, "When was the Zanzibar trip?")
             .await
             .must("prepare");
-        let recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        let recalled = recalled_seqs(&context.recalled);
         assert_eq!(recalled, expected, "{case}: {:?}", context.recalled);
         let by_words = context.recalled.iter().find(|r| r.message.seq == 1);
         assert!(
@@ -387,9 +393,7 @@ pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
             ("loved", [-0.8, 0.0, 0.6, 0.0]),
         ],
     });
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
+    let mut config = recall_config();
     config.semantic_recall.limit = 5;
     config.semantic_recall.candidates = 6;
     let c = conversation(ctx, ctx.scope()).await;
@@ -414,7 +418,7 @@ pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
             .await
             .must("prepare")
             .recalled;
-        let seqs: Vec<u64> = recalled.iter().map(|r| r.message.seq).collect();
+        let seqs = recalled_seqs(&recalled);
         assert_eq!(seqs, expected, "context weight {weight}: {recalled:?}");
     }
 }
@@ -423,10 +427,7 @@ pub async fn semantic_recall_finds_a_reply_by_the_words_it_answered(ctx: &Ctx) {
 /// only: another subject's conversation of the same id, holding the question's rare word, is
 /// never recalled, by words or by vector.
 pub async fn semantic_recall_reads_only_its_scope(ctx: &Ctx) {
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
-    let memory = memory(ctx, config);
+    let memory = memory(ctx, recall_config());
     let id = mnemix_core::ConversationId::new("same-id-in-two-scopes").expect("an id");
     let theirs = vec![
         text("t0", Role::User, "the Zanzibar vault code is 4711"),
@@ -483,9 +484,7 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
         text("m1", Role::User, "she painted a lake at dawn"),
         text("m2", Role::User, "bye"),
     ];
-    let mut config = config();
-    config.conversation.window_size = Some(1);
-    config.semantic_recall.enabled = true;
+    let mut config = recall_config();
     config.semantic_recall.limit = 1;
     // Each message alone: the words' own relevance, not what a neighbour carries.
     config.semantic_recall.context_weight = 0.0;
@@ -501,7 +500,7 @@ pub async fn semantic_recall_matches_word_forms_of_the_question(ctx: &Ctx) {
             .await
             .must("prepare")
             .recalled;
-        let seqs: Vec<u64> = recalled.iter().map(|r| r.message.seq).collect();
+        let seqs = recalled_seqs(&recalled);
         assert_eq!(seqs, [seq], "language {language:?}: {recalled:?}");
     }
 }
@@ -518,10 +517,8 @@ pub async fn semantic_recall_finds_a_reply_by_what_it_answered(ctx: &Ctx) {
         ],
     });
     let default_weight = MemoryConfig::default().semantic_recall.context_weight;
-    for (weight, recalled_seqs) in [(default_weight, [1, 2]), (0.0, [1, 3])] {
-        let mut config = config();
-        config.conversation.window_size = Some(1);
-        config.semantic_recall.enabled = true;
+    for (weight, expected) in [(default_weight, [1, 2]), (0.0, [1, 3])] {
+        let mut config = recall_config();
         config.semantic_recall.limit = 2;
         config.semantic_recall.context_weight = weight;
         let memory = Memory::builder(ctx.backend_arc())
@@ -546,10 +543,10 @@ pub async fn semantic_recall_finds_a_reply_by_what_it_answered(ctx: &Ctx) {
             .prepare(ctx.scope(), &c.id, "Paris?")
             .await
             .must("prepare");
-        let mut recalled: Vec<u64> = context.recalled.iter().map(|r| r.message.seq).collect();
+        let mut recalled = recalled_seqs(&context.recalled);
         recalled.sort_unstable();
         assert_eq!(
-            recalled, recalled_seqs,
+            recalled, expected,
             "context weight {weight}: {:?}",
             context.recalled
         );
