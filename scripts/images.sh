@@ -9,6 +9,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# One build at a time: CI starts this script in the background while it compiles, and the compose
+# suite runs it again before bringing the stack up; the second waits, then finds every image
+# built (seconds).
+mkdir -p target
+exec 9>target/images.lock
+flock 9
+
 cli=""
 if [ "${1:-}" = "--cli" ]; then
   cli=${2:?"--cli needs the path of an mnemix binary"}

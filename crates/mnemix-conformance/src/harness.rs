@@ -243,20 +243,28 @@ pub fn skip(what: &str, tests: &str, reason: &str) {
         "MNEMIX_TEST_REQUIRE names {what}: {tests}: {reason}"
     );
     announce(&format!("SKIP {tests}: {reason}"));
+    // Also into the report, where a runner that hides a passing test's output (cargo-nextest)
+    // still finds it: `cargo xtask test` says these skips last.
+    report(&serde_json::json!({ "skipped": tests, "needs": what, "reason": reason }));
 }
 
 fn record(backend: &str, scenario: &str, outcome: Outcome, reason: &str) {
-    // Tests run in parallel threads of one process: serialize the appends, one write per line.
-    static REPORT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let Ok(path) = std::env::var("MNEMIX_CONFORMANCE_REPORT") else {
-        return;
-    };
-    let line = serde_json::json!({
+    report(&serde_json::json!({
         "backend": backend,
         "scenario": scenario,
         "outcome": format!("{outcome:?}").to_lowercase(),
         "reason": reason,
-    });
+    }));
+}
+
+/// Appends `line` to the JSON report `MNEMIX_CONFORMANCE_REPORT` names, if it names one.
+fn report(line: &serde_json::Value) {
+    // Tests run in parallel threads of one process: serialize the appends, one write per line
+    // (and processes running at once append whole lines: the file is opened to append).
+    static REPORT_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let Ok(path) = std::env::var("MNEMIX_CONFORMANCE_REPORT") else {
+        return;
+    };
     let _guard = REPORT_LOCK
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);

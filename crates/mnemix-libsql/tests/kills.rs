@@ -1,7 +1,7 @@
 //! Killed processes on libSQL: a child appends batches and remembers facts in a loop and is
 //! SIGKILLed at a random moment, again and again; after each kill the store is opened afresh
 //! and checked against what the child acknowledged ([`mnemix_testkit::kills`], as for the
-//! other backends in the workspace's `tools/tests/kills.rs`, whose binary cannot link libSQL beside
+//! other backends in the workspace's `tests/kills.rs`, whose binary cannot link libSQL beside
 //! sqlx's SQLite).
 //!
 //! The child is this test binary itself, running the ignored `writer` entry with its

@@ -257,3 +257,37 @@ macro_rules! sqlite_family_tests {
         )*
     };
 }
+
+/// A fresh database file for one conformance scenario of `suite`, under `tmp` (the test's
+/// `CARGO_TARGET_TMPDIR`): `tmp/suite/PID/scenario-N.db`. Each test process has a folder of
+/// its own, so that processes running at once (cargo-nextest runs a process per test) never
+/// remove each other's files; the folders of processes that have ended are removed when a
+/// process first asks (where `/proc` tells which have). A process uses the folder of the first
+/// suite it asks for.
+pub fn scenario_file(tmp: &str, suite: &str) -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+    static FOLDER: OnceLock<std::path::PathBuf> = OnceLock::new();
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let folder = FOLDER.get_or_init(|| {
+        let base = Path::new(tmp).join(suite);
+        let own = std::process::id().to_string();
+        let knows_processes = Path::new("/proc/self").exists();
+        for entry in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // A folder of its own pid is a leftover of an earlier process with the same pid.
+            let ended =
+                name == own || (knows_processes && !Path::new("/proc").join(&name).exists());
+            if ended {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let folder = base.join(own);
+        std::fs::create_dir_all(&folder).expect("a folder for the scenarios' databases");
+        folder
+    });
+    folder.join(format!(
+        "scenario-{}.db",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}

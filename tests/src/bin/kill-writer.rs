@@ -1,4 +1,4 @@
-//! The child process of the kill tests (`tools/tests/kills.rs`): opens the store at a URL and runs
+//! The child process of the kill tests (`tests/kills.rs`): opens the store at a URL and runs
 //! [`mnemix_testkit::kills::write_until_killed`] from batch `FROM` on — until it is killed.
 //!
 //! `kill-writer URL NAMESPACE SUBJECT FROM ACK_FILE`

@@ -115,7 +115,7 @@ pub fn run(quick: bool, only: &[String]) -> Result<(), String> {
             )
         })
         .collect();
-    let reliability = super::workspace_root().join("RELIABILITY.md");
+    let reliability = super::reports_dir().join("RELIABILITY.md");
     // A run of some targets (`--target`) keeps the other targets' rows of the last run.
     let kept: Vec<String> = if quick {
         Vec::new()

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use super::{Service, SERVICES};
 
-/// The workspace's root (the test kit lives in `tools/testkit`).
+/// The workspace's root (this crate lives in `tools/services`).
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .ancestors()
         .nth(2)
-        .expect("the test kit lives in tools/ of the workspace")
+        .expect("the services crate lives in tools/ of the workspace")
         .to_path_buf()
 }
 

@@ -14,13 +14,13 @@
 //!   `target/models`; `test` does it too.
 //! - `cargo xtask bench [--quick] [--scale] [--backend A,B] [--workload W1,W2]` builds the benchmark
 //!   binaries, makes the benchmark data (corpus and embeddings, cached in `target/bench-data`),
-//!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` at the root, or with
+//!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` of `docs/reports/`, or with
 //!   `--quick` (small sizes, a smoke test) into `target/bench-report`, built by the same
 //!   `cargo build --workspace --all-targets` as the tests so that it reuses their build.
 //!   `--scale` runs the cost curves (workload C1) up to 10⁶ records per subject.
 //! - `cargo xtask recall --locomo PATH [--quick]` builds the `recall` binary and measures
 //!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
-//!   `recall.json` at the root (with `--quick`, one conversation, into `target/bench-report`,
+//!   `recall.json` of `docs/reports/` (with `--quick`, one conversation, into `target/bench-report`,
 //!   stored on SQLite, PostgreSQL and Redis, failing unless every context is SQLite's); without
 //!   a path (or `MNEMIX_LOCOMO`) it is a named skip.
 //! - `cargo xtask reliability [--quick]` runs the fault tests (cut connections, killed
@@ -45,8 +45,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 
-use mnemix_testkit::services::provision::{self as services, run, target_dir, workspace_root};
-use mnemix_testkit::services::{compose, CONTAINER_LABEL};
+use mnemix_services::provision::{self as services, run, target_dir, workspace_root};
+use mnemix_services::{compose, CONTAINER_LABEL};
+
+/// Where the committed reports (benchmarks, recall quality, reliability) and the figures they
+/// are made from live, beside the Markdown that explains them.
+fn reports_dir() -> PathBuf {
+    workspace_root().join("docs/reports")
+}
 
 /// Which scenarios a backend's conformance test runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -215,6 +221,28 @@ fn main() -> ExitCode {
 fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(workspace_root());
+    // `cargo xtask` is `cargo run`, which gives xtask its package's variables; a build script
+    // that reruns when one of them changes (ring's: CARGO_PKG_NAME, CARGO_MANIFEST_DIR, …) would
+    // see them differ from a plain `cargo test` and rebuild, and everything above it with it.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_MANIFEST_LINKS",
+            ]
+            .contains(&name.as_ref())
+            || [
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&name.as_ref())
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
     command
 }
 
@@ -254,7 +282,12 @@ fn run_tests(mut command: Command, failed: &mut Vec<String>) -> Result<(), Strin
     });
     let targets = stderr.map_or_else(Vec::new, |err| {
         relay(err, std::io::stderr(), |line| {
-            line.starts_with("error") || line.starts_with("    `-p")
+            // cargo's, then cargo-nextest's: a failed, timed-out or crashed test.
+            line.starts_with("error")
+                || line.starts_with("    `-p")
+                || ["FAIL [", "TIMEOUT [", "SIGSEGV [", "SIGABRT [", "ABORT ["]
+                    .iter()
+                    .any(|status| line.trim_start().starts_with(status))
         })
     });
     failed.extend(tests.join().unwrap_or_default());
@@ -279,6 +312,18 @@ fn with_test_env(command: &mut Command, services: &services::Provisioned) {
     }
 }
 
+/// Whether cargo-nextest is installed: the workspace's tests then run under it, each test a
+/// process of its own and several at once (`.config/nextest.toml`), so that one slow test no
+/// longer holds up every test binary after it; without it, `cargo test`.
+fn nextest() -> bool {
+    cargo()
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 fn report_path(label: &str) -> PathBuf {
     std::env::temp_dir().join(format!(
         "mnemix-conformance-{label}-{}.jsonl",
@@ -292,7 +337,7 @@ fn test(compose: bool) -> Result<(), String> {
     let services = if compose {
         match services::compose() {
             Ok(services) => services,
-            Err(why) if mnemix_conformance::is_required("compose") => {
+            Err(why) if mnemix_services::is_required("compose") => {
                 return Err(format!("MNEMIX_TEST_REQUIRE names compose: {why}"))
             }
             Err(why) => {
@@ -308,7 +353,12 @@ fn test(compose: bool) -> Result<(), String> {
     let mut command = cargo();
     // Every test binary runs even when one fails, so the matrices show every backend's real
     // outcome rather than "did not report".
-    command.args(["test", "--workspace", "--all-targets", "--no-fail-fast"]);
+    if nextest() {
+        command.args(["nextest", "run"]);
+    } else {
+        command.arg("test");
+    }
+    command.args(["--workspace", "--all-targets", "--no-fail-fast"]);
     command.env("MNEMIX_CONFORMANCE_REPORT", &report);
     with_test_env(&mut command, &services);
     // mnemix-embed's `local` feature is on in the workspace build (the benchmark data needs
@@ -356,14 +406,18 @@ fn test(compose: bool) -> Result<(), String> {
     };
     let outcomes = read_report(&report)?;
     let _ = std::fs::remove_file(&report);
+    let scenarios = scenarios()?;
     let mut failed_suites = Vec::new();
     let mut failures = Vec::new();
     for (backend, package, target, suite) in BACKENDS {
-        let (_, failed) = print_matrix(backend, package, target, *suite, &outcomes);
+        let (_, failed) = print_matrix(backend, package, target, *suite, &scenarios, &outcomes);
         if !failed.is_empty() {
             failed_suites.push(*backend);
         }
         failures.extend(failed.into_iter().map(|failure| (backend, failure)));
+    }
+    for skipped in outcomes.iter().filter(|r| r.backend.is_empty()) {
+        println!("SKIP {}: {}", skipped.scenario, skipped.reason);
     }
     // Again, last: a log cut to its head and tail still says which backend failed what, and why.
     for (backend, (scenario, reason)) in failures {
@@ -442,7 +496,7 @@ fn recall(quick: bool, locomo: Option<PathBuf>) -> Result<(), String> {
         .arg(if quick {
             target.join("bench-report")
         } else {
-            workspace_root()
+            reports_dir()
         })
         .args(["--command", &shown]);
     if quick {
@@ -494,7 +548,7 @@ fn bench(
     let out = if quick {
         target.join("bench-report")
     } else {
-        workspace_root()
+        reports_dir()
     };
     // The quick run builds what the tests' `cargo test --workspace --all-targets` builds, with
     // the same feature resolution, so it reuses that build and only links the binaries; a
@@ -620,18 +674,17 @@ fn ci() -> Result<(), String> {
             }),
         ),
         ("clippy", Box::new(|| lint(&["--workspace"]))),
-        // The remote mode has no server here to test against; at least it builds and lints.
-        (
-            "clippy libsql remote",
-            Box::new(|| lint(&["-p", "mnemix-libsql", "--features", "remote"])),
-        ),
+        // The libSQL build of the CLI lints mnemix-libsql with `remote` too (a workspace member
+        // it builds); the workspace's clippy has the rest of that crate's code.
+        ("clippy cli libsql", Box::new(|| lint(&libsql_cli))),
         ("libsql links alone", Box::new(libsql_links_alone)),
         ("package", Box::new(package)),
+        // mnemix-embed alone with every feature, as a user builds it: the workspace's build
+        // has the same features but may lend it what its own manifest forgets.
         (
             "clippy embed",
             Box::new(|| lint(&["-p", "mnemix-embed", "--all-features"])),
         ),
-        ("clippy cli libsql", Box::new(|| lint(&libsql_cli))),
         (
             "test cli libsql",
             Box::new(|| {
@@ -640,11 +693,8 @@ fn ci() -> Result<(), String> {
                 run(test)
             }),
         ),
+        // The workspace's build has mnemix-embed with every feature: its docs are all here.
         ("rustdoc", Box::new(|| rustdoc(&["--workspace"]))),
-        (
-            "rustdoc embed",
-            Box::new(|| rustdoc(&["-p", "mnemix-embed", "--all-features"])),
-        ),
         ("test --compose", Box::new(|| test(true))),
         // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
         ("fuzz --quick", Box::new(|| fuzz::run(true, &[]))),
@@ -1015,7 +1065,7 @@ fn conformance(backend: &str, differential: Option<u32>) -> Result<(), String> {
             .for_each(|line| println!("{backend}: {line}"));
         print_differential(backend, &outcomes)
     } else {
-        print_matrix(backend, package, target, *suite, &outcomes).0
+        print_matrix(backend, package, target, *suite, &scenarios()?, &outcomes).0
     };
     if !output.status.success() {
         print!("{}", String::from_utf8_lossy(&output.stdout));
@@ -1062,6 +1112,15 @@ fn read_report(path: &std::path::Path) -> Result<Vec<Reported>, String> {
             let value: serde_json::Value =
                 serde_json::from_str(line).map_err(|e| format!("bad report line {line}: {e}"))?;
             let field = |k: &str| value[k].as_str().unwrap_or_default().to_owned();
+            // A named skip of tests outside the suite: no backend, so in no matrix.
+            if value.get("skipped").is_some() {
+                return Ok(Reported {
+                    backend: String::new(),
+                    scenario: field("skipped"),
+                    outcome: "skipped".into(),
+                    reason: format!("{} (needs {})", field("reason"), field("needs")),
+                });
+            }
             Ok(Reported {
                 backend: field("backend"),
                 scenario: field("scenario"),
@@ -1072,6 +1131,41 @@ fn read_report(path: &std::path::Path) -> Result<Vec<Reported>, String> {
         .collect()
 }
 
+/// A scenario of the suite, as the conformance crate's `scenarios` example lists it.
+struct Scenario {
+    /// `group::name`.
+    name: String,
+    /// One of the engine's, which a suite of the contracts alone does not run.
+    engine: bool,
+}
+
+/// Every scenario of the suite, from the conformance crate's `scenarios` example, built with the
+/// workspace's features (so that after the tests' build it only runs): xtask does not link the
+/// suite, which would be a build of its own.
+fn scenarios() -> Result<Vec<Scenario>, String> {
+    let mut build = cargo();
+    build.args(["build", "--quiet", "--workspace", "--example", "scenarios"]);
+    run(build)?;
+    let listing = Command::new(target_dir().join("debug/examples/scenarios"))
+        .output()
+        .map_err(|e| format!("cannot list the scenarios: {e}"))?;
+    if !listing.status.success() {
+        return Err(format!("listing the scenarios failed ({})", listing.status));
+    }
+    let scenarios: Vec<Scenario> = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(name, part)| Scenario {
+            name: name.to_owned(),
+            engine: part == "engine",
+        })
+        .collect();
+    if scenarios.is_empty() {
+        return Err("the scenarios example listed no scenario".into());
+    }
+    Ok(scenarios)
+}
+
 /// Prints the backend's matrix by contract and its closing line; returns [passed, failed,
 /// skipped] and the failed scenarios with their reasons. A canonical scenario that never
 /// reported counts as failed.
@@ -1080,6 +1174,7 @@ fn print_matrix<'a>(
     package: &str,
     target: &str,
     suite: Suite,
+    scenarios: &'a [Scenario],
     reported: &'a [Reported],
 ) -> ([usize; 3], Vec<(&'a str, &'a str)>) {
     let mut outcomes: BTreeMap<&str, (&str, &str)> = reported
@@ -1087,12 +1182,12 @@ fn print_matrix<'a>(
         .filter(|r| r.backend == backend)
         .map(|r| (r.scenario.as_str(), (r.outcome.as_str(), r.reason.as_str())))
         .collect();
-    let expected = mnemix_conformance::SCENARIOS.iter().filter(|scenario| {
-        suite == Suite::Whole || !mnemix_conformance::ENGINE_SCENARIOS.contains(&scenario.name)
-    });
+    let expected = scenarios
+        .iter()
+        .filter(|scenario| suite == Suite::Whole || !scenario.engine);
     for scenario in expected {
         outcomes
-            .entry(scenario.name)
+            .entry(scenario.name.as_str())
             .or_insert(("failed", "did not report (build failure or crash)"));
     }
     let mut matrix: BTreeMap<&str, [usize; 3]> = BTreeMap::new();

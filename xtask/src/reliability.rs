@@ -2,7 +2,7 @@
 //! connections, killed writers, the history checker under cuts, servers killed and restarted,
 //! cluster failovers) at their long-run sizes — 100
 //! kills per backend, 500 batches per writer — with every figure collected from their JSON
-//! report into `RELIABILITY.md` at the root (with `--quick`, CI's sizes, into
+//! report into `docs/reports/RELIABILITY.md` (with `--quick`, CI's sizes, into
 //! `target/bench-report/RELIABILITY.md`).
 
 use std::fmt::Write as _;
@@ -84,7 +84,7 @@ pub fn run(quick: bool) -> Result<(), String> {
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         dir.join("RELIABILITY.md")
     } else {
-        super::workspace_root().join("RELIABILITY.md")
+        super::reports_dir().join("RELIABILITY.md")
     };
     // The fuzzing figures come from `cargo xtask fuzz`, a run of its own: keep them.
     let markdown = match super::fuzz::section(&out, "Fuzzing") {
@@ -148,7 +148,7 @@ fn render(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Reliability\n\nWhat the fault tests of `tools/tests/` (the `mnemix-tests` crate) found, produced by \
+        "# Reliability\n\nWhat the fault tests of `tests/` (the `mnemix-tests` crate) found, produced by \
          `{command}` ({kills} kills per backend, {batches} batches per history writer; {minutes:.1} \
          minutes) against {against}. CI runs the same tests at \
          10 kills and 100 batches on every push. Every count of lost, duplicated, partial or \
