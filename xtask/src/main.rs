@@ -656,7 +656,7 @@ fn ci() -> Result<(), String> {
             .env("RUSTDOCFLAGS", "-D warnings");
         run(doc)
     };
-    // The CLI's libSQL build (it cannot have the sqlite feature), linted and tested.
+    // The CLI's libSQL build (it cannot have the sqlite feature), tested.
     let libsql_cli = [
         "-p",
         "mnemix-cli",
@@ -674,9 +674,22 @@ fn ci() -> Result<(), String> {
             }),
         ),
         ("clippy", Box::new(|| lint(&["--workspace"]))),
-        // The libSQL build of the CLI lints mnemix-libsql with `remote` too (a workspace member
-        // it builds); the workspace's clippy has the rest of that crate's code.
-        ("clippy cli libsql", Box::new(|| lint(&libsql_cli))),
+        // The CLI's libSQL build, and mnemix-libsql with `remote` in the same resolution
+        // (clippy lints only the packages named: `-p mnemix-cli` alone would not lint it).
+        (
+            "clippy cli libsql",
+            Box::new(|| {
+                lint(&[
+                    "-p",
+                    "mnemix-cli",
+                    "-p",
+                    "mnemix-libsql",
+                    "--no-default-features",
+                    "--features",
+                    "mnemix-cli/libsql,mnemix-cli/postgres,mnemix-cli/redis",
+                ])
+            }),
+        ),
         ("libsql links alone", Box::new(libsql_links_alone)),
         ("package", Box::new(package)),
         // mnemix-embed alone with every feature, as a user builds it: the workspace's build

@@ -81,6 +81,24 @@ pub enum MemoryError {
 }
 
 impl MemoryError {
+    /// A value `backend` stored that does not decode (the data was edited by something else):
+    /// a [`Backend`](Self::Backend) error naming `what` and why.
+    ///
+    /// ```
+    /// use mnemix_core::MemoryError;
+    /// let e = MemoryError::corrupt("sqlite", "metadata", "expected value at line 1");
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "sqlite backend error: stored metadata does not decode: expected value at line 1"
+    /// );
+    /// ```
+    pub fn corrupt(backend: &'static str, what: &str, why: impl std::fmt::Display) -> Self {
+        Self::Backend {
+            backend,
+            source: format!("stored {what} does not decode: {why}").into(),
+        }
+    }
+
     /// Whether retrying the same call may succeed (connection loss, serialization failure).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable { .. })

@@ -360,9 +360,9 @@ impl RecallQuery {
 /// Default number of recalled facts.
 pub const DEFAULT_RECALL_LIMIT: usize = 10;
 /// The `k` of reciprocal-rank fusion. 60 is the usual choice for long result lists; recall
-/// wants its first ten right, and on a long-conversation benchmark (`cargo xtask recall`) 10
-/// put more of the answering turns in the top ten (57.8% against 53.9% with MiniLM, 45.6%
-/// against 42.8% with the hashing embedder).
+/// wants its first ten right, and on a long-conversation benchmark 10 put more of the
+/// answering turns in the top ten, with either embedder (RECALL.md, "How each default was
+/// chosen").
 pub const RRF_K: f64 = 10.0;
 
 /// A recalled fact and how relevant it is.

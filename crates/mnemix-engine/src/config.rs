@@ -61,11 +61,10 @@ pub struct ConversationConfig {
     /// How many recent messages the window holds (at least 1). Unset by default: the 10 most
     /// recent, or the 6 most recent when semantic recall is on, whose `limit` (14) older
     /// messages best matching the input then fill a context of at most 20
-    /// ([`MemoryConfig::window_size`]). On a long-conversation benchmark (`cargo xtask
-    /// recall`, all-MiniLM-L6-v2) 6 + 14 put 69.7% of the turns that answer a question into
-    /// the context (10 + 10 had put 5 points fewer): a question about an older exchange is
-    /// answered by what recall finds, not by the window. Set it to keep more recent turns
-    /// verbatim.
+    /// ([`MemoryConfig::window_size`]). On a long-conversation benchmark 6 + 14 put more of
+    /// the turns that answer a question into the context than 10 + 10 (RECALL.md, "How each
+    /// default was chosen"): a question about an older exchange is answered by what recall
+    /// finds, not by the window. Set it to keep more recent turns verbatim.
     #[serde(alias = "windowSize")]
     pub window_size: Option<usize>,
     /// Whether messages older than the window are summarised (needs a `Summarizer`).
@@ -190,13 +189,11 @@ pub struct SemanticRecallConfig {
     /// question's rare words weigh most); the pool is ordered by fusing nearness with lexical
     /// relevance. At most `limit` makes recall purely semantic (and reads no message to find
     /// words). The lexical side reads every message of the conversation at each `prepare`
-    /// (over 680 messages on SQLite 1.7 to 4.2 ms, by machine: `cargo xtask recall`); a
-    /// conversation of tens of thousands of messages is better served by `candidates` at
-    /// `limit` or pruning.
-    /// On a long-conversation benchmark the pool put 1.2 (all-MiniLM-L6-v2) and 2.8 (hashing
-    /// embedder) points more of the answering turns into the context than ranking the nearest
-    /// alone again, better on four of its five conversations and equal on the fifth; 100
-    /// candidates had found 1.5 points more than 50 with the nearest alone.
+    /// (what that costs: RECALL.md, "What each stage of `prepare` costs"); a conversation of
+    /// tens of thousands of messages is better served by `candidates` at `limit` or pruning.
+    /// On a long-conversation benchmark the pool put more of the answering turns into the
+    /// context than ranking the nearest alone, with either embedder (RECALL.md, "How each
+    /// default was chosen").
     pub candidates: usize,
     /// How much of the conversation before it a message's vector carries (0.4 by default; 0
     /// embeds each message alone): the stored vector is the unit sum of the message's own
@@ -204,18 +201,15 @@ pub struct SemanticRecallConfig {
     /// it, which carries the one before it in turn, fading; and a message's lexical relevance
     /// to the question carries `context_weight` of the relevance of the messages next to it,
     /// each way, fading in the same way. A reply ("yes, loved it!") is then found by the
-    /// question it answered, by meaning and by words. On a long-conversation benchmark (`cargo
-    /// xtask recall`, all-MiniLM-L6-v2) weights from 0.3 to 0.5 on the vectors put 2 to 2.5
-    /// points more of the answering turns into the context than 0, 0.2 and 0.6 less than they;
-    /// carrying relevance too put 2.5 points more (5.1 with the hashing embedder).
+    /// question it answered, by meaning and by words. How 0.4 was chosen, and what carrying
+    /// relevance too added: RECALL.md, "How each default was chosen".
     pub context_weight: f32,
     /// The language of the conversation, for the lexical side of the ranking (English by
     /// default; `null` matches words as written, in any language): word forms fold to their
     /// stems ("painted" finds "paint") and the question's stop words ("what", "did", "the")
-    /// are left out. On a long-conversation benchmark (`cargo xtask recall`) English put 69.7%
-    /// of the answering turns into the context against 66.3% for `null` with all-MiniLM-L6-v2,
-    /// and 62.0% against 55.0% with the hashing embedder. Facts' recall matches words as
-    /// written: their tokens are what every backend indexes.
+    /// are left out. On a long-conversation benchmark English put more of the answering turns
+    /// into the context than `null`, with either embedder (RECALL.md). Facts' recall matches
+    /// words as written: their tokens are what every backend indexes.
     pub language: Option<Language>,
 }
 

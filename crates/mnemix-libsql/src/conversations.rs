@@ -216,7 +216,8 @@ impl LibsqlStore {
     /// A caller that stops waiting (a dropped future) must not leave the others' appends half
     /// done. An embedded database runs each statement on the calling thread, so the group's
     /// future ends in the poll that starts it and cannot be dropped halfway: it runs here,
-    /// without a task's hop (30 µs of a 230 µs append, measured on W1). A remote database waits
+    /// without a task's hop (a sizeable part of a local append: BENCHMARKS.md, W1). A remote
+    /// database waits
     /// on the network, so its group runs in a task of its own.
     async fn append_in_group(&self, request: AppendRequest) -> Result<AppendReceipt> {
         let (reply, answer) = oneshot::channel();

@@ -74,9 +74,8 @@ const MAX_CACHED_STATEMENTS: usize = 256;
 /// A connection and the statements prepared on it.
 ///
 /// libsql keeps no statement cache, and compiling a statement costs as much as running it
-/// (measured on the append's statements: 3–30 µs each to prepare, against 4 µs for a whole
-/// `BEGIN IMMEDIATE` + `COMMIT`), so a local connection prepares each statement once and
-/// reuses it. A remote connection sends the text each time (the server prepares it).
+/// (an append's statements each cost more to prepare than a whole `BEGIN IMMEDIATE` +
+/// `COMMIT`), so a local connection prepares each statement once and reuses it. A remote connection sends the text each time (the server prepares it).
 pub struct Conn {
     libsql: Connection,
     /// `None` for a remote database. Statements are taken out while they run, so the lock is
@@ -91,10 +90,9 @@ pub(crate) const CACHE_KIB: u32 = 2_000;
 
 /// The page cache of a transaction that writes many vectors. Each DiskANN insert rewrites the
 /// ~25 KB blocks of the neighbours it links to, so in the default cache a batch's blocks are
-/// evicted and read back before it commits. W7 (10,000 × 384 in batches of 1,000), four runs
-/// interleaved: 612–652 vectors/s with the default cache, 735–763 with this one for the
-/// batch. 1 GiB for the batch gained no more; a cache kept between batches gained little
-/// and kept its memory.
+/// evicted and read back before it commits; widened for the batch, W7 writes measurably more
+/// vectors a second (BENCHMARKS.md), while a larger cache gained no more and a cache kept
+/// between batches gained little and kept its memory.
 pub(crate) const WIDE_CACHE_KIB: u32 = 256 * 1024;
 
 impl Conn {

@@ -39,11 +39,11 @@
 //!   `Approximate(DiskAnn)`. A write of many vectors (an upsert or a restore of 16 or more)
 //!   widens the writer's page cache to 256 MiB until it commits: each DiskANN insert rewrites
 //!   its neighbours' ~25 KB blocks, which SQLite's default 2 MB cache would evict and read
-//!   back within the batch (W7 in batches of 1,000: ~20% more vectors/s).
+//!   back within the batch (BENCHMARKS.md, W7).
 //! - **Small scopes are scanned.** Below [`DEFAULT_INDEX_MIN_ROWS`] vectors in the caller's
 //!   scope (tunable with [`LibsqlStoreBuilder::index_min_rows`]), and always for dot-product
-//!   collections (DiskANN has no such metric), a search scans the scope exactly: measured on
-//!   20,000 × 384 vectors, that is as fast as one index query up to a few thousand rows, with
+//!   collections (DiskANN has no such metric), a search scans the scope exactly: up to a few
+//!   thousand rows that is as fast as one index query (the `measure-libsql` example), with
 //!   perfect recall. The scanned scope's records are read once into a matrix
 //!   ([`mnemix_core::adapter::MatrixCache`], within
 //!   [`vector_cache_bytes`](LibsqlStoreBuilder::vector_cache_bytes)) held at the collection's

@@ -311,7 +311,7 @@ impl LibsqlStore {
     /// The exact answer: every row of the scope, ranked in Rust as the scan streams (holding
     /// only the best `k`). With `filter_first`, the scope's metadata is read and filtered
     /// first and only the matching rows' vectors are read (for a filter known to keep few
-    /// rows: on 100,000 rows keeping 1%, reading every vector cost 250 ms).
+    /// rows, where reading every vector would cost far more than the search).
     async fn search_exactly(
         conn: &Conn,
         collection: &CollectionRow,

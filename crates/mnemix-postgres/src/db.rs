@@ -198,10 +198,7 @@ pub(crate) fn to_memory_error(e: tokio_postgres::Error) -> MemoryError {
 
 /// A stored value that does not decode: the database was edited by something else.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
-    MemoryError::Backend {
-        backend: BACKEND,
-        source: format!("stored {what} does not decode: {e}").into(),
-    }
+    MemoryError::corrupt(BACKEND, what, e)
 }
 
 /// The `subject` column of a scope: '' for the shared scope.

@@ -1,7 +1,7 @@
 //! Each collection's HNSW index, made once a scope of it is large enough to need one.
 //!
-//! A collection starts without an index: writes maintain none (on 2 cores an HNSW insert cost
-//! 6.2 ms of server time against 0.1 ms for the row), and searches are exact, ranked by pgvector
+//! A collection starts without an index: writes maintain none (an HNSW insert costs the server
+//! many times the row's own insert: BENCHMARKS.md, W7), and searches are exact, ranked by pgvector
 //! in the server. When an exact search's scope holds `index_min_rows` rows, a background task
 //! builds the index with `CREATE INDEX CONCURRENTLY` (writers are never blocked), under a
 //! session advisory lock so that one process builds while the others keep searching exactly;

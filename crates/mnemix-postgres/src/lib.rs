@@ -103,9 +103,10 @@ pub use db::MIGRATIONS;
 use crate::db::DbResult;
 
 /// The rows of one scope an exact search compares before its collection gets an HNSW index
-/// (see [`PostgresStoreBuilder::index_min_rows`]): pgvector ranks 10,000 × 384 exactly in about
-/// the time of an index search, and a collection of many small scopes never pays for an index
-/// on every write (W10: 6.2 ms of index maintenance per vector written, on 2 cores).
+/// (see [`PostgresStoreBuilder::index_min_rows`]): pgvector ranks that many rows exactly in
+/// about the time of an index search, and a collection of many small scopes never pays for an
+/// index on every write, whose maintenance costs many times the row's own insert (BENCHMARKS.md,
+/// W7 and W10).
 pub const DEFAULT_INDEX_MIN_ROWS: usize = 10_000;
 
 /// HNSW parameters of the per-collection pgvector indexes.

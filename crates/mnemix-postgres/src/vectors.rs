@@ -520,8 +520,8 @@ impl PostgresStore {
     /// store wrote since they were taken reach a tenth of the table (autovacuum's default
     /// rule, which also holds where autovacuum is off). The planner only chooses a
     /// collection's HNSW index when it knows the collection is large: statistics from before a
-    /// load make it scan every row of the collection exactly — measured on 100k × 384, 357 ms
-    /// a query instead of 2 ms. Counting across writes matters: a load of many batches of
+    /// load make it scan every row of the collection exactly, orders of magnitude slower than
+    /// the index on a large collection. Counting across writes matters: a load of many batches of
     /// 1,000 never grows the table by a tenth in any one of them. Runs after commit, as
     /// `ANALYZE` holds a lock that concurrent `ANALYZE`s wait on.
     pub(crate) async fn refresh_statistics(

@@ -298,10 +298,10 @@ impl RedisStoreBuilder {
     /// [`mnemix_core::DEFAULT_SERVER_TIMEOUT`], 30 s; `None` lifts it, and a cluster then keeps
     /// redis-rs's own): connecting, and each command's answer. The front layer's retry policy
     /// then applies. For connections the store makes from a URL or a [`client`](Self::client)
-    /// (a connection or cluster client you give keeps its own settings). redis-rs's own defaults (500 ms for an answer) are
-    /// shorter than legitimate scripts on large subjects: `forget_all` of 10k facts, messages
-    /// and vectors took 0.25–0.65 s on a 2-core machine, and the erasure would run to its end
-    /// while the caller was told it failed.
+    /// (a connection or cluster client you give keeps its own settings). redis-rs's own
+    /// defaults (500 ms for an answer) are shorter than legitimate scripts on large subjects
+    /// (`forget_all` of a subject with ten thousand records can take longer), and the erasure
+    /// would run to its end while the caller was told it failed.
     #[must_use]
     pub fn timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.timeout = timeout;
@@ -651,10 +651,7 @@ impl<T> RedisResultExt<T> for redis::RedisResult<T> {
 
 /// A stored value that does not decode: the data was edited by something else.
 pub(crate) fn corrupt(what: &str, e: impl fmt::Display) -> MemoryError {
-    MemoryError::Backend {
-        backend: BACKEND,
-        source: format!("stored {what} does not decode: {e}").into(),
-    }
+    MemoryError::corrupt(BACKEND, what, e)
 }
 
 pub(crate) fn to_json(value: &impl serde::Serialize) -> String {

@@ -203,10 +203,7 @@ pub fn driver_error(
 
 /// A stored value of `backend` that does not decode: the database was edited by something else.
 pub fn corrupt(backend: &'static str, what: &str, e: impl std::fmt::Display) -> MemoryError {
-    MemoryError::Backend {
-        backend,
-        source: format!("stored {what} does not decode: {e}").into(),
-    }
+    MemoryError::corrupt(backend, what, e)
 }
 
 /// Stored metadata (its JSON text) decoded; what does not decode is `backend`'s corrupt row.

@@ -11,8 +11,8 @@
 //! free text, it does so in a way both schemas serve (mnemix-libsql stores free text as BLOB).
 //! A bound row limit is written `LIMIT (SELECT ?n)`: SQLite (3.51, as bundled here) compiles
 //! a bare `LIMIT ?n` with the value bound at the time, so every new binding makes the cached
-//! statement expire and be prepared again (W2, the last 50 of 100,000 messages: 1.26–1.29× the
-//! engine's limit with `LIMIT ?n`, 0.97–1.01× without).
+//! statement expire and be prepared again (W2 in BENCHMARKS.md, loading the last messages of a
+//! long conversation, was measurably slower against the engine's limit with `LIMIT ?n`).
 //!
 //! ```
 //! use mnemix_sqlite_sql::facts::{held_positions, RECALL_CANDIDATES_HOLDING};
