@@ -218,6 +218,16 @@ fn main() -> ExitCode {
     }
 }
 
+/// What `cargo run` sets for the binary it runs besides `CARGO_PKG_*` (see [`cargo`]).
+const GIVEN_TO_XTASK: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_MANIFEST_LINKS",
+    "CARGO_CRATE_NAME",
+    "CARGO_BIN_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+];
+
 fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     command.current_dir(workspace_root());
@@ -226,20 +236,7 @@ fn cargo() -> Command {
     // see them differ from a plain `cargo test` and rebuild, and everything above it with it.
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
-        if name.starts_with("CARGO_PKG_")
-            || [
-                "CARGO_MANIFEST_DIR",
-                "CARGO_MANIFEST_PATH",
-                "CARGO_MANIFEST_LINKS",
-            ]
-            .contains(&name.as_ref())
-            || [
-                "CARGO_CRATE_NAME",
-                "CARGO_BIN_NAME",
-                "CARGO_PRIMARY_PACKAGE",
-            ]
-            .contains(&name.as_ref())
-        {
+        if name.starts_with("CARGO_PKG_") || GIVEN_TO_XTASK.contains(&name.as_ref()) {
             command.env_remove(name.as_ref());
         }
     }
@@ -656,13 +653,13 @@ fn ci() -> Result<(), String> {
             .env("RUSTDOCFLAGS", "-D warnings");
         run(doc)
     };
-    // The CLI's libSQL build (it cannot have the sqlite feature), tested.
+    // The CLI's libSQL build (it cannot have the sqlite feature), linted and tested.
     let libsql_cli = [
         "-p",
         "mnemix-cli",
         "--no-default-features",
         "--features",
-        "libsql,postgres,redis",
+        "mnemix-cli/libsql,mnemix-cli/postgres,mnemix-cli/redis",
     ];
     let steps: Vec<Step<'_>> = vec![
         (
@@ -678,17 +675,7 @@ fn ci() -> Result<(), String> {
         // (clippy lints only the packages named: `-p mnemix-cli` alone would not lint it).
         (
             "clippy cli libsql",
-            Box::new(|| {
-                lint(&[
-                    "-p",
-                    "mnemix-cli",
-                    "-p",
-                    "mnemix-libsql",
-                    "--no-default-features",
-                    "--features",
-                    "mnemix-cli/libsql,mnemix-cli/postgres,mnemix-cli/redis",
-                ])
-            }),
+            Box::new(|| lint(&[&libsql_cli[..], &["-p", "mnemix-libsql"]].concat())),
         ),
         ("libsql links alone", Box::new(libsql_links_alone)),
         ("package", Box::new(package)),
