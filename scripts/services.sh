@@ -49,6 +49,14 @@ if [[ " ${need_install[*]:-} " == *" postgresql "* ]]; then
     sed -i '1i host all all 127.0.0.1/32 trust\nhost all all ::1/128 trust' "$hba"
   pg_ctlcluster --skip-systemctl-redirect "$version" main reload
 fi
+# The suite runs several test processes at once, each with its own pools: PostgreSQL's default
+# 100 connections ran out. The setting takes a restart.
+if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -tAc 'SHOW max_connections')" -lt 400 ]; then
+  psql -h 127.0.0.1 -U postgres -d postgres -qc 'ALTER SYSTEM SET max_connections = 400'
+  version=$(ls /etc/postgresql | sort -V | tail -n 1)
+  pg_ctlcluster --skip-systemctl-redirect "$version" main restart
+  for _ in $(seq 1 30); do pg_isready -h 127.0.0.1 -p 5432 -q && break; sleep 1; done
+fi
 if ! psql -h 127.0.0.1 -U postgres -d test -c 'SELECT 1' >/dev/null 2>&1; then
   runuser -u postgres -- createdb test
 fi

@@ -57,7 +57,14 @@ pub struct Sessions {
     manager: Arc<LocalSessionManager>,
     limits: SessionLimits,
     table: Mutex<Table>,
+    /// When sessions were last closed: their workers end, and free what they held, on their
+    /// own schedule afterwards, so the sweeps that follow give freed memory back again.
+    last_closed: Mutex<Option<Instant>>,
 }
+
+/// How long after closing sessions the sweeps keep giving freed memory back: a closed
+/// session's worker may end seconds later on a loaded machine.
+const SETTLE: Duration = Duration::from_secs(30);
 
 #[derive(Default)]
 struct Table {
@@ -90,6 +97,7 @@ impl Sessions {
             manager: Arc::new(manager),
             limits,
             table: Mutex::new(Table::default()),
+            last_closed: Mutex::new(None),
         })
     }
 
@@ -173,17 +181,30 @@ impl Sessions {
         }
         if !ended.is_empty() {
             give_back_freed_memory();
+            *self.last_closed() = Some(Instant::now());
         }
         ended.len()
     }
 
-    /// Ends idle sessions every so often, for as long as the server runs.
+    fn last_closed(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.last_closed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ends idle sessions every so often, for as long as the server runs, and gives back the
+    /// memory of sessions closed lately whose workers have ended since.
     pub async fn expire_forever(self: Arc<Self>) {
         let period =
             (self.limits.idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(30));
         loop {
             tokio::time::sleep(period).await;
-            self.expire_idle().await;
+            if self.expire_idle().await == 0 {
+                let settling = self.last_closed().is_some_and(|at| at.elapsed() <= SETTLE);
+                if settling {
+                    give_back_freed_memory();
+                }
+            }
         }
     }
 }
@@ -255,9 +276,9 @@ pub fn unknown_session() -> Response {
     (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
 
-/// Returns the heap's free pages to the operating system. A session holds ~55 KB in rmcp's
-/// channels and caches; glibc keeps what ended sessions freed (3,000 of them left the server at
-/// 187 MB after all had ended, 21 MB once trimmed), so without this the memory never came back.
+/// Returns the heap's free pages to the operating system. A session holds tens of kilobytes in
+/// rmcp's channels and caches, and glibc keeps what ended sessions freed: without this the
+/// memory of thousands of ended sessions never came back.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 fn give_back_freed_memory() {
