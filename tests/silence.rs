@@ -1,7 +1,11 @@
 //! A silent server: a [`FaultProxy`] holds the store's connection open and lets nothing
-//! through, either way (a blackhole, not a cut: no reset ever comes). A call waits at most the
-//! store's timeout and fails `Unavailable`; the next call, and the front layer's retry of a
-//! read, go to a fresh connection and succeed.
+//! through, either way (no reset ever comes). A call waits at most the store's timeout and
+//! fails `Unavailable`; the next call, and the front layer's retry of a read, go to a fresh
+//! connection and succeed.
+//!
+//! A server that accepts connections and never answers any (a blackhole): a call fails within
+//! the timeout (and a second to spare), and with the default retry policy within as many
+//! timeouts as it has tries, plus its waits; once the server answers again, so does the store.
 //!
 //! [`FaultProxy`]: mnemix_testkit::faults::FaultProxy
 
@@ -83,6 +87,88 @@ async fn silence(server: Server) {
         assert_eq!(after.len(), 1);
         store.forget_all(&scope).await.expect("clean up");
     }
+}
+
+/// The longest a call may take against a blackhole under `retry`: each try its timeout (and a
+/// second to spare), and the waits between tries (twice the longest, for their jitter).
+fn bound(retry: RetryPolicy) -> Duration {
+    let waits: Duration = (1..retry.attempts)
+        .map(|n| (retry.first_delay * 2u32.pow(n - 1)).min(retry.max_delay) * 2)
+        .sum();
+    (LIMIT + Duration::from_secs(1)) * retry.attempts + waits
+}
+
+async fn blackhole(server: Server) {
+    let tests = format!("blackhole on {}", server.name());
+    let Some(url) = server.url(&tests) else {
+        return;
+    };
+    for retry in [RetryPolicy::never(), RetryPolicy::default()] {
+        let (proxy, store) = proxied_with(server, &url, |o| o.retry(retry).timeout(Some(LIMIT)))
+            .await
+            .expect("a store through the proxy");
+        let scope = Scope::new("silence", mnemix_tests::unique("subject")).expect("a scope");
+        let thread = store
+            .create_conversation(&scope, NewConversation::default())
+            .await
+            .expect("a conversation before the blackhole");
+
+        proxy.arm(1, Fault::Blackhole);
+        for call in 0..2 {
+            let started = Instant::now();
+            let answer =
+                tokio::time::timeout(HANG, store.load(&scope, &thread.id, LoadOptions::last(10)))
+                    .await
+                    .unwrap_or_else(|_| panic!("{}: a call on a blackhole hung", server.name()));
+            let waited = started.elapsed();
+            eprintln!(
+                "blackhole on {} (retry {} tries), call {call}: {:?} after {waited:?} (bound {:?})",
+                server.name(),
+                retry.attempts,
+                answer.as_ref().map(Vec::len),
+                bound(retry),
+            );
+            assert!(
+                matches!(answer, Err(MemoryError::Unavailable { .. })),
+                "{}: {answer:?}",
+                server.name()
+            );
+            assert!(
+                waited <= bound(retry),
+                "{} (retry {} tries): failed after {waited:?}, past {:?}",
+                server.name(),
+                retry.attempts,
+                bound(retry)
+            );
+        }
+        assert!(proxy.disarm(), "the blackhole fell on the load");
+
+        let started = Instant::now();
+        loop {
+            match store.load(&scope, &thread.id, LoadOptions::last(10)).await {
+                Ok(messages) => {
+                    assert!(messages.is_empty());
+                    break;
+                }
+                Err(e) => assert!(
+                    started.elapsed() < bound(retry) + LIMIT,
+                    "{}: no answer after the blackhole: {e}",
+                    server.name()
+                ),
+            }
+        }
+        store.forget_all(&scope).await.expect("clean up");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_postgres_server_fails_every_call_within_the_timeout() {
+    blackhole(Server::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_redis_server_fails_every_call_within_the_timeout() {
+    blackhole(Server::Redis).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

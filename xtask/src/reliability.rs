@@ -33,6 +33,8 @@ pub fn run(quick: bool) -> Result<(), String> {
         "--test",
         "kills",
         "--test",
+        "losses",
+        "--test",
         "history",
         "--test",
         "restarts",
@@ -117,6 +119,16 @@ const HISTORY_FIGURES: [(&str, &str); 6] = [
     ("anomalies", "anomalies"),
 ];
 
+/// The lost-requests section's text, before its table.
+const LOST_REQUESTS: &str =
+    "## Lost requests\n\nThe proxy discards two requests in the middle of a \
+     burst of 30 concurrent `cache_get`s of three tenants (a namespace each) and forwards the \
+     rest, every connection kept open (`tests/losses.rs`): to the client, answers that never \
+     come. A connection that pairs answers with requests by their order (Redis's multiplexed \
+     one) would hand each later call an earlier one's answer. Every answer must be its own \
+     call's: \"wrong\" must be 0; \"failed\" counts the calls that failed instead (on Redis, \
+     every call in flight on the connection once its answers were seen out of step).\n\n";
+
 /// A table of the rows of `test`; `columns` are `(header, report key)` pairs.
 fn table(out: &mut String, rows: &[Value], test: &str, columns: &[(&str, &str)]) {
     let header: Vec<&str> = columns.iter().map(|(h, _)| *h).collect();
@@ -179,6 +191,20 @@ fn render(
             ("lost", "lost"),
             ("duplicated", "duplicated"),
             ("partial", "partial"),
+        ],
+    );
+    out.push_str(LOST_REQUESTS);
+    table(
+        &mut out,
+        rows,
+        "lost bytes",
+        &[
+            ("backend", "backend"),
+            ("bursts", "bursts"),
+            ("calls", "calls"),
+            ("right", "right"),
+            ("failed", "failed"),
+            ("wrong", "wrong"),
         ],
     );
     out.push_str(

@@ -50,7 +50,11 @@ pub enum MemoryError {
         /// The backend's name.
         backend: &'static str,
     },
-    /// The backend could not be reached or asked to retry; the operation may be retried.
+    /// The backend could not be reached, did not answer in time, or asked to retry; the
+    /// operation may be retried. Its outcome is unknown: a write may have been applied (its
+    /// request arrived, its answer did not). Retrying is safe for the writes the front layer
+    /// retries itself (see [`RetryPolicy`](crate::RetryPolicy): `append` is idempotent by
+    /// message id); read back before repeating any other.
     #[error("{backend} backend unavailable: {source}")]
     Unavailable {
         /// The backend's name.

@@ -2,10 +2,10 @@
 //!
 //! Every write that reads before it writes is one Lua script, so it is atomic on the server
 //! with no read-modify-write across round trips; scripts are sent by SHA (`EVALSHA`) and loaded
-//! on first use. Standalone servers go through a [`redis::aio::ConnectionManager`] (which
-//! reconnects when its socket fails, and is replaced when the server goes silent: see
-//! [`Standalone`]), clusters through [`redis::cluster_async::ClusterConnection`]. No call
-//! waits longer than [`RedisStoreBuilder::timeout`] on a silent server.
+//! on first use. Every call of the store shares one multiplexed connection (one per node on a
+//! cluster): each answer is checked to be its own request's, and a connection on which a
+//! request's fate is unknown is never used again (see [`RedisConnection`]). No call waits
+//! longer than [`RedisStoreBuilder::timeout`] on a silent server.
 //!
 //! ```no_run
 //! use mnemix_core::{AppendOptions, ConversationStore, LoadOptions, Message, NewConversation, Scope};
@@ -71,7 +71,9 @@
 //! And `PREFIX:namespaces`, a set of the namespaces that have held data. The registry sets are
 //! written before the data they announce (they live in other slots); `namespaces` and `scopes`
 //! check each candidate for data it still holds. `forget_all` takes the subject out of
-//! `subjects`, so no trace of an erased subject stays.
+//! `subjects`, so no trace of an erased subject stays. `forget_namespace` leaves the
+//! namespace's name in `namespaces` (each process adds a name once) and its `colseq` (so that
+//! a collection made again never reuses an incarnation number), nothing else.
 //!
 //! # Vectors
 //! Redis 7 has no vector search, so search is exact in Rust over a scope's records of the
@@ -116,12 +118,12 @@
 mod backend;
 mod cache;
 mod checkpoints;
+mod connection;
 mod conversations;
 mod facts;
 mod keys;
 mod paging;
 mod replicas;
-mod standalone;
 mod transfer;
 mod vectors;
 mod working;
@@ -130,58 +132,15 @@ use std::collections::HashSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+pub use crate::connection::RedisConnection;
+use crate::keys::Keys;
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
 use mnemix_core::url::redacted;
 use mnemix_core::{
     Clock, Durability, MemoryBackend, MemoryError, Namespace, Result, Scope, SystemClock,
 };
-use redis::aio::ConnectionLike;
-use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
-
-use crate::keys::Keys;
-pub use crate::standalone::Standalone;
 
 pub(crate) const BACKEND: &str = "redis";
-
-/// The store's connection, for commands of your own beside the store's (see
-/// [`RedisStore::connection`]): a reconnecting standalone connection or a cluster connection;
-/// clones share one multiplexed socket per node.
-#[derive(Clone)]
-pub enum RedisConnection {
-    /// A standalone server (from a [`redis::aio::ConnectionManager`] of yours with `.into()`).
-    Standalone(Standalone),
-    /// A cluster.
-    Cluster(ClusterConnection),
-}
-
-impl ConnectionLike for RedisConnection {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Standalone(c) => c.req_packed_command(cmd),
-            Self::Cluster(c) => c.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
-            Self::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Standalone(c) => c.get_db(),
-            Self::Cluster(c) => c.get_db(),
-        }
-    }
-}
 
 /// Where a [`RedisStore`] connects.
 #[derive(Clone)]
@@ -273,7 +232,7 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// An existing client (a reconnecting connection manager is made from it).
+    /// An existing client: the store makes its connections from it.
     #[must_use]
     pub fn client(mut self, client: redis::Client) -> Self {
         self.target = Some(Target::Client(Box::new(client)));
@@ -375,23 +334,19 @@ impl RedisStoreBuilder {
         let shown = target.redacted();
         let bad =
             |e: redis::RedisError| MemoryError::invalid(format!("bad Redis URL {shown}: {e}"));
-        let manager_config = redis::aio::ConnectionManagerConfig::new()
+        let config = redis::AsyncConnectionConfig::new()
             .set_response_timeout(self.timeout)
             .set_connection_timeout(self.timeout);
         let connection = match target {
             Target::Url(url) => {
                 let client = redis::Client::open(url.as_str()).map_err(bad)?;
-                RedisConnection::Standalone(
-                    Standalone::connect(client, manager_config)
-                        .await
-                        .map_err(to_error)?,
-                )
-            }
-            Target::Client(client) => RedisConnection::Standalone(
-                Standalone::connect(*client, manager_config)
+                RedisConnection::standalone(client, config)
                     .await
-                    .map_err(to_error)?,
-            ),
+                    .map_err(to_error)?
+            }
+            Target::Client(client) => RedisConnection::standalone(*client, config)
+                .await
+                .map_err(to_error)?,
             Target::Cluster(nodes) => {
                 let mut builder =
                     redis::cluster::ClusterClient::builder(nodes.iter().map(String::as_str));
@@ -401,10 +356,10 @@ impl RedisStoreBuilder {
                         .connection_timeout(timeout);
                 }
                 let client = builder.build().map_err(bad)?;
-                RedisConnection::Cluster(client.get_async_connection().await.map_err(to_error)?)
+                RedisConnection::cluster(client).await.map_err(to_error)?
             }
             Target::ClusterClient(client) => {
-                RedisConnection::Cluster(client.get_async_connection().await.map_err(to_error)?)
+                RedisConnection::cluster(*client).await.map_err(to_error)?
             }
             Target::Connection(connection) => *connection,
         };
@@ -415,7 +370,7 @@ impl RedisStoreBuilder {
             // before the call would time out; never 0, which waits for ever.
             wait: (self.timeout.unwrap_or(mnemix_core::DEFAULT_SERVER_TIMEOUT) / 2)
                 .max(std::time::Duration::from_millis(1)),
-            cluster: matches!(connection, RedisConnection::Cluster(_)),
+            cluster: connection.is_cluster(),
             connection,
             keys: Keys::new(&self.prefix),
             clock: self.clock,

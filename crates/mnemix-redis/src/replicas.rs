@@ -15,8 +15,6 @@
 use std::time::Duration;
 
 use redis::aio::ConnectionLike;
-use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
-
 use redis::{Arg, Cmd, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 
 use crate::RedisConnection;
@@ -45,7 +43,7 @@ fn args(cmd: &Cmd) -> Vec<&[u8]> {
 }
 
 /// The key a command reads or writes (its first), or `None` for one that names none.
-fn touched_key(cmd: &Cmd) -> Option<Vec<u8>> {
+pub(crate) fn touched_key(cmd: &Cmd) -> Option<Vec<u8>> {
     let args = args(cmd);
     let name = args.first()?.to_ascii_uppercase();
     if KEYLESS.contains(&name.as_slice()) {
@@ -66,18 +64,7 @@ impl Acknowledged {
         let mut wait = redis::cmd("WAIT");
         wait.arg(self.replicas)
             .arg(u64::try_from(self.wait.as_millis()).unwrap_or(u64::MAX));
-        let acknowledged = match &mut self.inner {
-            RedisConnection::Standalone(connection) => connection.req_packed_command(&wait).await?,
-            RedisConnection::Cluster(connection) => {
-                let route = Route::with_key(key, SlotAddr::Master);
-                connection
-                    .route_command(
-                        wait,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                    )
-                    .await?
-            }
-        };
+        let acknowledged = self.inner.send_to_master_of(key, &wait).await?;
         let acknowledged: u32 = redis::from_redis_value(acknowledged)?;
         if acknowledged < self.replicas {
             return Err(RedisError::from((

@@ -12,9 +12,14 @@
 //!   answers (or after 250 ms): the server did the work, the client never hears of it;
 //! - [`Fault::Delay`] holds the message back for a while, then forwards it and goes on;
 //! - [`Fault::Silence`] swallows that message and everything after it on that connection, in
-//!   both directions, and keeps the connection open: a server gone without a reset.
+//!   both directions, and keeps the connection open: a server gone without a reset;
+//! - [`Fault::Blackhole`] does the same on every connection, those opened later included: a
+//!   server that accepts connections and never answers;
+//! - [`Fault::Lose`] discards that message and a few after it, on whichever connections carry
+//!   them, and forwards the rest, every connection still open: requests that never reach the
+//!   server on a connection that stays up (to the client, as if their answers were lost).
 //!
-//! One arm, one fault; [`FaultProxy::disarm`] says whether it fired. Cutting at `n = 1, 2, …`
+//! One arm, one fault; [`FaultProxy::disarm`] says whether it fired, and ends a blackhole. Cutting at `n = 1, 2, …`
 //! until an operation completes without the fault firing tries every boundary in turn.
 
 use std::net::SocketAddr;
@@ -45,8 +50,14 @@ pub enum Fault {
     LoseReply,
     /// Forward the message after this delay (a stall when long), then go on.
     Delay(Duration),
-    /// Forward nothing more on this connection, either way, and never close it (a blackhole).
+    /// Forward nothing more on this connection, either way, and never close it.
     Silence,
+    /// Forward nothing more on any connection, either way, new ones included, and close none,
+    /// until [`FaultProxy::disarm`].
+    Blackhole,
+    /// Discard this many client messages (this one and the next), then forward again; no
+    /// connection is closed.
+    Lose(u64),
 }
 
 #[derive(Default)]
@@ -56,6 +67,10 @@ struct State {
     fired: bool,
     /// Connections ended by [`FaultProxy::cut_all`] so far.
     severed: u64,
+    /// A [`Fault::Blackhole`] in force.
+    blackhole: bool,
+    /// Client messages a [`Fault::Lose`] still discards.
+    losing: u64,
 }
 
 /// A TCP proxy in front of one server; it stops when dropped.
@@ -122,10 +137,11 @@ impl FaultProxy {
         state.fired = false;
     }
 
-    /// Disarms; whether the fault fired since [`arm`](Self::arm).
+    /// Disarms, and ends a blackhole; whether the fault fired since [`arm`](Self::arm).
     pub fn disarm(&self) -> bool {
         let mut state = self.state.lock().expect("proxy state");
         state.armed = None;
+        state.blackhole = false;
         std::mem::take(&mut state.fired)
     }
 
@@ -147,10 +163,18 @@ enum Verdict {
     LoseReply,
     Delay(Duration),
     Silence,
+    Discard,
 }
 
 fn judge(state: &Mutex<State>) -> Verdict {
     let mut state = state.lock().expect("proxy state");
+    if state.blackhole {
+        return Verdict::Silence;
+    }
+    if state.losing > 0 {
+        state.losing -= 1;
+        return Verdict::Discard;
+    }
     match state.armed {
         None => Verdict::Forward,
         Some((0, fault)) => {
@@ -161,6 +185,14 @@ fn judge(state: &Mutex<State>) -> Verdict {
                 Fault::LoseReply => Verdict::LoseReply,
                 Fault::Delay(d) => Verdict::Delay(d),
                 Fault::Silence => Verdict::Silence,
+                Fault::Blackhole => {
+                    state.blackhole = true;
+                    Verdict::Silence
+                }
+                Fault::Lose(messages) => {
+                    state.losing = messages.saturating_sub(1);
+                    Verdict::Discard
+                }
             }
         }
         Some((left, fault)) => {
@@ -197,6 +229,7 @@ async fn relay(
             while let Some(message) = framer.next_message() {
                 match judge(&state) {
                     Verdict::Forward => {}
+                    Verdict::Discard => continue,
                     Verdict::Drop => return,
                     Verdict::LoseReply => {
                         losing.store(true, Ordering::SeqCst);
