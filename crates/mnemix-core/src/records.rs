@@ -155,6 +155,10 @@ fn write_error(error: std::io::Error) -> MemoryError {
 /// in an error after its last record, unless [`accept_unverified`](Self::accept_unverified) was
 /// asked for. Every error names its line; nothing after an error is read.
 ///
+/// A line may end in `\r\n` as well as `\n` (a file that went through a text-mode copy): the
+/// digest is over each line's text and a `\n`, so both read and verify alike. A carriage return
+/// can only be a line's end, never data: JSON escapes one inside a string.
+///
 /// ```
 /// use mnemix_core::transfer::ExportReader;
 /// let export = "{\"format\":\"agent-memory-export\",\"version\":1,\"backend\":\"memory\",\"exported_at\":0}\n\
@@ -919,6 +923,39 @@ mod tests {
             ExportReader::new(text.as_bytes()).unwrap().bytes_read(),
             header.len() as u64 + 1
         );
+    }
+
+    /// An export whose lines end in CRLF reads and verifies as the original does.
+    #[test]
+    fn an_export_with_crlf_line_ends_verifies_like_the_original() {
+        let mut writer =
+            ExportWriter::new(Vec::new(), &ExportHeader::new("memory", Timestamp::EPOCH)).unwrap();
+        for key in ["a", "b"] {
+            writer
+                .write(&Record::CacheEntry {
+                    namespace: Namespace::new("ns").unwrap(),
+                    key: key.into(),
+                    value: b"line one\r\nline two".to_vec(),
+                    expires_at: None,
+                })
+                .unwrap();
+        }
+        let lf = String::from_utf8(writer.finish().unwrap()).unwrap();
+        let crlf = lf.replace('\n', "\r\n");
+        let read = |text: &str| {
+            ExportReader::new(text.as_bytes())
+                .unwrap()
+                .collect::<Result<Vec<_>>>()
+                .unwrap()
+        };
+        assert_eq!(read(&crlf), read(&lf));
+        assert_eq!(read(&lf).len(), 2);
+        // A changed record is still caught.
+        let changed = crlf.replacen("\"a\"", "\"c\"", 1);
+        assert!(ExportReader::new(changed.as_bytes())
+            .unwrap()
+            .collect::<Result<Vec<_>>>()
+            .is_err());
     }
 
     #[test]
