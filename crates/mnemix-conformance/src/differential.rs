@@ -174,6 +174,12 @@ enum Op {
     Grant {
         kind: Option<u8>,
     },
+    /// `forget` (or with `expire`, `set_expiry`) of a registry record of the shared scope,
+    /// picked by its key: only the registry's own operations may change one.
+    ChangeRegistryRecord {
+        record: u8,
+        expire: bool,
+    },
     /// Export of the scope, edited by [`edit_export`], restored.
     Restore {
         edit: u8,
@@ -437,6 +443,9 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
         Just(Op::Registry).boxed(),
         prop::option::of(0..KIND_NAMES.len() as u8)
             .prop_map(|kind| Op::Grant { kind })
+            .boxed(),
+        (any::<u8>(), any::<bool>())
+            .prop_map(|(record, expire)| Op::ChangeRegistryRecord { record, expire })
             .boxed(),
         (0..EXPORT_EDITS)
             .prop_map(|edit| Op::Restore { edit })
@@ -936,6 +945,34 @@ async fn apply(
                 "the registry must always read: {kinds:?} {grants:?}"
             );
             json!({"kinds": answer(kinds), "grants": answer(grants)})
+        }
+        Op::ChangeRegistryRecord { record, expire } => {
+            let shared = Scope::shared(scope.namespace().as_str()).expect("shared scope");
+            let query = FactQuery::default()
+                .with_include_superseded(true)
+                .with_limit(1000);
+            let listed = match b.list_facts(&shared, query).await {
+                Ok(page) => page.items,
+                Err(e) => return answer::<()>(Err(e)),
+            };
+            // By key and time, not id: ids differ between the backend and the reference.
+            let mut records: Vec<_> = listed
+                .into_iter()
+                .filter(registry::is_registry_record)
+                .map(|fact| (fact.key.clone(), fact.created_at, fact.id))
+                .collect();
+            records.sort();
+            let Some((_, _, id)) = records
+                .get(usize::from(*record) % records.len().max(1))
+                .cloned()
+            else {
+                return json!("no registry record yet");
+            };
+            if *expire {
+                answer(b.set_expiry(&shared, &[id], None).await)
+            } else {
+                answer(b.forget(&shared, &id).await)
+            }
         }
         Op::Grant { kind } => {
             let grant = registry::Grant {

@@ -264,6 +264,8 @@ macro_rules! __with_engine_scenarios {
                 export_and_restore_carry_kinds_memories_and_grants: None,
                 store_many_applies_the_request_ttl_to_memories_without_one: None,
                 registry_records_are_written_by_the_registry_alone: None,
+                registry_records_are_changed_by_the_registry_alone: None,
+                restore_keeps_one_current_version_of_each_registry_key: None,
                 an_unreadable_registry_record_is_skipped: Unchecked,
                 erasure_removes_every_version_of_its_grants: None,
                 kinds_and_ids_never_share_a_key: None,

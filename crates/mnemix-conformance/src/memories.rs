@@ -370,12 +370,19 @@ pub async fn export_and_restore_carry_kinds_memories_and_grants(ctx: &Ctx) {
         1
     );
     let owner_records = b.export_scope(owner).await.must("export owner");
+    // Erasing the owner takes its grant; the registry's own operation deletes the kinds.
     b.forget_all(owner).await.must("forget owner");
-    for record in &registry_records {
-        if let mnemix_core::Record::Fact { fact } = record {
-            b.forget(&registry, &fact.id).await.must("forget registry");
-        }
+    for kind in ["UserProfile", "Preference"] {
+        assert!(memories
+            .delete_kind(ctx.namespace(), kind)
+            .await
+            .must("delete kind"));
     }
+    assert!(b
+        .export_scope(&registry)
+        .await
+        .must("export registry")
+        .is_empty());
     memories
         .store(owner, preference("food", "vegan"))
         .await
@@ -544,6 +551,212 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
     assert_eq!(
         memories.grants(ctx.namespace()).await.must("grants"),
         [grant]
+    );
+}
+
+/// The current registry records of `ctx`'s namespace, as an export of the shared scope shows
+/// them.
+async fn current_registry_records(ctx: &Ctx, kind: &str) -> Vec<mnemix_core::Fact> {
+    let records = ctx
+        .backend()
+        .export_scope(&ctx.shared_scope())
+        .await
+        .must("export the shared scope");
+    records
+        .into_iter()
+        .filter_map(|r| match r {
+            mnemix_core::Record::Fact { fact } if fact.kind.as_deref() == Some(kind) => Some(fact),
+            _ => None,
+        })
+        .filter(mnemix_core::Fact::is_current)
+        .collect()
+}
+
+/// `forget` and `set_expiry` refuse a registry record (a grant, a kind) through the facts API:
+/// a grant stays in force and a kind registered until the registry's own operations change
+/// them, which still can.
+pub async fn registry_records_are_changed_by_the_registry_alone(ctx: &Ctx) {
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = pair(ctx);
+    memories
+        .store(ctx.scope(), preference("pin", "9931"))
+        .await
+        .must("store");
+    memories
+        .grant(ctx.namespace(), Grant::new(owner.clone(), reader.clone()))
+        .await
+        .must("grant");
+    let shared = ctx.shared_scope();
+    let b = ctx.backend();
+    let grant = current_registry_records(ctx, GRANT_RECORD).await;
+    let kinds = current_registry_records(ctx, KIND_RECORD).await;
+    assert_eq!((grant.len(), kinds.len()), (1, 2), "{grant:?} {kinds:?}");
+    for record in grant.iter().chain(&kinds) {
+        b.forget(&shared, &record.id)
+            .await
+            .must_be_invalid("forget of a registry record");
+        b.set_expiry(
+            &shared,
+            std::slice::from_ref(&record.id),
+            Some(ctx.clock_now()),
+        )
+        .await
+        .must_be_invalid("set_expiry of a registry record");
+        b.set_expiry(&shared, std::slice::from_ref(&record.id), None)
+            .await
+            .must_be_invalid("set_expiry (permanent) of a registry record");
+    }
+    let shared_search = MemoryQuery {
+        scope: SearchScope::Shared,
+        ..search("pin")
+    };
+    let hits = memories
+        .search(ctx.other_scope(), shared_search.clone())
+        .await
+        .must("shared search");
+    assert_eq!(hits.len(), 1, "the grant is still in force: {hits:?}");
+    assert_eq!(
+        memories.kinds(ctx.namespace()).await.must("kinds").len(),
+        2,
+        "both kinds are still registered"
+    );
+    // The registry's own operations still change them.
+    assert!(memories
+        .revoke(ctx.namespace(), &owner, &reader)
+        .await
+        .must("revoke"));
+    assert!(memories
+        .search(ctx.other_scope(), shared_search)
+        .await
+        .must("shared search")
+        .is_empty());
+    assert!(memories
+        .delete_kind(ctx.namespace(), "UserProfile")
+        .await
+        .must("delete a kind"));
+    assert_eq!(memories.kinds(ctx.namespace()).await.must("kinds").len(), 1);
+}
+
+/// A restore never leaves a registry key with two current versions: an exported grant or kind
+/// restored under a new id beside the stored one becomes history when it is older (the owner's
+/// narrowing stays in force; a kind lists once, with its stored schema) and supersedes the
+/// stored one when it is newer.
+pub async fn restore_keeps_one_current_version_of_each_registry_key(ctx: &Ctx) {
+    let memories = memories(ctx);
+    register_kinds(ctx, &memories).await;
+    let (owner, reader) = pair(ctx);
+    memories
+        .store(ctx.scope(), preference("pin", "9931"))
+        .await
+        .must("store");
+    memories
+        .grant(ctx.namespace(), Grant::new(owner.clone(), reader.clone()))
+        .await
+        .must("a broad grant");
+    let broad = current_registry_records(ctx, GRANT_RECORD).await.remove(0);
+    ctx.clock().advance(Duration::from_millis(5));
+    let narrow = Grant {
+        kinds: vec!["UserProfile".into()],
+        ..Grant::new(owner.clone(), reader.clone())
+    };
+    memories
+        .grant(ctx.namespace(), narrow.clone())
+        .await
+        .must("the owner narrows it");
+    let shared_search = MemoryQuery {
+        scope: SearchScope::Shared,
+        ..search("pin")
+    };
+    let reader_sees = || async {
+        memories
+            .search(ctx.other_scope(), shared_search.clone())
+            .await
+            .must("shared search")
+            .len()
+    };
+    assert_eq!(
+        reader_sees().await,
+        0,
+        "the narrowed grant leaves preferences out"
+    );
+
+    // The broad grant again, current, under a new id: older than the narrowing, it is history.
+    let b = ctx.backend();
+    let again = mnemix_core::Fact {
+        id: mnemix_core::FactId::generate(),
+        ..broad.clone()
+    };
+    b.restore(vec![mnemix_core::Record::Fact { fact: again }])
+        .await
+        .must("restore an older grant record");
+    assert_eq!(
+        memories.grants(ctx.namespace()).await.must("grants"),
+        std::slice::from_ref(&narrow)
+    );
+    assert_eq!(reader_sees().await, 0, "the narrowing stays in force");
+    let key = broad.key.clone().expect("a grant record has a key");
+    let current = |history: &[mnemix_core::Fact]| history.iter().filter(|f| f.is_current()).count();
+    assert_eq!(
+        current(&b.history(&ctx.shared_scope(), &key).await.must("history")),
+        1
+    );
+
+    // A kind with a schema that accepts anything, older than the registered one: history.
+    let strict = current_registry_records(ctx, KIND_RECORD)
+        .await
+        .into_iter()
+        .find(|f| f.key.as_deref() == Some("_kind:Preference"))
+        .expect("the Preference kind's record");
+    let lax = mnemix_core::Fact {
+        id: mnemix_core::FactId::generate(),
+        text: r#"{"name":"Preference","schema":true}"#.into(),
+        created_at: mnemix_core::Timestamp::from_millis(strict.created_at.as_millis() - 1),
+        updated_at: mnemix_core::Timestamp::from_millis(strict.created_at.as_millis() - 1),
+        ..strict.clone()
+    };
+    b.restore(vec![mnemix_core::Record::Fact { fact: lax.clone() }])
+        .await
+        .must("restore an older kind record");
+    let kinds = memories.kinds(ctx.namespace()).await.must("kinds");
+    let preference_kinds: Vec<_> = kinds.iter().filter(|k| k.name == "Preference").collect();
+    assert_eq!(preference_kinds.len(), 1, "listed once: {kinds:?}");
+    assert_eq!(preference_kinds[0].schema, preference_schema());
+    let history = b
+        .history(&ctx.shared_scope(), "_kind:Preference")
+        .await
+        .must("history");
+    assert_eq!(current(&history), 1, "{history:?}");
+
+    // Newer than the registered one: it supersedes it. Restoring it twice changes nothing more.
+    let newer = mnemix_core::Fact {
+        id: mnemix_core::FactId::generate(),
+        created_at: ctx.clock_now(),
+        updated_at: ctx.clock_now(),
+        ..lax
+    };
+    for _ in 0..2 {
+        b.restore(vec![mnemix_core::Record::Fact {
+            fact: newer.clone(),
+        }])
+        .await
+        .must("restore a newer kind record");
+        let history = b
+            .history(&ctx.shared_scope(), "_kind:Preference")
+            .await
+            .must("history");
+        assert_eq!(current(&history), 1, "{history:?}");
+        assert_eq!(
+            history.last().map(|f| &f.id),
+            Some(&newer.id),
+            "{history:?}"
+        );
+    }
+    let kinds = memories.kinds(ctx.namespace()).await.must("kinds");
+    assert_eq!(
+        kinds.iter().filter(|k| k.name == "Preference").count(),
+        1,
+        "{kinds:?}"
     );
 }
 

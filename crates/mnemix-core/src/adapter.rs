@@ -23,6 +23,7 @@
 //! | [`check_vector`], [`SeenCollections`] | a vector against its collection, collections known to exist |
 //! | [`check_page`], [`page_limit`], [`page_after`] | a listing's page size and cursor |
 
+pub use crate::backend::forget_namespace_records;
 pub use crate::conversation::{plan_append, AppendPlan};
 pub use crate::exact::{
     decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache, TopK, Weighed,
@@ -31,6 +32,7 @@ pub use crate::fact::{
     eviction_order, fact_tokens, order_history, plan_remember, rank_candidates, rank_facts,
     reciprocal_rank_fusion, RecallCandidate, RememberPlan, RRF_K,
 };
+pub use crate::front::FrontLayerOnly;
 pub use crate::held::{
     held_facts_cache, held_key, HeldChange, HeldFact, HeldFacts, HeldFactsCache,
 };

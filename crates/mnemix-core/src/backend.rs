@@ -135,23 +135,7 @@ pub trait MemoryBackend:
     /// - The default, in terms of the other methods, is what every backend does; one may do
     ///   the same faster.
     async fn forget_namespace(&self, namespace: &Namespace) -> Result<NamespaceReceipt> {
-        let mut receipt = NamespaceReceipt::default();
-        for scope in self.scopes(namespace).await? {
-            receipt.records += self.forget_all(&scope).await?;
-            receipt.scopes += 1;
-        }
-        if self.capabilities().has_vectors() {
-            for spec in self.list_collections(namespace).await? {
-                receipt.collections +=
-                    u64::from(self.drop_collection(namespace, &spec.name).await?);
-            }
-        }
-        for record in self.export_namespace(namespace).await? {
-            if let crate::Record::CacheEntry { key, .. } = record {
-                receipt.cache_entries += u64::from(self.cache_delete(namespace, &key).await?);
-            }
-        }
-        Ok(receipt)
+        forget_namespace_records(self, namespace).await
     }
 
     /// For operators: the version of the storage schema the store has migrated to, or `None`
@@ -185,8 +169,39 @@ pub trait MemoryBackend:
 
     /// The backend behind the front layer, when this object is the front layer, so that a
     /// layer with another retry policy replaces it instead of wrapping it (which would retry
-    /// every try of the outer layer). Adapters keep the default.
-    fn behind_front_layer(&self) -> Option<Arc<dyn MemoryBackend>> {
+    /// every try of the outer layer), and so that the registry can remove its own records.
+    /// What it returns accepts what the front layer refuses, so only this crate can call it:
+    /// it takes a [`FrontLayerOnly`](crate::adapter::FrontLayerOnly), which nothing outside
+    /// the crate can make. Adapters keep the default.
+    fn behind_front_layer(
+        &self,
+        _only: crate::adapter::FrontLayerOnly,
+    ) -> Option<Arc<dyn MemoryBackend>> {
         None
     }
+}
+
+/// What the default [`MemoryBackend::forget_namespace`] does, for a backend that overrides it
+/// to remove bookkeeping of its own afterwards: every scope's records as `forget_all` erases
+/// them (the shared scope's included), then the namespace's collections and cache entries.
+pub async fn forget_namespace_records<B: MemoryBackend + ?Sized>(
+    backend: &B,
+    namespace: &Namespace,
+) -> Result<NamespaceReceipt> {
+    let mut receipt = NamespaceReceipt::default();
+    for scope in backend.scopes(namespace).await? {
+        receipt.records += backend.forget_all(&scope).await?;
+        receipt.scopes += 1;
+    }
+    if backend.capabilities().has_vectors() {
+        for spec in backend.list_collections(namespace).await? {
+            receipt.collections += u64::from(backend.drop_collection(namespace, &spec.name).await?);
+        }
+    }
+    for record in backend.export_namespace(namespace).await? {
+        if let crate::Record::CacheEntry { key, .. } = record {
+            receipt.cache_entries += u64::from(backend.cache_delete(namespace, &key).await?);
+        }
+    }
+    Ok(receipt)
 }

@@ -119,6 +119,12 @@ pub struct Checked {
     retry: RetryPolicy,
 }
 
+/// The argument of [`MemoryBackend::behind_front_layer`]: only this crate can make one, so
+/// nothing outside it reaches the backend behind a front layer and writes what the layer
+/// refuses.
+#[derive(Debug, Clone, Copy)]
+pub struct FrontLayerOnly(pub(crate) ());
+
 impl std::fmt::Debug for Checked {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Checked")
@@ -144,14 +150,33 @@ impl Checked {
     /// says, never that many times for each try of another layer.
     pub fn with_retry(backend: Arc<dyn MemoryBackend>, retry: RetryPolicy) -> Self {
         Self {
-            inner: backend.behind_front_layer().unwrap_or(backend),
+            inner: backend
+                .behind_front_layer(FrontLayerOnly(()))
+                .unwrap_or(backend),
             retry,
         }
     }
 
-    /// The backend behind the layer.
-    pub fn inner(&self) -> &Arc<dyn MemoryBackend> {
-        &self.inner
+    /// `InvalidInput` when any of `ids` is a registry record (a kind or a grant): only the
+    /// registry's own operations change those. They live in shared scopes alone.
+    async fn refuse_registry_records(&self, scope: &Scope, ids: &[FactId]) -> Result<()> {
+        if scope.subject().is_some() {
+            return Ok(());
+        }
+        for id in ids {
+            let fact = match self.retried(|| self.inner.get_fact(scope, id)).await {
+                Ok(fact) => fact,
+                Err(MemoryError::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            if crate::registry::is_registry_record(&fact) {
+                return Err(MemoryError::invalid(format!(
+                    "fact {id} is a registry record: only the registry's own operations \
+                     (registering or deleting a kind, granting or revoking) change it"
+                )));
+            }
+        }
+        Ok(())
     }
 
     async fn retried<T, F, Fut>(&self, op: F) -> Result<T>
@@ -378,6 +403,8 @@ impl FactStore for Checked {
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
+        self.refuse_registry_records(scope, std::slice::from_ref(id))
+            .await?;
         self.inner.forget(scope, id).await
     }
 
@@ -399,6 +426,7 @@ impl FactStore for Checked {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        self.refuse_registry_records(scope, &ids).await?;
         // Setting the same expiry twice leaves the same state: safe to retry.
         let changed: std::collections::HashSet<FactId> = self
             .retried(|| self.inner.set_expiry(scope, &ids, expires_at))
@@ -620,6 +648,7 @@ impl TransferStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
         crate::records::check_batch(&records)?;
+        let records = crate::registry::one_current_version(self.inner.as_ref(), records).await?;
         self.retried(|| self.inner.restore(records.clone())).await
     }
 }
@@ -639,7 +668,7 @@ impl MemoryBackend for Checked {
         true
     }
 
-    fn behind_front_layer(&self) -> Option<Arc<dyn MemoryBackend>> {
+    fn behind_front_layer(&self, _only: FrontLayerOnly) -> Option<Arc<dyn MemoryBackend>> {
         Some(Arc::clone(&self.inner))
     }
 
@@ -672,5 +701,32 @@ impl MemoryBackend for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
         self.retried(|| self.inner.table_counts()).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{InMemoryBackend, Store};
+
+    /// A store given another retry policy replaces the front layer rather than wrapping it:
+    /// one layer, so a call is tried as the new policy says and never that many times per try.
+    #[test]
+    fn another_retry_policy_replaces_the_front_layer_instead_of_wrapping_it() {
+        let store = Store::new(InMemoryBackend::new());
+        let again = Store::with_retry(store.backend(), RetryPolicy::never());
+        let layer = again.backend();
+        let inner = layer
+            .behind_front_layer(FrontLayerOnly(()))
+            .expect("behind the front layer");
+        assert!(
+            !inner.is_checked(),
+            "the new layer wraps the backend, not the old layer"
+        );
+        let rewrapped = Checked::with_retry(layer, RetryPolicy::default());
+        assert!(rewrapped
+            .inner
+            .behind_front_layer(FrontLayerOnly(()))
+            .is_none());
     }
 }

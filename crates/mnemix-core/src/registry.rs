@@ -23,13 +23,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use std::collections::{BTreeMap, HashSet};
+
 use crate::backend::MemoryBackend;
 use crate::error::{MemoryError, Result};
 use crate::fact::{Fact, FactQuery, NewFact, RememberOptions};
+use crate::front::FrontLayerOnly;
 use crate::limits::{MAX_KIND_NAME_BYTES, MAX_MEMORY_ID_BYTES, RESERVED_PREFIX};
 use crate::message::check_json_depth;
 use crate::migration::lowercase_hex;
-use crate::scope::{validate_identifier, Namespace, Scope, Subject};
+use crate::records::Record;
+use crate::scope::{validate_identifier, FactId, Namespace, Scope, Subject};
 
 /// The fact kind of a registered memory kind (in the namespace's shared scope).
 pub const KIND_RECORD: &str = "_kind";
@@ -56,6 +60,96 @@ pub fn check_unreserved(kind: Option<&str>, key: Option<&str>, tags: &[String]) 
         }
     }
     Ok(())
+}
+
+/// Whether `fact` has a registry record's shape (a reserved kind, key or tag): the front
+/// layer lets only the registry's own operations change it.
+pub fn is_registry_record(fact: &Fact) -> bool {
+    check_unreserved(fact.kind.as_deref(), fact.key.as_deref(), &fact.tags).is_err()
+}
+
+/// `records` to restore, changed so that each registry key ends with one current version at
+/// most: of a key's current versions (the stored one and the batch's), the newest by
+/// `(created_at, id)` stays current, and every other one becomes history that it superseded (a
+/// stored one through a copy in the batch, which replaces it by identity). So restoring a
+/// broad grant beside the narrower one its owner wrote later leaves the narrower one in
+/// force, and a kind is never registered twice.
+pub(crate) async fn one_current_version(
+    backend: &dyn MemoryBackend,
+    mut records: Vec<Record>,
+) -> Result<Vec<Record>> {
+    let mut current: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    for (at, record) in records.iter().enumerate() {
+        if let Record::Fact { fact } = record {
+            if let (true, true, Some(key)) =
+                (is_registry_record(fact), fact.is_current(), &fact.key)
+            {
+                let namespace = fact.scope.namespace().as_str().to_owned();
+                current
+                    .entry((namespace, key.clone()))
+                    .or_default()
+                    .push(at);
+            }
+        }
+    }
+    let in_batch: HashSet<FactId> = records
+        .iter()
+        .filter_map(|record| match record {
+            Record::Fact { fact } => Some(fact.id.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut superseded_stored = Vec::new();
+    for ((namespace, key), batch) in current {
+        let stored: Vec<Fact> = backend
+            .history(&shared(&Namespace::new(namespace)?)?, &key)
+            .await?
+            .into_iter()
+            .filter(|fact| fact.is_current() && !in_batch.contains(&fact.id))
+            .collect();
+        let fact_at = |at: usize| match &records[at] {
+            Record::Fact { fact } => fact,
+            _ => unreachable!("indexes of fact records"),
+        };
+        let newest = batch
+            .iter()
+            .map(|&at| fact_at(at))
+            .chain(&stored)
+            .max_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+            .map(|fact| (fact.id.clone(), fact.created_at));
+        let Some((newest, since)) = newest else {
+            continue;
+        };
+        let supersede = |fact: &mut Fact| {
+            fact.superseded_by = Some(newest.clone());
+            fact.valid_to = Some(since);
+            fact.updated_at = fact.updated_at.max(since);
+        };
+        for at in batch {
+            if let Record::Fact { fact } = &mut records[at] {
+                if fact.id != newest {
+                    supersede(fact);
+                }
+            }
+        }
+        for mut fact in stored {
+            if fact.id != newest {
+                supersede(&mut fact);
+                superseded_stored.push(Record::Fact { fact });
+            }
+        }
+    }
+    records.extend(superseded_stored);
+    Ok(records)
+}
+
+/// Forgets registry record `id` past the front layer, which refuses registry records to
+/// every other caller (or through `backend` when it is not behind one).
+async fn forget_record(backend: &dyn MemoryBackend, scope: &Scope, id: &FactId) -> Result<bool> {
+    match backend.behind_front_layer(FrontLayerOnly(())) {
+        Some(unguarded) => unguarded.forget(scope, id).await,
+        None => backend.forget(scope, id).await,
+    }
 }
 
 /// Checks a fact being restored: a fact of a reserved shape must be a well-formed registry
@@ -385,7 +479,7 @@ async fn forget_every_version(
 ) -> Result<bool> {
     let mut forgotten = false;
     for version in backend.history(scope, key).await? {
-        forgotten |= backend.forget(scope, &version.id).await?;
+        forgotten |= forget_record(backend, scope, &version.id).await?;
     }
     Ok(forgotten)
 }
@@ -478,7 +572,7 @@ pub async fn forget_grants_of(backend: &dyn MemoryBackend, scope: &Scope) -> Res
     let mut forgotten = 0;
     for tag in [from_tag(subject), to_tag(subject)] {
         for record in records_with_history(backend, namespace, GRANT_RECORD, vec![tag]).await? {
-            forgotten += u64::from(backend.forget(&shared_scope, &record.id).await?);
+            forgotten += u64::from(forget_record(backend, &shared_scope, &record.id).await?);
         }
     }
     Ok(forgotten)

@@ -195,23 +195,3 @@ async fn working_memory_and_vectors_through_handles() {
     assert_eq!(docs.delete([VectorId::new("a").unwrap()]).await.unwrap(), 1);
     assert_eq!(user.forget_all().await.unwrap().total(), 0);
 }
-
-/// A store given another retry policy replaces the front layer rather than wrapping it: one
-/// layer, so a call is tried as the new policy says and never that many times per try.
-#[test]
-fn another_retry_policy_replaces_the_front_layer_instead_of_wrapping_it() {
-    use mnemix_core::{Checked, RetryPolicy};
-
-    let store = Store::new(InMemoryBackend::new());
-    let again = Store::with_retry(store.backend(), RetryPolicy::never());
-    let layer = again.backend();
-    let inner = layer.behind_front_layer().expect("behind the front layer");
-    assert!(
-        !inner.is_checked(),
-        "the new layer wraps the backend, not the old layer"
-    );
-    assert!(Checked::with_retry(layer, RetryPolicy::default())
-        .inner()
-        .behind_front_layer()
-        .is_none());
-}

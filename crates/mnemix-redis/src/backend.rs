@@ -1,11 +1,12 @@
-//! [`MemoryBackend`] for the Redis store: name, capabilities and `forget_all`.
+//! [`MemoryBackend`] for the Redis store: name, capabilities, `forget_all` and
+//! `forget_namespace`.
 
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use mnemix_core::{
-    Capabilities, DeletionReceipt, MemoryBackend, Result, Scope, Timestamp, TransferStore,
-    VectorSearch, WorkingMemoryKey,
+    Capabilities, DeletionReceipt, MemoryBackend, Namespace, NamespaceReceipt, Result, Scope,
+    Timestamp, TransferStore, VectorSearch, WorkingMemoryKey,
 };
 use redis::Script;
 
@@ -121,5 +122,39 @@ impl MemoryBackend for RedisStore {
             checkpoints,
             cursors,
         })
+    }
+
+    /// Every record as every backend erases a namespace, then its bookkeeping: the scopes'
+    /// fact version tokens (a scope whose facts were forgotten one by one keeps its token,
+    /// and no longer counts as holding data) and the `subjects` set. Two keys stay: `colseq`,
+    /// so that a collection made again never draws an incarnation whose records a drop racing
+    /// the erasure may not have deleted yet, and the name in `namespaces`, which every process
+    /// adds once and would not add again (`namespaces` lists only a namespace holding data).
+    async fn forget_namespace(&self, namespace: &Namespace) -> Result<NamespaceReceipt> {
+        let receipt = mnemix_core::adapter::forget_namespace_records(self, namespace).await?;
+        let keys = self.keys.namespace(namespace);
+        let subjects: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(keys.subjects())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        for subject in subjects {
+            let scope = if subject.is_empty() {
+                Scope::shared(namespace.as_str())?
+            } else {
+                Scope::new(namespace.as_str(), subject)?
+            };
+            let _: i64 = redis::cmd("DEL")
+                .arg(self.keys.scope(&scope).facts_version())
+                .query_async(&mut self.conn())
+                .await
+                .db()?;
+        }
+        let _: i64 = redis::cmd("DEL")
+            .arg(keys.subjects())
+            .query_async(&mut self.conn())
+            .await
+            .db()?;
+        Ok(receipt)
     }
 }

@@ -189,6 +189,70 @@ async fn forget_all_leaves_no_trace_of_the_subject() {
     assert!(!registered.is_empty(), "the other subject stays registered");
 }
 
+/// Erasing a namespace leaves two of its keys: its name in `namespaces` and its collection
+/// counter; a scope whose facts were forgotten one by one (no data, a version token left)
+/// loses its token too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forget_namespace_leaves_its_name_and_its_collection_counter() {
+    let test = "forget_namespace_leaves_its_name_and_its_collection_counter";
+    let Some(url) = server(Service::Redis, "redis", test) else {
+        return;
+    };
+    let prefix = common::scenario_prefix();
+    let clock =
+        mnemix_core::ManualClock::new(mnemix_core::Timestamp::from_millis(1_700_000_000_000));
+    let store = RedisStore::builder()
+        .url(&url)
+        .prefix(&prefix)
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .await
+        .unwrap();
+    let ctx = mnemix_conformance::Ctx::new(Arc::new(store), clock);
+    mnemix_conformance::support::seed_every_kind(&ctx).await;
+    let b = ctx.backend();
+    let fact = b
+        .remember(
+            ctx.other_scope(),
+            mnemix_core::NewFact::new("soon forgotten"),
+            mnemix_core::RememberOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(b.forget(ctx.other_scope(), &fact.fact.id).await.unwrap());
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let pattern = format!("{prefix}:{{{}*", ctx.namespace());
+    let keys = |mut conn: redis::aio::MultiplexedConnection| {
+        let pattern = pattern.clone();
+        async move {
+            let mut keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            keys.sort();
+            keys
+        }
+    };
+    assert!(keys(conn.clone()).await.len() > 2, "seeded");
+    b.forget_namespace(ctx.namespace()).await.unwrap();
+    assert_eq!(
+        keys(conn.clone()).await,
+        [format!("{prefix}:{{{}}}:colseq", ctx.namespace())]
+    );
+    let names: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(format!("{prefix}:namespaces"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(names.contains(&ctx.namespace().as_str().to_owned()));
+    assert!(b.namespaces().await.unwrap().is_empty());
+}
+
 /// Facts written before their scope had a version token (`fv`, which every fact write now
 /// sets) are recalled by vector from the server on every call, and held once a write sets one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
