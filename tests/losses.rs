@@ -10,11 +10,12 @@
 //!
 //! [`FaultProxy`]: mnemix_testkit::faults::FaultProxy
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemix::{Namespace, RetryPolicy};
-use mnemix_testkit::faults::Fault;
-use mnemix_tests::{proxied_with, Server};
+use mnemix::{Namespace, RetryPolicy, Store};
+use mnemix_testkit::faults::{Fault, FaultProxy};
+use mnemix_tests::{proxied_cluster, proxied_with, Server};
 
 /// The stores' timeout here: short, so the bursts are quick.
 const LIMIT: Duration = Duration::from_secs(2);
@@ -43,6 +44,13 @@ async fn lose_bytes(server: Server) {
     })
     .await
     .expect("a store through the proxy");
+    bursts(server.name(), &store, &[proxy]).await;
+}
+
+/// [`BURSTS`] bursts of concurrent reads of three tenants through `proxies`, each losing
+/// [`LOST`] requests a few into the burst; asserts no answer was another call's, and that the
+/// store answers after each burst.
+async fn bursts(backend: &str, store: &Store, proxies: &[FaultProxy]) {
     // Each tenant a namespace of its own; each call reads an entry no other call reads.
     let run = mnemix_tests::unique("losses");
     let tenants: Vec<Namespace> = (0..TENANTS)
@@ -66,7 +74,9 @@ async fn lose_bytes(server: Server) {
     let mut tally = Tally::default();
     for burst in 0..BURSTS {
         // The loss begins a few requests into the burst, so that some of it crosses first.
-        proxy.arm(1 + (burst as u64 % 5), Fault::Lose(LOST));
+        for proxy in proxies {
+            proxy.arm(1 + (burst as u64 % 5), Fault::Lose(LOST));
+        }
         let calls = (0..TENANTS).flat_map(|t| (0..CALLS_PER_TENANT).map(move |c| (t, c)));
         let answers = futures::future::join_all(calls.map(|(t, call)| {
             let store = store.clone();
@@ -77,7 +87,8 @@ async fn lose_bytes(server: Server) {
             }
         }))
         .await;
-        tally.fired += usize::from(proxy.disarm());
+        let fired = proxies.iter().filter(|proxy| proxy.disarm()).count();
+        tally.fired += usize::from(fired > 0);
         for (t, call, answer) in answers {
             match answer {
                 Ok(Some(bytes)) if bytes == expected(t, call).as_bytes() => tally.right += 1,
@@ -101,8 +112,7 @@ async fn lose_bytes(server: Server) {
                 )),
                 Err(e) => assert!(
                     started.elapsed() < 3 * LIMIT,
-                    "{}: no answer {:?} after burst {burst}: {e}",
-                    server.name(),
+                    "{backend}: no answer {:?} after burst {burst}: {e}",
                     started.elapsed()
                 ),
             }
@@ -110,24 +120,23 @@ async fn lose_bytes(server: Server) {
     }
     let row = serde_json::json!({
         "test": "lost bytes",
-        "backend": server.name(),
+        "backend": backend,
         "bursts": BURSTS,
         "calls": BURSTS * TENANTS * CALLS_PER_TENANT,
         "right": tally.right,
         "wrong": tally.wrong.len(),
         "failed": tally.failed,
     });
-    eprintln!("{tests}: {row}");
+    eprintln!("lost bytes on {backend}: {row}");
     mnemix_tests::report(&[row]);
     assert_eq!(tally.fired, BURSTS, "every burst met the loss");
     assert!(
         tally.wrong.is_empty(),
-        "{}: {} answers were another call's:\n{}",
-        server.name(),
+        "{backend}: {} answers were another call's:\n{}",
         tally.wrong.len(),
         tally.wrong.join("\n")
     );
-    assert!(tally.right > 0, "{}: no call was answered", server.name());
+    assert!(tally.right > 0, "{backend}: no call was answered");
     for namespace in &tenants {
         store.forget_namespace(namespace).await.expect("clean up");
     }
@@ -141,4 +150,13 @@ async fn lost_bytes_never_give_a_postgres_caller_another_calls_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_bytes_never_give_a_redis_caller_another_calls_answer() {
     lose_bytes(Server::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_bytes_never_give_a_redis_cluster_caller_another_calls_answer() {
+    let tests = "lost bytes on redis-cluster";
+    if let Some((proxies, store)) = proxied_cluster(tests, Some(LIMIT)).await {
+        let store = Store::with_retry(Arc::new(store), RetryPolicy::never());
+        bursts("redis-cluster", &store, &proxies).await;
+    }
 }

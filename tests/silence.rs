@@ -11,11 +11,13 @@
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use mnemix::{
-    AppendOptions, LoadOptions, MemoryError, Message, NewConversation, RetryPolicy, Scope,
+    AppendOptions, LoadOptions, MemoryError, Message, NewConversation, RetryPolicy, Scope, Store,
 };
-use mnemix_testkit::faults::Fault;
-use mnemix_tests::{proxied_with, Server};
+use mnemix_testkit::faults::{Fault, FaultProxy};
+use mnemix_tests::{proxied_cluster, proxied_with, Server};
 
 /// The stores' timeout here: short, so the test is quick.
 const LIMIT: Duration = Duration::from_secs(2);
@@ -107,58 +109,68 @@ async fn blackhole(server: Server) {
         let (proxy, store) = proxied_with(server, &url, |o| o.retry(retry).timeout(Some(LIMIT)))
             .await
             .expect("a store through the proxy");
-        let scope = Scope::new("silence", mnemix_tests::unique("subject")).expect("a scope");
-        let thread = store
-            .create_conversation(&scope, NewConversation::default())
-            .await
-            .expect("a conversation before the blackhole");
-
-        proxy.arm(1, Fault::Blackhole);
-        for call in 0..2 {
-            let started = Instant::now();
-            let answer =
-                tokio::time::timeout(HANG, store.load(&scope, &thread.id, LoadOptions::last(10)))
-                    .await
-                    .unwrap_or_else(|_| panic!("{}: a call on a blackhole hung", server.name()));
-            let waited = started.elapsed();
-            eprintln!(
-                "blackhole on {} (retry {} tries), call {call}: {:?} after {waited:?} (bound {:?})",
-                server.name(),
-                retry.attempts,
-                answer.as_ref().map(Vec::len),
-                bound(retry),
-            );
-            assert!(
-                matches!(answer, Err(MemoryError::Unavailable { .. })),
-                "{}: {answer:?}",
-                server.name()
-            );
-            assert!(
-                waited <= bound(retry),
-                "{} (retry {} tries): failed after {waited:?}, past {:?}",
-                server.name(),
-                retry.attempts,
-                bound(retry)
-            );
-        }
-        assert!(proxy.disarm(), "the blackhole fell on the load");
-
-        let started = Instant::now();
-        loop {
-            match store.load(&scope, &thread.id, LoadOptions::last(10)).await {
-                Ok(messages) => {
-                    assert!(messages.is_empty());
-                    break;
-                }
-                Err(e) => assert!(
-                    started.elapsed() < bound(retry) + LIMIT,
-                    "{}: no answer after the blackhole: {e}",
-                    server.name()
-                ),
-            }
-        }
-        store.forget_all(&scope).await.expect("clean up");
+        calls_through_a_blackhole(server.name(), &store, &[proxy], retry).await;
     }
+}
+
+/// Two calls through `proxies` gone blackhole each fail `Unavailable` within [`bound`] of
+/// `retry`; once the blackhole ends, the store answers again.
+async fn calls_through_a_blackhole(
+    backend: &str,
+    store: &Store,
+    proxies: &[FaultProxy],
+    retry: RetryPolicy,
+) {
+    let scope = Scope::new("silence", mnemix_tests::unique("subject")).expect("a scope");
+    let thread = store
+        .create_conversation(&scope, NewConversation::default())
+        .await
+        .expect("a conversation before the blackhole");
+
+    for proxy in proxies {
+        proxy.arm(1, Fault::Blackhole);
+    }
+    for call in 0..2 {
+        let started = Instant::now();
+        let answer =
+            tokio::time::timeout(HANG, store.load(&scope, &thread.id, LoadOptions::last(10)))
+                .await
+                .unwrap_or_else(|_| panic!("{backend}: a call on a blackhole hung"));
+        let waited = started.elapsed();
+        eprintln!(
+            "blackhole on {backend} (retry {} tries), call {call}: {:?} after {waited:?} (bound {:?})",
+            retry.attempts,
+            answer.as_ref().map(Vec::len),
+            bound(retry),
+        );
+        assert!(
+            matches!(answer, Err(MemoryError::Unavailable { .. })),
+            "{backend}: {answer:?}"
+        );
+        assert!(
+            waited <= bound(retry),
+            "{backend} (retry {} tries): failed after {waited:?}, past {:?}",
+            retry.attempts,
+            bound(retry)
+        );
+    }
+    let fired = proxies.iter().filter(|proxy| proxy.disarm()).count();
+    assert!(fired > 0, "the blackhole fell on the load");
+
+    let started = Instant::now();
+    loop {
+        match store.load(&scope, &thread.id, LoadOptions::last(10)).await {
+            Ok(messages) => {
+                assert!(messages.is_empty());
+                break;
+            }
+            Err(e) => assert!(
+                started.elapsed() < bound(retry) + LIMIT,
+                "{backend}: no answer after the blackhole: {e}"
+            ),
+        }
+    }
+    store.forget_all(&scope).await.expect("clean up");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,6 +181,19 @@ async fn a_blackholed_postgres_server_fails_every_call_within_the_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blackholed_redis_server_fails_every_call_within_the_timeout() {
     blackhole(Server::Redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blackholed_redis_cluster_fails_every_call_within_the_timeout() {
+    for retry in [RetryPolicy::never(), RetryPolicy::default()] {
+        let Some((proxies, store)) =
+            proxied_cluster("blackhole on redis-cluster", Some(LIMIT)).await
+        else {
+            return;
+        };
+        let store = Store::with_retry(Arc::new(store), retry);
+        calls_through_a_blackhole("redis-cluster", &store, &proxies, retry).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,13 +1,16 @@
 //! What the workspace's cross-backend tests share: where each server is, and a store opened
 //! through a [`FaultProxy`] in front of it.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
+use mnemix::backends::redis::RedisStore;
 use mnemix::{ConversationId, OpenOptions, RetryPolicy, Scope, Store};
 use mnemix_conformance::history::{check, History};
 use mnemix_conformance::SetupError;
 use mnemix_testkit::faults::{FaultProxy, Protocol};
 use mnemix_testkit::services::{locate, Service};
+use redis::cluster::NodeAddress;
 
 /// A server backend the fault tests run against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +158,69 @@ pub async fn proxied_with(
         .await
         .map_err(|e| format!("cannot open {url}: {e}"))?;
     Ok((proxy, store))
+}
+
+/// A proxy in front of each node of the cluster (`MNEMIX_TEST_REDIS_CLUSTER_URLS`), and a store
+/// on the cluster through them with `timeout`; `None` after a named skip of `tests`. The nodes
+/// announce their own addresses, so the client is led to the proxies by its node address map.
+pub async fn proxied_cluster(
+    tests: &str,
+    timeout: Option<std::time::Duration>,
+) -> Option<(Vec<FaultProxy>, RedisStore)> {
+    let seeds = match locate(Service::RedisCluster) {
+        Ok(seeds) => seeds,
+        Err(SetupError::Unreachable(why)) => {
+            mnemix_conformance::skip("redis-cluster", tests, &why);
+            return None;
+        }
+        Err(SetupError::Failed(e)) => panic!("redis-cluster: {e}"),
+    };
+    let seed = seeds.split(',').next().expect("a seed").trim().to_owned();
+    let mut connection = redis::Client::open(seed.as_str())
+        .expect("a seed URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("a connection to a seed");
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(&mut connection)
+        .await
+        .expect("CLUSTER NODES");
+    // "id host:port@bus flags …", a line a node.
+    let mut proxies = Vec::new();
+    let mut map = HashMap::new();
+    let mut urls = Vec::new();
+    for line in nodes.lines().filter(|l| !l.trim().is_empty()) {
+        let address = line.split_whitespace().nth(1).expect("an address");
+        let address = address.split('@').next().expect("host:port");
+        let (host, port) = address.rsplit_once(':').expect("host:port");
+        let port: u16 = port.parse().expect("a port");
+        let upstream = tokio::net::lookup_host((host, port))
+            .await
+            .expect("the node resolves")
+            .next()
+            .expect("an address");
+        let proxy = FaultProxy::start(upstream, Protocol::Redis)
+            .await
+            .expect("a proxy");
+        map.insert(
+            NodeAddress::new(host.to_owned(), port),
+            NodeAddress::new("127.0.0.1", proxy.addr().port()),
+        );
+        urls.push(through(&seed, proxy.addr()));
+        proxies.push(proxy);
+    }
+    let mut client = redis::cluster::ClusterClientBuilder::new(urls).node_address_map(map);
+    if let Some(timeout) = timeout {
+        client = client.response_timeout(timeout).connection_timeout(timeout);
+    }
+    let store = RedisStore::builder()
+        .cluster_client(client.build().expect("a cluster client"))
+        .prefix("faults")
+        .open()
+        .await
+        .expect("a store through the proxies");
+    Some((proxies, store))
 }
 
 #[cfg(test)]
