@@ -48,6 +48,10 @@ pub const DEFAULT_SERVER_TIMEOUT: Duration = Duration::from_secs(30);
 /// `restore` (by identity). Never retried are writes whose repetition would answer differently
 /// from the first try: creations (`AlreadyExists`), fenced writes (`Conflict`), `remember`,
 /// deletions and `forget_all` (their counts).
+///
+/// A call against a server that never answers fails after at most `attempts` tries, each
+/// bounded by the backend's timeout ([`DEFAULT_SERVER_TIMEOUT`] unless set), and the waits
+/// between them (each at most `max_delay`, and up to twice that with its jitter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Tries in all, the first included; 1 never retries.
