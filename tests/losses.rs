@@ -13,8 +13,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use mnemix::backends::postgres::PostgresStore;
 use mnemix::{Namespace, RetryPolicy, Store};
-use mnemix_testkit::faults::{Fault, FaultProxy};
+use mnemix_testkit::faults::{Fault, FaultProxy, Protocol};
 use mnemix_tests::{proxied_cluster, proxied_with, Server};
 
 /// The stores' timeout here: short, so the bursts are quick.
@@ -159,4 +160,70 @@ async fn lost_bytes_never_give_a_redis_cluster_caller_another_calls_answer() {
         let store = Store::with_retry(Arc::new(store), RetryPolicy::never());
         bursts("redis-cluster", &store, &proxies).await;
     }
+}
+
+/// PostgreSQL answers a request with its statement's rows, `CommandComplete`, and then the
+/// `ReadyForQuery` of its `Sync`. When the statement's `Bind` and `Execute` are lost and only
+/// the `Sync` arrives, the server runs nothing and the answer is a bare `ReadyForQuery`: the
+/// store must fail the call, not read it as "no rows" (a cache entry that is there would read
+/// as missing, a write would report nothing changed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_statement_whose_messages_were_lost_fails_rather_than_answers_empty() {
+    let tests = "a lost PostgreSQL statement";
+    let Some(url) = Server::Postgres.url(tests) else {
+        return;
+    };
+    let (host, port) = mnemix_tests::authority(&url, 5432).expect("a host");
+    let upstream = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .expect("the server resolves")
+        .next()
+        .expect("an address");
+    let proxy = FaultProxy::start(upstream, Protocol::Postgres)
+        .await
+        .expect("a proxy");
+    // One connection, so the next call's messages are the next ones the proxy sees.
+    let store = PostgresStore::builder()
+        .url(&mnemix_tests::with_param(
+            &mnemix_tests::through(&url, proxy.addr()),
+            "schema",
+            "faults",
+        ))
+        .max_connections(1)
+        .timeout(Some(LIMIT))
+        .open()
+        .await
+        .expect("a store through the proxy");
+    let store = Store::with_retry(Arc::new(store), RetryPolicy::never());
+    let namespace = Namespace::new(mnemix_tests::unique("lost")).expect("a namespace");
+    store
+        .cache_set(&namespace, "entry", b"there".to_vec(), None)
+        .await
+        .expect("an entry");
+    // Prepared (and cached) now: a read is Bind, Execute, Sync. Each try loses one or two of
+    // them (losing the Execute alone is the case the driver would read as "no rows").
+    let read = || store.cache_get(&namespace, "entry");
+    assert_eq!(read().await.expect("a read"), Some(b"there".to_vec()));
+    let mut failed = 0;
+    for (at, count) in [(1, 1), (2, 1), (3, 1), (1, 2), (2, 2)] {
+        proxy.arm(at, Fault::Lose(count));
+        let lost = read().await;
+        let fired = proxy.disarm();
+        eprintln!("{tests}: losing {count} message(s) from message {at} on: {lost:?}");
+        match lost {
+            Ok(value) => assert_eq!(
+                value,
+                Some(b"there".to_vec()),
+                "losing {count} message(s) from message {at} on: an answer that is not the entry's"
+            ),
+            Err(_) => failed += usize::from(fired),
+        }
+        // The store answers again.
+        let started = Instant::now();
+        while read().await.ok().flatten().is_none() {
+            assert!(started.elapsed() < 3 * LIMIT, "no answer after the loss");
+        }
+    }
+    assert!(failed > 0, "a loss fell on a read");
+    store.forget_namespace(&namespace).await.expect("clean up");
 }

@@ -2,12 +2,13 @@
 
 use async_trait::async_trait;
 use bytes::{BufMut, BytesMut};
+use futures::TryStreamExt as _;
 use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
 use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
-use tokio_postgres::Row;
+use tokio_postgres::{Row, RowStream, ToStatement};
 
 pub(crate) const BACKEND: &str = "postgres";
 
@@ -77,11 +78,11 @@ pub(crate) trait Db: Sync {
 impl Db for deadpool_postgres::Object {
     async fn rows(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let statement = self.prepare_cached(sql).await.db()?;
-        self.query(&statement, params).await.db()
+        Ok(self.complete(&statement, params).await?.0)
     }
     async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let statement = self.prepare_cached(sql).await.db()?;
-        self.execute(&statement, params).await.db()
+        Ok(self.complete(&statement, params).await?.1)
     }
     async fn batch(&self, sql: &str) -> Result<()> {
         self.batch_execute(sql).await.db()
@@ -92,15 +93,71 @@ impl Db for deadpool_postgres::Object {
 impl Db for deadpool_postgres::Transaction<'_> {
     async fn rows(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>> {
         let statement = self.prepare_cached(sql).await.db()?;
-        self.query(&statement, params).await.db()
+        Ok(self.complete(&statement, params).await?.0)
     }
     async fn exec(&self, sql: &str, params: &Params<'_>) -> Result<u64> {
         let statement = self.prepare_cached(sql).await.db()?;
-        self.execute(&statement, params).await.db()
+        Ok(self.complete(&statement, params).await?.1)
     }
     async fn batch(&self, sql: &str) -> Result<()> {
         self.batch_execute(sql).await.db()
     }
+}
+
+/// Statements whose answers are known to be whole. The server answers a statement with its
+/// rows and then `CommandComplete`; the driver ends the answer at the `ReadyForQuery` that
+/// follows the request's `Sync`. When the statement's own messages were lost on the way and
+/// only the `Sync` arrived, the server never ran it, and the driver's `query` would answer no
+/// rows and its `execute` 0 — a read that found nothing, a write that changed nothing. So
+/// every statement goes through here: an answer without `CommandComplete` is `Unavailable`.
+#[async_trait]
+pub(crate) trait Complete {
+    /// The statement's rows and the count its `CommandComplete` gave.
+    async fn complete<T>(&self, statement: &T, params: &Params<'_>) -> Result<(Vec<Row>, u64)>
+    where
+        T: ?Sized + ToStatement + Sync;
+}
+
+#[async_trait]
+impl Complete for tokio_postgres::Client {
+    async fn complete<T>(&self, statement: &T, params: &Params<'_>) -> Result<(Vec<Row>, u64)>
+    where
+        T: ?Sized + ToStatement + Sync,
+    {
+        whole(self.query_raw(statement, raw(params)).await.db()?).await
+    }
+}
+
+#[async_trait]
+impl Complete for tokio_postgres::Transaction<'_> {
+    async fn complete<T>(&self, statement: &T, params: &Params<'_>) -> Result<(Vec<Row>, u64)>
+    where
+        T: ?Sized + ToStatement + Sync,
+    {
+        whole(self.query_raw(statement, raw(params)).await.db()?).await
+    }
+}
+
+/// `params` as the driver's raw calls take them.
+fn raw<'a>(params: &'a Params<'a>) -> impl ExactSizeIterator<Item = &'a dyn ToSql> {
+    params.iter().map(|param| *param as &dyn ToSql)
+}
+
+async fn whole(stream: RowStream) -> Result<(Vec<Row>, u64)> {
+    futures::pin_mut!(stream);
+    let mut rows = Vec::new();
+    while let Some(row) = stream.try_next().await.db()? {
+        rows.push(row);
+    }
+    stream
+        .rows_affected()
+        .map(|count| (rows, count))
+        .ok_or_else(|| MemoryError::Unavailable {
+            backend: BACKEND,
+            source: "the server's answer ended before its statement completed: the statement \
+                     never reached it"
+                .into(),
+        })
 }
 
 /// A column of a staging table: its name, its SQL type and the driver type COPY encodes.

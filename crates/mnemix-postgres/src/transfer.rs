@@ -13,7 +13,8 @@ use tokio_postgres::types::{ToSql, Type};
 
 use crate::conversations::{conversation_from, message_from, CONVERSATION_COLUMNS};
 use crate::db::{
-    corrupt, from_db, millis, stage, subject_of, to_db, to_json, Db, DbResult, StagedColumn,
+    corrupt, from_db, millis, stage, subject_of, to_db, to_json, Complete, Db, DbResult,
+    StagedColumn,
 };
 use crate::documents::{checkpoint_from, working_from, CHECKPOINT_COLUMNS};
 use crate::facts::{fact_from, FACT_COLUMNS};
@@ -419,18 +420,17 @@ impl PostgresStore {
             .is_some();
         if stored {
             for replaced in ["m.id = s.id", "m.seq = s.seq"] {
-                tx.execute(
+                tx.complete(
                     &self.sql(&format!(
                         "DELETE FROM {{s}}.messages m USING agent_memory_messages_in s
                          WHERE m.conversation = s.conversation AND {replaced}"
                     )),
                     &[],
                 )
-                .await
-                .db()?;
+                .await?;
             }
         }
-        tx.execute(
+        tx.complete(
             &self.sql(
                 "INSERT INTO {s}.messages (conversation, seq, id, role, body)
                  SELECT conversation, seq, id, role, body FROM agent_memory_messages_in
@@ -438,8 +438,7 @@ impl PostgresStore {
             ),
             &[],
         )
-        .await
-        .db()?;
+        .await?;
         Ok(())
     }
 

@@ -18,8 +18,8 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Row;
 
 use crate::db::{
-    corrupt, metadata_from, stage, subject_of, text_from, to_json, Db, DbResult, Embedding,
-    StagedColumn, StoredEmbedding,
+    corrupt, metadata_from, stage, subject_of, text_from, to_json, Complete, Db, DbResult,
+    Embedding, StagedColumn, StoredEmbedding,
 };
 use crate::filter::compile;
 use crate::hnsw::{create_index_sql, partition_name, pgvector_ops};
@@ -510,9 +510,9 @@ impl PostgresStore {
         let writes = try_join_all(
             encoded
                 .iter()
-                .map(|row| async move { tx.execute(upsert, &row.params()).await }),
+                .map(|row| async move { tx.complete(upsert, &row.params()).await }),
         );
-        let (moved, _) = futures::try_join!(bumps, async { writes.await.db() })?;
+        let (moved, _) = futures::try_join!(bumps, writes)?;
         Ok(moved)
     }
 
@@ -594,7 +594,7 @@ impl PostgresStore {
             &last.iter().map(|row| row.params()).collect::<Vec<_>>(),
         )
         .await?;
-        tx.execute(
+        tx.complete(
             &self.sql(
                 "INSERT INTO {s}.vectors
                      (collection, subject, id, embedding, text, metadata, filter, conversation_id,
@@ -609,8 +609,7 @@ impl PostgresStore {
             ),
             &[],
         )
-        .await
-        .db()?;
+        .await?;
         Ok(())
     }
 
@@ -736,11 +735,11 @@ impl PostgresStore {
         );
         let (begun, rows, committed) = futures::join!(
             client.batch_execute(&begin),
-            client.query(&search, &params),
+            client.complete(&search, &params),
             client.batch_execute("COMMIT"),
         );
         begun.db()?;
-        let rows = rows.db()?;
+        let (rows, _) = rows?;
         committed.db()?;
         Ok(rows)
     }
@@ -1105,11 +1104,11 @@ impl PostgresStore {
         let (begun, version, rows, committed) = futures::join!(
             client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"),
             client.query_one(&version, &params),
-            client.query(&records, &params),
+            client.complete(&records, &params),
             client.batch_execute("COMMIT"),
         );
         begun.db()?;
-        let (version, rows) = (version.db()?, rows.db()?);
+        let (version, (rows, _)) = (version.db()?, rows?);
         committed.db()?;
         if !version.get::<_, bool>("live") {
             return Ok(None);
@@ -1338,9 +1337,10 @@ impl VectorStore for PostgresStore {
         // The version first (see `write_vectors`), in the same round trip.
         let bumped: [&(dyn ToSql + Sync); 2] = [&collection.pk, &subject];
         let deleted: [&(dyn ToSql + Sync); 3] = [&collection.pk, &subject, &names];
-        let (moved, removed) =
-            futures::try_join!(tx.query_one(&bump, &bumped), tx.execute(&delete, &deleted),)
-                .db()?;
+        let (moved, (_, removed)) = futures::try_join!(
+            async { tx.query_one(&bump, &bumped).await.db() },
+            tx.complete(&delete, &deleted),
+        )?;
         tx.commit().await.db()?;
         self.vector_cache.advance(
             &(collection.pk, subject.to_owned()),
