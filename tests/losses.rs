@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use mnemix::backends::postgres::PostgresStore;
 use mnemix::{Namespace, RetryPolicy, Store};
-use mnemix_testkit::faults::{Fault, FaultProxy, Protocol};
-use mnemix_tests::{proxied_cluster, proxied_with, Server};
+use mnemix_testkit::faults::{Fault, FaultProxy};
+use mnemix_tests::{proxied_cluster, proxied_with, proxy_before, Server};
 
 /// The stores' timeout here: short, so the bursts are quick.
 const LIMIT: Duration = Duration::from_secs(2);
@@ -163,8 +163,8 @@ async fn lost_bytes_never_give_a_redis_cluster_caller_another_calls_answer() {
 }
 
 /// PostgreSQL answers a request with its statement's rows, `CommandComplete`, and then the
-/// `ReadyForQuery` of its `Sync`. When the statement's `Bind` and `Execute` are lost and only
-/// the `Sync` arrives, the server runs nothing and the answer is a bare `ReadyForQuery`: the
+/// `ReadyForQuery` of its `Sync`. When the statement's `Execute` is lost and its `Bind` and
+/// `Sync` arrive, the server runs nothing and answers `BindComplete`, `ReadyForQuery`: the
 /// store must fail the call, not read it as "no rows" (a cache entry that is there would read
 /// as missing, a write would report nothing changed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,22 +173,10 @@ async fn a_postgres_statement_whose_messages_were_lost_fails_rather_than_answers
     let Some(url) = Server::Postgres.url(tests) else {
         return;
     };
-    let (host, port) = mnemix_tests::authority(&url, 5432).expect("a host");
-    let upstream = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .expect("the server resolves")
-        .next()
-        .expect("an address");
-    let proxy = FaultProxy::start(upstream, Protocol::Postgres)
-        .await
-        .expect("a proxy");
+    let (proxy, url) = proxy_before(Server::Postgres, &url).await.expect("a proxy");
     // One connection, so the next call's messages are the next ones the proxy sees.
     let store = PostgresStore::builder()
-        .url(&mnemix_tests::with_param(
-            &mnemix_tests::through(&url, proxy.addr()),
-            "schema",
-            "faults",
-        ))
+        .url(&url)
         .max_connections(1)
         .timeout(Some(LIMIT))
         .open()

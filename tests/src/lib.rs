@@ -135,29 +135,40 @@ pub async fn proxied_with(
     url: &str,
     options: impl FnOnce(OpenOptions) -> OpenOptions,
 ) -> Result<(FaultProxy, Store), String> {
-    let default_port = match server {
-        Server::Postgres => 5432,
-        Server::Redis => 6379,
-    };
-    let (host, port) = authority(url, default_port).ok_or(format!("no host in {url}"))?;
-    let upstream = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .next()
-        .ok_or(format!("{host} has no address"))?;
-    let proxy = FaultProxy::start(upstream, server.protocol())
-        .await
-        .map_err(|e| format!("cannot start the proxy: {e}"))?;
-    let url = match server {
-        // Its own schema, so that other test processes' tables never slow these.
-        Server::Postgres => with_param(&through(url, proxy.addr()), "schema", "faults"),
-        Server::Redis => with_param(&through(url, proxy.addr()), "prefix", "faults"),
-    };
+    let (proxy, url) = proxy_before(server, url).await?;
     let store = options(OpenOptions::new(&url))
         .open()
         .await
         .map_err(|e| format!("cannot open {url}: {e}"))?;
     Ok((proxy, store))
+}
+
+/// A proxy in front of `server` (at `url`), and the URL that reaches the server through it.
+pub async fn proxy_before(server: Server, url: &str) -> Result<(FaultProxy, String), String> {
+    let default_port = match server {
+        Server::Postgres => 5432,
+        Server::Redis => 6379,
+    };
+    let (host, port) = authority(url, default_port).ok_or(format!("no host in {url}"))?;
+    let proxy = proxy_to(&host, port, server.protocol()).await?;
+    let url = match server {
+        // Its own schema, so that other test processes' tables never slow these.
+        Server::Postgres => with_param(&through(url, proxy.addr()), "schema", "faults"),
+        Server::Redis => with_param(&through(url, proxy.addr()), "prefix", "faults"),
+    };
+    Ok((proxy, url))
+}
+
+/// A proxy in front of `host:port`.
+async fn proxy_to(host: &str, port: u16, protocol: Protocol) -> Result<FaultProxy, String> {
+    let upstream = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .next()
+        .ok_or(format!("{host} has no address"))?;
+    FaultProxy::start(upstream, protocol)
+        .await
+        .map_err(|e| format!("cannot start the proxy: {e}"))
 }
 
 /// A proxy in front of each node of the cluster (`MNEMIX_TEST_REDIS_CLUSTER_URLS`), and a store
@@ -195,14 +206,9 @@ pub async fn proxied_cluster(
         let address = address.split('@').next().expect("host:port");
         let (host, port) = address.rsplit_once(':').expect("host:port");
         let port: u16 = port.parse().expect("a port");
-        let upstream = tokio::net::lookup_host((host, port))
+        let proxy = proxy_to(host, port, Protocol::Redis)
             .await
-            .expect("the node resolves")
-            .next()
-            .expect("an address");
-        let proxy = FaultProxy::start(upstream, Protocol::Redis)
-            .await
-            .expect("a proxy");
+            .expect("a proxy before the node");
         map.insert(
             NodeAddress::new(host.to_owned(), port),
             NodeAddress::new("127.0.0.1", proxy.addr().port()),

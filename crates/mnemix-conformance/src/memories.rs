@@ -534,13 +534,7 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
         .must("grants")
         .is_empty());
     let hits = memories
-        .search(
-            ctx.other_scope(),
-            MemoryQuery {
-                scope: SearchScope::Shared,
-                ..search("pin")
-            },
-        )
+        .search(ctx.other_scope(), shared_pin())
         .await
         .must("shared search");
     assert!(hits.is_empty(), "nothing forged is honoured: {hits:?}");
@@ -572,12 +566,13 @@ async fn current_registry_records(ctx: &Ctx, kind: &str) -> Vec<mnemix_core::Fac
         .collect()
 }
 
-/// `forget` and `set_expiry` refuse a registry record (a grant, a kind) through the facts API:
-/// a grant stays in force and a kind registered until the registry's own operations change
-/// them, which still can.
-pub async fn registry_records_are_changed_by_the_registry_alone(ctx: &Ctx) {
-    let memories = memories(ctx);
-    register_kinds(ctx, &memories).await;
+/// Kinds registered, a preference (`pin`) in `ctx`'s scope, and its owner's grant of every
+/// memory to the other subject; the owner and the grantee.
+async fn pin_granted(
+    ctx: &Ctx,
+    memories: &Memories,
+) -> (mnemix_core::Subject, mnemix_core::Subject) {
+    register_kinds(ctx, memories).await;
     let (owner, reader) = pair(ctx);
     memories
         .store(ctx.scope(), preference("pin", "9931"))
@@ -587,6 +582,23 @@ pub async fn registry_records_are_changed_by_the_registry_alone(ctx: &Ctx) {
         .grant(ctx.namespace(), Grant::new(owner.clone(), reader.clone()))
         .await
         .must("grant");
+    (owner, reader)
+}
+
+/// A search for `pin` among the memories shared with the searcher.
+fn shared_pin() -> MemoryQuery {
+    MemoryQuery {
+        scope: SearchScope::Shared,
+        ..search("pin")
+    }
+}
+
+/// `forget` and `set_expiry` refuse a registry record (a grant, a kind) through the facts API:
+/// a grant stays in force and a kind registered until the registry's own operations change
+/// them, which still can.
+pub async fn registry_records_are_changed_by_the_registry_alone(ctx: &Ctx) {
+    let memories = memories(ctx);
+    let (owner, reader) = pin_granted(ctx, &memories).await;
     let shared = ctx.shared_scope();
     let b = ctx.backend();
     let grant = current_registry_records(ctx, GRANT_RECORD).await;
@@ -607,10 +619,7 @@ pub async fn registry_records_are_changed_by_the_registry_alone(ctx: &Ctx) {
             .await
             .must_be_invalid("set_expiry (permanent) of a registry record");
     }
-    let shared_search = MemoryQuery {
-        scope: SearchScope::Shared,
-        ..search("pin")
-    };
+    let shared_search = shared_pin();
     let hits = memories
         .search(ctx.other_scope(), shared_search.clone())
         .await
@@ -644,16 +653,7 @@ pub async fn registry_records_are_changed_by_the_registry_alone(ctx: &Ctx) {
 /// stored one when it is newer.
 pub async fn restore_keeps_one_current_version_of_each_registry_key(ctx: &Ctx) {
     let memories = memories(ctx);
-    register_kinds(ctx, &memories).await;
-    let (owner, reader) = pair(ctx);
-    memories
-        .store(ctx.scope(), preference("pin", "9931"))
-        .await
-        .must("store");
-    memories
-        .grant(ctx.namespace(), Grant::new(owner.clone(), reader.clone()))
-        .await
-        .must("a broad grant");
+    let (owner, reader) = pin_granted(ctx, &memories).await;
     let broad = current_registry_records(ctx, GRANT_RECORD).await.remove(0);
     ctx.clock().advance(Duration::from_millis(5));
     let narrow = Grant {
@@ -664,10 +664,7 @@ pub async fn restore_keeps_one_current_version_of_each_registry_key(ctx: &Ctx) {
         .grant(ctx.namespace(), narrow.clone())
         .await
         .must("the owner narrows it");
-    let shared_search = MemoryQuery {
-        scope: SearchScope::Shared,
-        ..search("pin")
-    };
+    let shared_search = shared_pin();
     let reader_sees = || async {
         memories
             .search(ctx.other_scope(), shared_search.clone())

@@ -132,6 +132,24 @@ async fn two_cluster_clients_racing_appends_lose_and_duplicate_nothing() {
 
 /// After `forget_all` nothing on the server names the subject: no key carries it and the
 /// namespace's registry of subjects no longer lists it (GDPR erasure leaves no trace).
+/// A store under a prefix of its own (returned) on a manual clock, seeded with every kind of
+/// record, as the suite's context.
+async fn seeded(url: &str) -> (String, mnemix_conformance::Ctx) {
+    let prefix = common::scenario_prefix();
+    let clock =
+        mnemix_core::ManualClock::new(mnemix_core::Timestamp::from_millis(1_700_000_000_000));
+    let store = RedisStore::builder()
+        .url(url)
+        .prefix(&prefix)
+        .clock(Arc::new(clock.clone()))
+        .open()
+        .await
+        .unwrap();
+    let ctx = mnemix_conformance::Ctx::new(Arc::new(store), clock);
+    mnemix_conformance::support::seed_every_kind(&ctx).await;
+    (prefix, ctx)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forget_all_leaves_no_trace_of_the_subject() {
     let Some(url) = server(
@@ -141,18 +159,7 @@ async fn forget_all_leaves_no_trace_of_the_subject() {
     ) else {
         return;
     };
-    let prefix = common::scenario_prefix();
-    let clock =
-        mnemix_core::ManualClock::new(mnemix_core::Timestamp::from_millis(1_700_000_000_000));
-    let store = RedisStore::builder()
-        .url(&url)
-        .prefix(&prefix)
-        .clock(Arc::new(clock.clone()))
-        .open()
-        .await
-        .unwrap();
-    let ctx = mnemix_conformance::Ctx::new(Arc::new(store), clock);
-    mnemix_conformance::support::seed_every_kind(&ctx).await;
+    let (prefix, ctx) = seeded(&url).await;
     let subject = ctx.scope().subject().unwrap().as_str().to_owned();
     let mut conn = redis::Client::open(url.as_str())
         .unwrap()
@@ -198,18 +205,7 @@ async fn forget_namespace_leaves_its_name_and_its_collection_counter() {
     let Some(url) = server(Service::Redis, "redis", test) else {
         return;
     };
-    let prefix = common::scenario_prefix();
-    let clock =
-        mnemix_core::ManualClock::new(mnemix_core::Timestamp::from_millis(1_700_000_000_000));
-    let store = RedisStore::builder()
-        .url(&url)
-        .prefix(&prefix)
-        .clock(Arc::new(clock.clone()))
-        .open()
-        .await
-        .unwrap();
-    let ctx = mnemix_conformance::Ctx::new(Arc::new(store), clock);
-    mnemix_conformance::support::seed_every_kind(&ctx).await;
+    let (prefix, ctx) = seeded(&url).await;
     let b = ctx.backend();
     let fact = b
         .remember(
