@@ -126,6 +126,13 @@ pub struct Checked {
 /// The argument of [`MemoryBackend::behind_front_layer`]: only this crate can make one, so
 /// nothing outside it reaches the backend behind a front layer and writes what the layer
 /// refuses.
+///
+/// ```compile_fail
+/// use mnemix_core::{InMemoryBackend, MemoryBackend, Store};
+/// let store = Store::new(InMemoryBackend::new());
+/// // Refused by the compiler: the field is private to mnemix-core.
+/// let bare = store.behind_front_layer(mnemix_core::adapter::FrontLayerOnly(()));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct FrontLayerOnly(pub(crate) ());
 
