@@ -638,14 +638,13 @@ fn voltagent(target: &std::path::Path) -> Result<PathBuf, String> {
 type Step<'a> = (&'a str, Box<dyn FnOnce() -> Result<(), String> + 'a>);
 
 fn ci() -> Result<(), String> {
-    let lint = |args: &[&str]| {
-        let mut clippy = cargo();
-        clippy
-            .arg("clippy")
-            .args(args)
-            .args(["--all-targets", "--", "-D", "warnings"]);
-        run(clippy)
-    };
+    // Every compile below lints the workspace's own crates as it builds them, as
+    // `cargo clippy -- -D warnings` would (its driver and its `CLIPPY_ARGS` convention): the
+    // test build is the lint, and no check build of the whole graph runs for clippy alone.
+    // `cargo clippy` (the embedder's step) sets both for itself.
+    for (name, value) in lint_while_building()? {
+        std::env::set_var(name, value);
+    }
     let rustdoc = |args: &[&str]| {
         let mut doc = cargo();
         doc.args(["doc", "--no-deps"])
@@ -662,18 +661,15 @@ fn ci() -> Result<(), String> {
                 run(fmt)
             }),
         ),
-        ("clippy", Box::new(|| lint(&["--workspace"]))),
         ("libsql links alone", Box::new(libsql_links_alone)),
         ("package", Box::new(package)),
         // mnemix-embed alone with every feature, as a user builds it: the workspace's build
         // has the same features but may lend it what its own manifest forgets.
-        (
-            "clippy embed",
-            Box::new(|| lint(&["-p", "mnemix-embed", "--all-features"])),
-        ),
+        ("clippy embed", Box::new(clippy_embed)),
         ("cli libsql", Box::new(cli_libsql)),
         // The workspace's build has mnemix-embed with every feature: its docs are all here.
         ("rustdoc", Box::new(|| rustdoc(&["--workspace"]))),
+        // `--workspace --all-targets`, as `cargo clippy --workspace --all-targets` lints.
         ("test --compose", Box::new(|| test(true))),
         // A few seconds of each fuzz target under AFL++ (the long run is `cargo xtask fuzz`).
         ("fuzz --quick", Box::new(|| fuzz::run(true, &[]))),
@@ -705,11 +701,22 @@ fn ci() -> Result<(), String> {
     outcome
 }
 
+fn clippy_embed() -> Result<(), String> {
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "-p",
+        "mnemix-embed",
+        "--all-features",
+        "--all-targets",
+    ]);
+    clippy.args(["--", "-D", "warnings"]);
+    run(clippy)
+}
+
 /// The CLI's libSQL build (it cannot have the sqlite feature: two SQLites would not link), linted
-/// and tested in one compile. Its feature resolution differs from the workspace's, so it builds
-/// much of the graph again; checking it apart for clippy would add a third resolution. Instead
-/// clippy's driver compiles the workspace's crates of this build, as `cargo clippy` runs it: it
-/// lints each crate (mnemix-libsql with `remote` among them) and then compiles it as rustc does.
+/// and tested in one compile (under [`ci`], whose builds all lint). Its feature resolution
+/// differs from the workspace's, so it builds part of the graph again.
 fn cli_libsql() -> Result<(), String> {
     let mut test = cargo();
     test.args([
@@ -722,13 +729,13 @@ fn cli_libsql() -> Result<(), String> {
         "--test",
         "cli_libsql",
     ]);
-    lint_while_building(&mut test)?;
     run(test)
 }
 
-/// Makes `command`'s cargo compile the workspace's own crates with clippy's driver and deny
-/// every warning, as `cargo clippy -- -D warnings` would (its `CLIPPY_ARGS` convention).
-fn lint_while_building(command: &mut Command) -> Result<(), String> {
+/// The variables that make cargo compile the workspace's own crates with clippy's driver and
+/// deny every warning, as `cargo clippy -- -D warnings` would (its `CLIPPY_ARGS` convention):
+/// clippy's driver lints each crate, then compiles it as rustc does.
+fn lint_while_building() -> Result<[(&'static str, String); 2], String> {
     let which = Command::new("rustup")
         .args(["which", "clippy-driver"])
         .output()
@@ -740,11 +747,13 @@ fn lint_while_building(command: &mut Command) -> Result<(), String> {
         ));
     }
     let driver = String::from_utf8_lossy(&which.stdout).trim().to_owned();
-    command.env("RUSTC_WORKSPACE_WRAPPER", driver).env(
-        "CLIPPY_ARGS",
-        "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
-    );
-    Ok(())
+    Ok([
+        ("RUSTC_WORKSPACE_WRAPPER", driver),
+        (
+            "CLIPPY_ARGS",
+            "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__".to_owned(),
+        ),
+    ])
 }
 
 /// The published crates, in dependency order (each after everything it depends on).
