@@ -31,16 +31,11 @@ pub const MAX_INDEX_CANDIDATES: usize = 4096;
 const MIN_INDEX_CANDIDATES: usize = 100;
 
 /// DiskANN settings of every new index: neighbours stored as 8-bit floats, and an insert's
-/// search keeps 32 candidates (libSQL's default is 70). Measured with `measure-libsql` (384
-/// dims): libSQL's defaults ingest 137 vectors/s into a 4,000-row index, float8 neighbours
-/// 346/s at the same recall (0.994 there, 1.000 on 20,000 rows); capping `max_neighbors` at 32
-/// as well was faster still but dropped recall@10 on 20,000 rows to 0.71. On another machine,
-/// 20,000 rows in ten scopes and in one, two runs each: float8 137–155 and 189–204 vectors/s,
-/// recall@10 0.984–0.988 and 1.000; with `insert_l=32` 248–257 and 348–363, recall
-/// 0.978–0.986 and 0.998–1.000; `insert_l=16` 382–407 and 549–601 but recall 0.972–0.974 and
-/// 0.996–0.998; 1-bit neighbours (cosine only) 732 and 854 but recall 0.868 in the ten scopes,
-/// which no candidate budget or `search_l` brought back. Re-ranking is exact
-/// either way, so these settings only affect which candidates are found.
+/// search keeps 32 candidates (libSQL's default is 70): faster ingest at the same recall@10,
+/// where fewer neighbours, a narrower insert search or 1-bit neighbours lost recall that no
+/// candidate budget brought back (measured with `measure-libsql`: the figures are in
+/// docs/decisions/libsql-vectors-table-per-collection.md). Re-ranking is exact either way, so
+/// these settings only affect which candidates are found.
 const INDEX_SETTINGS: &str = "'compress_neighbors=float8', 'insert_l=32'";
 
 /// A collection's own table, and its DiskANN index.
@@ -148,20 +143,23 @@ pub(crate) fn record_from(
     first: usize,
     include_vector: bool,
 ) -> Result<VectorRecord> {
-    Ok(VectorRecord {
-        id: VectorId::new(row.string(first)?).map_err(|e| corrupt("vector id", e))?,
-        vector: if include_vector {
-            decode_f32_le(&row.blob(first + 1)?)
-        } else {
-            Vec::new()
-        },
-        text: row.opt_string(first + 2)?,
-        metadata: metadata_from(&row.string(first + 3)?)?,
-        conversation_id: row
+    Ok({
+        let mut value = VectorRecord::new(
+            VectorId::new(row.string(first)?).map_err(|e| corrupt("vector id", e))?,
+            if include_vector {
+                decode_f32_le(&row.blob(first + 1)?)
+            } else {
+                Vec::new()
+            },
+        );
+        value.text = row.opt_string(first + 2)?;
+        value.metadata = metadata_from(&row.string(first + 3)?)?;
+        value.conversation_id = row
             .opt_string(first + 4)?
             .map(ConversationId::new)
             .transpose()
-            .map_err(|e| corrupt("conversation id", e))?,
+            .map_err(|e| corrupt("conversation id", e))?;
+        value
     })
 }
 

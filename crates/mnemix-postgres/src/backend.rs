@@ -132,8 +132,7 @@ impl MemoryBackend for PostgresStore {
         // The namespace's collections as an array (evaluated once), so a delete of vectors is a
         // lookup by its (collection, subject) key in each partition whatever the statistics:
         // `collection IN (SELECT …)` let a generic plan costed for a few large subjects join by
-        // a scan of the partition (auto_explain in C1: 96,426 vectors read to delete one
-        // subject's, 481 ms).
+        // a scan of the partition (docs/decisions/postgres-append-row-lock.md).
         for (count, sql) in [
             (
                 &mut receipt.facts,

@@ -121,8 +121,8 @@ impl PostgresStore {
             // A lookup per id by the (conversation, id) key, whatever the statistics: `OFFSET
             // 0` keeps the subquery from being flattened into a join. `id = ANY($2)` (and the
             // same join unfenced) let a generic plan costed for a store's many short
-            // conversations scan the whole conversation and filter the ids — 170 ms for a
-            // thread of 100,000 messages.
+            // conversations scan the whole conversation and filter the ids
+            // (docs/decisions/postgres-append-row-lock.md).
             let rows = tx
                 .rows(
                     &self.sql(

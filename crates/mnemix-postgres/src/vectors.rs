@@ -41,12 +41,12 @@ fn metric_from(text: &str) -> Result<Metric> {
 pub(crate) fn collection_from(row: &Row) -> Result<CollectionRow> {
     Ok(CollectionRow {
         pk: row.get("pk"),
-        spec: CollectionSpec {
-            name: row.get("name"),
-            dims: usize::try_from(row.get::<_, i32>("dims")).map_err(|e| corrupt("dims", e))?,
-            metric: metric_from(row.get("metric"))?,
-            model: row.get("model"),
-        },
+        spec: CollectionSpec::new(
+            row.get("name"),
+            usize::try_from(row.get::<_, i32>("dims")).map_err(|e| corrupt("dims", e))?,
+            row.get("model"),
+        )
+        .with_metric(metric_from(row.get("metric"))?),
         indexed: false,
     })
 }
@@ -880,11 +880,9 @@ impl PostgresStore {
         } else if self.ranks_exactly(&collection.spec, vector) {
             // The nearest 64 (or 4k) bound what is not read, but only the first k come back
             // whole, with any near-tie of the k-th (a row past them is beyond rounding error,
-            // so it bounds the rest): 64 whole rows made W10's one-session prepare 3.2 ms
-            // instead of 2.4, 2k whole rows 9.1 ms instead of 8.0 at k = 106 (the recall
-            // defaults' 100 candidates and window of 6), and reading only rows that come back
-            // whole (none past them to bound the rest) failed on most queries of 100,000 rows
-            // (a second pass of the whole scope each).
+            // so it bounds the rest): more whole rows slowed `prepare`, and reading only rows
+            // that come back whole (none past them to bound the rest) needed a second pass of
+            // the whole scope on most large queries (docs/decisions/postgres-held-matrices.md).
             Read::Ranked {
                 vector,
                 limit: (query.k * 4).max(RANKED_FIRST_READ),

@@ -134,12 +134,15 @@ fn body_from(body: &[u8]) -> Result<RecordBody> {
 
 pub(crate) fn decode_record(id: &str, value: &[u8]) -> Result<VectorRecord> {
     let (conversation_id, body, vector) = decoded_parts(value)?;
-    Ok(VectorRecord {
-        id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
-        vector: decode_f32_le(vector),
-        text: body.text,
-        metadata: body.metadata,
-        conversation_id,
+    Ok({
+        let mut value = VectorRecord::new(
+            VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+            decode_f32_le(vector),
+        );
+        value.text = body.text;
+        value.metadata = body.metadata;
+        value.conversation_id = conversation_id;
+        value
     })
 }
 
@@ -520,7 +523,7 @@ impl RedisStore {
         query: &VectorQuery,
     ) -> Result<Vec<VectorHit>> {
         // MULTI/EXEC rather than a script: a script copies every record into Lua and back,
-        // which took 3× as long as the HGETALL itself on 100k × 384.
+        // a cost that grows with the collection (docs/decisions/redis-hash-tag-and-lua.md).
         let (token, records): (Option<String>, Vec<(String, Vec<u8>)>) = redis::pipe()
             .atomic()
             .get(keys.vector_token(&collection.incarnation))
