@@ -578,9 +578,16 @@ impl RedisStore {
     }
 }
 
-/// Connection failures are worth retrying; everything else is a backend error.
+/// Connection failures, and the server's refusals of a command it did not run while it cannot
+/// yet (`LOADING` after a restart, `TRYAGAIN`, `CLUSTERDOWN`, `MASTERDOWN`: redis-rs says wait
+/// and retry), are worth retrying; everything else is a backend error.
 pub(crate) fn to_error(e: redis::RedisError) -> MemoryError {
-    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+    if e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_timeout()
+        || matches!(e.retry_method(), redis::RetryMethod::WaitAndRetry)
+    {
         MemoryError::Unavailable {
             backend: BACKEND,
             source: Box::new(e),
@@ -611,4 +618,25 @@ pub(crate) fn corrupt(what: &str, e: impl fmt::Display) -> MemoryError {
 
 pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("model types serialize to JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+    use super::to_error;
+
+    #[test]
+    fn a_server_still_loading_its_data_is_unavailable_not_a_backend_error() {
+        let loading = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::BusyLoading),
+            "Redis is loading the dataset in memory",
+        ));
+        assert!(to_error(loading).is_retryable());
+        let refused = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "wrong number of arguments",
+        ));
+        assert!(!to_error(refused).is_retryable());
+    }
 }
