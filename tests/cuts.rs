@@ -15,9 +15,11 @@ use std::time::Duration;
 
 use mnemix::{
     AppendOptions, CheckpointId, CheckpointStatus, CheckpointUpdate, ConversationId, FactQuery,
-    LoadOptions, MemoryError, Message, MessageId, NewCheckpoint, NewConversation, NewFact, Record,
+    LoadOptions, MemoryError, Message, MessageId, NewCheckpoint, NewConversation, NewFact,
     RememberOptions, RetryPolicy, Scope, Store, WorkingMemoryKey, WorkingMemoryUpdate,
 };
+
+use mnemix::transfer::Record;
 use mnemix_testkit::faults::{Fault, FaultProxy};
 use mnemix_tests::{proxied, Server};
 use serde_json::json;
@@ -81,10 +83,7 @@ impl Operation for Append {
     const NAME: &'static str = "append";
 
     async fn setup(&self, store: &Store, scope: &Scope) -> mnemix::Result<()> {
-        let new = NewConversation {
-            id: Some(conversation_id()),
-            ..NewConversation::default()
-        };
+        let new = NewConversation::default().with_id(conversation_id());
         store.create_conversation(scope, new).await?;
         let earlier = vec![Message::user("one"), Message::assistant("two")];
         store
@@ -233,12 +232,12 @@ impl Operation for UpdateCheckpoint {
     const NAME: &'static str = "checkpoint update";
 
     async fn setup(&self, store: &Store, scope: &Scope) -> mnemix::Result<()> {
-        let checkpoint = NewCheckpoint {
-            id: checkpoint_id(),
-            workflow: "trip".into(),
-            status: CheckpointStatus::Running,
-            state: json!({"step": 1}),
-        };
+        let checkpoint = NewCheckpoint::new(
+            checkpoint_id(),
+            "trip",
+            CheckpointStatus::Running,
+            json!({"step": 1}),
+        );
         store.put_checkpoint(scope, checkpoint).await.map(drop)
     }
 

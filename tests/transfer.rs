@@ -11,8 +11,8 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
+use mnemix::transfer::Record;
 use mnemix::transfer::{copy, plan, verify, ExportHeader, ExportReader, ExportWriter};
-use mnemix::Record;
 use mnemix::{ManualClock, MemoryBackend, OpenOptions, Scope, Subject};
 use mnemix_conformance::support::seed_every_kind;
 use mnemix_conformance::Ctx;

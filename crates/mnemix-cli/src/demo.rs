@@ -3,11 +3,12 @@
 
 use anyhow::{ensure, Result};
 use mnemix_core::embed::{Embedder as _, HashingEmbedder};
+use mnemix_core::replay::{is_replay_safe, validate_continuation, ContinuationOptions};
 use mnemix_core::{
-    is_replay_safe, validate_continuation, AppendOptions, CollectionSpec, ContinuationOptions,
-    ConversationId, ConversationQuery, FactSource, LoadOptions, MemoryBackend, Message,
-    NewConversation, NewFact, Part, RecallQuery, RememberOptions, RememberStatus, Role, Scope,
-    VectorId, VectorQuery, VectorRecord, WorkingMemoryKey, WorkingMemoryUpdate,
+    AppendOptions, CollectionSpec, ConversationId, ConversationQuery, FactSource, LoadOptions,
+    MemoryBackend, Message, NewConversation, NewFact, Part, RecallQuery, RememberOptions,
+    RememberStatus, Role, Scope, VectorId, VectorQuery, VectorRecord, WorkingMemoryKey,
+    WorkingMemoryUpdate,
 };
 use serde_json::json;
 
@@ -81,12 +82,10 @@ async fn conversation(
     let created = store
         .create_conversation(
             scope,
-            NewConversation {
-                id: Some(ConversationId::new(id)?),
-                agent: Some("travel-agent".into()),
-                title: Some(title.into()),
-                ..Default::default()
-            },
+            NewConversation::default()
+                .with_id(ConversationId::new(id)?)
+                .with_agent("travel-agent")
+                .with_title(title),
         )
         .await?;
     Ok(created.id)
@@ -263,13 +262,11 @@ async fn remember_and_recall(
         let outcome = store
             .remember(
                 ada,
-                NewFact {
-                    key: Some(key.into()),
-                    tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-                    score: Some(0.9),
-                    source: source.clone(),
-                    ..NewFact::new(text)
-                },
+                NewFact::new(text)
+                    .with_key(key)
+                    .with_tags(tags.iter().copied())
+                    .with_score(0.9)
+                    .with_source(source.clone()),
                 RememberOptions::default().with_max_facts(100),
             )
             .await?;
@@ -319,11 +316,9 @@ async fn remember_and_recall(
     let changed = store
         .remember(
             ada,
-            NewFact {
-                key: Some("seat-preference".into()),
-                tags: vec!["travel".into()],
-                ..NewFact::new("Ada now prefers aisle seats on long flights")
-            },
+            NewFact::new("Ada now prefers aisle seats on long flights")
+                .with_key("seat-preference")
+                .with_tags(["travel"]),
             RememberOptions::default(),
         )
         .await?;
@@ -399,15 +394,19 @@ async fn semantic_search(store: &dyn MemoryBackend, ada: &Scope) -> Result<()> {
             if text.is_empty() {
                 continue;
             }
-            records.push(VectorRecord {
-                id: VectorId::new(format!("{}:{}", thread.id, m.seq))?,
-                vector: embedder.embed_one(&text),
-                text: Some(text),
-                metadata: [("role".to_owned(), json!(m.message.role.as_str()))]
-                    .into_iter()
-                    .collect(),
-                conversation_id: Some(thread.id.clone()),
-            });
+            records.push(
+                VectorRecord::new(
+                    VectorId::new(format!("{}:{}", thread.id, m.seq))?,
+                    embedder.embed_one(&text),
+                )
+                .with_text(text)
+                .with_metadata(
+                    [("role".to_owned(), json!(m.message.role.as_str()))]
+                        .into_iter()
+                        .collect(),
+                )
+                .with_conversation_id(thread.id.clone()),
+            );
         }
     }
     let stored = store.upsert_vectors(ada, "messages", records).await?;

@@ -18,11 +18,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use mnemix_core::transfer::Record;
 use mnemix_core::transfer::{
     check_batch, copy_units, plan, verify_units, ExportHeader, ExportReader, ExportWriter,
     Mismatch, Unit,
 };
-use mnemix_core::{MemoryBackend, Namespace, Record};
+use mnemix_core::{MemoryBackend, Namespace};
 
 use crate::open::{open, open_existing, redacted};
 use crate::ui;

@@ -13,12 +13,12 @@ fn id(s: &str) -> CheckpointId {
 }
 
 fn new(checkpoint: &str, workflow: &str, status: CheckpointStatus) -> NewCheckpoint {
-    NewCheckpoint {
-        id: id(checkpoint),
-        workflow: workflow.into(),
+    NewCheckpoint::new(
+        id(checkpoint),
+        workflow,
         status,
-        state: json!({"step": 1, "vars": {"a": [1, 2]}}),
-    }
+        json!({"step": 1, "vars": {"a": [1, 2]}}),
+    )
 }
 
 /// A checkpoint is created at version 1 and reads back exactly.

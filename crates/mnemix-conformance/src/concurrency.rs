@@ -357,10 +357,7 @@ pub async fn concurrent_working_memory_compare_and_set_has_one_winner(ctx: &Ctx)
 /// Concurrent supersedes of one key leave exactly one current fact and every version in history.
 pub async fn concurrent_supersedes_leave_one_current_fact(ctx: &Ctx) {
     let results = race(ctx, WRITERS, |backend, scope, w| async move {
-        let fact = NewFact {
-            key: Some("city".into()),
-            ..NewFact::new(format!("lives in city {w}"))
-        };
+        let fact = NewFact::new(format!("lives in city {w}")).with_key("city");
         backend
             .remember(&scope, fact, RememberOptions::default())
             .await
@@ -393,10 +390,7 @@ pub async fn concurrent_supersedes_keep_history_in_supersede_order(ctx: &Ctx) {
     for round in 0..3 {
         let key = format!("city-{round}");
         let results = race(ctx, WRITERS, |backend, scope, w| {
-            let fact = NewFact {
-                key: Some(key.clone()),
-                ..NewFact::new(format!("lives in city {round} {w}"))
-            };
+            let fact = NewFact::new(format!("lives in city {round} {w}")).with_key(key.clone());
             async move {
                 backend
                     .remember(&scope, fact, RememberOptions::default())

@@ -33,14 +33,13 @@ pub async fn create_assigns_uuid_v7_when_no_id_given(ctx: &Ctx) {
 pub async fn create_keeps_client_id_and_fields(ctx: &Ctx) {
     let mut metadata = mnemix_core::Metadata::new();
     metadata.insert("channel".into(), json!("web"));
-    let new = NewConversation {
-        id: Some(cid("thread-1")),
-        agent: Some("support-agent".into()),
-        title: Some("Billing".into()),
-        metadata: metadata.clone(),
-        resource_slug: Some("invoices".into()),
-        record_id: Some("inv-7".into()),
-    };
+    let new = NewConversation::default()
+        .with_id(cid("thread-1"))
+        .with_agent("support-agent")
+        .with_title("Billing")
+        .with_metadata(metadata.clone())
+        .with_resource_slug("invoices")
+        .with_record_id("inv-7");
     let created = ctx
         .backend()
         .create_conversation(ctx.scope(), new)
@@ -63,10 +62,7 @@ pub async fn create_keeps_client_id_and_fields(ctx: &Ctx) {
 
 /// The same id twice in a scope is `AlreadyExists`; in another scope it is independent.
 pub async fn create_duplicate_id_is_already_exists_only_within_scope(ctx: &Ctx) {
-    let new = || NewConversation {
-        id: Some(cid("same")),
-        ..NewConversation::default()
-    };
+    let new = || NewConversation::default().with_id(cid("same"));
     ctx.backend()
         .create_conversation(ctx.scope(), new())
         .await
@@ -109,11 +105,11 @@ pub async fn list_is_newest_first(ctx: &Ctx) {
 
 /// Filters by agent, resource and record combine with AND.
 pub async fn list_filters_by_agent_resource_and_record(ctx: &Ctx) {
-    let make = |agent: &str, resource: &str, record: &str| NewConversation {
-        agent: Some(agent.into()),
-        resource_slug: Some(resource.into()),
-        record_id: Some(record.into()),
-        ..NewConversation::default()
+    let make = |agent: &str, resource: &str, record: &str| {
+        NewConversation::default()
+            .with_agent(agent)
+            .with_resource_slug(resource)
+            .with_record_id(record)
     };
     let b = ctx.backend();
     let target = b
@@ -195,13 +191,7 @@ pub async fn list_filtered_pages_cross_a_long_tie(ctx: &Ctx) {
     for i in 0..40 {
         let agent = if i % 5 == 0 { "kept" } else { "other" };
         let made = b
-            .create_conversation(
-                ctx.scope(),
-                NewConversation {
-                    agent: Some(agent.into()),
-                    ..NewConversation::default()
-                },
-            )
+            .create_conversation(ctx.scope(), NewConversation::default().with_agent(agent))
             .await
             .must("create");
         if agent == "kept" {
@@ -803,7 +793,7 @@ pub async fn load_sanitizes_after_crash_between_call_and_result(ctx: &Ctx) {
     let c = conversation_with(ctx, history).await;
     let loaded = load(ctx, &c.id, LoadOptions::default()).await;
     assert!(
-        mnemix_core::is_replay_safe(&loaded),
+        mnemix_core::replay::is_replay_safe(&loaded),
         "loaded history must be replay-safe: {loaded:?}"
     );
     assert_eq!(ids(&loaded), ["1", "2", "3", "4"]);

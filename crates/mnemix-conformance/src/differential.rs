@@ -525,8 +525,8 @@ fn kind_schema(depth: usize) -> Value {
 /// seq moved past the end, 2 NUL in the first fact's key, 3 the first fact's kind reserved,
 /// 4 the first fact's text emptied, 5 its score out of range, 6 the first fact moved to the
 /// shared scope under a registry kind.
-fn edit_export(records: &mut [mnemix_core::Record], edit: u8) {
-    use mnemix_core::Record;
+fn edit_export(records: &mut [mnemix_core::transfer::Record], edit: u8) {
+    use mnemix_core::transfer::Record;
     let first_message = records.iter_mut().find_map(|r| match r {
         Record::Message { message, .. } => Some(message),
         _ => None,
@@ -661,11 +661,9 @@ async fn apply(
         Op::Create { conv, metadata } => answer(
             b.create_conversation(
                 scope,
-                NewConversation {
-                    id: Some(conversation_id(*conv)),
-                    metadata: object(metadata),
-                    ..NewConversation::default()
-                },
+                NewConversation::default()
+                    .with_id(conversation_id(*conv))
+                    .with_metadata(object(metadata)),
             )
             .await,
         ),
@@ -747,21 +745,19 @@ async fn apply(
             max_facts,
             embedding,
         } => {
-            let new = NewFact {
-                embedding: embedding.map(fact_vector),
-                kind: kind.map(|k| FACT_KINDS[usize::from(k)].to_owned()),
-                key: key.map(|k| FACT_KEYS[usize::from(k)].to_owned()),
-                tags: tags
-                    .iter()
-                    .map(|&t| FACT_TAGS[usize::from(t)].to_owned())
-                    .collect(),
-                score: *score,
-                expires_at: ttl.map(|s| {
-                    clock
-                        .now()
-                        .saturating_add(Duration::from_secs(u64::from(s)))
-                }),
-                ..NewFact::new(text.clone())
+            let new = {
+                let mut value = NewFact::new(text.clone())
+                    .with_embedding(embedding.map(fact_vector))
+                    .with_tags(tags.iter().map(|&t| FACT_TAGS[usize::from(t)]))
+                    .with_score(*score)
+                    .with_expires_at(ttl.map(|s| {
+                        clock
+                            .now()
+                            .saturating_add(Duration::from_secs(u64::from(s)))
+                    }));
+                value.kind = kind.map(|k| FACT_KINDS[usize::from(k)].to_owned());
+                value.key = key.map(|k| FACT_KEYS[usize::from(k)].to_owned());
+                value
             };
             let options = {
                 let mut value = RememberOptions::default();
@@ -853,12 +849,12 @@ async fn apply(
         Op::PutCheckpoint { id, state } => answer(
             b.put_checkpoint(
                 scope,
-                NewCheckpoint {
-                    id: checkpoint_id(*id),
-                    workflow: "flow".into(),
-                    status: CheckpointStatus::Suspended,
-                    state: state.clone(),
-                },
+                NewCheckpoint::new(
+                    checkpoint_id(*id),
+                    "flow",
+                    CheckpointStatus::Suspended,
+                    state.clone(),
+                ),
             )
             .await,
         ),
@@ -885,10 +881,10 @@ async fn apply(
         Op::Upsert { coll, records } => {
             let records = records
                 .iter()
-                .map(|(id, vector, metadata)| VectorRecord {
-                    metadata: object(metadata),
-                    text: Some(format!("record {id}")),
-                    ..VectorRecord::new(vector_id(*id), vector.to_vec())
+                .map(|(id, vector, metadata)| {
+                    VectorRecord::new(vector_id(*id), vector.to_vec())
+                        .with_metadata(object(metadata))
+                        .with_text(format!("record {id}"))
                 })
                 .collect();
             answer(

@@ -30,27 +30,21 @@ pub(crate) fn texts(hits: &[mnemix_core::ScoredFact]) -> Vec<&str> {
 }
 
 fn scored(text: &str, score: f32) -> NewFact {
-    NewFact {
-        score: Some(score),
-        ..NewFact::new(text)
-    }
+    NewFact::new(text).with_score(score)
 }
 
 /// A remembered fact keeps every field and reads back.
 pub async fn remember_stores_every_field(ctx: &Ctx) {
-    let new = NewFact {
-        text: "Prefers TypeScript strict mode".into(),
-        kind: Some("preference".into()),
-        key: Some("ts-mode".into()),
-        tags: vec!["code".into(), "style".into()],
-        score: Some(0.9),
-        source: Some(FactSource {
+    let new = NewFact::new("Prefers TypeScript strict mode")
+        .with_kind("preference")
+        .with_key("ts-mode")
+        .with_tags(["code", "style"])
+        .with_score(0.9)
+        .with_source(FactSource {
             conversation_id: cid("c-1"),
             message_ids: vec![MessageId::new("m-1").unwrap()],
-        }),
-        embedding: None,
-        expires_at: Some(ctx.clock_now().saturating_add(Duration::from_hours(1))),
-    };
+        })
+        .with_expires_at(ctx.clock_now().saturating_add(Duration::from_hours(1)));
     let outcome = remember(ctx, new.clone()).await;
     assert_eq!(outcome.status, RememberStatus::Created);
     let fact = ctx
@@ -88,10 +82,7 @@ pub async fn remember_identical_text_is_a_duplicate(ctx: &Ctx) {
 
 /// A new text for a key supersedes the current fact and keeps it as history.
 pub async fn remember_with_key_supersedes_and_keeps_history(ctx: &Ctx) {
-    let keyed = |t: &str| NewFact {
-        key: Some("city".into()),
-        ..NewFact::new(t)
-    };
+    let keyed = |t: &str| NewFact::new(t).with_key("city");
     let old = remember(ctx, keyed("Lives in Paris")).await.fact;
     ctx.clock().advance(Duration::from_secs(1));
     let outcome = remember(ctx, keyed("Lives in Berlin")).await;
@@ -118,22 +109,12 @@ pub async fn history_lists_versions_oldest_first(ctx: &Ctx) {
     for city in ["Paris", "Berlin", "Oslo"] {
         remember(
             ctx,
-            NewFact {
-                key: Some("city".into()),
-                ..NewFact::new(format!("Lives in {city}"))
-            },
+            NewFact::new(format!("Lives in {city}")).with_key("city"),
         )
         .await;
         ctx.clock().advance(Duration::from_secs(1));
     }
-    remember(
-        ctx,
-        NewFact {
-            key: Some("job".into()),
-            ..NewFact::new("Engineer")
-        },
-    )
-    .await;
+    remember(ctx, NewFact::new("Engineer").with_key("job")).await;
     let history = ctx
         .backend()
         .history(ctx.scope(), "city")
@@ -155,10 +136,7 @@ pub async fn history_lists_versions_oldest_first(ctx: &Ctx) {
 
 /// Superseded facts are never recalled.
 pub async fn superseded_facts_are_not_recalled(ctx: &Ctx) {
-    let keyed = |t: &str| NewFact {
-        key: Some("editor".into()),
-        ..NewFact::new(t)
-    };
+    let keyed = |t: &str| NewFact::new(t).with_key("editor");
     remember(ctx, keyed("Editor choice is vim")).await;
     remember(ctx, keyed("Editor choice is emacs")).await;
     let hits = recall(ctx, RecallQuery::text("editor choice")).await;
@@ -182,15 +160,9 @@ pub async fn recall_matches_lexical_definition(ctx: &Ctx) {
     for (i, (text, score)) in corpus.iter().enumerate() {
         ctx.clock().advance(Duration::from_millis(1 + i as u64));
         facts.push(
-            remember(
-                ctx,
-                NewFact {
-                    score: *score,
-                    ..NewFact::new(*text)
-                },
-            )
-            .await
-            .fact,
+            remember(ctx, NewFact::new(*text).with_score(*score))
+                .await
+                .fact,
         );
     }
     for query in [
@@ -328,28 +300,17 @@ pub async fn recall_respects_limit(ctx: &Ctx) {
 pub async fn recall_filters_by_tags_and_kind(ctx: &Ctx) {
     remember(
         ctx,
-        NewFact {
-            tags: vec!["work".into(), "infra".into()],
-            kind: Some("note".into()),
-            ..NewFact::new("deploy on friday")
-        },
+        NewFact::new("deploy on friday")
+            .with_tags(["work", "infra"])
+            .with_kind("note"),
     )
     .await;
+    remember(ctx, NewFact::new("deploy checklist").with_tags(["work"])).await;
     remember(
         ctx,
-        NewFact {
-            tags: vec!["work".into()],
-            ..NewFact::new("deploy checklist")
-        },
-    )
-    .await;
-    remember(
-        ctx,
-        NewFact {
-            tags: vec!["home".into()],
-            kind: Some("note".into()),
-            ..NewFact::new("deploy the garden")
-        },
+        NewFact::new("deploy the garden")
+            .with_tags(["home"])
+            .with_kind("note"),
     )
     .await;
     let q = |tags: &[&str], kind: Option<&str>| {
@@ -421,13 +382,11 @@ pub async fn recall_weighs_words_over_the_admitted_facts_only(ctx: &Ctx) {
     let mut facts = Vec::new();
     for (i, (text, tags, kind, score, source)) in corpus.into_iter().enumerate() {
         ctx.clock().advance(Duration::from_millis(1 + i as u64));
-        let new = NewFact {
-            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-            kind: kind.map(Into::into),
-            score,
-            source,
-            ..NewFact::new(text)
-        };
+        let mut new = NewFact::new(text)
+            .with_tags(tags.iter().copied())
+            .with_score(score)
+            .with_source(source);
+        new.kind = kind.map(Into::into);
         facts.push(remember(ctx, new).await.fact);
     }
     let query = |tags: &[&str], kind: Option<&str>, min_score, conversation: Option<&str>| {
@@ -479,10 +438,8 @@ pub async fn recall_picks_past_the_limit_by_score_recency_then_id(ctx: &Ctx) {
     }
     for i in 0..12 {
         ctx.clock().advance(Duration::from_millis(1 + (i % 3)));
-        let new = NewFact {
-            score: [None, Some(0.5), Some(0.9)][i as usize % 3],
-            ..NewFact::new(format!("alpha gamma moment {i:02}"))
-        };
+        let new = NewFact::new(format!("alpha gamma moment {i:02}"))
+            .with_score([None, Some(0.5), Some(0.9)][i as usize % 3]);
         facts.push(remember(ctx, new).await.fact);
     }
     for (query, limit) in [
@@ -526,11 +483,9 @@ pub async fn expired_facts_are_never_returned(ctx: &Ctx) {
     let expires_at = Some(ctx.clock_now().saturating_add(Duration::from_mins(1)));
     let fact = remember(
         ctx,
-        NewFact {
-            expires_at,
-            key: Some("k".into()),
-            ..NewFact::new("temporary token")
-        },
+        NewFact::new("temporary token")
+            .with_expires_at(expires_at)
+            .with_key("k"),
     )
     .await
     .fact;
@@ -572,10 +527,7 @@ pub async fn max_facts_evicts_lowest_score_then_oldest(ctx: &Ctx) {
         ("five", Some(0.9)),
     ] {
         ctx.clock().advance(Duration::from_millis(3));
-        let f = NewFact {
-            score,
-            ..NewFact::new(text)
-        };
+        let f = NewFact::new(text).with_score(score);
         ids.push(
             b.remember(ctx.scope(), f, RememberOptions::default())
                 .await
@@ -624,36 +576,15 @@ pub async fn get_missing_fact_is_not_found(ctx: &Ctx) {
 pub async fn list_facts_pages_and_filters(ctx: &Ctx) {
     for i in 0..7 {
         ctx.clock().advance(Duration::from_millis(1));
-        let tags = if i % 2 == 0 {
-            vec!["even".into()]
-        } else {
-            Vec::new()
-        };
+        let tags: &[&str] = if i % 2 == 0 { &["even"] } else { &[] };
         remember(
             ctx,
-            NewFact {
-                tags,
-                ..NewFact::new(format!("fact {i}"))
-            },
+            NewFact::new(format!("fact {i}")).with_tags(tags.iter().copied()),
         )
         .await;
     }
-    remember(
-        ctx,
-        NewFact {
-            key: Some("k".into()),
-            ..NewFact::new("v1")
-        },
-    )
-    .await;
-    remember(
-        ctx,
-        NewFact {
-            key: Some("k".into()),
-            ..NewFact::new("v2")
-        },
-    )
-    .await;
+    remember(ctx, NewFact::new("v1").with_key("k")).await;
+    remember(ctx, NewFact::new("v2").with_key("k")).await;
     let b = ctx.backend();
     let mut seen = Vec::new();
     let mut cursor = None;
@@ -726,10 +657,7 @@ pub async fn forget_removes_a_fact(ctx: &Ctx) {
 /// unknown id.
 pub async fn forget_of_an_expired_fact_reports_false(ctx: &Ctx) {
     let now = ctx.clock_now();
-    let expiring = |text: &str, at| NewFact {
-        expires_at: Some(at),
-        ..NewFact::new(text)
-    };
+    let expiring = |text: &str, at| NewFact::new(text).with_expires_at(at);
     let at_now = remember(ctx, expiring("expires right now", now)).await.fact;
     let soon = now.saturating_add(Duration::from_mins(1));
     let later = remember(ctx, expiring("expires in a minute", soon))
@@ -770,22 +698,10 @@ pub async fn remember_rejects_invalid_input(ctx: &Ctx) {
         NewFact::new("   "),
         scored("x", 1.5),
         scored("x", -0.1),
-        NewFact {
-            key: Some(String::new()),
-            ..NewFact::new("x")
-        },
-        NewFact {
-            tags: vec!["nul\0tag".into()],
-            ..NewFact::new("x")
-        },
-        NewFact {
-            embedding: Some(vec![f32::NAN, 1.0]),
-            ..NewFact::new("x")
-        },
-        NewFact {
-            embedding: Some(vec![0.0, 0.0]),
-            ..NewFact::new("x")
-        },
+        NewFact::new("x").with_key(String::new()),
+        NewFact::new("x").with_tags(["nul\0tag"]),
+        NewFact::new("x").with_embedding(vec![f32::NAN, 1.0]),
+        NewFact::new("x").with_embedding(vec![0.0, 0.0]),
     ];
     for fact in bad {
         let what = format!("{fact:?}");
@@ -806,22 +722,8 @@ pub async fn semantic_recall_ranks_by_cosine(ctx: &Ctx) {
     let query = unit_vector(16, 1);
     let near: Vec<f32> = query.iter().map(|x| x + 0.01).collect();
     let far = unit_vector(16, 99);
-    remember(
-        ctx,
-        NewFact {
-            embedding: Some(far),
-            ..NewFact::new("far away")
-        },
-    )
-    .await;
-    remember(
-        ctx,
-        NewFact {
-            embedding: Some(near),
-            ..NewFact::new("close by")
-        },
-    )
-    .await;
+    remember(ctx, NewFact::new("far away").with_embedding(far)).await;
+    remember(ctx, NewFact::new("close by").with_embedding(near)).await;
     remember(ctx, NewFact::new("no embedding")).await;
     let hits = recall(ctx, RecallQuery::default().with_vector(query)).await;
     assert_eq!(texts(&hits), ["close by", "far away"]);
@@ -848,15 +750,9 @@ pub async fn hybrid_recall_fuses_ranks(ctx: &Ctx) {
         };
         ctx.clock().advance(Duration::from_millis(1));
         facts.push(
-            remember(
-                ctx,
-                NewFact {
-                    embedding: Some(embedding),
-                    ..NewFact::new(*text)
-                },
-            )
-            .await
-            .fact,
+            remember(ctx, NewFact::new(*text).with_embedding(embedding))
+                .await
+                .fact,
         );
     }
     let q = RecallQuery::text("rust memory").with_vector(query);
@@ -874,19 +770,15 @@ pub async fn semantic_recall_sees_every_write_since_the_last(ctx: &Ctx) {
     let b = ctx.backend();
     let query = unit_vector(8, 3);
     let q = RecallQuery::default().with_vector(query.clone());
-    let about = |text: &str, seed: u64| NewFact {
-        embedding: Some(if seed == 0 {
+    let about = |text: &str, seed: u64| {
+        NewFact::new(text).with_embedding(if seed == 0 {
             query.clone()
         } else {
             unit_vector(8, seed)
-        }),
-        ..NewFact::new(text)
+        })
     };
     assert!(recall(ctx, q.clone()).await.is_empty(), "nothing yet");
-    let keyed = |text: &str| NewFact {
-        key: Some("lamp".into()),
-        ..about(text, 0)
-    };
+    let keyed = |text: &str| about(text, 0).with_key("lamp");
     remember(ctx, keyed("first lamp")).await;
     assert_eq!(texts(&recall(ctx, q.clone()).await), ["first lamp"]);
     let second = remember(ctx, keyed("second lamp")).await.fact;
@@ -921,10 +813,10 @@ pub async fn semantic_recall_sees_every_write_since_the_last(ctx: &Ctx) {
 pub async fn semantic_recall_sees_its_own_evictions_supersedes_and_purges(ctx: &Ctx) {
     let query = unit_vector(8, 3);
     let q = RecallQuery::default().with_vector(query.clone());
-    let near = |text: &str, score: f32| NewFact {
-        embedding: Some(query.clone()),
-        score: Some(score),
-        ..NewFact::new(text)
+    let near = |text: &str, score: f32| {
+        NewFact::new(text)
+            .with_embedding(query.clone())
+            .with_score(score)
     };
     let capped = |fact: NewFact| async move {
         ctx.backend()
@@ -945,10 +837,7 @@ pub async fn semantic_recall_sees_its_own_evictions_supersedes_and_purges(ctx: &
     let duplicate = capped(near("middle", 0.5)).await;
     assert_eq!(duplicate.status, RememberStatus::Duplicate);
     assert_eq!(texts(&recall(ctx, q.clone()).await), ["high", "middle"]);
-    let keyed = |text: &str| NewFact {
-        key: Some("colour".into()),
-        ..near(text, 0.95)
-    };
+    let keyed = |text: &str| near(text, 0.95).with_key("colour");
     remember(ctx, keyed("red")).await;
     assert_eq!(
         texts(&recall(ctx, q.clone()).await),
@@ -960,14 +849,7 @@ pub async fn semantic_recall_sees_its_own_evictions_supersedes_and_purges(ctx: &
         ["blue", "high", "middle"]
     );
     let soon = ctx.clock_now().saturating_add(Duration::from_secs(1));
-    remember(
-        ctx,
-        NewFact {
-            expires_at: Some(soon),
-            ..near("brief", 0.99)
-        },
-    )
-    .await;
+    remember(ctx, near("brief", 0.99).with_expires_at(soon)).await;
     assert_eq!(
         texts(&recall(ctx, q.clone()).await),
         ["brief", "blue", "high", "middle"]
@@ -984,10 +866,7 @@ pub async fn semantic_recall_sees_its_own_evictions_supersedes_and_purges(ctx: &
 /// after a recall by vector: the next recall by vector finds every one of them.
 pub async fn semantic_recall_sees_concurrent_remembers(ctx: &Ctx) {
     let query = unit_vector(8, 4);
-    let near = |text: String| NewFact {
-        embedding: Some(query.clone()),
-        ..NewFact::new(text)
-    };
+    let near = |text: String| NewFact::new(text).with_embedding(query.clone());
     remember(ctx, near("first".into())).await;
     let q = RecallQuery::default()
         .with_vector(query.clone())
@@ -1017,10 +896,7 @@ pub async fn expired_facts_neither_dedupe_nor_count_toward_max_facts(ctx: &Ctx) 
     for text in ["short lived", "also short lived"] {
         b.remember(
             ctx.scope(),
-            NewFact {
-                expires_at,
-                ..NewFact::new(text)
-            },
+            NewFact::new(text).with_expires_at(expires_at),
             RememberOptions::default(),
         )
         .await
@@ -1073,11 +949,9 @@ pub async fn set_expiry_expires_a_fact_and_none_makes_it_permanent(ctx: &Ctx) {
     let doomed = remember(ctx, NewFact::new("doomed lantern")).await.fact;
     let saved = remember(
         ctx,
-        NewFact {
-            expires_at: soon,
-            key: Some("lantern".into()),
-            ..NewFact::new("saved lantern")
-        },
+        NewFact::new("saved lantern")
+            .with_expires_at(soon)
+            .with_key("lantern"),
     )
     .await
     .fact;
@@ -1143,20 +1017,14 @@ pub async fn set_expiry_expires_a_fact_and_none_makes_it_permanent(ctx: &Ctx) {
 pub async fn set_expiry_many_changes_only_live_facts_of_the_scope(ctx: &Ctx) {
     let b = ctx.backend();
     let now = ctx.clock_now();
-    let city = |text: &str| NewFact {
-        key: Some("city".into()),
-        ..NewFact::new(text)
-    };
+    let city = |text: &str| NewFact::new(text).with_key("city");
     let old = remember(ctx, city("lives in Lyon")).await.fact;
     ctx.clock().advance(Duration::from_millis(1));
     let new = remember(ctx, city("lives in Oslo")).await.fact;
     let plain = remember(ctx, NewFact::new("likes tea")).await.fact;
     let expired = remember(
         ctx,
-        NewFact {
-            expires_at: Some(ctx.clock_now()),
-            ..NewFact::new("was here")
-        },
+        NewFact::new("was here").with_expires_at(ctx.clock_now()),
     )
     .await
     .fact;

@@ -161,10 +161,7 @@ pub async fn recalls_see_facts_written_by_another_handle(
     writer: &dyn MemoryBackend,
     scope: &Scope,
 ) {
-    let fact = |text: &str, vector: [f32; 4]| NewFact {
-        embedding: Some(vector.to_vec()),
-        ..NewFact::new(text)
-    };
+    let fact = |text: &str, vector: [f32; 4]| NewFact::new(text).with_embedding(vector.to_vec());
     let remember = |new: NewFact| async move {
         writer
             .remember(scope, new, RememberOptions::default())
@@ -189,17 +186,9 @@ pub async fn recalls_see_facts_written_by_another_handle(
     };
     remember(fact("far", [0.0, 1.0, 0.0, 0.0])).await;
     both(&["far"], "a first remember").await;
-    remember(NewFact {
-        key: Some("place".into()),
-        ..fact("near", [1.0, 0.1, 0.0, 0.0])
-    })
-    .await;
+    remember(fact("near", [1.0, 0.1, 0.0, 0.0]).with_key("place")).await;
     both(&["near", "far"], "a remember").await;
-    remember(NewFact {
-        key: Some("place".into()),
-        ..fact("nearer", [1.0, 0.0, 0.0, 0.0])
-    })
-    .await;
+    remember(fact("nearer", [1.0, 0.0, 0.0, 0.0]).with_key("place")).await;
     both(&["nearer", "far"], "a supersede").await;
     writer
         .remember(

@@ -143,10 +143,7 @@ pub async fn working_memory_of_other_subject_is_invisible(ctx: &Ctx) {
 /// Facts of another subject are not found, not listed, not recalled, not forgotten.
 pub async fn facts_of_other_subject_are_invisible(ctx: &Ctx) {
     let b = ctx.backend();
-    let fact = NewFact {
-        key: Some("k".into()),
-        ..NewFact::new("secret plan alpha")
-    };
+    let fact = NewFact::new("secret plan alpha").with_key("k");
     let stored = b
         .remember(ctx.scope(), fact, RememberOptions::default())
         .await
@@ -187,10 +184,7 @@ pub async fn facts_of_other_subject_are_invisible(ctx: &Ctx) {
 pub async fn recall_by_vector_never_crosses_scopes(ctx: &Ctx) {
     let b = ctx.backend();
     let vector = unit_vector(8, 11);
-    let fact = NewFact {
-        embedding: Some(vector.clone()),
-        ..NewFact::new("secret plan alpha")
-    };
+    let fact = NewFact::new("secret plan alpha").with_embedding(vector.clone());
     b.remember(ctx.scope(), fact, RememberOptions::default())
         .await
         .must("remember");
@@ -211,10 +205,7 @@ pub async fn recall_by_vector_never_crosses_scopes(ctx: &Ctx) {
                 .is_empty(),
             "{intruder:?} recalled another scope's fact"
         );
-        let decoy = NewFact {
-            embedding: Some(vector.clone()),
-            ..NewFact::new("decoy plan beta")
-        };
+        let decoy = NewFact::new("decoy plan beta").with_embedding(vector.clone());
         b.remember(&intruder, decoy, RememberOptions::default())
             .await
             .must("intruder's remember");
@@ -228,10 +219,7 @@ pub async fn recall_by_vector_never_crosses_scopes(ctx: &Ctx) {
 /// A remember in another scope with the same key never supersedes this scope's fact.
 pub async fn supersede_never_crosses_scopes(ctx: &Ctx) {
     let b = ctx.backend();
-    let keyed = |t: &str| NewFact {
-        key: Some("city".into()),
-        ..NewFact::new(t)
-    };
+    let keyed = |t: &str| NewFact::new(t).with_key("city");
     let mine = b
         .remember(
             ctx.scope(),
@@ -317,12 +305,7 @@ pub async fn vectors_of_other_subject_are_invisible(ctx: &Ctx) {
 pub async fn checkpoints_of_other_subject_are_invisible(ctx: &Ctx) {
     let b = ctx.backend();
     let id = CheckpointId::new("run-1").unwrap();
-    let new = NewCheckpoint {
-        id: id.clone(),
-        workflow: "w".into(),
-        status: CheckpointStatus::Suspended,
-        state: json!({}),
-    };
+    let new = NewCheckpoint::new(id.clone(), "w", CheckpointStatus::Suspended, json!({}));
     b.put_checkpoint(ctx.scope(), new.clone()).await.must("put");
     let other = ctx.other_scope();
     b.get_checkpoint(other, &id).await.must_be_not_found("get");

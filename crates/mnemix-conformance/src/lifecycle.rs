@@ -56,10 +56,7 @@ pub async fn delete_conversation_cascades(ctx: &Ctx) {
         .await
         .must_be_not_found("conversation working memory");
     // A conversation re-created under the same id starts empty: nothing was left behind.
-    let again = mnemix_core::NewConversation {
-        id: Some(c.id.clone()),
-        ..Default::default()
-    };
+    let again = mnemix_core::NewConversation::default().with_id(c.id.clone());
     b.create_conversation(ctx.scope(), again)
         .await
         .must("re-create");
@@ -83,10 +80,7 @@ pub async fn delete_conversation_cascades(ctx: &Ctx) {
 pub async fn forget_all_counts_only_unexpired_facts(ctx: &Ctx) {
     let b = ctx.backend();
     let now = ctx.clock_now();
-    let expiring = |text: &str, at| NewFact {
-        expires_at: Some(at),
-        ..NewFact::new(text)
-    };
+    let expiring = |text: &str, at| NewFact::new(text).with_expires_at(at);
     for fact in [
         expiring("expires right now", now),
         expiring(

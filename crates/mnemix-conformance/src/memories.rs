@@ -58,10 +58,7 @@ pub(crate) fn preference(category: &str, value: &str) -> NewMemory {
 }
 
 pub(crate) fn search(text: &str) -> MemoryQuery {
-    MemoryQuery {
-        text: Some(text.into()),
-        ..MemoryQuery::default()
-    }
+    MemoryQuery::default().with_text(text)
 }
 
 /// A memory's data must follow its kind's schema: an unregistered kind, data that breaks the
@@ -166,10 +163,7 @@ pub async fn unique_on_supersedes_and_keeps_history(ctx: &Ctx) {
     let hits = memories
         .search(
             ctx.scope(),
-            MemoryQuery {
-                kind: Some("Preference".into()),
-                ..search("food theme vegan dark vegetarian")
-            },
+            search("food theme vegan dark vegetarian").with_kind("Preference"),
         )
         .await
         .must("search");
@@ -299,25 +293,19 @@ pub async fn search_filters_and_reports_relevance_confidence_latest_and_source(c
     };
     let all = find(search("peanuts")).await.must("all");
     assert_eq!(all.len(), 3);
-    let by_kind = find(MemoryQuery {
-        kind: Some("UserProfile".into()),
-        ..search("peanuts")
-    })
-    .await
-    .must("by kind");
+    let by_kind = find(search("peanuts").with_kind("UserProfile"))
+        .await
+        .must("by kind");
     assert_eq!(names(&by_kind), [json!("Alice"), json!("Bob peanuts")]);
-    let by_conversation = find(MemoryQuery {
-        conversation: Some(thread),
-        ..search("peanuts")
-    })
-    .await
-    .must("by conversation");
+    let by_conversation = find(search("peanuts").with_conversation(thread))
+        .await
+        .must("by conversation");
     assert_eq!(names(&by_conversation), [json!("Alice")]);
-    let by_tag_and_confidence = find(MemoryQuery {
-        tags: vec!["health".into()],
-        min_confidence: Some(0.9),
-        ..search("peanuts")
-    })
+    let by_tag_and_confidence = find(
+        search("peanuts")
+            .with_tags(["health"])
+            .with_min_confidence(0.9),
+    )
     .await
     .must("by tag");
     assert_eq!(names(&by_tag_and_confidence), [json!("Alice")]);
@@ -360,7 +348,7 @@ pub async fn export_and_restore_carry_kinds_memories_and_grants(ctx: &Ctx) {
     let kinds: Vec<Option<&str>> = registry_records
         .iter()
         .filter_map(|r| match r {
-            mnemix_core::Record::Fact { fact } => Some(fact.kind.as_deref()),
+            mnemix_core::transfer::Record::Fact { fact } => Some(fact.kind.as_deref()),
             _ => None,
         })
         .collect();
@@ -390,13 +378,7 @@ pub async fn export_and_restore_carry_kinds_memories_and_grants(ctx: &Ctx) {
     b.restore(registry_records).await.must("restore registry");
     b.restore(owner_records).await.must("restore owner");
     let hits = memories
-        .search(
-            reader,
-            MemoryQuery {
-                scope: SearchScope::Shared,
-                ..search("vegan")
-            },
-        )
+        .search(reader, search("vegan").with_scope(SearchScope::Shared))
         .await
         .must("search restored");
     assert_eq!(hits.len(), 1);
@@ -472,7 +454,9 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
     let forged_shape = records
         .iter()
         .find_map(|r| match r {
-            mnemix_core::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD) => {
+            mnemix_core::transfer::Record::Fact { fact }
+                if fact.kind.as_deref() == Some(GRANT_RECORD) =>
+            {
                 Some(fact.clone())
             }
             _ => None,
@@ -485,20 +469,16 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
         .await
         .must("revoke");
     let b = ctx.backend();
-    let forge = mnemix_core::NewFact {
-        kind: forged_shape.kind.clone(),
-        key: forged_shape.key.clone(),
-        tags: forged_shape.tags.clone(),
-        ..mnemix_core::NewFact::new(forged_shape.text.clone())
-    };
+    let mut forge = mnemix_core::NewFact::new(forged_shape.text.clone())
+        .with_tags(forged_shape.tags.iter().map(String::as_str));
+    forge.kind.clone_from(&forged_shape.kind);
+    forge.key.clone_from(&forged_shape.key);
     b.remember(&shared, forge, mnemix_core::RememberOptions::default())
         .await
         .must_be_invalid("a grant forged through remember");
-    let kind_forge = mnemix_core::NewFact {
-        kind: Some(KIND_RECORD.into()),
-        key: Some("_kind:Preference".into()),
-        ..mnemix_core::NewFact::new(r#"{"name":"Preference","schema":true}"#)
-    };
+    let kind_forge = mnemix_core::NewFact::new(r#"{"name":"Preference","schema":true}"#)
+        .with_kind(KIND_RECORD)
+        .with_key("_kind:Preference");
     b.remember(&shared, kind_forge, mnemix_core::RememberOptions::default())
         .await
         .must_be_invalid("a kind forged through remember");
@@ -507,12 +487,9 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
         (None, Some("_key"), None),
         (None, None, Some("_to:someone")),
     ] {
-        let fact = mnemix_core::NewFact {
-            kind: kind.map(Into::into),
-            key: key.map(Into::into),
-            tags: tag.into_iter().map(Into::into).collect(),
-            ..mnemix_core::NewFact::new("reserved")
-        };
+        let mut fact = mnemix_core::NewFact::new("reserved").with_tags(tag);
+        fact.kind = kind.map(Into::into);
+        fact.key = key.map(Into::into);
         b.remember(ctx.scope(), fact, mnemix_core::RememberOptions::default())
             .await
             .must_be_invalid("a reserved shape in a subject's facts");
@@ -520,12 +497,14 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
     // A restore of the grant's record in a subject's scope, or with tags not its grant's.
     let mut misplaced = forged_shape.clone();
     misplaced.scope = ctx.other_scope().clone();
-    b.restore(vec![mnemix_core::Record::Fact { fact: misplaced }])
-        .await
-        .must_be_invalid("a registry record in a subject's scope");
+    b.restore(vec![mnemix_core::transfer::Record::Fact {
+        fact: misplaced,
+    }])
+    .await
+    .must_be_invalid("a registry record in a subject's scope");
     let mut retagged = forged_shape.clone();
     retagged.tags.pop();
-    b.restore(vec![mnemix_core::Record::Fact { fact: retagged }])
+    b.restore(vec![mnemix_core::transfer::Record::Fact { fact: retagged }])
         .await
         .must_be_invalid("a grant record whose tags are not its grant's");
     assert!(memories
@@ -539,9 +518,11 @@ pub async fn registry_records_are_written_by_the_registry_alone(ctx: &Ctx) {
         .must("shared search");
     assert!(hits.is_empty(), "nothing forged is honoured: {hits:?}");
     // The registry's own record, restored as exported, is accepted.
-    b.restore(vec![mnemix_core::Record::Fact { fact: forged_shape }])
-        .await
-        .must("a well-formed grant record restores");
+    b.restore(vec![mnemix_core::transfer::Record::Fact {
+        fact: forged_shape,
+    }])
+    .await
+    .must("a well-formed grant record restores");
     assert_eq!(
         memories.grants(ctx.namespace()).await.must("grants"),
         [grant]
@@ -559,7 +540,9 @@ async fn current_registry_records(ctx: &Ctx, kind: &str) -> Vec<mnemix_core::Fac
     records
         .into_iter()
         .filter_map(|r| match r {
-            mnemix_core::Record::Fact { fact } if fact.kind.as_deref() == Some(kind) => Some(fact),
+            mnemix_core::transfer::Record::Fact { fact } if fact.kind.as_deref() == Some(kind) => {
+                Some(fact)
+            }
             _ => None,
         })
         .filter(mnemix_core::Fact::is_current)
@@ -587,10 +570,7 @@ async fn pin_granted(
 
 /// A search for `pin` among the memories shared with the searcher.
 fn shared_pin() -> MemoryQuery {
-    MemoryQuery {
-        scope: SearchScope::Shared,
-        ..search("pin")
-    }
+    search("pin").with_scope(SearchScope::Shared)
 }
 
 /// `forget` and `set_expiry` refuse a registry record (a grant, a kind) through the facts API:
@@ -684,7 +664,7 @@ pub async fn restore_keeps_one_current_version_of_each_registry_key(ctx: &Ctx) {
         id: mnemix_core::FactId::generate(),
         ..broad.clone()
     };
-    b.restore(vec![mnemix_core::Record::Fact { fact: again }])
+    b.restore(vec![mnemix_core::transfer::Record::Fact { fact: again }])
         .await
         .must("restore an older grant record");
     assert_eq!(
@@ -712,9 +692,11 @@ pub async fn restore_keeps_one_current_version_of_each_registry_key(ctx: &Ctx) {
         updated_at: mnemix_core::Timestamp::from_millis(strict.created_at.as_millis() - 1),
         ..strict.clone()
     };
-    b.restore(vec![mnemix_core::Record::Fact { fact: lax.clone() }])
-        .await
-        .must("restore an older kind record");
+    b.restore(vec![mnemix_core::transfer::Record::Fact {
+        fact: lax.clone(),
+    }])
+    .await
+    .must("restore an older kind record");
     let kinds = memories.kinds(ctx.namespace()).await.must("kinds");
     let preference_kinds: Vec<_> = kinds.iter().filter(|k| k.name == "Preference").collect();
     assert_eq!(preference_kinds.len(), 1, "listed once: {kinds:?}");
@@ -733,7 +715,7 @@ pub async fn restore_keeps_one_current_version_of_each_registry_key(ctx: &Ctx) {
         ..lax
     };
     for _ in 0..2 {
-        b.restore(vec![mnemix_core::Record::Fact {
+        b.restore(vec![mnemix_core::transfer::Record::Fact {
             fact: newer.clone(),
         }])
         .await
@@ -775,11 +757,11 @@ pub async fn an_unreadable_registry_record_is_skipped(ctx: &Ctx) {
         .await
         .must("store");
     let shared = ctx.shared_scope();
-    let plant = |kind: &str, key: &str, tags: Vec<String>| mnemix_core::NewFact {
-        kind: Some(kind.into()),
-        key: Some(key.into()),
-        tags,
-        ..mnemix_core::NewFact::new("{not json")
+    let plant = |kind: &str, key: &str, tags: Vec<String>| {
+        mnemix_core::NewFact::new("{not json")
+            .with_kind(kind)
+            .with_key(key)
+            .with_tags(tags)
     };
     bare.remember(
         &shared,
@@ -795,7 +777,9 @@ pub async fn an_unreadable_registry_record_is_skipped(ctx: &Ctx) {
         .must("export")
         .into_iter()
         .find_map(|r| match r {
-            mnemix_core::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD) => {
+            mnemix_core::transfer::Record::Fact { fact }
+                if fact.kind.as_deref() == Some(GRANT_RECORD) =>
+            {
                 Some(fact.tags)
             }
             _ => None,
@@ -823,10 +807,7 @@ pub async fn an_unreadable_registry_record_is_skipped(ctx: &Ctx) {
     let hits = memories
         .search(
             ctx.other_scope(),
-            MemoryQuery {
-                scope: SearchScope::Shared,
-                ..search("vegan")
-            },
+            search("vegan").with_scope(SearchScope::Shared),
         )
         .await
         .must("a grantee's search survives a damaged grant");
@@ -861,7 +842,7 @@ pub async fn erasure_removes_every_version_of_its_grants(ctx: &Ctx) {
         .must("export")
         .into_iter()
         .filter(|r| {
-            matches!(r, mnemix_core::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD))
+            matches!(r, mnemix_core::transfer::Record::Fact { fact } if fact.kind.as_deref() == Some(GRANT_RECORD))
         })
         .collect();
     assert!(
@@ -1051,10 +1032,7 @@ pub async fn memories_cross_subjects_only_through_a_grant_in_force(ctx: &Ctx) {
         .store(reader, preference("music", "jazz peanuts"))
         .await
         .must("reader's own");
-    let shared = |scope: SearchScope| MemoryQuery {
-        scope,
-        ..search("peanuts")
-    };
+    let shared = |scope: SearchScope| search("peanuts").with_scope(scope);
     let found = |hits: Vec<mnemix_engine::MemoryHit>| -> Vec<(String, MemorySource)> {
         let mut found: Vec<_> = hits
             .into_iter()

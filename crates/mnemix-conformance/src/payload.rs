@@ -78,14 +78,12 @@ pub async fn conversation_fields_round_trip(ctx: &Ctx) {
         } else {
             p.clone()
         };
-        let new = NewConversation {
-            id: None,
-            agent: Some(ident.clone()),
-            title: Some(p.clone()),
-            metadata: metadata_of(&p),
-            resource_slug: Some(ident.clone()),
-            record_id: Some(ident.clone()),
-        };
+        let new = NewConversation::default()
+            .with_agent(ident.clone())
+            .with_title(p.clone())
+            .with_metadata(metadata_of(&p))
+            .with_resource_slug(ident.clone())
+            .with_record_id(ident.clone());
         let created = b.create_conversation(ctx.scope(), new).await.must(name);
         let read = b
             .get_conversation(ctx.scope(), &created.id)
@@ -110,10 +108,7 @@ pub async fn identifiers_round_trip(ctx: &Ctx) {
     for (name, p) in identifier_payloads() {
         let scope = Scope::new(ctx.namespace().as_str(), format!("{p}-subject")).expect("subject");
         let id = ConversationId::new(p.clone()).expect("conversation id");
-        let new = NewConversation {
-            id: Some(id.clone()),
-            ..NewConversation::default()
-        };
+        let new = NewConversation::default().with_id(id.clone());
         b.create_conversation(&scope, new).await.must(name);
         let m = Message {
             id: MessageId::new(p.clone()).expect("id"),
@@ -132,12 +127,12 @@ pub async fn identifiers_round_trip(ctx: &Ctx) {
         b.get_conversation(ctx.scope(), &id)
             .await
             .must_be_not_found(name);
-        let cp = NewCheckpoint {
-            id: CheckpointId::new(p.clone()).unwrap(),
-            workflow: p.clone(),
-            status: CheckpointStatus::Suspended,
-            state: json!(p),
-        };
+        let cp = NewCheckpoint::new(
+            CheckpointId::new(p.clone()).unwrap(),
+            p.clone(),
+            CheckpointStatus::Suspended,
+            json!(p),
+        );
         b.put_checkpoint(&scope, cp.clone()).await.must(name);
         assert_eq!(
             b.list_suspended(&scope, Some(&p)).await.must(name)[0].id,
@@ -158,12 +153,10 @@ pub async fn fact_fields_round_trip(ctx: &Ctx) {
         };
         let text = format!("{p} marker{}", name.replace(' ', ""));
         let key = format!("k{i}-{ident}");
-        let new = NewFact {
-            kind: Some(ident.clone()),
-            key: Some(key.clone()),
-            tags: vec![ident.clone()],
-            ..NewFact::new(text.clone())
-        };
+        let new = NewFact::new(text.clone())
+            .with_kind(ident.clone())
+            .with_key(key.clone())
+            .with_tags([ident.clone()]);
         let stored = b
             .remember(ctx.scope(), new, RememberOptions::default())
             .await
@@ -225,12 +218,13 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
     let records: Vec<VectorRecord> = payloads()
         .into_iter()
         .enumerate()
-        .map(|(i, (_, p))| VectorRecord {
-            id: VectorId::new(format!("v{i}")).unwrap(),
-            vector: unit_vector(8, i as u64),
-            text: Some(p.clone()),
-            metadata: metadata_of(&p),
-            conversation_id: None,
+        .map(|(i, (_, p))| {
+            VectorRecord::new(
+                VectorId::new(format!("v{i}")).unwrap(),
+                unit_vector(8, i as u64),
+            )
+            .with_text(p.clone())
+            .with_metadata(metadata_of(&p))
         })
         .collect();
     ctx.backend()
@@ -259,9 +253,10 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
         assert_eq!(hits.len(), 1, "filter on payload {name}");
         assert_eq!(
             hits[0].record,
-            VectorRecord {
-                vector: Vec::new(),
-                ..want.clone()
+            {
+                let mut value = want.clone();
+                value.vector = Vec::new();
+                value
             },
             "search hit of payload {name}"
         );
@@ -287,12 +282,12 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
 pub async fn checkpoint_state_round_trips(ctx: &Ctx) {
     for (i, (name, p)) in payloads().into_iter().enumerate() {
         let state = json!({ "s": p, p.clone(): [p] });
-        let new = NewCheckpoint {
-            id: CheckpointId::new(format!("cp{i}")).unwrap(),
-            workflow: "w".into(),
-            status: CheckpointStatus::Running,
-            state: state.clone(),
-        };
+        let new = NewCheckpoint::new(
+            CheckpointId::new(format!("cp{i}")).unwrap(),
+            "w",
+            CheckpointStatus::Running,
+            state.clone(),
+        );
         ctx.backend()
             .put_checkpoint(ctx.scope(), new.clone())
             .await
@@ -416,10 +411,7 @@ pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx
     let kept = b
         .create_conversation(
             ctx.scope(),
-            NewConversation {
-                metadata: nested_metadata(at),
-                ..NewConversation::default()
-            },
+            NewConversation::default().with_metadata(nested_metadata(at)),
         )
         .await
         .must("metadata at the limit");
@@ -432,10 +424,7 @@ pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx
     );
     b.create_conversation(
         ctx.scope(),
-        NewConversation {
-            metadata: nested_metadata(over),
-            ..NewConversation::default()
-        },
+        NewConversation::default().with_metadata(nested_metadata(over)),
     )
     .await
     .must_be_invalid("conversation metadata over the limit");
@@ -505,19 +494,20 @@ pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx
     );
 
     // Checkpoint state, at creation and by update.
-    let checkpoint = NewCheckpoint {
-        id: CheckpointId::new("deep").unwrap(),
-        workflow: "w".into(),
-        status: CheckpointStatus::Running,
-        state: nested(at),
-    };
+    let checkpoint = NewCheckpoint::new(
+        CheckpointId::new("deep").unwrap(),
+        "w",
+        CheckpointStatus::Running,
+        nested(at),
+    );
     b.put_checkpoint(ctx.scope(), checkpoint.clone())
         .await
         .must("state at the limit");
-    let refused = NewCheckpoint {
-        id: CheckpointId::new("deeper").unwrap(),
-        state: nested(over),
-        ..checkpoint.clone()
+    let refused = {
+        let mut value = checkpoint.clone();
+        value.id = CheckpointId::new("deeper").unwrap();
+        value.state = nested(over);
+        value
     };
     b.put_checkpoint(ctx.scope(), refused)
         .await
@@ -547,12 +537,9 @@ pub async fn json_deeper_than_the_limit_is_refused_and_the_limit_round_trips(ctx
         b.ensure_collection(ctx.namespace(), spec.clone())
             .await
             .must("ensure");
-        let record = |id: &str, levels: usize| VectorRecord {
-            id: VectorId::new(id).unwrap(),
-            vector: unit_vector(8, 1),
-            text: None,
-            metadata: nested_metadata(levels),
-            conversation_id: None,
+        let record = |id: &str, levels: usize| {
+            VectorRecord::new(VectorId::new(id).unwrap(), unit_vector(8, 1))
+                .with_metadata(nested_metadata(levels))
         };
         b.upsert_vectors(ctx.scope(), &spec.name, vec![record("at", at)])
             .await
@@ -605,18 +592,12 @@ pub async fn identifiers_at_the_length_limit_round_trip(ctx: &Ctx) {
     assert!(CheckpointId::new(over.clone()).is_err());
     let scope = Scope::new(ctx.namespace().as_str(), at.clone()).expect("subject at the limit");
     let id = ConversationId::new(at.clone()).expect("id at the limit");
-    let new = NewConversation {
-        id: Some(id.clone()),
-        ..NewConversation::default()
-    };
+    let new = NewConversation::default().with_id(id.clone());
     b.create_conversation(&scope, new)
         .await
         .must("conversation at the limit");
     assert_eq!(b.get_conversation(&scope, &id).await.must("get").id, id);
-    let keyed = |key: &str| NewFact {
-        key: Some(key.to_owned()),
-        ..NewFact::new("a fact under the longest key")
-    };
+    let keyed = |key: &str| NewFact::new("a fact under the longest key").with_key(key);
     b.remember(&scope, keyed(&at), RememberOptions::default())
         .await
         .must("fact key at the limit");
@@ -624,12 +605,12 @@ pub async fn identifiers_at_the_length_limit_round_trip(ctx: &Ctx) {
     b.remember(&scope, keyed(&over), RememberOptions::default())
         .await
         .must_be_invalid("fact key over the limit");
-    let checkpoint = NewCheckpoint {
-        id: CheckpointId::new(at.clone()).expect("checkpoint id at the limit"),
-        workflow: at.clone(),
-        status: CheckpointStatus::Suspended,
-        state: json!({}),
-    };
+    let checkpoint = NewCheckpoint::new(
+        CheckpointId::new(at.clone()).expect("checkpoint id at the limit"),
+        at.clone(),
+        CheckpointStatus::Suspended,
+        json!({}),
+    );
     b.put_checkpoint(&scope, checkpoint)
         .await
         .must("checkpoint at the limit");

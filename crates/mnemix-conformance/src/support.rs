@@ -270,10 +270,7 @@ pub async fn seed_everything(ctx: &Ctx) -> DeletionReceipt {
             .await
             .must("fact");
     }
-    let keyed = |t: &str| NewFact {
-        key: Some("city".into()),
-        ..NewFact::new(t)
-    };
+    let keyed = |t: &str| NewFact::new(t).with_key("city");
     b.remember(ctx.scope(), keyed("in Rome"), RememberOptions::default())
         .await
         .must("fact");
@@ -298,12 +295,12 @@ pub async fn seed_everything(ctx: &Ctx) -> DeletionReceipt {
     } else {
         0
     };
-    let cp = NewCheckpoint {
-        id: CheckpointId::new("run").unwrap(),
-        workflow: "w".into(),
-        status: CheckpointStatus::Suspended,
-        state: json!({}),
-    };
+    let cp = NewCheckpoint::new(
+        CheckpointId::new("run").unwrap(),
+        "w",
+        CheckpointStatus::Suspended,
+        json!({}),
+    );
     b.put_checkpoint(ctx.scope(), cp).await.must("checkpoint");
     DeletionReceipt {
         conversations: 2,
@@ -332,15 +329,13 @@ pub async fn seed_every_kind(ctx: &Ctx) -> ConversationId {
     b.advance_cursor(ctx.scope(), &thread.id, "extract", 5)
         .await
         .must("cursor");
-    let later = NewFact {
-        expires_at: Some(
+    let later = NewFact::new("likes night trains")
+        .with_expires_at(
             ctx.clock_now()
                 .saturating_add(std::time::Duration::from_hours(1)),
-        ),
-        tags: vec!["travel".into()],
-        score: Some(0.3),
-        ..NewFact::new("likes night trains")
-    };
+        )
+        .with_tags(["travel"])
+        .with_score(0.3);
     b.remember(ctx.scope(), later, RememberOptions::default())
         .await
         .must("expiring fact");
@@ -371,12 +366,10 @@ async fn seed_payloads(ctx: &Ctx, scope: &Scope) {
         };
         map
     };
-    let new = NewConversation {
-        title: Some(joined.clone()),
-        agent: Some("agent".into()),
-        metadata: metadata(0),
-        ..NewConversation::default()
-    };
+    let new = NewConversation::default()
+        .with_title(joined.clone())
+        .with_agent("agent")
+        .with_metadata(metadata(0));
     let thread = b.create_conversation(scope, new).await.must("conversation");
     let messages: Vec<Message> = corpus
         .iter()
@@ -398,17 +391,15 @@ async fn seed_payloads(ctx: &Ctx, scope: &Scope) {
     .await
     .must("working memory");
     for (i, p) in corpus.iter().enumerate() {
-        let fact = NewFact {
-            kind: Some("payload".into()),
-            tags: vec![format!("t{i}")],
-            score: Some(1.0 / (i as f32 + 3.0)),
-            source: Some(mnemix_core::FactSource {
+        let fact = NewFact::new(format!("fact {i}: {p}"))
+            .with_kind("payload")
+            .with_tags([format!("t{i}")])
+            .with_score(1.0 / (i as f32 + 3.0))
+            .with_source(mnemix_core::FactSource {
                 conversation_id: thread.id.clone(),
                 message_ids: ids.clone(),
-            }),
-            embedding: Some(unit_vector(DIMS, i as u64)),
-            ..NewFact::new(format!("fact {i}: {p}"))
-        };
+            })
+            .with_embedding(unit_vector(DIMS, i as u64));
         b.remember(scope, fact, RememberOptions::default())
             .await
             .must("payload fact");
@@ -432,12 +423,12 @@ async fn seed_payloads(ctx: &Ctx, scope: &Scope) {
             .await
             .must("payload vectors");
     }
-    let checkpoint = NewCheckpoint {
-        id: CheckpointId::new("payload-run").unwrap(),
-        workflow: "payload".into(),
-        status: CheckpointStatus::Running,
-        state: json!({"corpus": corpus}),
-    };
+    let checkpoint = NewCheckpoint::new(
+        CheckpointId::new("payload-run").unwrap(),
+        "payload",
+        CheckpointStatus::Running,
+        json!({"corpus": corpus}),
+    );
     b.put_checkpoint(scope, checkpoint).await.must("checkpoint");
 }
 

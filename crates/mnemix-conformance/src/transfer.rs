@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use mnemix_core::transfer::Digest;
-use mnemix_core::Record;
+use mnemix_core::transfer::Record;
 use mnemix_core::{
     AppendOptions, CheckpointId, CheckpointStatus, FactStore, LoadOptions, Metric, NewCheckpoint,
     NewConversation, NewFact, RecallQuery, RememberOptions, Scope, StoredMessage, Timestamp,
@@ -173,11 +173,9 @@ pub async fn restore_twice_is_the_same_as_once(ctx: &Ctx) {
 /// A record whose parent is missing fails the whole batch, and nothing of it is written.
 pub async fn restore_is_all_or_nothing_and_needs_parents(ctx: &Ctx) {
     let b = ctx.backend();
-    let fresh = NewConversation {
-        id: Some(cid("restored")),
-        ..NewConversation::default()
-    }
-    .into_conversation(ctx.scope(), ctx.clock_now());
+    let fresh = NewConversation::default()
+        .with_id(cid("restored"))
+        .into_conversation(ctx.scope(), ctx.clock_now());
     let orphan = Record::Message {
         scope: ctx.scope().clone(),
         conversation_id: cid("never-created"),
@@ -233,22 +231,19 @@ pub async fn restore_is_all_or_nothing_and_needs_parents(ctx: &Ctx) {
 pub async fn scopes_list_exactly_the_owners(ctx: &Ctx) {
     let b = ctx.backend();
     let remember = |scope: Scope, text: &'static str, expires_at: Option<Timestamp>| async move {
-        let fact = NewFact {
-            expires_at,
-            ..NewFact::new(text)
-        };
+        let fact = NewFact::new(text).with_expires_at(expires_at);
         b.remember(&scope, fact, RememberOptions::default())
             .await
             .must("remember");
     };
     remember(ctx.scope().clone(), "owns a fact", None).await;
     remember(ctx.shared_scope(), "shared knowledge", None).await;
-    let checkpoint = NewCheckpoint {
-        id: CheckpointId::new("run").unwrap(),
-        workflow: "w".into(),
-        status: CheckpointStatus::Suspended,
-        state: json!({}),
-    };
+    let checkpoint = NewCheckpoint::new(
+        CheckpointId::new("run").unwrap(),
+        "w",
+        CheckpointStatus::Suspended,
+        json!({}),
+    );
     b.put_checkpoint(ctx.other_scope(), checkpoint)
         .await
         .must("checkpoint");
@@ -284,10 +279,7 @@ pub async fn scopes_list_exactly_the_owners(ctx: &Ctx) {
 pub async fn export_leaves_out_expired_records(ctx: &Ctx) {
     let b = ctx.backend();
     let soon = ctx.clock_now().saturating_add(Duration::from_secs(1));
-    let fact = NewFact {
-        expires_at: Some(soon),
-        ..NewFact::new("expires soon")
-    };
+    let fact = NewFact::new("expires soon").with_expires_at(soon);
     b.remember(ctx.scope(), fact, RememberOptions::default())
         .await
         .must("remember");
@@ -339,10 +331,7 @@ type FactEdit<'a> = dyn Fn(&mut mnemix_core::Fact) + Sync + 'a;
 /// written (no key comes back as another key).
 pub async fn restore_refuses_what_the_write_api_refuses(ctx: &Ctx) {
     let b = ctx.backend();
-    let thread = mnemix_core::NewConversation {
-        id: Some(cid("edited")),
-        ..mnemix_core::NewConversation::default()
-    };
+    let thread = mnemix_core::NewConversation::default().with_id(cid("edited"));
     b.create_conversation(ctx.scope(), thread)
         .await
         .must("create");

@@ -30,11 +30,9 @@ pub(crate) fn record(id: &str, vector: Vec<f32>, metadata: serde_json::Value) ->
     let serde_json::Value::Object(metadata) = metadata else {
         panic!("metadata must be a JSON object")
     };
-    VectorRecord {
-        metadata,
-        text: Some(format!("text of {id}")),
-        ..VectorRecord::new(vid(id), vector)
-    }
+    VectorRecord::new(vid(id), vector)
+        .with_metadata(metadata)
+        .with_text(format!("text of {id}"))
 }
 
 /// Upserts `n` random records `r0..rn` into the main scope.
@@ -70,31 +68,35 @@ pub async fn ensure_collection_is_idempotent(ctx: &Ctx) {
 pub async fn ensure_collection_with_other_dims_metric_or_model_is_rejected(ctx: &Ctx) {
     let spec = collection(ctx, Metric::Cosine).await;
     let b = ctx.backend();
-    let other_dims = CollectionSpec {
-        dims: DIMS + 1,
-        ..spec.clone()
+    let other_dims = {
+        let mut value = spec.clone();
+        value.dims = DIMS + 1;
+        value
     };
     b.ensure_collection(ctx.namespace(), other_dims)
         .await
         .must_be_invalid("dims");
-    let other_metric = CollectionSpec {
-        metric: Metric::Dot,
-        ..spec.clone()
+    let other_metric = {
+        let mut value = spec.clone();
+        value.metric = Metric::Dot;
+        value
     };
     b.ensure_collection(ctx.namespace(), other_metric)
         .await
         .must_be_invalid("metric");
-    let other_model = CollectionSpec {
-        model: "another-model".into(),
-        ..spec.clone()
+    let other_model = {
+        let mut value = spec.clone();
+        value.model = "another-model".into();
+        value
     };
     b.ensure_collection(ctx.namespace(), other_model)
         .await
         .must_be_invalid("model");
-    let zero = CollectionSpec {
-        name: "zero".into(),
-        dims: 0,
-        ..spec
+    let zero = {
+        let mut value = spec;
+        value.name = "zero".into();
+        value.dims = 0;
+        value
     };
     b.ensure_collection(ctx.namespace(), zero)
         .await
@@ -271,13 +273,11 @@ pub async fn upsert_large_batch_keeps_last_of_repeated_id(ctx: &Ctx) {
         .must("search");
     let ids: HashSet<&str> = hit_ids(&hits).into_iter().collect();
     assert_eq!(ids.len(), 5, "one record per id");
-    assert_eq!(
-        hits[0].record,
-        VectorRecord {
-            vector: Vec::new(),
-            ..last
-        }
-    );
+    assert_eq!(hits[0].record, {
+        let mut value = last;
+        value.vector = Vec::new();
+        value
+    });
     for id in ["r0", "r299"] {
         ctx.backend()
             .get_vector(ctx.scope(), &spec.name, &vid(id))
@@ -869,9 +869,10 @@ fn assert_hits_are_stored(stored: &[VectorRecord], hits: &[VectorHit]) {
             .iter()
             .find(|r| r.id == hit.record.id)
             .expect("a stored id");
-        let expected = VectorRecord {
-            vector: Vec::new(),
-            ..record.clone()
+        let expected = {
+            let mut value = record.clone();
+            value.vector = Vec::new();
+            value
         };
         assert_eq!(hit.record, expected, "a hit is its record as stored");
     }

@@ -6,10 +6,12 @@
 use std::sync::Arc;
 
 use mnemix_core::{
-    validate_continuation, AppendOptions, CollectionSpec, ContinuationOptions, FactStore,
-    InMemoryBackend, LoadOptions, MemoryBackend, Message, NewConversation, NewFact, Part,
-    RecallQuery, RememberOptions, Role, Scope, VectorQuery, VectorRecord,
+    AppendOptions, CollectionSpec, FactStore, InMemoryBackend, LoadOptions, MemoryBackend, Message,
+    NewConversation, NewFact, Part, RecallQuery, RememberOptions, Role, Scope, VectorQuery,
+    VectorRecord,
 };
+
+use mnemix_core::replay::{validate_continuation, ContinuationOptions};
 use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]
@@ -19,13 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A thread where the process crashed after the assistant's tool call, before its result.
     let thread = store
-        .create_conversation(
-            &alice,
-            NewConversation {
-                agent: Some("support".into()),
-                ..Default::default()
-            },
-        )
+        .create_conversation(&alice, NewConversation::default().with_agent("support"))
         .await?;
     let call = Message::new(
         Role::Assistant,
@@ -94,20 +90,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     store
         .remember(
             &alice,
-            NewFact {
-                key: Some("editor".into()),
-                ..NewFact::new("Favourite editor: vim")
-            },
+            NewFact::new("Favourite editor: vim").with_key("editor"),
             RememberOptions::default(),
         )
         .await?;
     store
         .remember(
             &alice,
-            NewFact {
-                key: Some("editor".into()),
-                ..NewFact::new("Favourite editor: helix")
-            },
+            NewFact::new("Favourite editor: helix").with_key("editor"),
             RememberOptions::default(),
         )
         .await?;
@@ -131,12 +121,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("c", [0.0, 1.0, 0.0], "en"),
     ]
     .into_iter()
-    .map(|(id, v, lang)| VectorRecord {
-        metadata: json!({"lang": lang})
-            .as_object()
-            .cloned()
-            .unwrap_or_default(),
-        ..VectorRecord::new(id.try_into().expect("valid id"), v.to_vec())
+    .map(|(id, v, lang)| {
+        VectorRecord::new(id.try_into().expect("valid id"), v.to_vec()).with_metadata(
+            json!({"lang": lang})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        )
     })
     .collect();
     store.upsert_vectors(&alice, "notes", records).await?;

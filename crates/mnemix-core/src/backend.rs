@@ -199,7 +199,7 @@ pub async fn forget_namespace_records<B: MemoryBackend + ?Sized>(
         }
     }
     for record in backend.export_namespace(namespace).await? {
-        if let crate::Record::CacheEntry { key, .. } = record {
+        if let crate::transfer::Record::CacheEntry { key, .. } = record {
             receipt.cache_entries += u64::from(backend.cache_delete(namespace, &key).await?);
         }
     }

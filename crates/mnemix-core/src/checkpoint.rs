@@ -65,8 +65,10 @@ pub struct Checkpoint {
     pub updated_at: Timestamp,
 }
 
-/// What [`CheckpointStore::put_checkpoint`] creates.
+/// What [`CheckpointStore::put_checkpoint`] creates: [`NewCheckpoint::new`] builds one (it may
+/// gain fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NewCheckpoint {
     /// Its id.
     pub id: CheckpointId,
@@ -79,6 +81,21 @@ pub struct NewCheckpoint {
 }
 
 impl NewCheckpoint {
+    /// A checkpoint of `workflow` with this id, status and state.
+    pub fn new(
+        id: CheckpointId,
+        workflow: impl Into<String>,
+        status: CheckpointStatus,
+        state: Value,
+    ) -> Self {
+        Self {
+            id,
+            workflow: workflow.into(),
+            status,
+            state,
+        }
+    }
+
     /// The checkpoint this creates: version 1, created and updated `now`.
     pub fn into_checkpoint(self, now: Timestamp) -> Checkpoint {
         Checkpoint {

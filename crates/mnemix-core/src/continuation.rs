@@ -121,7 +121,8 @@ fn same_entry(a: &Message, b: &Message) -> bool {
 /// [`LoadOptions::raw`](crate::LoadOptions::raw): pending calls must not be sanitized away).
 ///
 /// ```
-/// use mnemix_core::{validate_continuation, ContinuationOptions, Message, Part, Role, RejectionCode};
+/// use mnemix_core::replay::{validate_continuation, ContinuationOptions, RejectionCode};
+/// use mnemix_core::{Message, Part, Role};
 /// let call = Message::new(Role::Assistant, vec![Part::tool_call("c1", "pick_file", serde_json::json!({}))]);
 /// let persisted = vec![Message::user("upload"), call];
 /// let mut incoming = persisted.clone();

@@ -35,8 +35,10 @@ pub struct Conversation {
     pub last_seq: u64,
 }
 
-/// What to create with [`ConversationStore::create_conversation`].
+/// What to create with [`ConversationStore::create_conversation`]: `default()` and the `with_`
+/// methods build one (it may gain fields).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NewConversation {
     /// The id to use; a UUIDv7 is made when `None`.
     pub id: Option<ConversationId>,
@@ -53,6 +55,48 @@ pub struct NewConversation {
 }
 
 impl NewConversation {
+    /// The same with this id (or a UUIDv7 made on create).
+    #[must_use]
+    pub fn with_id(mut self, id: impl Into<Option<ConversationId>>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// The same with a per-agent thread key.
+    #[must_use]
+    pub fn with_agent(mut self, agent: impl Into<String>) -> Self {
+        self.agent = Some(agent.into());
+        self
+    }
+
+    /// The same with a title.
+    #[must_use]
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// The same with this metadata.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// The same about an application resource.
+    #[must_use]
+    pub fn with_resource_slug(mut self, slug: impl Into<String>) -> Self {
+        self.resource_slug = Some(slug.into());
+        self
+    }
+
+    /// The same about an application record.
+    #[must_use]
+    pub fn with_record_id(mut self, record_id: impl Into<String>) -> Self {
+        self.record_id = Some(record_id.into());
+        self
+    }
+
     /// The empty conversation this makes in `scope` (a UUIDv7 id when none was given), created
     /// and updated `now`.
     pub fn into_conversation(self, scope: &Scope, now: Timestamp) -> Conversation {
@@ -233,7 +277,7 @@ pub struct LoadOptions {
     pub after_seq: Option<u64>,
     /// Only messages of these roles (a role-filtered view is not a transcript: it is never sanitized).
     pub roles: Option<Vec<Role>>,
-    /// Run [`sanitize_conversation`](crate::sanitize_conversation) on the window (default true).
+    /// Run [`sanitize_conversation`](crate::replay::sanitize_conversation) on the window (default true).
     pub sanitize: bool,
 }
 
@@ -486,7 +530,7 @@ pub trait ConversationStore: Send + Sync {
     /// - `before_seq`, `after_seq` and `roles` select; `last` keeps the last N of the selection.
     /// - Cost is O(N) in the messages returned, whatever the thread's length.
     /// - With `sanitize` (the default) and no role filter the window is passed through
-    ///   [`sanitize_conversation`](crate::sanitize_conversation), so it is replay-safe after a
+    ///   [`sanitize_conversation`](crate::replay::sanitize_conversation), so it is replay-safe after a
     ///   crash between a tool call and its result.
     /// - Every string round-trips byte-exactly, NUL included.
     /// - A missing conversation, or another scope's, is `NotFound`.

@@ -78,8 +78,16 @@ impl Fact {
     }
 }
 
-/// What [`FactStore::remember`] stores.
+/// What [`FactStore::remember`] stores: [`NewFact::new`] and the `with_` methods build one
+/// (it may gain fields).
+///
+/// ```
+/// use mnemix_core::NewFact;
+/// let fact = NewFact::new("Prefers window seats").with_key("seat").with_tags(["travel"]);
+/// assert_eq!(fact.key.as_deref(), Some("seat"));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NewFact {
     /// The statement (non-empty).
     pub text: String,
@@ -106,6 +114,55 @@ impl NewFact {
             text: text.into(),
             ..Self::default()
         }
+    }
+
+    /// The same with a kind.
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// The same with a supersede key.
+    #[must_use]
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// The same with these tags (in place of any it had).
+    #[must_use]
+    pub fn with_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same with a confidence (or none).
+    #[must_use]
+    pub fn with_score(mut self, score: impl Into<Option<f32>>) -> Self {
+        self.score = score.into();
+        self
+    }
+
+    /// The same with where it was learned (or nowhere).
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<Option<FactSource>>) -> Self {
+        self.source = source.into();
+        self
+    }
+
+    /// The same with an embedding (or none).
+    #[must_use]
+    pub fn with_embedding(mut self, embedding: impl Into<Option<Vec<f32>>>) -> Self {
+        self.embedding = embedding.into();
+        self
+    }
+
+    /// The same expiring at this time (or never).
+    #[must_use]
+    pub fn with_expires_at(mut self, expires_at: impl Into<Option<Timestamp>>) -> Self {
+        self.expires_at = expires_at.into();
+        self
     }
 
     /// The current fact this makes in `scope`: a fresh id, created and updated `now`.

@@ -40,10 +40,6 @@ pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
 pub use checkpoint::{
     Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
 };
-pub use continuation::{
-    assert_valid_continuation, validate_continuation, ContinuationError, ContinuationOptions,
-    RejectionCode, Verdict,
-};
 pub use conversation::{
     AppendOptions, AppendReceipt, Conversation, ConversationQuery, ConversationStore,
     ConversationUpdate, LoadOptions, NewConversation,
@@ -58,8 +54,7 @@ pub use front::{Checked, RetryPolicy, DEFAULT_SERVER_TIMEOUT};
 pub use in_memory::InMemoryBackend;
 pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
 pub use page::Page;
-pub use records::{Record, RecordKind, TransferStore};
-pub use sanitize::{is_replay_safe, sanitize_conversation};
+pub use records::TransferStore;
 pub use scope::{
     validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope,
     Subject, VectorId,
@@ -77,7 +72,7 @@ pub use working::{
 
 pub mod transfer {
     //! Moving memory between stores: the [`TransferStore`](crate::TransferStore) contract, the
-    //! [`Record`](crate::Record) every export is made of, the JSON Lines [`ExportHeader`], and
+    //! [`Record`] every export is made of, the JSON Lines [`ExportHeader`], and
     //! [`copy`] / [`verify`] over any two backends.
     //!
     //! An export is verbatim: ids, sequence numbers, timestamps, revisions and versions are kept,
@@ -102,9 +97,24 @@ pub mod transfer {
 
     pub use crate::records::{
         check_batch, copy, copy_units, plan, verify, verify_units, CopyReport, Digest,
-        ExportHeader, ExportReader, ExportTrailer, ExportWriter, Mismatch, Unit, FORMAT,
-        FORMAT_VERSION,
+        ExportHeader, ExportReader, ExportTrailer, ExportWriter, Mismatch, Record, RecordKind,
+        Unit, FORMAT, FORMAT_VERSION,
     };
+}
+
+pub mod replay {
+    //! Replay safety: what a model is sent back must be a history it could have produced.
+    //! [`sanitize_conversation`] strips what a provider would refuse (a tool call without its
+    //! result, a result without its call) from a window, as every load does by default;
+    //! [`validate_continuation`] checks a history a client sends back against the stored one
+    //! (nothing rewritten, forged or replayed), and [`assert_valid_continuation`] is the same as
+    //! a `Result`.
+
+    pub use crate::continuation::{
+        assert_valid_continuation, validate_continuation, ContinuationError, ContinuationOptions,
+        RejectionCode, Verdict,
+    };
+    pub use crate::sanitize::{is_replay_safe, sanitize_conversation};
 }
 
 pub mod handle {

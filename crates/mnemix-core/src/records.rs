@@ -81,8 +81,8 @@ pub struct ExportTrailer {
 /// Writes a JSON Lines export: the header, one line per record, and the [`ExportTrailer`].
 ///
 /// ```
-/// use mnemix_core::transfer::{ExportHeader, ExportReader, ExportWriter};
-/// use mnemix_core::{Namespace, Record, Timestamp};
+/// use mnemix_core::transfer::{ExportHeader, ExportReader, ExportWriter, Record};
+/// use mnemix_core::{Namespace, Timestamp};
 /// let mut writer = ExportWriter::new(Vec::new(), &ExportHeader::new("memory", Timestamp::EPOCH))?;
 /// writer.write(&Record::CacheEntry {
 ///     namespace: Namespace::new("support")?, key: "k".into(), value: vec![1], expires_at: None,

@@ -42,7 +42,8 @@ fn is_tool_side(message: &Message) -> bool {
 /// [`StoredMessage`](crate::StoredMessage)s alike.
 ///
 /// ```
-/// use mnemix_core::{sanitize_conversation, Message, Part, Role};
+/// use mnemix_core::replay::sanitize_conversation;
+/// use mnemix_core::{Message, Part, Role};
 /// let call = Message::new(Role::Assistant, vec![Part::tool_call("c1", "search", serde_json::json!({}))]);
 /// // crash: the tool result never landed
 /// let history = vec![Message::user("find it"), call, Message::user("well?")];

@@ -74,8 +74,9 @@ impl<C> SeenCollections<C> {
     }
 }
 
-/// A collection's fixed properties.
+/// A collection's fixed properties: [`CollectionSpec::new`] builds one (it may gain fields).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CollectionSpec {
     /// Name, unique within a namespace (identifier rules).
     pub name: String,
@@ -183,8 +184,10 @@ fn check_finite(vector: &[f32]) -> Result<()> {
     }
 }
 
-/// A stored vector with its payload.
+/// A stored vector with its payload: [`VectorRecord::new`] and the `with_` methods build one
+/// (it may gain fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct VectorRecord {
     /// Id within the collection and scope.
     pub id: VectorId,
@@ -208,6 +211,27 @@ impl VectorRecord {
             metadata: Metadata::new(),
             conversation_id: None,
         }
+    }
+
+    /// The same keeping the text it embeds.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// The same with this metadata.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: Metadata) -> Self {
+        self.metadata = metadata;
+        self
+    }
+
+    /// The same belonging to a conversation (deleted with it), or to none.
+    #[must_use]
+    pub fn with_conversation_id(mut self, conversation: impl Into<Option<ConversationId>>) -> Self {
+        self.conversation_id = conversation.into();
+        self
     }
 }
 

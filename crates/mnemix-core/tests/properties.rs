@@ -4,9 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use mnemix_core::{
-    is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions, Message,
-    MessageId, Part, RejectionCode, Role, Timestamp,
+use mnemix_core::{Message, MessageId, Part, Role, Timestamp};
+
+use mnemix_core::replay::{
+    is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions,
+    RejectionCode,
 };
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -444,7 +446,7 @@ proptest! {
         bits in proptest::collection::vec(any::<u32>(), 1..16),
         text in any::<String>(),
     ) {
-        use mnemix_core::Record;
+        use mnemix_core::transfer::Record;
         let vector: Vec<f32> = bits
             .into_iter()
             .map(f32::from_bits)

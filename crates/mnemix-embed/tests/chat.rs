@@ -270,13 +270,7 @@ async fn registered_kinds_are_offered_and_their_memories_stored() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].contains("Nonexistent"), "{}", errors[0]);
     let found = memories
-        .search(
-            &scope,
-            MemoryQuery {
-                text: Some("food".into()),
-                ..MemoryQuery::default()
-            },
-        )
+        .search(&scope, MemoryQuery::default().with_text("food"))
         .await
         .unwrap();
     assert_eq!(found[0].memory.data["value"], "vegan");

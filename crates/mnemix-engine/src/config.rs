@@ -33,6 +33,7 @@ use mnemix_core::{MemoryError, Result};
 /// Every tier of an agent's memory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct MemoryConfig {
     /// Recent dialogue: the window and the summary of what fell out of it.
     pub conversation: ConversationConfig,
@@ -55,6 +56,7 @@ pub struct MemoryConfig {
 /// The conversation tier (off by default).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ConversationConfig {
     /// Whether recent messages are loaded into the context.
     pub enabled: bool,
@@ -74,6 +76,7 @@ pub struct ConversationConfig {
 /// The knowledge tier: similarity search over collections of the namespace's shared scope.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct KnowledgeConfig {
     /// Whether knowledge is retrieved.
     pub enabled: bool,
@@ -101,6 +104,7 @@ impl Default for KnowledgeConfig {
 /// The facts tier.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct FactsConfig {
     /// Whether facts are recalled and injected (and, with `extract`, learned).
     pub enabled: bool,
@@ -136,6 +140,7 @@ pub enum WorkingMemoryScope {
 /// The working-memory tier: free-form Markdown, a Markdown template, or JSON under a schema.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct WorkingMemoryConfig {
     /// Whether the working-memory block and tools are offered.
     pub enabled: bool,
@@ -164,6 +169,7 @@ pub enum MergeStrategy {
 /// Semantic recall of older messages of the conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct SemanticRecallConfig {
     /// Whether messages are embedded on commit and recalled on prepare.
     pub enabled: bool,
@@ -237,6 +243,7 @@ impl Default for SemanticRecallConfig {
 /// How recalled facts become the `<user-memory>` block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct InjectConfig {
     /// Most facts recalled per turn.
     pub limit: usize,
@@ -257,6 +264,7 @@ impl Default for InjectConfig {
 /// Automatic fact extraction after each committed turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ExtractConfig {
     /// Whether commits run the `FactExtractor` (needs the facts tier).
     pub enabled: bool,

@@ -141,8 +141,10 @@ pub enum MemorySource {
 }
 
 /// A search of [`Memories::search`]: lexical with `text`, semantic with `vector`, both hybrid
-/// (the facts' recall), filtered.
+/// (the facts' recall), filtered. `default()` and the `with_` methods build one (it may gain
+/// fields).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct MemoryQuery {
     /// Query text.
     pub text: Option<String>,
@@ -162,6 +164,64 @@ pub struct MemoryQuery {
     /// Own, shared, or all (default).
     #[serde(default)]
     pub scope: SearchScope,
+}
+
+impl MemoryQuery {
+    /// The same searching for this text.
+    #[must_use]
+    pub fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// The same searching near this embedding (or not by vector).
+    #[must_use]
+    pub fn with_vector(mut self, vector: impl Into<Option<Vec<f32>>>) -> Self {
+        self.vector = vector.into();
+        self
+    }
+
+    /// The same keeping only memories of this kind.
+    #[must_use]
+    pub fn with_kind(mut self, kind: impl Into<String>) -> Self {
+        self.kind = Some(kind.into());
+        self
+    }
+
+    /// The same keeping only memories carrying every one of these tags.
+    #[must_use]
+    pub fn with_tags(mut self, tags: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same keeping only memories learned in this conversation (or in any).
+    #[must_use]
+    pub fn with_conversation(mut self, conversation: impl Into<Option<ConversationId>>) -> Self {
+        self.conversation = conversation.into();
+        self
+    }
+
+    /// The same keeping only memories at least this confident (or any).
+    #[must_use]
+    pub fn with_min_confidence(mut self, min: impl Into<Option<f32>>) -> Self {
+        self.min_confidence = min.into();
+        self
+    }
+
+    /// The same returning at most this many (or the default).
+    #[must_use]
+    pub fn with_limit(mut self, limit: impl Into<Option<usize>>) -> Self {
+        self.limit = limit.into();
+        self
+    }
+
+    /// The same searching own, shared or all memories.
+    #[must_use]
+    pub fn with_scope(mut self, scope: SearchScope) -> Self {
+        self.scope = scope;
+        self
+    }
 }
 
 /// A memory a search found.
@@ -206,8 +266,7 @@ pub struct MemoryHit {
 /// let second = json!({"category": "food", "value": "vegan"}); // supersedes the first
 /// memories.store(&scope, NewMemory::new("Preference", second)).await?;
 ///
-/// let query = MemoryQuery { text: Some("food".into()), kind: Some("Preference".into()),
-///     ..MemoryQuery::default() };
+/// let query = MemoryQuery::default().with_text("food").with_kind("Preference");
 /// let hits = memories.search(&scope, query).await?;
 /// assert_eq!(hits.len(), 1);
 /// assert_eq!(hits[0].memory.data["value"], "vegan");
@@ -334,16 +393,14 @@ impl Memories {
             Some(ttl) => Some(ttl.expires_at(self.backend.now())),
             None => memory.expires_at,
         };
-        let fact = NewFact {
-            text: canonical_json(&memory.data),
-            kind: Some(spec.name.clone()),
-            key: Some(memory_key(&spec.name, &id)?),
-            tags: memory.tags,
-            score: memory.confidence,
-            source: memory.source,
-            embedding: memory.embedding,
-            expires_at,
-        };
+        let fact = NewFact::new(canonical_json(&memory.data))
+            .with_kind(spec.name.clone())
+            .with_key(memory_key(&spec.name, &id)?)
+            .with_tags(memory.tags)
+            .with_score(memory.confidence)
+            .with_source(memory.source)
+            .with_embedding(memory.embedding)
+            .with_expires_at(expires_at);
         let outcome = self
             .backend
             .remember(scope, fact, RememberOptions::default())

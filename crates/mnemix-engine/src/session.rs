@@ -94,10 +94,7 @@ impl Memory {
             }
             _ => {}
         }
-        let new = NewConversation {
-            id: Some(id.clone()),
-            ..NewConversation::default()
-        };
+        let new = NewConversation::default().with_id(id.clone());
         match self.backend.create_conversation(scope, new).await {
             Ok(_) => {}
             Err(e) if e.is_already_exists() => {}

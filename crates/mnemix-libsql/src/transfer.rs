@@ -4,9 +4,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use mnemix_core::adapter::sort_canonical;
+use mnemix_core::transfer::Record;
 use mnemix_core::{
-    ConversationId, Namespace, Record, Result, Scope, StoredMessage, Subject, Timestamp,
-    TransferStore, WorkingMemoryKey,
+    ConversationId, Namespace, Result, Scope, StoredMessage, Subject, Timestamp, TransferStore,
+    WorkingMemoryKey,
 };
 use mnemix_sqlite_sql as sql;
 use mnemix_sqlite_sql::driver::Conn as FamilyConn;

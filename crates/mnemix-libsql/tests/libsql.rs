@@ -160,10 +160,8 @@ async fn a_selective_filter_over_a_large_scope_returns_every_matching_row_in_ord
             .enumerate()
             .map(|(j, v)| {
                 let i = c * 1_000 + j;
-                VectorRecord {
-                    metadata: bucket(i),
-                    ..VectorRecord::new(VectorId::new(format!("v{i}")).unwrap(), v.clone())
-                }
+                VectorRecord::new(VectorId::new(format!("v{i}")).unwrap(), v.clone())
+                    .with_metadata(bucket(i))
             })
             .collect();
         store.upsert_vectors(&scope, "docs", records).await.unwrap();

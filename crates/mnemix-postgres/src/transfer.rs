@@ -5,9 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use mnemix_core::adapter::sort_canonical;
+use mnemix_core::transfer::Record;
 use mnemix_core::{
-    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
-    Timestamp, TransferStore, WorkingMemoryKey,
+    ConversationId, MemoryError, Namespace, Result, Scope, StoredMessage, Subject, Timestamp,
+    TransferStore, WorkingMemoryKey,
 };
 use tokio_postgres::types::{ToSql, Type};
 

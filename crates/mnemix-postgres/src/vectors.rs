@@ -42,9 +42,9 @@ pub(crate) fn collection_from(row: &Row) -> Result<CollectionRow> {
     Ok(CollectionRow {
         pk: row.get("pk"),
         spec: CollectionSpec::new(
-            row.get("name"),
+            row.get::<_, String>("name"),
             usize::try_from(row.get::<_, i32>("dims")).map_err(|e| corrupt("dims", e))?,
-            row.get("model"),
+            row.get::<_, String>("model"),
         )
         .with_metric(metric_from(row.get("metric"))?),
         indexed: false,
@@ -54,23 +54,24 @@ pub(crate) fn collection_from(row: &Row) -> Result<CollectionRow> {
 pub(crate) const RECORD_COLUMNS: &str = "id, embedding, text, metadata, conversation_id";
 
 pub(crate) fn record_from(row: &Row) -> Result<VectorRecord> {
-    Ok(VectorRecord {
-        id: VectorId::new(row.get::<_, String>("id")).map_err(|e| corrupt("vector id", e))?,
-        vector: row
-            .try_get::<_, StoredEmbedding>("embedding")
-            .map_err(|e| corrupt("vector", e))?
-            .0,
-        text: row
-            .get::<_, Option<Vec<u8>>>("text")
-            .map(text_from)
-            .transpose()?,
-        metadata: metadata_from(row.get("metadata"))?,
-        conversation_id: row
-            .get::<_, Option<String>>("conversation_id")
-            .map(ConversationId::new)
-            .transpose()
-            .map_err(|e| corrupt("conversation id", e))?,
-    })
+    let id = VectorId::new(row.get::<_, String>("id")).map_err(|e| corrupt("vector id", e))?;
+    let vector = row
+        .try_get::<_, StoredEmbedding>("embedding")
+        .map_err(|e| corrupt("vector", e))?
+        .0;
+    let mut record = VectorRecord::new(id, vector)
+        .with_metadata(metadata_from(row.get("metadata"))?)
+        .with_conversation_id(
+            row.get::<_, Option<String>>("conversation_id")
+                .map(ConversationId::new)
+                .transpose()
+                .map_err(|e| corrupt("conversation id", e))?,
+        );
+    record.text = row
+        .get::<_, Option<Vec<u8>>>("text")
+        .map(text_from)
+        .transpose()?;
+    Ok(record)
 }
 
 /// The most rows a filtered index search asks for while it looks past rows that only Rust's

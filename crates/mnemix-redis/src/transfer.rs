@@ -14,9 +14,10 @@ use std::sync::LazyLock;
 use async_trait::async_trait;
 use mnemix_core::adapter::fact_tokens;
 use mnemix_core::adapter::sort_canonical;
+use mnemix_core::transfer::Record;
 use mnemix_core::{
-    ConversationId, MemoryError, Namespace, Record, Result, Scope, StoredMessage, Subject,
-    Timestamp, TransferStore, VectorRecord, VectorStore, WorkingMemoryKey,
+    ConversationId, MemoryError, Namespace, Result, Scope, StoredMessage, Subject, Timestamp,
+    TransferStore, VectorRecord, VectorStore, WorkingMemoryKey,
 };
 use redis::Script;
 

@@ -267,10 +267,7 @@ async fn facts_without_a_version_token_are_recalled_from_the_server() {
         let store = &store;
         let scope = &scope;
         async move {
-            let new = mnemix_core::NewFact {
-                embedding: Some(vector.to_vec()),
-                ..mnemix_core::NewFact::new(text)
-            };
+            let new = mnemix_core::NewFact::new(text).with_embedding(vector.to_vec());
             store
                 .remember(scope, new, mnemix_core::RememberOptions::default())
                 .await

@@ -67,13 +67,14 @@ fn record_of(
     metadata: &str,
     conversation_id: Option<String>,
 ) -> Result<VectorRecord> {
-    Ok(VectorRecord {
-        id: VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+    let mut record = VectorRecord::new(
+        VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
         vector,
-        text,
-        metadata: metadata_from(metadata)?,
-        conversation_id: conversation_of(conversation_id)?,
-    })
+    )
+    .with_metadata(metadata_from(metadata)?)
+    .with_conversation_id(conversation_of(conversation_id)?);
+    record.text = text;
+    Ok(record)
 }
 
 /// A stored `conversation_id` column.

@@ -51,25 +51,24 @@ mod open;
 // The contracts, their records and the front layer, by name: what a program that opens a store
 // needs. What only an adapter needs (`adapter`, the ranking and SQL helpers) stays in
 // `mnemix_core`.
+/// The modules a program reaches into: descriptors (for [`register`]), embedders, the
+/// handles' request builders, the limits, the kinds and grants, replay safety (sanitizing and
+/// checking continuations), and export, restore and copy.
+pub use mnemix_core::{descriptor, embed, handle, limits, registry, replay, transfer};
 pub use mnemix_core::{
-    assert_valid_continuation, is_replay_safe, sanitize_conversation, validate_continuation,
     validate_identifier, AppendOptions, AppendReceipt, BoxError, CacheStore, Capabilities, Checked,
     Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate, Clock,
-    CollectionSpec, ContinuationError, ContinuationOptions, Conversation, ConversationHandle,
-    ConversationId, ConversationQuery, ConversationStore, ConversationUpdate, DeletionReceipt,
-    Durability, Fact, FactId, FactQuery, FactSource, FactStore, Facts, FieldPath, FileSource,
-    Filter, FilterValue, InMemoryBackend, LoadOptions, ManualClock, MemoryBackend, MemoryError,
-    Message, MessageId, Metadata, Metric, Namespace, NamespaceReceipt, NewCheckpoint,
-    NewConversation, NewFact, Page, Part, RecallQuery, Record, RecordKind, RejectionCode,
+    CollectionSpec, Conversation, ConversationHandle, ConversationId, ConversationQuery,
+    ConversationStore, ConversationUpdate, DeletionReceipt, Durability, Fact, FactId, FactQuery,
+    FactSource, FactStore, Facts, FieldPath, FileSource, Filter, FilterValue, InMemoryBackend,
+    LoadOptions, ManualClock, MemoryBackend, MemoryError, Message, MessageId, Metadata, Metric,
+    Namespace, NamespaceReceipt, NewCheckpoint, NewConversation, NewFact, Page, Part, RecallQuery,
     RememberOptions, RememberOutcome, RememberStatus, Result, RetryPolicy, Role, Scope, Scoped,
     ScoredFact, Store, StoredMessage, Subject, SystemClock, Timestamp, TransferStore, Ttl,
     VectorHit, VectorId, VectorIndexKind, VectorQuery, VectorRecord, VectorSearch, VectorSelector,
-    VectorStore, Vectors, Verdict, WorkingMemory, WorkingMemoryFormat, WorkingMemoryHandle,
+    VectorStore, Vectors, WorkingMemory, WorkingMemoryFormat, WorkingMemoryHandle,
     WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate, DEFAULT_SERVER_TIMEOUT,
 };
-/// The modules a program reaches into: descriptors (for [`register`]), embedders, the
-/// handles' request builders, the limits, the kinds and grants, and export, restore and copy.
-pub use mnemix_core::{descriptor, embed, handle, limits, registry, transfer};
 pub use open::{
     descriptor_for, descriptors, from_env, open, redacted, register, OpenOptions, DEFAULT_URL,
     URL_ENV,

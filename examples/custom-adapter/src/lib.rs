@@ -36,16 +36,17 @@ use mnemix_core::adapter::{
     sort_canonical, AppendPlan, RememberPlan,
 };
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
+use mnemix_core::transfer::Record;
 use mnemix_core::{
     AppendOptions, AppendReceipt, CacheStore, Capabilities, Checkpoint, CheckpointId,
     CheckpointStatus, CheckpointStore, CheckpointUpdate, Clock, CollectionSpec, Conversation,
     ConversationId, ConversationQuery, ConversationStore, ConversationUpdate, DeletionReceipt,
     Durability, Fact, FactId, FactQuery, FactStore, LoadOptions, MemoryBackend, MemoryError,
     Message, MessageId, Namespace, NewCheckpoint, NewConversation, NewFact, Page, RecallQuery,
-    Record, RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact,
-    StoredMessage, Subject, SystemClock, Timestamp, TransferStore, VectorHit, VectorId,
-    VectorQuery, VectorRecord, VectorSearch, VectorSelector, VectorStore, WorkingMemory,
-    WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
+    RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, StoredMessage,
+    Subject, SystemClock, Timestamp, TransferStore, VectorHit, VectorId, VectorQuery, VectorRecord,
+    VectorSearch, VectorSelector, VectorStore, WorkingMemory, WorkingMemoryKey, WorkingMemoryStore,
+    WorkingMemoryUpdate,
 };
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use serde::de::DeserializeOwned;

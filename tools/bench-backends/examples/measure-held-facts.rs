@@ -42,10 +42,8 @@ fn vector(seed: u64) -> Vec<f32> {
 }
 
 fn fact(seed: u64) -> NewFact {
-    NewFact {
-        embedding: Some(vector(seed)),
-        ..NewFact::new(format!("a note on topic {seed} with detail {}", seed * 7))
-    }
+    NewFact::new(format!("a note on topic {seed} with detail {}", seed * 7))
+        .with_embedding(vector(seed))
 }
 
 /// Remembers the next fact in `scope` through `store`.

@@ -14,9 +14,11 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use mnemix_core::{
-    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Record, Scope,
+    AppendOptions, CollectionSpec, ConversationStore, Message, NewConversation, Scope,
     StoredMessage, TransferStore, VectorQuery, VectorRecord, VectorStore,
 };
+
+use mnemix_core::transfer::Record;
 use mnemix_postgres::PostgresStore;
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::types::Type;

@@ -852,10 +852,7 @@ async fn store(
     said: &[Message],
 ) -> Result<(), String> {
     let err = |e: mnemix_core::MemoryError| e.to_string();
-    let new = NewConversation {
-        id: Some(id.clone()),
-        ..NewConversation::default()
-    };
+    let new = NewConversation::default().with_id(id.clone());
     memory
         .backend()
         .create_conversation(scope, new)

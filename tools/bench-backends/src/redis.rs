@@ -102,11 +102,9 @@ impl RawDriver for RawRedis {
     }
 
     async fn create_conversation(&self, scope: &Scope, id: &ConversationId) {
-        let conversation = NewConversation {
-            id: Some(id.clone()),
-            ..NewConversation::default()
-        }
-        .into_conversation(scope, Timestamp::now());
+        let conversation = NewConversation::default()
+            .with_id(id.clone())
+            .into_conversation(scope, Timestamp::now());
         let base = base(self.prefix, scope);
         let created: i64 = CREATE
             .key(format!("{base}c:{id}"))

@@ -161,10 +161,7 @@ async fn fill(
         };
         ours.remember(
             &scope,
-            NewFact {
-                embedding: Some(embedder.embed_one(&text)),
-                ..NewFact::new(text)
-            },
+            NewFact::new(text.clone()).with_embedding(embedder.embed_one(&text)),
             RememberOptions::default(),
         )
         .await
@@ -211,10 +208,7 @@ async fn fill_tenant(
     let text = nth(&sentences, i).to_owned();
     ours.remember(
         &scope,
-        NewFact {
-            embedding: Some(embedder.embed_one(&text)),
-            ..NewFact::new(text.clone())
-        },
+        NewFact::new(text.clone()).with_embedding(embedder.embed_one(&text)),
         RememberOptions::default(),
     )
     .await
@@ -360,10 +354,8 @@ fn paths() -> Vec<Path> {
             op: |call| {
                 Box::pin(async move {
                     let text = format!("a fact learned late, number {}", call.n);
-                    let fact = NewFact {
-                        embedding: Some(HashingEmbedder::new(DIMS).embed_one(&text)),
-                        ..NewFact::new(text)
-                    };
+                    let embedding = HashingEmbedder::new(DIMS).embed_one(&text);
+                    let fact = NewFact::new(text).with_embedding(embedding);
                     call.store
                         .remember(&call.subject.scope, fact, RememberOptions::default())
                         .await

@@ -162,9 +162,8 @@ pub async fn load_ours(store: &Arc<dyn MemoryBackend>, scope: &Scope, base: &Mat
     let started = Instant::now();
     for start in (0..base.len()).step_by(1_000) {
         let records = (start..base.len().min(start + 1_000))
-            .map(|i| VectorRecord {
-                metadata: metadata_of(i),
-                ..VectorRecord::new(vector_id(i), base.row(i).to_vec())
+            .map(|i| {
+                VectorRecord::new(vector_id(i), base.row(i).to_vec()).with_metadata(metadata_of(i))
             })
             .collect();
         store
@@ -212,9 +211,9 @@ pub async fn ingest(
                     let mut latencies = Vec::new();
                     for start in rows.clone().step_by(batch) {
                         let records: Vec<VectorRecord> = (start..rows.end.min(start + batch))
-                            .map(|i| VectorRecord {
-                                metadata: metadata_of(i),
-                                ..VectorRecord::new(vector_id(i), base.row(i).to_vec())
+                            .map(|i| {
+                                VectorRecord::new(vector_id(i), base.row(i).to_vec())
+                                    .with_metadata(metadata_of(i))
                             })
                             .collect();
                         let n = records.len();

@@ -324,15 +324,9 @@ pub async fn append(
             .map(|r| Arc::new(threads(&format!("raw{r}"))))
             .collect();
         for (scope, id) in ours_threads.iter() {
-            ours.create_conversation(
-                scope,
-                NewConversation {
-                    id: Some(id.clone()),
-                    ..NewConversation::default()
-                },
-            )
-            .await
-            .expect("create conversation");
+            ours.create_conversation(scope, NewConversation::default().with_id(id.clone()))
+                .await
+                .expect("create conversation");
         }
         for (raw, threads) in raws.iter().zip(&raw_threads) {
             for (scope, id) in threads.iter() {
@@ -476,11 +470,9 @@ pub async fn list_conversations(
     for i in 0..sizes.listed_conversations {
         ours.create_conversation(
             &scope,
-            NewConversation {
-                id: Some(ConversationId::new(format!("w3-{i:06}")).expect("valid id")),
-                title: Some(format!("conversation {i}")),
-                ..NewConversation::default()
-            },
+            NewConversation::default()
+                .with_id(ConversationId::new(format!("w3-{i:06}")).expect("valid id"))
+                .with_title(format!("conversation {i}")),
         )
         .await
         .expect("create conversation");
@@ -575,13 +567,7 @@ pub async fn forget_all(
             }
             let id = ConversationId::new("w8").expect("valid id");
             store
-                .create_conversation(
-                    &scope,
-                    NewConversation {
-                        id: Some(id.clone()),
-                        ..NewConversation::default()
-                    },
-                )
+                .create_conversation(&scope, NewConversation::default().with_id(id.clone()))
                 .await
                 .expect("create conversation");
             for chunk in texts.chunks(100) {
@@ -744,10 +730,7 @@ working_memory: { enabled: true, scope: user, template: \"# Profile\\n- name:\\n
             let text = nth(&sentences, from + i);
             ours.remember(
                 &scope,
-                NewFact {
-                    embedding: Some(embedder.embed_one(text)),
-                    ..NewFact::new(text)
-                },
+                NewFact::new(text).with_embedding(embedder.embed_one(text)),
                 RememberOptions::default(),
             )
             .await
@@ -933,13 +916,7 @@ async fn thread_of(
 ) -> ConversationId {
     let id = ConversationId::new(name).expect("valid id");
     store
-        .create_conversation(
-            scope,
-            NewConversation {
-                id: Some(id.clone()),
-                ..NewConversation::default()
-            },
-        )
+        .create_conversation(scope, NewConversation::default().with_id(id.clone()))
         .await
         .expect("create conversation");
     let mut written = 0;

@@ -19,12 +19,13 @@ use std::collections::BTreeSet;
 use arbitrary::{Result as Generated, Unstructured};
 use mnemix_core::adapter::sort_canonical;
 use mnemix_core::adapter::{check_page, Cursor};
-use mnemix_core::assert_valid_continuation;
-use mnemix_core::transfer::{Digest, ExportReader};
-use mnemix_core::{
-    is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions, Filter,
-    Message, MessageId, Metadata, Part, Record, Role, StoredMessage, Timestamp,
+use mnemix_core::replay::assert_valid_continuation;
+use mnemix_core::replay::{
+    is_replay_safe, sanitize_conversation, validate_continuation, ContinuationOptions,
 };
+use mnemix_core::transfer::Record;
+use mnemix_core::transfer::{Digest, ExportReader};
+use mnemix_core::{Filter, Message, MessageId, Metadata, Part, Role, StoredMessage, Timestamp};
 use serde_json::json;
 
 /// One fuzz target.

@@ -95,10 +95,7 @@ pub async fn write_until_killed(
             .expect("the acknowledgement is written");
     };
     let id = ConversationId::new(CONVERSATION)?;
-    let new = NewConversation {
-        id: Some(id.clone()),
-        ..NewConversation::default()
-    };
+    let new = NewConversation::default().with_id(id.clone());
     match backend.create_conversation(scope, new).await {
         Ok(_) | Err(MemoryError::AlreadyExists { .. }) => {}
         Err(e) => return Err(e),

@@ -479,15 +479,13 @@ impl MemoryTools {
                         )))
                     }
                 };
-                let query = MemoryQuery {
-                    vector: Some(self.embed(&args.query).await?),
-                    text: Some(args.query),
-                    kind: args.kind,
-                    tags: args.tags,
-                    limit: args.limit,
-                    scope,
-                    ..MemoryQuery::default()
-                };
+                let mut query = MemoryQuery::default()
+                    .with_vector(self.embed(&args.query).await?)
+                    .with_text(args.query)
+                    .with_tags(args.tags)
+                    .with_limit(args.limit)
+                    .with_scope(scope);
+                query.kind = args.kind;
                 let hits = self.memories.search(scoped.scope(), query).await?;
                 Ok(json!({ "memories": hits }))
             }

@@ -439,10 +439,7 @@ pub async fn semantic_recall_reads_only_its_scope(ctx: &Ctx) {
         text("o2", Role::User, "bye"),
     ];
     for (scope, said) in [(ctx.other_scope(), theirs), (ctx.scope(), ours)] {
-        let new = mnemix_core::NewConversation {
-            id: Some(id.clone()),
-            ..mnemix_core::NewConversation::default()
-        };
+        let new = mnemix_core::NewConversation::default().with_id(id.clone());
         ctx.backend()
             .create_conversation(scope, new)
             .await

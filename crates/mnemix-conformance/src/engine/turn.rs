@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use mnemix_core::{ContinuationOptions, ConversationId, FactQuery, Message, Role};
+use mnemix_core::{ConversationId, FactQuery, Message, Role};
+
+use mnemix_core::replay::ContinuationOptions;
 use mnemix_engine::config::MemoryConfig;
 use mnemix_engine::{ApproxTokenCounter, ExtractionReport, Memory, TokenCounter};
 

@@ -250,16 +250,14 @@ impl Memory {
                 }
                 continue;
             }
-            let new = NewFact {
-                text: fact.text.clone(),
-                kind: fact.kind.clone(),
-                key: fact.key.clone(),
-                tags,
-                score: Some(fact.confidence.min(1.0)),
-                source: Some(source.clone()),
-                embedding: embeddings.next(),
-                expires_at,
-            };
+            let mut new = NewFact::new(fact.text.clone())
+                .with_tags(tags)
+                .with_score(fact.confidence.min(1.0))
+                .with_source(source.clone())
+                .with_embedding(embeddings.next())
+                .with_expires_at(expires_at);
+            new.kind.clone_from(&fact.kind);
+            new.key.clone_from(&fact.key);
             let outcome = self.backend.remember(&facts_scope, new, options).await?;
             if outcome.status != RememberStatus::Duplicate {
                 stored.push(outcome.fact);

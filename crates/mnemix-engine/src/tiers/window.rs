@@ -52,11 +52,9 @@ impl Memory {
         let thread = match self.backend.get_conversation(scope, &id).await {
             Ok(thread) => thread,
             Err(MemoryError::NotFound { .. }) => {
-                let new = NewConversation {
-                    id: Some(id.clone()),
-                    agent: Some(agent_key.to_owned()),
-                    ..NewConversation::default()
-                };
+                let new = NewConversation::default()
+                    .with_id(id.clone())
+                    .with_agent(agent_key);
                 match self.backend.create_conversation(scope, new).await {
                     Ok(thread) => thread,
                     Err(MemoryError::AlreadyExists { .. }) => {

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mnemix_core::migration::Migration;
+use mnemix_core::transfer::Record;
 use mnemix_core::{
     Checkpoint, CheckpointId, CheckpointUpdate, Clock, CollectionSpec, Fact, FactId, FactQuery,
-    MemoryError, Namespace, NewCheckpoint, NewFact, Page, RecallQuery, Record, RememberOptions,
+    MemoryError, Namespace, NewCheckpoint, NewFact, Page, RecallQuery, RememberOptions,
     RememberOutcome, Result, Scope, ScoredFact, Timestamp, VectorId, VectorRecord, VectorSelector,
     WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
 };

@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use mnemix_core::adapter::sort_canonical;
-use mnemix_core::{Namespace, Record, Result, StoredMessage};
+use mnemix_core::transfer::Record;
+use mnemix_core::{Namespace, Result, StoredMessage};
 
 use super::vectors::{self, bump_generations, ensure_collection, CollectionRow, VectorTables};
 use super::{conversation_pk, documents, facts, millis, seq_to_db, subject_of, to_json};

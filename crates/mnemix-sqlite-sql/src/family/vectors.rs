@@ -3,8 +3,9 @@
 //! ([`VectorTables`]: the tables that hold the vectors).
 
 use async_trait::async_trait;
+use mnemix_core::transfer::Record;
 use mnemix_core::{
-    CollectionSpec, MemoryError, Metric, Namespace, Record, Result, Scope, VectorId, VectorRecord,
+    CollectionSpec, MemoryError, Metric, Namespace, Result, Scope, VectorId, VectorRecord,
     VectorSelector,
 };
 
@@ -87,12 +88,12 @@ pub fn collection_from(row: &Row) -> Result<CollectionRow> {
     let metric = row.string(3)?;
     Ok(CollectionRow {
         pk: row.int(0)?,
-        spec: CollectionSpec {
-            name: row.string(1)?,
-            dims: usize::try_from(row.int(2)?).map_err(|e| row.corrupt("dims", e))?,
-            metric: Metric::parse(&metric).ok_or_else(|| row.corrupt("metric", &metric))?,
-            model: row.string(4)?,
-        },
+        spec: CollectionSpec::new(
+            row.string(1)?,
+            usize::try_from(row.int(2)?).map_err(|e| row.corrupt("dims", e))?,
+            row.string(4)?,
+        )
+        .with_metric(Metric::parse(&metric).ok_or_else(|| row.corrupt("metric", &metric))?),
         generation: row.int(5)?,
     })
 }
