@@ -5,7 +5,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use mnemix_core::embed::{Embedder, HashingEmbedder};
-use mnemix_core::lexical;
 use mnemix_core::{ConversationId, Fact, MemoryBackend, MemoryError, Namespace, Result, Scope};
 
 use crate::config::MemoryConfig;
@@ -189,7 +188,7 @@ impl MemoryBuilder {
             facts_namespace,
             working_schema,
             vectors,
-            recalled_terms: lexical::TermsCache::new(
+            recalled_terms: crate::terms::TermsCache::new(
                 self.config.semantic_recall.language,
                 RECALLED_TERMS_BUDGET,
             ),

@@ -26,7 +26,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use mnemix_core::lexical::Language;
+pub use crate::terms::Language;
 use mnemix_core::Ttl;
 use mnemix_core::{MemoryError, Result};
 

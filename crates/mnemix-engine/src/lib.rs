@@ -38,6 +38,7 @@ mod model;
 pub mod prompt_cache;
 mod schema;
 mod session;
+pub mod terms;
 mod tiers;
 
 use std::collections::HashSet;
@@ -66,7 +67,6 @@ pub use tiers::working::{ToolDefinition, WORKING_MEMORY_TOOLS};
 use crate::builder::{ErrorHook, ExtractedHook};
 use crate::config::MemoryConfig;
 use mnemix_core::embed::Embedder;
-use mnemix_core::lexical;
 use mnemix_core::replay::{assert_valid_continuation, ContinuationOptions};
 use mnemix_core::MemoryBackend;
 use mnemix_core::{AppendOptions, AppendReceipt, LoadOptions};
@@ -113,7 +113,7 @@ pub struct Memory {
     config: MemoryConfig,
     /// The terms of the messages recall ranks again (hybrid): the same messages are
     /// candidates turn after turn, so each is split and stemmed once.
-    recalled_terms: lexical::TermsCache,
+    recalled_terms: terms::TermsCache,
     /// Namespaces whose message collection is known to exist (saves a round trip per commit).
     collections_ready: Mutex<HashSet<Namespace>>,
 }

@@ -688,14 +688,14 @@ async fn dump_dialogue(
     seq_to_dia: &[DiaId],
     embedder: &Remembering,
 ) -> Result<(), String> {
-    use mnemix_core::lexical::{QueryTokens, TermsCache};
+    use mnemix_engine::terms::{QuestionTerms, TermsCache};
     let err = |e: mnemix_core::MemoryError| e.to_string();
     let texts: Vec<String> = said.iter().map(embedded_text).collect();
     let vectors = embedder.embed(&texts).await.map_err(err)?;
     let terms = TermsCache::new(Some(Language::English), 1 << 24);
     let mut questions = Vec::new();
     for question in &dialogue.questions {
-        let query = QueryTokens::of_question(&question.text, Some(Language::English));
+        let query = QuestionTerms::of_question(&question.text, Some(Language::English));
         let held = terms.held_terms_of_each(&query, texts.iter().map(String::as_str));
         let vector = embedder
             .embed(std::slice::from_ref(&question.text))

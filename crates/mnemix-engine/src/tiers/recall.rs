@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 
 use mnemix_core::adapter::reciprocal_rank_fusion;
 use mnemix_core::lexical;
+
+use crate::terms::{QuestionTerms, TermsCache};
 use mnemix_core::Timestamp;
 use mnemix_core::{AppendReceipt, CollectionSpec, Filter, VectorHit, VectorQuery, VectorRecord};
 use mnemix_core::{ConversationId, MessageId, Namespace, Scope, VectorId};
@@ -391,7 +393,7 @@ impl Memory {
             .collect();
         let nearness: Vec<u64> = hits.iter().filter_map(seq_of).collect();
         let (ranked, mut by_seq) = if let Some(earlier) = earlier {
-            let query = lexical::QueryTokens::of_question(text, recall.language);
+            let query = QuestionTerms::of_question(text, recall.language);
             // Under a threshold only messages known to be that near are recalled: the words
             // then order the nearest and propose none of their own.
             let proposed = if recall.threshold > 0.0 {
@@ -531,12 +533,12 @@ fn said_as(speaker: &str, at: Timestamp, text: &str) -> String {
 /// How the question's words weigh the messages before the window.
 struct Words<'a> {
     /// The question's terms.
-    query: &'a lexical::QueryTokens,
+    query: &'a QuestionTerms,
     /// The share of the relevance of the messages next to it that a message carries, each way
     /// (`context_weight`, as its vector carries the vector before it).
     carried: f64,
     /// The messages' terms, remembered.
-    terms: &'a lexical::TermsCache,
+    terms: &'a TermsCache,
 }
 
 /// The hybrid order of recall, as seqs. The pool is the nearest messages (`nearness`,
