@@ -8,7 +8,7 @@ use mnemix_core::{MemoryError, Metadata, Result, Scope, Timestamp};
 use tokio_postgres::binary_copy::BinaryCopyInWriter;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
-use tokio_postgres::{Row, RowStream, ToStatement};
+use tokio_postgres::{GenericClient, Row, RowStream, ToStatement};
 
 pub(crate) const BACKEND: &str = "postgres";
 
@@ -115,24 +115,15 @@ pub(crate) trait Complete {
     /// The statement's rows and the count its `CommandComplete` gave.
     async fn complete<T>(&self, statement: &T, params: &Params<'_>) -> Result<(Vec<Row>, u64)>
     where
-        T: ?Sized + ToStatement + Sync;
+        T: ?Sized + ToStatement + Sync + Send;
 }
 
+/// A client or a transaction (deadpool's wrappers reach theirs by `Deref`).
 #[async_trait]
-impl Complete for tokio_postgres::Client {
+impl<C: GenericClient + Sync> Complete for C {
     async fn complete<T>(&self, statement: &T, params: &Params<'_>) -> Result<(Vec<Row>, u64)>
     where
-        T: ?Sized + ToStatement + Sync,
-    {
-        whole(self.query_raw(statement, raw(params)).await.db()?).await
-    }
-}
-
-#[async_trait]
-impl Complete for tokio_postgres::Transaction<'_> {
-    async fn complete<T>(&self, statement: &T, params: &Params<'_>) -> Result<(Vec<Row>, u64)>
-    where
-        T: ?Sized + ToStatement + Sync,
+        T: ?Sized + ToStatement + Sync + Send,
     {
         whole(self.query_raw(statement, raw(params)).await.db()?).await
     }
