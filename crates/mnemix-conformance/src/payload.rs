@@ -253,11 +253,7 @@ pub async fn vector_payloads_round_trip(ctx: &Ctx) {
         assert_eq!(hits.len(), 1, "filter on payload {name}");
         assert_eq!(
             hits[0].record,
-            {
-                let mut value = want.clone();
-                value.vector = Vec::new();
-                value
-            },
+            crate::vectors::as_hit(want.clone()),
             "search hit of payload {name}"
         );
     }

@@ -47,6 +47,12 @@ pub(crate) async fn seeded(ctx: &Ctx, spec: &CollectionSpec, n: u64) -> Vec<Vect
     records
 }
 
+/// `record` as a search returns it: without its vector (searches do not ask for it).
+pub(crate) fn as_hit(mut record: VectorRecord) -> VectorRecord {
+    record.vector = Vec::new();
+    record
+}
+
 fn hit_ids(hits: &[VectorHit]) -> Vec<&str> {
     hits.iter().map(|h| h.record.id.as_str()).collect()
 }
@@ -76,11 +82,7 @@ pub async fn ensure_collection_with_other_dims_metric_or_model_is_rejected(ctx: 
     b.ensure_collection(ctx.namespace(), other_dims)
         .await
         .must_be_invalid("dims");
-    let other_metric = {
-        let mut value = spec.clone();
-        value.metric = Metric::Dot;
-        value
-    };
+    let other_metric = spec.clone().with_metric(Metric::Dot);
     b.ensure_collection(ctx.namespace(), other_metric)
         .await
         .must_be_invalid("metric");
@@ -273,11 +275,7 @@ pub async fn upsert_large_batch_keeps_last_of_repeated_id(ctx: &Ctx) {
         .must("search");
     let ids: HashSet<&str> = hit_ids(&hits).into_iter().collect();
     assert_eq!(ids.len(), 5, "one record per id");
-    assert_eq!(hits[0].record, {
-        let mut value = last;
-        value.vector = Vec::new();
-        value
-    });
+    assert_eq!(hits[0].record, as_hit(last));
     for id in ["r0", "r299"] {
         ctx.backend()
             .get_vector(ctx.scope(), &spec.name, &vid(id))
@@ -869,12 +867,11 @@ fn assert_hits_are_stored(stored: &[VectorRecord], hits: &[VectorHit]) {
             .iter()
             .find(|r| r.id == hit.record.id)
             .expect("a stored id");
-        let expected = {
-            let mut value = record.clone();
-            value.vector = Vec::new();
-            value
-        };
-        assert_eq!(hit.record, expected, "a hit is its record as stored");
+        assert_eq!(
+            hit.record,
+            as_hit(record.clone()),
+            "a hit is its record as stored"
+        );
     }
 }
 
