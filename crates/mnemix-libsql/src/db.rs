@@ -12,13 +12,13 @@ use std::sync::{Mutex as SyncMutex, PoisonError};
 
 use libsql::params::{IntoParams, Params};
 use libsql::{Connection, Statement, Value};
-use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
-use mnemix_core::{MemoryError, Metadata, Result, Timestamp};
+use mnemix_core::migration::Migration;
+use mnemix_core::{MemoryError, Metadata, Result};
 use mnemix_sqlite_sql::driver::{self as family, Param};
 use mnemix_sqlite_sql::migrations;
 
 /// The column codecs the SQLite family shares.
-pub(crate) use mnemix_sqlite_sql::family::{millis, seq_from_db, seq_to_db, subject_of, to_json};
+pub(crate) use mnemix_sqlite_sql::family::{subject_of, to_json};
 
 pub(crate) const BACKEND: &str = "libsql";
 
@@ -327,45 +327,6 @@ pub(crate) fn count_to_db(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// The migration runner's view of a `BEGIN IMMEDIATE` transaction.
-struct Ledger<'a>(&'a Conn);
-
-#[async_trait]
-impl MigrationTarget for Ledger<'_> {
-    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
-        execute(self.0, migrations::CREATE_LEDGER, ()).await?;
-        rows(self.0, migrations::RECORDED, ())
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(AppliedMigration {
-                    version: u32::try_from(row.int(0)?).unwrap_or(u32::MAX),
-                    checksum: row.string(1)?,
-                })
-            })
-            .collect()
-    }
-
-    async fn run(&mut self, migration: &Migration) -> Result<()> {
-        self.0.execute_batch(migration.sql).await.db().map(drop)
-    }
-
-    async fn record(
-        &mut self,
-        migration: &Migration,
-        checksum: &str,
-        applied_at: Timestamp,
-    ) -> Result<()> {
-        let row = (
-            i64::from(migration.version),
-            migration.name,
-            checksum,
-            applied_at.as_millis(),
-        );
-        execute(self.0, migrations::RECORD, row).await.map(drop)
-    }
-}
-
 /// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
 /// processes opening the same file at once migrate it exactly once. Returns the versions applied.
 pub(crate) async fn migrate(conn: &Conn, known: &[Migration]) -> Result<Vec<u32>> {
@@ -373,22 +334,9 @@ pub(crate) async fn migrate(conn: &Conn, known: &[Migration]) -> Result<Vec<u32>
         .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
         .await
         .db()?;
-    let applied = apply_pending(&mut Ledger(conn), known, BACKEND).await?;
+    let applied = mnemix_sqlite_sql::family::migrations::apply(&mut { conn }, known).await?;
     tx.commit().await.db()?;
     Ok(applied)
-}
-
-/// The schema version recorded in the database (0 when never migrated).
-pub(crate) async fn schema_version(conn: &Conn) -> Result<u32> {
-    if row(conn, migrations::LEDGER_EXISTS, ()).await?.is_none() {
-        return Ok(0);
-    }
-    let version = row(conn, migrations::SCHEMA_VERSION, ())
-        .await?
-        .map(|row| row.opt_int(0))
-        .transpose()?
-        .flatten();
-    Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
 }
 
 /// A family parameter as libsql binds it: free text as a blob (see the module docs).
@@ -447,6 +395,10 @@ impl family::Conn for Conn {
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
         family_execute(self, sql, params).await
     }
+
+    async fn run_script(&mut self, sql: &'static str) -> Result<()> {
+        self.execute_batch(sql).await.db().map(drop)
+    }
 }
 
 /// A shared connection as the SQLite family's: libsql runs statements through `&self`.
@@ -460,6 +412,10 @@ impl family::Conn for &Conn {
 
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
         family_execute(self, sql, params).await
+    }
+
+    async fn run_script(&mut self, sql: &'static str) -> Result<()> {
+        self.execute_batch(sql).await.db().map(drop)
     }
 }
 

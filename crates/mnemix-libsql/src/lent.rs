@@ -96,6 +96,10 @@ impl mnemix_sqlite_sql::driver::Conn for Tx<'_> {
     ) -> Result<u64> {
         mnemix_sqlite_sql::driver::Conn::execute(&mut **self, sql, params).await
     }
+
+    async fn run_script(&mut self, sql: &'static str) -> Result<()> {
+        mnemix_sqlite_sql::driver::Conn::run_script(&mut **self, sql).await
+    }
 }
 
 /// Settled, a transaction commits.

@@ -85,7 +85,6 @@ mod db;
 mod documents;
 mod facts;
 mod lent;
-mod transfer;
 mod vectors;
 
 use std::fmt;
@@ -96,8 +95,11 @@ use libsql::{Database, TransactionBehavior};
 use mnemix_core::adapter::HeldChange;
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
 use mnemix_core::migration::Migration;
-use mnemix_core::{Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock};
+use mnemix_core::{
+    AppendReceipt, Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock,
+};
 use mnemix_sqlite_sql::builder::Options;
+use mnemix_sqlite_sql::conversations::AppendRequest;
 use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -475,6 +477,10 @@ impl FamilyStore for LibsqlStore {
         self.write().await
     }
 
+    async fn snapshot(&self) -> Result<Tx<'_>> {
+        self.read().await
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }
@@ -485,12 +491,10 @@ impl FamilyStore for LibsqlStore {
         tx.commit().await?;
         Ok(remembered)
     }
-}
 
-async fn scalar_count(conn: &Conn, sql: &str) -> Result<u64> {
-    use crate::db::RowExt;
-    let n = db::row(conn, sql, ()).await?.map_or(Ok(0), |r| r.int(0))?;
-    Ok(u64::try_from(n).unwrap_or(0))
+    async fn append_in_group(&self, request: AppendRequest) -> Result<AppendReceipt> {
+        self.append_grouped(request).await
+    }
 }
 
 impl OnFile for LibsqlStore {

@@ -78,62 +78,6 @@ pub(crate) async fn namespace_collections(
     family::namespace_collections(&mut { conn }, namespace).await
 }
 
-/// Every collection's table.
-pub(crate) async fn all_tables(conn: &Conn) -> Result<Vec<String>> {
-    rows(conn, "SELECT pk FROM collections ORDER BY pk", ())
-        .await?
-        .iter()
-        .map(|row| row.int(0).map(table_of))
-        .collect()
-}
-
-/// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
-/// namespace (part of deleting the conversation).
-pub(crate) async fn delete_conversation_vectors(
-    conn: &Conn,
-    scope: &Scope,
-    id: &ConversationId,
-) -> Result<()> {
-    for collection in namespace_collections(conn, scope.namespace()).await? {
-        let removed = execute(
-            conn,
-            &format!(
-                "DELETE FROM {} WHERE subject = ?1 AND conversation_id = ?2",
-                collection.table()
-            ),
-            (subject_of(scope), id.as_str()),
-        )
-        .await?;
-        if removed > 0 {
-            bump_generation(conn, collection.pk).await?;
-        }
-    }
-    Ok(())
-}
-
-/// Deletes every vector of the scope in the namespace's collections; returns how many.
-pub(crate) async fn delete_scope_vectors(conn: &Conn, scope: &Scope) -> Result<u64> {
-    let mut removed = 0;
-    for collection in namespace_collections(conn, scope.namespace()).await? {
-        let from_this = execute(
-            conn,
-            &format!("DELETE FROM {} WHERE subject = ?1", collection.table()),
-            [subject_of(scope)],
-        )
-        .await?;
-        if from_this > 0 {
-            bump_generation(conn, collection.pk).await?;
-        }
-        removed += from_this;
-    }
-    Ok(removed)
-}
-
-/// Marks a write of the collection's vectors, once per transaction that makes one.
-async fn bump_generation(conn: &Conn, pk: i64) -> Result<()> {
-    family::bump_generations(&mut { conn }, vec![pk]).await
-}
-
 /// Columns read by [`record_from`], in its order (unqualified; prefix with an alias as needed).
 pub(crate) const RECORD_COLUMNS: &str = "id, vector, text, metadata, conversation_id";
 
@@ -605,6 +549,64 @@ impl VectorTables for Tx<'_> {
             (subject, to_json(&ids)),
         )
         .await
+    }
+
+    async fn delete_scope_vectors(
+        &mut self,
+        scope: &Scope,
+        of: Option<&ConversationId>,
+    ) -> Result<Vec<i64>> {
+        let mut touched = Vec::new();
+        for collection in namespace_collections(self, scope.namespace()).await? {
+            let table = collection.table();
+            let removed = if let Some(id) = of {
+                let sql =
+                    format!("DELETE FROM {table} WHERE subject = ?1 AND conversation_id = ?2");
+                execute(self, &sql, (subject_of(scope), id.as_str())).await?
+            } else {
+                let sql = format!("DELETE FROM {table} WHERE subject = ?1");
+                execute(self, &sql, [subject_of(scope)]).await?
+            };
+            let removed = usize::try_from(removed).unwrap_or(usize::MAX);
+            touched.extend(std::iter::repeat_n(collection.pk, removed));
+        }
+        Ok(touched)
+    }
+
+    async fn vector_subjects(&mut self, namespace: &Namespace) -> Result<Vec<String>> {
+        let mut subjects = Vec::new();
+        for collection in namespace_collections(self, namespace).await? {
+            let sql = format!("SELECT DISTINCT subject FROM {}", collection.table());
+            for row in rows(self, &sql, ()).await? {
+                subjects.push(row.string(0)?);
+            }
+        }
+        Ok(subjects)
+    }
+
+    async fn scope_vectors(&mut self, scope: &Scope) -> Result<Vec<(String, VectorRecord)>> {
+        let mut records = Vec::new();
+        for collection in namespace_collections(self, scope.namespace()).await? {
+            let sql = format!(
+                "SELECT {RECORD_COLUMNS} FROM {} WHERE subject = ?1",
+                collection.table()
+            );
+            for row in rows(self, &sql, [subject_of(scope)]).await? {
+                records.push((collection.spec.name.clone(), record_from(&row, 0, true)?));
+            }
+        }
+        Ok(records)
+    }
+
+    async fn count_vectors(&mut self) -> Result<u64> {
+        let mut count = 0;
+        for row in rows(self, "SELECT pk FROM collections", ()).await? {
+            let sql = format!("SELECT count(*) FROM {}", table_of(row.int(0)?));
+            if let Some(found) = crate::db::row(self, &sql, ()).await? {
+                count += u64::try_from(found.int(0)?).unwrap_or(0);
+            }
+        }
+        Ok(count)
     }
 }
 

@@ -109,9 +109,7 @@ pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (conversation, name, value
 /// ([`AppendGroup::asked`]) whose conversation exists, a row (its index, pk, last seq, NULL,
 /// NULL) and one more per message id it holds (index, pk, last seq, seq, body). `CROSS JOIN`
 /// keeps SQLite's planner to this order: each id is one lookup in `messages_by_id` however long
-/// the thread, where joining on the conversation first scans its messages. A macro, so a store
-/// may send it in one string with `BEGIN IMMEDIATE`.
-#[macro_export]
+/// the thread, where joining on the conversation first scans its messages.
 macro_rules! append_probe {
     () => {
         "SELECT r.key, c.pk, c.last_seq, NULL, NULL FROM json_each(?1) r
@@ -128,7 +126,6 @@ macro_rules! append_probe {
 
 /// The appends' write, part one: every new message from `?1`, one JSON array of `[pk, seq, id,
 /// role, body]` ([`AppendGroup::write`]).
-#[macro_export]
 macro_rules! append_insert {
     () => {
         "INSERT INTO messages (conversation, seq, id, role, body)
@@ -138,7 +135,6 @@ macro_rules! append_insert {
 
 /// The appends' write, part two: every conversation's new last seq from `?2`, one JSON array
 /// of `[pk, last seq, updated at]` ([`AppendGroup::write`]); `?1` is unused (bind NULL).
-#[macro_export]
 macro_rules! append_update {
     () => {
         "UPDATE conversations SET last_seq = u.value ->> 1, updated_at = u.value ->> 2
@@ -146,24 +142,60 @@ macro_rules! append_update {
     };
 }
 
-/// The appends' write in one string, [`append_insert!`] then [`append_update!`], for a driver
-/// that sends several statements with one binding. A macro, so a store may send it in one
-/// string with `COMMIT`.
-#[macro_export]
-macro_rules! append_write {
-    () => {
-        concat!($crate::append_insert!(), ";\n", $crate::append_update!())
-    };
-}
-
 /// See [`append_probe!`].
 pub const APPEND_PROBE: &str = append_probe!();
+
+/// [`APPEND_PROBE`] after `BEGIN IMMEDIATE`, for a driver that lets `BEGIN` ride in a group's
+/// first statement string ([`Conn::first`](crate::driver::Conn::first)).
+pub const APPEND_PROBE_BEGINNING: &str = concat!("BEGIN IMMEDIATE;\n", append_probe!());
 
 /// See [`append_insert!`].
 pub const APPEND_INSERT: &str = append_insert!();
 
 /// See [`append_update!`].
 pub const APPEND_UPDATE: &str = append_update!();
+
+/// The appends' write in one string, [`APPEND_INSERT`] then [`APPEND_UPDATE`], for a driver
+/// that sends several statements with one binding
+/// ([`Conn::JOINS_STATEMENTS`](crate::driver::Conn::JOINS_STATEMENTS)).
+pub const APPEND_WRITE: &str = concat!(append_insert!(), ";\n", append_update!());
+
+/// [`APPEND_WRITE`] then `COMMIT` ([`Conn::last`](crate::driver::Conn::last)).
+pub const APPEND_WRITE_COMMITTING: &str =
+    concat!(append_insert!(), ";\n", append_update!(), ";\nCOMMIT");
+
+/// A read's messages as one JSON value, `[[seq, body], …]` in no particular order (NULL when
+/// there are none), beside whether the conversation exists, so one statement (one snapshot)
+/// answers both. SQLite builds the one value for less than a driver hands the rows over one at
+/// a time (sqlx's, from its worker thread); the bodies are the JSON the store wrote, spliced in
+/// as they are. `$which` narrows and orders the conversation's messages.
+macro_rules! messages_read {
+    ($which:literal) => {
+        concat!(
+            "SELECT EXISTS (SELECT 1 FROM conversations
+                            WHERE namespace = ?1 AND subject = ?2 AND id = ?3),
+                    (SELECT '[' || group_concat('[' || seq || ',' || body || ']', ',') || ']'
+                     FROM (SELECT seq, body FROM messages
+                           WHERE conversation = (SELECT pk FROM conversations
+                                                 WHERE namespace = ?1 AND subject = ?2
+                                                   AND id = ?3) ",
+            $which,
+            "))"
+        )
+    };
+}
+
+/// A conversation's messages as [`messages_read!`] reads them: `?1` namespace, `?2` subject,
+/// `?3` id, after seq `?4` and before `?5`, of the roles in the JSON array `?6` (all when
+/// NULL), the last `?7` of them (all when negative).
+pub const LOAD: &str = messages_read!(
+    "AND seq > ?4 AND seq < ?5
+     AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))
+     ORDER BY seq DESC LIMIT (SELECT ?7)"
+);
+
+/// A conversation's messages at the seqs of the JSON array `?4`, as [`LOAD`] reads them.
+pub const LOAD_SEQS: &str = messages_read!("AND seq IN (SELECT value FROM json_each(?4))");
 
 /// An append waiting for a write group, with its own clock reading.
 #[derive(Debug)]

@@ -229,6 +229,9 @@ pub trait Conn: Send {
     /// Runs a statement; returns the rows it changed.
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64>;
 
+    /// Runs a script of `;`-separated statements without parameters (a migration).
+    async fn run_script(&mut self, sql: &'static str) -> Result<()>;
+
     /// Whether one call may send several statements, `;`-separated and numbering one parameter
     /// list (each call is a hop to sqlx's worker thread, so joining saves one per statement).
     /// The family then sends a script as one string; otherwise statement by statement.

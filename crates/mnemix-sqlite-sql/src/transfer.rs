@@ -20,21 +20,28 @@ pub const NAMESPACES: &str = concat!(
 );
 
 /// The subjects (`''` for the shared scope) of a namespace's rows but its vectors, which each
-/// backend lays out its own way: `?1` namespace, `?2` now; in no order. A macro, so that a
-/// backend can add its vectors' subjects in the same statement.
-#[macro_export]
-macro_rules! subjects_but_vectors {
-    () => {
-        "SELECT subject FROM conversations WHERE namespace = ?1
-         UNION SELECT subject FROM working_memory WHERE namespace = ?1
-         UNION SELECT subject FROM facts WHERE namespace = ?1
-               AND (expires_at IS NULL OR expires_at > ?2)
-         UNION SELECT subject FROM checkpoints WHERE namespace = ?1"
-    };
-}
+/// backend lays out its own way: `?1` namespace, `?2` now; in no order.
+pub const SUBJECTS_BUT_VECTORS: &str = "SELECT subject FROM conversations WHERE namespace = ?1
+    UNION SELECT subject FROM working_memory WHERE namespace = ?1
+    UNION SELECT subject FROM facts WHERE namespace = ?1
+          AND (expires_at IS NULL OR expires_at > ?2)
+    UNION SELECT subject FROM checkpoints WHERE namespace = ?1";
 
-/// [`subjects_but_vectors!`](crate::subjects_but_vectors) as a statement of its own.
-pub const SUBJECTS_BUT_VECTORS: &str = subjects_but_vectors!();
+/// The tables `table_counts` reports, in its order, with the statement that counts each
+/// (`None` for the vectors, which each backend lays out its own way).
+pub const TABLE_COUNTS: [(&str, Option<&str>); 8] = [
+    ("conversations", Some("SELECT count(*) FROM conversations")),
+    ("messages", Some("SELECT count(*) FROM messages")),
+    ("facts", Some("SELECT count(*) FROM facts")),
+    ("collections", Some("SELECT count(*) FROM collections")),
+    ("vectors", None),
+    (
+        "working_memory",
+        Some("SELECT count(*) FROM working_memory"),
+    ),
+    ("checkpoints", Some("SELECT count(*) FROM checkpoints")),
+    ("cache", Some("SELECT count(*) FROM cache")),
+];
 
 /// A namespace's live cache entries: `?1` namespace, `?2` now.
 pub const EXPORT_CACHE: &str = concat!(

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use mnemix_sqlite_sql::driver::{Conn, Param, Row};
 use mnemix_sqlite_sql::family::store::Lent;
 
-use crate::db::{family_execute, family_rows, to_memory_error, DbResult, BACKEND};
+use crate::db::{family_execute, family_rows, family_script, to_memory_error, DbResult, BACKEND};
 
 /// At most `size` connections, opened when first needed and kept open. Cheap to clone.
 #[derive(Clone)]
@@ -226,6 +226,10 @@ impl Conn for Tx {
 
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
         family_execute(&mut self.lease, sql, params).await
+    }
+
+    async fn run_script(&mut self, sql: &'static str) -> Result<()> {
+        family_script(&mut self.lease, sql).await
     }
 
     fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {

@@ -1,13 +1,13 @@
 //! Driver glue: error mapping, column codecs and the migration runner.
 
 use async_trait::async_trait;
-use mnemix_core::migration::{apply_pending, AppliedMigration, Migration, MigrationTarget};
-use mnemix_core::{MemoryError, Metadata, Result, Timestamp};
+use mnemix_core::migration::Migration;
+use mnemix_core::{MemoryError, Metadata, Result};
 use mnemix_sqlite_sql::driver::{driver_error, Conn, Param, Row, Value};
-use mnemix_sqlite_sql::migrations;
+use mnemix_sqlite_sql::family::migrations;
 
 /// The column codecs the SQLite family shares.
-pub(crate) use mnemix_sqlite_sql::family::{millis, seq_from_db, seq_to_db, subject_of, to_json};
+pub(crate) use mnemix_sqlite_sql::family::{seq_from_db, subject_of, to_json};
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection, SqliteRow};
 use sqlx::{Connection, Decode, Row as _, TypeInfo, ValueRef};
 
@@ -15,7 +15,7 @@ pub(crate) const BACKEND: &str = "sqlite";
 
 /// The schema, oldest first (the SQLite family's SQL crate holds it). Never edit an entry once
 /// released: add a new one.
-pub const MIGRATIONS: &[Migration] = migrations::SQLITE;
+pub const MIGRATIONS: &[Migration] = mnemix_sqlite_sql::migrations::SQLITE;
 
 /// `.db()?` turns a driver error into the contract's error kinds.
 pub(crate) trait DbResult<T> {
@@ -50,78 +50,13 @@ pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
     mnemix_sqlite_sql::driver::metadata_from(BACKEND, text)
 }
 
-/// The migration runner's view of a `BEGIN IMMEDIATE` transaction.
-struct Ledger<'a>(&'a mut SqliteConnection);
-
-#[async_trait]
-impl MigrationTarget for Ledger<'_> {
-    async fn recorded(&mut self) -> Result<Vec<AppliedMigration>> {
-        sqlx::query(migrations::CREATE_LEDGER)
-            .execute(&mut *self.0)
-            .await
-            .db()?;
-        let rows: Vec<(i64, String)> = sqlx::query_as(migrations::RECORDED)
-            .fetch_all(&mut *self.0)
-            .await
-            .db()?;
-        Ok(rows
-            .into_iter()
-            .map(|(version, checksum)| AppliedMigration {
-                version: u32::try_from(version).unwrap_or(u32::MAX),
-                checksum,
-            })
-            .collect())
-    }
-
-    async fn run(&mut self, migration: &Migration) -> Result<()> {
-        sqlx::raw_sql(migration.sql)
-            .execute(&mut *self.0)
-            .await
-            .db()
-            .map(drop)
-    }
-
-    async fn record(
-        &mut self,
-        migration: &Migration,
-        checksum: &str,
-        applied_at: Timestamp,
-    ) -> Result<()> {
-        sqlx::query(migrations::RECORD)
-            .bind(i64::from(migration.version))
-            .bind(migration.name)
-            .bind(checksum)
-            .bind(applied_at.as_millis())
-            .execute(&mut *self.0)
-            .await
-            .db()
-            .map(drop)
-    }
-}
-
 /// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
 /// processes opening the same file at once migrate it exactly once. Returns the versions applied.
 pub(crate) async fn migrate(conn: &mut SqliteConnection, known: &[Migration]) -> Result<Vec<u32>> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.db()?;
-    let applied = apply_pending(&mut Ledger(&mut tx), known, BACKEND).await?;
+    let applied = migrations::apply(&mut Sqlx(&mut tx), known).await?;
     tx.commit().await.db()?;
     Ok(applied)
-}
-
-/// The schema version recorded in the database (0 when never migrated).
-pub(crate) async fn schema_version(conn: &mut SqliteConnection) -> Result<u32> {
-    let exists: Option<i64> = sqlx::query_scalar(migrations::LEDGER_EXISTS)
-        .fetch_optional(&mut *conn)
-        .await
-        .db()?;
-    if exists.is_none() {
-        return Ok(0);
-    }
-    let version: Option<i64> = sqlx::query_scalar(migrations::SCHEMA_VERSION)
-        .fetch_one(conn)
-        .await
-        .db()?;
-    Ok(version.map_or(0, |v| u32::try_from(v).unwrap_or(u32::MAX)))
 }
 
 /// sqlx's SQLite connection as the SQLite family's [`Conn`]: the statements written once in
@@ -175,6 +110,11 @@ pub(crate) async fn family_rows(
     rows.iter().map(values).collect()
 }
 
+/// Runs a script of the family's (a migration) on `conn`.
+pub(crate) async fn family_script(conn: &mut SqliteConnection, sql: &'static str) -> Result<()> {
+    sqlx::raw_sql(sql).execute(conn).await.db().map(drop)
+}
+
 /// Runs a family statement on `conn`; the rows it changed.
 pub(crate) async fn family_execute(
     conn: &mut SqliteConnection,
@@ -196,5 +136,9 @@ impl Conn for Sqlx<'_> {
 
     async fn execute(&mut self, sql: &'static str, params: &[Param<'_>]) -> Result<u64> {
         family_execute(self.0, sql, params).await
+    }
+
+    async fn run_script(&mut self, sql: &'static str) -> Result<()> {
+        family_script(self.0, sql).await
     }
 }

@@ -62,7 +62,6 @@ mod conversations;
 mod db;
 mod documents;
 mod facts;
-mod transfer;
 mod vectors;
 mod writer;
 
@@ -74,8 +73,11 @@ use std::sync::Arc;
 use mnemix_core::adapter::HeldChange;
 use mnemix_core::descriptor::{BoxOpen, Descriptor, OpenRequest};
 use mnemix_core::migration::Migration;
-use mnemix_core::{Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock};
+use mnemix_core::{
+    AppendReceipt, Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock,
+};
 use mnemix_sqlite_sql::builder::Options;
+use mnemix_sqlite_sql::conversations::AppendRequest;
 use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
@@ -84,18 +86,6 @@ pub use db::MIGRATIONS;
 
 use crate::connections::{Connections, Tx};
 use crate::db::DbResult;
-
-/// The tables `table_counts` reports, in its order, with the statement that counts each.
-const TABLE_COUNTS: &[(&str, &str)] = &[
-    ("conversations", "SELECT count(*) FROM conversations"),
-    ("messages", "SELECT count(*) FROM messages"),
-    ("facts", "SELECT count(*) FROM facts"),
-    ("collections", "SELECT count(*) FROM collections"),
-    ("vectors", "SELECT count(*) FROM vectors"),
-    ("working_memory", "SELECT count(*) FROM working_memory"),
-    ("checkpoints", "SELECT count(*) FROM checkpoints"),
-    ("cache", "SELECT count(*) FROM cache"),
-];
 
 /// The file a builder given no path or URL opens.
 pub const DEFAULT_PATH: &str = "./.mnemix/memory.db";
@@ -353,6 +343,10 @@ impl FamilyStore for SqliteStore {
         self.write().await
     }
 
+    async fn snapshot(&self) -> Result<Tx> {
+        self.read().await
+    }
+
     fn common(&self) -> &Common {
         &self.common
     }
@@ -361,6 +355,10 @@ impl FamilyStore for SqliteStore {
         self.writer
             .write(move |tx| Box::pin(remember.run(tx)))
             .await
+    }
+
+    async fn append_in_group(&self, request: AppendRequest) -> Result<AppendReceipt> {
+        self.writer.append(request).await
     }
 }
 

@@ -5,75 +5,83 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mnemix_core::adapter::{decode_f32_le, encode_f32_le, ExactIndex};
 use mnemix_core::{
-    ConversationId, MemoryError, Result, Scope, VectorHit, VectorId, VectorQuery, VectorRecord,
+    ConversationId, MemoryError, Namespace, Result, Scope, VectorHit, VectorId, VectorQuery,
+    VectorRecord,
 };
+use mnemix_sqlite_sql::driver::{Conn, Param, Row};
 use mnemix_sqlite_sql::family::vectors::{self as family, CollectionRow, VectorTables};
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-use sqlx::Row;
+use sqlx::sqlite::SqliteConnection;
 
 use crate::connections::Tx;
-use crate::db::{corrupt, metadata_from, subject_of, to_json, DbResult, Sqlx};
+use crate::db::{corrupt, metadata_from, seq_from_db, subject_of, to_json, DbResult, Sqlx};
 use crate::SqliteStore;
 
 /// A namespace's collection by name, in a read transaction this statement begins.
 const FIND_COLLECTION_BEGINNING_READ: &str =
     concat!("BEGIN;\n", mnemix_sqlite_sql::find_collection!());
 
-/// Bumps the generation of every collection in `pks` (duplicates allowed), once each.
-pub(crate) async fn bump_generations(conn: &mut SqliteConnection, pks: Vec<i64>) -> Result<()> {
-    family::bump_generations(&mut Sqlx(conn), pks).await
-}
+/// A scope's matrix: `?1` collection pk, `?2` subject.
+const READ_MATRIX: &str = "SELECT id, vector, metadata, text, conversation_id FROM vectors
+    WHERE collection = ?1 AND subject = ?2";
 
-/// Deletes the scope's vectors whose `conversation_id` is `id`, in every collection of the
-/// namespace (part of deleting the conversation).
-pub(crate) async fn delete_conversation_vectors(
-    conn: &mut SqliteConnection,
-    scope: &Scope,
-    id: &ConversationId,
-) -> Result<()> {
-    let touched: Vec<i64> = sqlx::query_scalar(
-        "DELETE FROM vectors WHERE subject = ?2 AND conversation_id = ?3
-           AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
-         RETURNING collection",
-    )
-    .bind(scope.namespace().as_str())
-    .bind(subject_of(scope))
-    .bind(id.as_str())
-    .fetch_all(&mut *conn)
-    .await
-    .db()?;
-    bump_generations(conn, touched).await
-}
+/// Writes a vector over whatever has its id: `?1` collection pk, `?2` subject, `?3` id,
+/// `?4` vector, `?5` text, `?6` metadata, `?7` conversation id.
+const WRITE_VECTOR: &str =
+    "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (collection, subject, id) DO UPDATE SET
+        vector = excluded.vector, text = excluded.text,
+        metadata = excluded.metadata, conversation_id = excluded.conversation_id";
 
-pub(crate) fn record_from(row: &SqliteRow, include_vector: bool) -> Result<VectorRecord> {
-    record_of(
-        row.get("id"),
-        if include_vector {
-            decode_f32_le(row.get::<&[u8], _>("vector"))
-        } else {
-            Vec::new()
-        },
-        row.get("text"),
-        row.get("metadata"),
-        row.get("conversation_id"),
-    )
-}
+/// A vector: `?1` collection pk, `?2` subject, `?3` id.
+const READ_VECTOR: &str = "SELECT id, vector, text, metadata, conversation_id FROM vectors
+    WHERE collection = ?1 AND subject = ?2 AND id = ?3";
 
-/// A record from its columns as stored (the vector already decoded).
-fn record_of(
-    id: String,
-    vector: Vec<f32>,
-    text: Option<String>,
-    metadata: &str,
-    conversation_id: Option<String>,
-) -> Result<VectorRecord> {
+/// The ids and metadata of a scope's vectors: `?1` collection pk, `?2` subject.
+const IDS_AND_METADATA: &str =
+    "SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2";
+
+/// Deletes a scope's vectors among the JSON array of ids `?3`: `?1` collection pk, `?2`
+/// subject.
+const DELETE_VECTORS: &str = "DELETE FROM vectors WHERE collection = ?1 AND subject = ?2
+    AND id IN (SELECT value FROM json_each(?3))";
+
+/// Deletes a scope's vectors in every collection of the namespace: `?1` namespace, `?2`
+/// subject; the collection of each.
+const DELETE_SCOPE_VECTORS: &str = "DELETE FROM vectors WHERE subject = ?2
+      AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
+    RETURNING collection";
+
+/// As [`DELETE_SCOPE_VECTORS`], those of conversation `?3` only.
+const DELETE_CONVERSATION_VECTORS: &str =
+    "DELETE FROM vectors WHERE subject = ?2 AND conversation_id = ?3
+      AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
+    RETURNING collection";
+
+/// The subjects holding vectors in the namespace `?1`.
+const VECTOR_SUBJECTS: &str = "SELECT DISTINCT v.subject FROM vectors v
+    JOIN collections c ON c.pk = v.collection WHERE c.namespace = ?1";
+
+/// Every vector of a scope with its collection's name: `?1` namespace, `?2` subject.
+const SCOPE_VECTORS: &str = "SELECT c.name, v.id, v.vector, v.text, v.metadata, v.conversation_id
+    FROM vectors v JOIN collections c ON c.pk = v.collection
+    WHERE c.namespace = ?1 AND v.subject = ?2";
+
+/// A record from the columns `id, vector, text, metadata, conversation_id` from `first`
+/// (the vector left empty unless `include_vector`).
+fn record_from(row: &Row, first: usize, include_vector: bool) -> Result<VectorRecord> {
+    let vector = if include_vector {
+        decode_f32_le(&row.blob(first + 1)?)
+    } else {
+        Vec::new()
+    };
     let mut record = VectorRecord::new(
-        VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+        VectorId::new(row.string(first)?).map_err(|e| corrupt("vector id", e))?,
         vector,
     )
-    .with_metadata(metadata_from(metadata)?)
-    .with_conversation_id(conversation_of(conversation_id)?);
-    record.text = text;
+    .with_metadata(metadata_from(&row.string(first + 3)?)?)
+    .with_conversation_id(conversation_of(row.opt_string(first + 4)?)?);
+    record.text = row.opt_string(first + 2)?;
     Ok(record)
 }
 
@@ -83,9 +91,6 @@ fn conversation_of(id: Option<String>) -> Result<Option<ConversationId>> {
         .transpose()
         .map_err(|e| corrupt("conversation id", e))
 }
-
-/// A vector's row as a matrix reads it: id, vector, metadata, text, conversation.
-type MatrixRow = (String, Vec<u8>, String, Option<String>, Option<String>);
 
 impl SqliteStore {
     /// The scope's matrix of a collection as of `collection.generation`, from the cache or read
@@ -100,26 +105,20 @@ impl SqliteStore {
         if let Some(index) = self.common.vector_cache.get(&key, &collection.generation) {
             return Ok(index);
         }
-        let rows: Vec<MatrixRow> = sqlx::query_as(
-            "SELECT id, vector, metadata, text, conversation_id FROM vectors
-             WHERE collection = ?1 AND subject = ?2",
-        )
-        .bind(collection.pk)
-        .bind(subject)
-        .fetch_all(conn)
-        .await
-        .db()?;
+        let params = [collection.pk.into(), subject.into()];
+        let rows = Sqlx(conn).rows(READ_MATRIX, &params).await?;
         let mut index = ExactIndex::holding_records(collection.spec.dims, collection.spec.metric);
-        for (id, vector, metadata, text, conversation_id) in rows {
+        for row in &rows {
+            let vector = row.blob(1)?;
             if vector.len() != collection.spec.dims * 4 {
                 return Err(corrupt("vector", format!("{} bytes", vector.len())));
             }
             index.push_record_le_bytes(
-                VectorId::new(id).map_err(|e| corrupt("vector id", e))?,
+                VectorId::new(row.string(0)?).map_err(|e| corrupt("vector id", e))?,
                 &vector,
-                metadata_from(&metadata)?,
-                text,
-                conversation_of(conversation_id)?,
+                metadata_from(&row.string(2)?)?,
+                row.opt_string(3)?,
+                conversation_of(row.opt_string(4)?)?,
             );
         }
         let index = Arc::new(index);
@@ -141,24 +140,21 @@ impl VectorTables for Tx {
         subject: &str,
         record: &VectorRecord,
     ) -> Result<()> {
-        sqlx::query(
-            "INSERT INTO vectors (collection, subject, id, vector, text, metadata, conversation_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (collection, subject, id) DO UPDATE SET
-                 vector = excluded.vector, text = excluded.text,
-                 metadata = excluded.metadata, conversation_id = excluded.conversation_id",
-        )
-        .bind(collection.pk)
-        .bind(subject)
-        .bind(record.id.as_str())
-        .bind(encode_f32_le(&record.vector))
-        .bind(record.text.as_deref())
-        .bind(to_json(&record.metadata))
-        .bind(record.conversation_id.as_ref().map(ConversationId::as_str))
-        .execute(self.conn())
-        .await
-        .db()?;
-        Ok(())
+        let (vector, metadata) = (encode_f32_le(&record.vector), to_json(&record.metadata));
+        let params = [
+            collection.pk.into(),
+            subject.into(),
+            record.id.as_str().into(),
+            Param::Blob(&vector),
+            record.text.as_deref().map(Param::FreeText).into(),
+            Param::Text(&metadata),
+            record
+                .conversation_id
+                .as_ref()
+                .map(ConversationId::as_str)
+                .into(),
+        ];
+        self.execute(WRITE_VECTOR, &params).await.map(drop)
     }
 
     async fn read_vector(
@@ -167,17 +163,9 @@ impl VectorTables for Tx {
         subject: &str,
         id: &VectorId,
     ) -> Result<Option<VectorRecord>> {
-        let row = sqlx::query(
-            "SELECT id, vector, text, metadata, conversation_id FROM vectors
-             WHERE collection = ?1 AND subject = ?2 AND id = ?3",
-        )
-        .bind(collection.pk)
-        .bind(subject)
-        .bind(id.as_str())
-        .fetch_optional(self.conn())
-        .await
-        .db()?;
-        row.map(|row| record_from(&row, true)).transpose()
+        let params = [collection.pk.into(), subject.into(), id.as_str().into()];
+        let row = self.row(READ_VECTOR, &params).await?;
+        row.map(|row| record_from(&row, 0, true)).transpose()
     }
 
     async fn ids_and_metadata(
@@ -185,12 +173,11 @@ impl VectorTables for Tx {
         collection: &CollectionRow,
         subject: &str,
     ) -> Result<Vec<(String, String)>> {
-        sqlx::query_as("SELECT id, metadata FROM vectors WHERE collection = ?1 AND subject = ?2")
-            .bind(collection.pk)
-            .bind(subject)
-            .fetch_all(self.conn())
-            .await
-            .db()
+        let params = [collection.pk.into(), subject.into()];
+        let rows = self.rows(IDS_AND_METADATA, &params).await?;
+        rows.iter()
+            .map(|row| Ok((row.string(0)?, row.string(1)?)))
+            .collect()
     }
 
     async fn delete_vectors(
@@ -199,17 +186,46 @@ impl VectorTables for Tx {
         subject: &str,
         ids: &[VectorId],
     ) -> Result<u64> {
-        let done = sqlx::query(
-            "DELETE FROM vectors WHERE collection = ?1 AND subject = ?2
-               AND id IN (SELECT value FROM json_each(?3))",
-        )
-        .bind(collection.pk)
-        .bind(subject)
-        .bind(to_json(&ids))
-        .execute(self.conn())
-        .await
-        .db()?;
-        Ok(done.rows_affected())
+        let ids = to_json(&ids);
+        let params = [collection.pk.into(), subject.into(), Param::Text(&ids)];
+        self.execute(DELETE_VECTORS, &params).await
+    }
+
+    async fn delete_scope_vectors(
+        &mut self,
+        scope: &Scope,
+        of: Option<&ConversationId>,
+    ) -> Result<Vec<i64>> {
+        let mut params = vec![scope.namespace().as_str().into(), subject_of(scope).into()];
+        let statement = match of {
+            Some(id) => {
+                params.push(id.as_str().into());
+                DELETE_CONVERSATION_VECTORS
+            }
+            None => DELETE_SCOPE_VECTORS,
+        };
+        let rows = self.rows(statement, &params).await?;
+        rows.iter().map(|row| row.int(0)).collect()
+    }
+
+    async fn vector_subjects(&mut self, namespace: &Namespace) -> Result<Vec<String>> {
+        let rows = self
+            .rows(VECTOR_SUBJECTS, &[namespace.as_str().into()])
+            .await?;
+        rows.iter().map(|row| row.string(0)).collect()
+    }
+
+    async fn scope_vectors(&mut self, scope: &Scope) -> Result<Vec<(String, VectorRecord)>> {
+        let params = [scope.namespace().as_str().into(), subject_of(scope).into()];
+        let rows = self.rows(SCOPE_VECTORS, &params).await?;
+        rows.iter()
+            .map(|row| Ok((row.string(0)?, record_from(row, 1, true)?)))
+            .collect()
+    }
+
+    async fn count_vectors(&mut self) -> Result<u64> {
+        let count = self.row("SELECT count(*) FROM vectors", &[]).await?;
+        count.map_or(Ok(0), |row| Ok(seq_from_db(row.int(0)?)))
     }
 }
 

@@ -24,13 +24,13 @@ use mnemix_core::{AppendReceipt, MemoryError, Result};
 use mnemix_sqlite_sql::conversations::AppendRequest;
 use mnemix_sqlite_sql::driver::{Conn, Param, Row};
 use mnemix_sqlite_sql::group::{group_error, WriteQueue};
-use sqlx::sqlite::SqliteConnection;
 use sqlx::Executor;
 use tokio::sync::oneshot;
 
 use crate::connections::{Connections, Lease};
-use crate::conversations::append_group;
-use crate::db::{family_execute, family_rows, to_memory_error, BACKEND};
+use mnemix_sqlite_sql::family::conversations::append_group;
+
+use crate::db::{family_execute, family_rows, family_script, to_memory_error, BACKEND};
 
 /// A future borrowing the writer connection.
 pub(crate) type WriteFuture<'c, T> = Pin<Box<dyn Future<Output = T> + Send + 'c>>;
@@ -120,7 +120,7 @@ impl Writer {
 
     /// Runs `work` in a write transaction, possibly shared with other writes of this process,
     /// and answers once that transaction has committed. `work` sends its first statement
-    /// string through [`GroupTx::first`] and may send its last through [`GroupTx::last`]; it
+    /// string through [`Conn::first`] and may send its last through [`Conn::last`]; it
     /// may fail with a decision (not found, conflict, invalid input, already exists) only
     /// before its first write: such an error leaves the others' writes to commit; any other
     /// error rolls the whole group back.
@@ -186,34 +186,6 @@ enum TxState {
 }
 
 impl GroupTx {
-    /// The connection, for statements in the middle of a job.
-    pub(crate) fn conn(&mut self) -> &mut SqliteConnection {
-        &mut self.conn
-    }
-
-    /// A job's first statement string: `with_begin` (the same statements after
-    /// `BEGIN IMMEDIATE;`) when the group's transaction is not open yet, else `plain`.
-    pub(crate) fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
-        if self.state == TxState::Idle {
-            self.state = TxState::Open;
-            with_begin
-        } else {
-            plain
-        }
-    }
-
-    /// A job's last statement string: `with_commit` (the same statements then `;COMMIT`) when
-    /// this job is the group's last, else `plain`. Run it with `execute` or `fetch_all`: a
-    /// fetch that stops at its first row would never reach the `COMMIT`.
-    pub(crate) fn last(&mut self, plain: &'static str, with_commit: &'static str) -> &'static str {
-        if self.last_job && self.state == TxState::Open {
-            self.state = TxState::CommitSent;
-            with_commit
-        } else {
-            plain
-        }
-    }
-
     async fn send(&mut self, sql: &'static str) -> Result<()> {
         (&mut *self.conn)
             .execute(sql)
@@ -238,12 +210,30 @@ impl Conn for GroupTx {
         family_execute(&mut self.conn, sql, params).await
     }
 
-    fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
-        GroupTx::first(self, plain, with_begin)
+    async fn run_script(&mut self, sql: &'static str) -> Result<()> {
+        family_script(&mut self.conn, sql).await
     }
 
+    /// `with_begin` (the same statements after `BEGIN IMMEDIATE;`) when the group's transaction
+    /// is not open yet, else `plain`.
+    fn first(&mut self, plain: &'static str, with_begin: &'static str) -> &'static str {
+        if self.state == TxState::Idle {
+            self.state = TxState::Open;
+            with_begin
+        } else {
+            plain
+        }
+    }
+
+    /// `with_commit` (the same statements then `;COMMIT`) when this job is the group's last,
+    /// else `plain`.
     fn last(&mut self, plain: &'static str, with_commit: &'static str) -> &'static str {
-        GroupTx::last(self, plain, with_commit)
+        if self.last_job && self.state == TxState::Open {
+            self.state = TxState::CommitSent;
+            with_commit
+        } else {
+            plain
+        }
     }
 }
 

@@ -1,16 +1,151 @@
-//! Conversations and cursors, written once (appends and loads are each driver's: their shapes
-//! follow what the driver pays for, see the stores).
+//! Conversations, their messages and cursors, written once: the appends of a write group
+//! (whose transaction the driver's group holds) and every read and write of one call.
 
 use mnemix_core::adapter::page_newest_first;
 use mnemix_core::{
-    Conversation, ConversationId, ConversationQuery, ConversationUpdate, MemoryError, Metadata,
-    Page, Result, Scope, Timestamp,
+    AppendReceipt, Conversation, ConversationId, ConversationQuery, ConversationUpdate,
+    LoadOptions, MemoryError, Message, Metadata, Page, Result, Scope, StoredMessage, Timestamp,
 };
 
 use super::{conversation_pk, count_to_db, millis, seq_from_db, seq_to_db, subject_of, to_json};
-use crate::conversations as sql;
+use crate::conversations::{self as sql, AppendGroup, AppendRequest, ProbeRow};
 use crate::documents::DELETE_WORKING_MEMORY;
-use crate::driver::{Conn, Param, Row};
+use crate::driver::{corrupt, Conn, Param, Row};
+
+/// A stored message's body decoded; what does not decode is `backend`'s corrupt row.
+pub fn message_from(backend: &'static str, body: &str) -> Result<Message> {
+    serde_json::from_str(body).map_err(|e| corrupt(backend, "message", e))
+}
+
+/// The appends of one write group, in the write transaction `tx` is in or begins (see
+/// [`AppendGroup`]): one read whatever their number, then one write string where the driver
+/// joins statements ([`Conn::JOINS_STATEMENTS`]), else two; `BEGIN IMMEDIATE` rides in the read
+/// and `COMMIT` in the write where the driver lets them ([`Conn::first`], [`Conn::last`]). The
+/// outer error is a storage failure: nothing of the group may be kept.
+pub async fn append_group<C: Conn>(
+    tx: &mut C,
+    requests: Vec<AppendRequest>,
+) -> Result<Vec<Result<AppendReceipt>>> {
+    let probe = tx.first(sql::APPEND_PROBE, sql::APPEND_PROBE_BEGINNING);
+    let asked = AppendGroup::asked(&requests);
+    let probe = tx
+        .rows(probe, &[Param::Text(&asked)])
+        .await?
+        .iter()
+        .map(|row| {
+            let stored = match (row.opt_int(3)?, row.opt_string(4)?) {
+                (Some(seq), Some(body)) => {
+                    Some((seq_from_db(seq), message_from(C::BACKEND, &body)?))
+                }
+                _ => None,
+            };
+            Ok(ProbeRow {
+                index: row.int(0)?,
+                pk: row.int(1)?,
+                last_seq: seq_from_db(row.int(2)?),
+                stored,
+            })
+        })
+        .collect::<Result<_>>()?;
+    let mut group = AppendGroup::plan(requests, probe);
+    let Some((messages, conversations)) = group.write.take() else {
+        return Ok(group.outcomes);
+    };
+    let (messages, conversations) = (Param::Text(&messages), Param::Text(&conversations));
+    if C::JOINS_STATEMENTS {
+        // A prune's change count must be its own: the COMMIT then goes after the prunes.
+        let write = if group.prunes.is_empty() {
+            tx.last(sql::APPEND_WRITE, sql::APPEND_WRITE_COMMITTING)
+        } else {
+            sql::APPEND_WRITE
+        };
+        tx.execute(write, &[messages, conversations]).await?;
+    } else {
+        tx.execute(sql::APPEND_INSERT, &[messages]).await?;
+        tx.execute(sql::APPEND_UPDATE, &[Param::Null, conversations])
+            .await?;
+    }
+    for (i, pk, cutoff) in std::mem::take(&mut group.prunes) {
+        let params = [pk.into(), seq_to_db(cutoff).into()];
+        let pruned = tx.execute(sql::DELETE_MESSAGES_THROUGH, &params).await?;
+        group.pruned(i, pruned);
+    }
+    Ok(group.outcomes)
+}
+
+/// A conversation's messages as `options` narrow them, in seq order, or `NotFound`: one
+/// statement, its own snapshot.
+pub async fn load<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    id: &ConversationId,
+    options: &LoadOptions,
+) -> Result<Vec<StoredMessage>> {
+    let roles = options
+        .roles
+        .as_ref()
+        .map(|roles| to_json(&roles.iter().map(|r| r.as_str()).collect::<Vec<_>>()));
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        id.as_str().into(),
+        options.after_seq.map_or(0, seq_to_db).into(),
+        options.before_seq.map_or(i64::MAX, seq_to_db).into(),
+        roles.as_deref().into(),
+        options.last.map_or(-1, count_to_db).into(),
+    ];
+    let read = conn.row(sql::LOAD, &params).await?;
+    messages_of_conversation::<C>(read, id)
+}
+
+/// The conversation's messages at `seqs` (those it holds), in seq order, or `NotFound`.
+pub async fn load_seqs<C: Conn>(
+    conn: &mut C,
+    scope: &Scope,
+    id: &ConversationId,
+    seqs: &[u64],
+) -> Result<Vec<StoredMessage>> {
+    // A seq past i64::MAX was never stored.
+    let wanted = to_json(
+        &seqs
+            .iter()
+            .filter_map(|&s| i64::try_from(s).ok())
+            .collect::<Vec<_>>(),
+    );
+    let params = [
+        scope.namespace().as_str().into(),
+        subject_of(scope).into(),
+        id.as_str().into(),
+        Param::Text(&wanted),
+    ];
+    let read = conn.row(sql::LOAD_SEQS, &params).await?;
+    messages_of_conversation::<C>(read, id)
+}
+
+/// The messages of a [`LOAD`](sql::LOAD)-shaped read in seq order, or `NotFound` when the
+/// conversation is not there.
+fn messages_of_conversation<C: Conn>(
+    read: Option<Row>,
+    id: &ConversationId,
+) -> Result<Vec<StoredMessage>> {
+    let read = read.ok_or_else(|| corrupt(C::BACKEND, "messages", "the read returned no row"))?;
+    if read.int(0)? == 0 {
+        return Err(MemoryError::not_found("conversation", id.as_str()));
+    }
+    let Some(messages) = read.opt_string(1)? else {
+        return Ok(Vec::new());
+    };
+    let mut messages: Vec<(i64, Message)> =
+        serde_json::from_str(&messages).map_err(|e| read.corrupt("message", e))?;
+    messages.sort_unstable_by_key(|(seq, _)| *seq);
+    Ok(messages
+        .into_iter()
+        .map(|(seq, message)| StoredMessage {
+            seq: seq_from_db(seq),
+            message,
+        })
+        .collect())
+}
 
 /// A conversation from the columns of its statements (`pk` first, not read here).
 pub fn conversation_from(scope: &Scope, row: &Row) -> Result<Conversation> {

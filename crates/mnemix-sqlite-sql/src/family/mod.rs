@@ -5,6 +5,7 @@
 pub mod conversations;
 pub mod documents;
 pub mod facts;
+pub mod migrations;
 pub mod store;
 pub mod transfer;
 pub mod vectors;

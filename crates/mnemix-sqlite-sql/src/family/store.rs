@@ -3,7 +3,9 @@
 //! facts), and those contracts, each a generic function here. A core contract cannot be
 //! implemented here for a driver crate's store (the orphan rule), so each driver crate invokes
 //! the macros that implement it by calling these functions: [`fact_store!`](crate::fact_store),
-//! [`document_stores!`](crate::document_stores), [`vector_store!`](crate::vector_store).
+//! [`document_stores!`](crate::document_stores), [`vector_store!`](crate::vector_store),
+//! [`conversation_store!`](crate::conversation_store), [`transfer_store!`](crate::transfer_store). A store's `MemoryBackend` calls
+//! [`schema_version`], [`table_counts`] and [`forget_all`] (its name and capabilities are its own).
 //!
 //! A lent connection is given back with [`Lent::settle`] once the call succeeded; one dropped
 //! unsettled (an error, a cancelled future) rolls back whatever it began.
@@ -16,17 +18,20 @@ use std::time::Duration;
 use mnemix_core::migration::Migration;
 use mnemix_core::transfer::Record;
 use mnemix_core::{
-    Checkpoint, CheckpointId, CheckpointUpdate, Clock, CollectionSpec, Fact, FactId, FactQuery,
-    MemoryError, Namespace, NewCheckpoint, NewFact, Page, RecallQuery, RememberOptions,
-    RememberOutcome, Result, Scope, ScoredFact, Timestamp, VectorId, VectorRecord, VectorSelector,
+    AppendOptions, AppendReceipt, Checkpoint, CheckpointId, CheckpointUpdate, Clock,
+    CollectionSpec, Conversation, ConversationId, ConversationQuery, ConversationUpdate,
+    DeletionReceipt, Fact, FactId, FactQuery, LoadOptions, MemoryError, Message, Namespace,
+    NewCheckpoint, NewConversation, NewFact, Page, RecallQuery, RememberOptions, RememberOutcome,
+    Result, Scope, ScoredFact, StoredMessage, Timestamp, VectorId, VectorRecord, VectorSelector,
     WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
 };
 
-use mnemix_core::adapter::{held_facts_cache, HeldChange, HeldFactsCache};
+use mnemix_core::adapter::{held_facts_cache, held_key, HeldChange, HeldFactsCache};
 
-use super::facts;
 use super::vectors::{self, VectorCache, VectorTables};
-use super::{documents, subject_of, transfer};
+use super::{conversation_pk, conversations, facts, migrations};
+use super::{documents, millis, seq_from_db, subject_of, transfer};
+use crate::conversations::AppendRequest;
 use crate::driver::Conn;
 
 /// A connection a store lends the family (the tables of its vectors included).
@@ -55,6 +60,9 @@ pub trait FamilyStore: Send + Sync {
     /// [`Lent::settle`].
     fn transaction(&self) -> impl Future<Output = Result<Self::Lent<'_>>> + Send;
 
+    /// A read transaction: one snapshot for every statement in it, ended by [`Lent::settle`].
+    fn snapshot(&self) -> impl Future<Output = Result<Self::Lent<'_>>> + Send;
+
     /// Its clock and what it holds in memory.
     fn common(&self) -> &Common;
 
@@ -64,6 +72,13 @@ pub trait FamilyStore: Send + Sync {
         &self,
         remember: Remember,
     ) -> impl Future<Output = Result<(RememberOutcome, HeldChange)>> + Send;
+
+    /// Runs an append in the store's write group, with the group's other appends
+    /// ([`conversations::append_group`]), and commits it.
+    fn append_in_group(
+        &self,
+        request: AppendRequest,
+    ) -> impl Future<Output = Result<AppendReceipt>> + Send;
 
     /// "Now", by the store's clock.
     fn now(&self) -> Timestamp {
@@ -504,11 +519,357 @@ pub async fn delete_vectors<S: FamilyStore>(
     Ok(usize::try_from(removed).unwrap_or(usize::MAX))
 }
 
+/// `ConversationStore::create_conversation`: one statement.
+pub async fn create_conversation<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    new: NewConversation,
+) -> Result<Conversation> {
+    let conversation = new.into_conversation(scope, store.now());
+    let mut conn = store.writer().await?;
+    conversations::create_conversation(&mut conn, &conversation).await?;
+    conn.settle().await?;
+    Ok(conversation)
+}
+
+/// `ConversationStore::get_conversation`.
+pub async fn get_conversation<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<Conversation> {
+    lent!(store.reader(), |conn| conversations::get_conversation(
+        &mut conn, scope, id
+    ))
+}
+
+/// `ConversationStore::list_conversations`.
+pub async fn list_conversations<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    query: ConversationQuery,
+) -> Result<Page<Conversation>> {
+    lent!(store.reader(), |conn| conversations::list_conversations(
+        &mut conn, scope, query
+    ))
+}
+
+/// `ConversationStore::update_conversation`: read and written in one transaction.
+pub async fn update_conversation<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+    update: ConversationUpdate,
+) -> Result<Conversation> {
+    let now = store.now();
+    lent!(
+        store.transaction(),
+        |tx| conversations::update_conversation(&mut tx, scope, id, update, now)
+    )
+}
+
+/// `ConversationStore::delete_conversation`: the conversation, its working memory and its
+/// vectors in one transaction.
+pub async fn delete_conversation<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+) -> Result<bool> {
+    let mut tx = store.transaction().await?;
+    let pk = match conversation_pk(&mut tx, scope, id).await {
+        Ok((pk, _)) => pk,
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let touched = tx.delete_scope_vectors(scope, Some(id)).await?;
+    vectors::bump_generations(&mut tx, touched).await?;
+    conversations::delete_conversation(&mut tx, scope, pk).await?;
+    tx.settle().await?;
+    Ok(true)
+}
+
+/// `ConversationStore::append`: in the store's write group.
+pub async fn append<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+    messages: Vec<Message>,
+    options: AppendOptions,
+) -> Result<AppendReceipt> {
+    let request = AppendRequest::new(scope, id, messages, options, store.now());
+    store.append_in_group(request).await
+}
+
+/// `ConversationStore::load`: one statement.
+pub async fn load<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+    options: &LoadOptions,
+) -> Result<Vec<StoredMessage>> {
+    lent!(store.reader(), |conn| conversations::load(
+        &mut conn, scope, id, options
+    ))
+}
+
+/// `ConversationStore::load_seqs`: one statement.
+pub async fn load_seqs<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+    seqs: &[u64],
+) -> Result<Vec<StoredMessage>> {
+    lent!(store.reader(), |conn| conversations::load_seqs(
+        &mut conn, scope, id, seqs
+    ))
+}
+
+/// `ConversationStore::cursor`: one statement.
+pub async fn cursor<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+    name: &str,
+) -> Result<Option<u64>> {
+    lent!(store.reader(), |conn| conversations::cursor(
+        &mut conn, scope, id, name
+    ))
+}
+
+/// `ConversationStore::advance_cursor`: one transaction.
+pub async fn advance_cursor<S: FamilyStore>(
+    store: &S,
+    scope: &Scope,
+    id: &ConversationId,
+    name: &str,
+    seq: u64,
+) -> Result<u64> {
+    lent!(store.transaction(), |tx| conversations::advance_cursor(
+        &mut tx, scope, id, name, seq
+    ))
+}
+
+/// `TransferStore::namespaces`: one statement.
+pub async fn namespaces<S: FamilyStore>(store: &S) -> Result<Vec<Namespace>> {
+    let now = millis(store.now());
+    lent!(store.reader(), |conn| transfer::namespaces(&mut conn, now))
+}
+
+/// `TransferStore::scopes`: one snapshot.
+pub async fn scopes<S: FamilyStore>(store: &S, namespace: &Namespace) -> Result<Vec<Scope>> {
+    let now = millis(store.now());
+    lent!(store.snapshot(), |tx| transfer::scopes(
+        &mut tx, namespace, now
+    ))
+}
+
+/// `TransferStore::export_namespace`: one snapshot.
+pub async fn export_namespace<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+) -> Result<Vec<Record>> {
+    let now = millis(store.now());
+    lent!(store.snapshot(), |tx| transfer::export_namespace(
+        &mut tx, namespace, now
+    ))
+}
+
+/// `TransferStore::export_scope`: one snapshot.
+pub async fn export_scope<S: FamilyStore>(store: &S, scope: &Scope) -> Result<Vec<Record>> {
+    let now = millis(store.now());
+    lent!(store.snapshot(), |tx| transfer::export_scope(
+        &mut tx, scope, now
+    ))
+}
+
 /// `TransferStore::restore`: one transaction.
 pub async fn restore<S: FamilyStore>(store: &S, records: Vec<Record>) -> Result<u64> {
     lent!(store.transaction(), |tx| transfer::restore(
         &mut tx, records
     ))
+}
+
+/// `MemoryBackend::schema_version`.
+pub async fn schema_version<S: FamilyStore>(store: &S) -> Result<Option<u32>> {
+    lent!(store.reader(), |conn| migrations::schema_version(&mut conn)).map(Some)
+}
+
+/// `MemoryBackend::table_counts`: every table's rows in one snapshot (`vectors` counts every
+/// collection's).
+pub async fn table_counts<S: FamilyStore>(store: &S) -> Result<Vec<(String, u64)>> {
+    let mut tx = store.snapshot().await?;
+    let mut counts = Vec::new();
+    for (table, statement) in crate::transfer::TABLE_COUNTS {
+        let rows = match statement {
+            Some(statement) => match tx.row(statement, &[]).await? {
+                Some(row) => seq_from_db(row.int(0)?),
+                None => 0,
+            },
+            None => tx.count_vectors().await?,
+        };
+        counts.push(((*table).to_owned(), rows));
+    }
+    tx.settle().await?;
+    Ok(counts)
+}
+
+/// `MemoryBackend::forget_all`: every row of the subject, its vectors included, in one
+/// transaction, then what the store holds of it.
+pub async fn forget_all<S: FamilyStore>(store: &S, scope: &Scope) -> Result<DeletionReceipt> {
+    let mut tx = store.transaction().await?;
+    let mut receipt = super::forget_subject(&mut tx, scope, store.now()).await?;
+    let touched = tx.delete_scope_vectors(scope, None).await?;
+    receipt.vectors = touched.len() as u64;
+    vectors::bump_generations(&mut tx, touched).await?;
+    tx.settle().await?;
+    store.common().held_facts.remove(&held_key(scope));
+    Ok(receipt)
+}
+
+/// Implements [`ConversationStore`](mnemix_core::ConversationStore) for a [`FamilyStore`] with
+/// the functions of [`store`](crate::family::store).
+#[macro_export]
+macro_rules! conversation_store {
+    ($store:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::ConversationStore for $store {
+            async fn create_conversation(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                new: $crate::__private::core::NewConversation,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Conversation> {
+                $crate::family::store::create_conversation(self, scope, new).await
+            }
+
+            async fn get_conversation(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Conversation> {
+                $crate::family::store::get_conversation(self, scope, id).await
+            }
+
+            async fn list_conversations(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                query: $crate::__private::core::ConversationQuery,
+            ) -> $crate::__private::core::Result<
+                $crate::__private::core::Page<$crate::__private::core::Conversation>,
+            > {
+                $crate::family::store::list_conversations(self, scope, query).await
+            }
+
+            async fn update_conversation(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+                update: $crate::__private::core::ConversationUpdate,
+            ) -> $crate::__private::core::Result<$crate::__private::core::Conversation> {
+                $crate::family::store::update_conversation(self, scope, id, update).await
+            }
+
+            async fn delete_conversation(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+            ) -> $crate::__private::core::Result<bool> {
+                $crate::family::store::delete_conversation(self, scope, id).await
+            }
+
+            async fn append(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+                messages: Vec<$crate::__private::core::Message>,
+                options: $crate::__private::core::AppendOptions,
+            ) -> $crate::__private::core::Result<$crate::__private::core::AppendReceipt> {
+                $crate::family::store::append(self, scope, id, messages, options).await
+            }
+
+            async fn load(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+                options: $crate::__private::core::LoadOptions,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::StoredMessage>> {
+                $crate::family::store::load(self, scope, id, &options).await
+            }
+
+            async fn load_seqs(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+                seqs: &[u64],
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::StoredMessage>> {
+                $crate::family::store::load_seqs(self, scope, id, seqs).await
+            }
+
+            async fn cursor(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+                name: &str,
+            ) -> $crate::__private::core::Result<Option<u64>> {
+                $crate::family::store::cursor(self, scope, id, name).await
+            }
+
+            async fn advance_cursor(
+                &self,
+                scope: &$crate::__private::core::Scope,
+                id: &$crate::__private::core::ConversationId,
+                name: &str,
+                seq: u64,
+            ) -> $crate::__private::core::Result<u64> {
+                $crate::family::store::advance_cursor(self, scope, id, name, seq).await
+            }
+        }
+    };
+}
+
+/// Implements [`TransferStore`](mnemix_core::TransferStore) for a [`FamilyStore`] with the
+/// functions of [`store`](crate::family::store).
+#[macro_export]
+macro_rules! transfer_store {
+    ($store:ty) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::TransferStore for $store {
+            async fn namespaces(
+                &self,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::Namespace>> {
+                $crate::family::store::namespaces(self).await
+            }
+
+            async fn scopes(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::Scope>> {
+                $crate::family::store::scopes(self, namespace).await
+            }
+
+            async fn export_namespace(
+                &self,
+                namespace: &$crate::__private::core::Namespace,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::transfer::Record>>
+            {
+                $crate::family::store::export_namespace(self, namespace).await
+            }
+
+            async fn export_scope(
+                &self,
+                scope: &$crate::__private::core::Scope,
+            ) -> $crate::__private::core::Result<Vec<$crate::__private::core::transfer::Record>>
+            {
+                $crate::family::store::export_scope(self, scope).await
+            }
+
+            async fn restore(
+                &self,
+                records: Vec<$crate::__private::core::transfer::Record>,
+            ) -> $crate::__private::core::Result<u64> {
+                $crate::family::store::restore(self, records).await
+            }
+        }
+    };
 }
 
 /// Implements [`FactStore`](mnemix_core::FactStore) for a [`FamilyStore`] with the functions

@@ -5,8 +5,8 @@
 use async_trait::async_trait;
 use mnemix_core::transfer::Record;
 use mnemix_core::{
-    CollectionSpec, MemoryError, Metric, Namespace, Result, Scope, VectorId, VectorRecord,
-    VectorSelector,
+    CollectionSpec, ConversationId, MemoryError, Metric, Namespace, Result, Scope, VectorId,
+    VectorRecord, VectorSelector,
 };
 
 use super::{count_to_db, subject_of};
@@ -81,6 +81,25 @@ pub trait VectorTables: Conn {
         subject: &str,
         ids: &[VectorId],
     ) -> Result<u64>;
+
+    /// Deletes the scope's vectors in every collection of its namespace (those of
+    /// conversation `of` only, when given): the collection of each vector deleted, once per
+    /// vector (the caller bumps their generations).
+    async fn delete_scope_vectors(
+        &mut self,
+        scope: &Scope,
+        of: Option<&ConversationId>,
+    ) -> Result<Vec<i64>>;
+
+    /// The subjects (`''` for the shared scope) holding vectors in the namespace's
+    /// collections, in no order and possibly repeated.
+    async fn vector_subjects(&mut self, namespace: &Namespace) -> Result<Vec<String>>;
+
+    /// Every vector of the scope, whole, with the name of its collection.
+    async fn scope_vectors(&mut self, scope: &Scope) -> Result<Vec<(String, VectorRecord)>>;
+
+    /// How many vectors every collection holds together.
+    async fn count_vectors(&mut self) -> Result<u64>;
 }
 
 /// A collection from the columns of [`FIND_COLLECTION`](crate::vectors::FIND_COLLECTION).
