@@ -16,7 +16,8 @@
 //!   binaries, makes the benchmark data (corpus and embeddings, cached in `target/bench-data`),
 //!   then runs them: in release into `BENCHMARKS.md` and `benchmarks.json` of `docs/reports/`, or with
 //!   `--quick` (small sizes, a smoke test) into `target/bench-report`, built by the same
-//!   `cargo build --workspace --all-targets` as the tests so that it reuses their build.
+//!   `cargo build --workspace --all-targets` as the tests so that it reuses their build. A run
+//!   of named backends or workloads reports into `target/bench-report` too.
 //!   `--scale` runs the cost curves (workload C1) up to 10⁶ records per subject.
 //! - `cargo xtask recall --locomo PATH [--quick]` builds the `recall` binary and measures
 //!   retrieval quality (Q1) on conversations in LoCoMo's layout into `RECALL.md` and
@@ -149,11 +150,12 @@ enum Task {
         /// Small sizes, into target/bench-report.
         #[arg(long)]
         quick: bool,
-        /// Only these backends (comma-separated), passed on to the benchmark binary.
+        /// Only these backends (comma-separated), passed on to the benchmark binary; the report
+        /// goes to target/bench-report.
         #[arg(long)]
         backend: Option<String>,
         /// Only these workloads (comma-separated: W1,W2,W4,W5,W9; C1 the cost curves), passed
-        /// on likewise.
+        /// on likewise; the report goes to target/bench-report.
         #[arg(long)]
         workload: Option<String>,
         /// The cost curves (C1, unless workloads are named) up to 10⁶ records per subject.
@@ -542,7 +544,9 @@ fn bench(
     let model = models::minilm()?;
     let target = target_dir();
     let data = target.join("bench-data");
-    let out = if quick {
+    // A run of some backends or workloads writes a report of those alone: it goes beside the
+    // smoke run's, never over the committed one.
+    let out = if quick || backend.is_some() || workload.is_some() {
         target.join("bench-report")
     } else {
         reports_dir()
@@ -759,7 +763,7 @@ fn lint_while_building() -> Result<[(&'static str, String); 2], String> {
 /// The published crates, in dependency order (each after everything it depends on).
 const PUBLISHED: &[&str] = &[
     "mnemix-core",
-    "mnemix-sqlite-sql",
+    "mnemix-sqlite-family",
     "mnemix-sqlite",
     "mnemix-postgres",
     "mnemix-redis",
@@ -786,7 +790,7 @@ const MUST_NOT_DEPEND: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "mnemix-sqlite-sql",
+        "mnemix-sqlite-family",
         &[
             "mnemix-engine",
             "mnemix-conformance",

@@ -1,27 +1,27 @@
 //! Conversations, their messages and cursors, and export and restore, as the SQLite family
-//! writes them once (`mnemix_sqlite_sql::family::store`), each call in a transaction of its
+//! writes them once (`mnemix_sqlite_family::family::store`), each call in a transaction of its
 //! own; appends in a group of their own (below).
 
 use std::sync::Arc;
 
 use libsql::TransactionBehavior;
 use mnemix_core::{AppendReceipt, Result};
-use mnemix_sqlite_sql::conversations::AppendRequest;
-use mnemix_sqlite_sql::family::conversations as family;
-use mnemix_sqlite_sql::group::group_error;
+use mnemix_sqlite_family::conversations::AppendRequest;
+use mnemix_sqlite_family::family::conversations as family;
+use mnemix_sqlite_family::group::group_error;
 use tokio::sync::{oneshot, OwnedMutexGuard};
 
 use crate::db::{Conn, DbResult, BACKEND};
 use crate::LibsqlStore;
 
-mnemix_sqlite_sql::conversation_store!(LibsqlStore);
-mnemix_sqlite_sql::transfer_store!(LibsqlStore);
+mnemix_sqlite_family::conversation_store!(LibsqlStore);
+mnemix_sqlite_family::transfer_store!(LibsqlStore);
 
 /// An append waiting for the writer connection, and where its answer goes.
 pub(crate) type QueuedAppend = (AppendRequest, oneshot::Sender<Result<AppendReceipt>>);
 
 impl LibsqlStore {
-    /// Group commit ([`WriteQueue`](mnemix_sqlite_sql::group::WriteQueue)): the appends of
+    /// Group commit ([`WriteQueue`](mnemix_sqlite_family::group::WriteQueue)): the appends of
     /// this process that arrive while another write holds the writer connection share one
     /// transaction, written together ([`AppendGroup`]), each answering with its own receipt or
     /// its own error.

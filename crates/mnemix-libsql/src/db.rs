@@ -14,11 +14,11 @@ use libsql::params::{IntoParams, Params};
 use libsql::{Connection, Statement, Value};
 use mnemix_core::migration::Migration;
 use mnemix_core::{MemoryError, Metadata, Result};
-use mnemix_sqlite_sql::driver::{self as family, Param};
-use mnemix_sqlite_sql::migrations;
+use mnemix_sqlite_family::driver::{self as family, Param};
+use mnemix_sqlite_family::migrations;
 
 /// The column codecs the SQLite family shares.
-pub(crate) use mnemix_sqlite_sql::family::{subject_of, to_json};
+pub(crate) use mnemix_sqlite_family::family::{subject_of, to_json};
 
 pub(crate) const BACKEND: &str = "libsql";
 
@@ -50,7 +50,7 @@ pub(crate) fn to_memory_error(e: libsql::Error) -> MemoryError {
 
 /// A stored value that does not decode: the database was edited by something else.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
-    mnemix_sqlite_sql::driver::corrupt(BACKEND, what, e)
+    mnemix_sqlite_family::driver::corrupt(BACKEND, what, e)
 }
 
 /// One row's values, copied out of the statement.
@@ -320,7 +320,7 @@ impl RowExt for libsql::Row {
 }
 
 pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
-    mnemix_sqlite_sql::driver::metadata_from(BACKEND, text)
+    mnemix_sqlite_family::driver::metadata_from(BACKEND, text)
 }
 
 pub(crate) fn count_to_db(n: usize) -> i64 {
@@ -334,7 +334,7 @@ pub(crate) async fn migrate(conn: &Conn, known: &[Migration]) -> Result<Vec<u32>
         .transaction_with_behavior(libsql::TransactionBehavior::Immediate)
         .await
         .db()?;
-    let applied = mnemix_sqlite_sql::family::migrations::apply(&mut { conn }, known).await?;
+    let applied = mnemix_sqlite_family::family::migrations::apply(&mut { conn }, known).await?;
     tx.commit().await.db()?;
     Ok(applied)
 }
@@ -383,7 +383,7 @@ async fn family_execute(conn: &Conn, sql: &'static str, params: &[Param<'_>]) ->
 }
 
 /// A connection as the SQLite family's [`family::Conn`]: the statements written once in
-/// `mnemix_sqlite_sql::family` run through it, prepared once like every other.
+/// `mnemix_sqlite_family::family` run through it, prepared once like every other.
 #[async_trait]
 impl family::Conn for Conn {
     const BACKEND: &'static str = BACKEND;

@@ -1,5 +1,5 @@
 //! The small keyed documents: working memory, checkpoints and the byte cache, as the SQLite
-//! family writes them once (`mnemix_sqlite_sql::family::store`), each call in a read or
+//! family writes them once (`mnemix_sqlite_family::family::store`), each call in a read or
 //! write transaction of this store.
 
-mnemix_sqlite_sql::document_stores!(crate::LibsqlStore);
+mnemix_sqlite_family::document_stores!(crate::LibsqlStore);

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex as SyncMutex, PoisonError};
 
 use libsql::Transaction;
 use mnemix_core::Result;
-use mnemix_sqlite_sql::family::store::Lent;
+use mnemix_sqlite_family::family::store::Lent;
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
 use crate::db::{self, Conn, DbResult};
@@ -78,27 +78,27 @@ impl std::ops::DerefMut for Tx<'_> {
 
 /// A transaction as the SQLite family's connection: its statements run on the connection.
 #[async_trait::async_trait]
-impl mnemix_sqlite_sql::driver::Conn for Tx<'_> {
+impl mnemix_sqlite_family::driver::Conn for Tx<'_> {
     const BACKEND: &'static str = db::BACKEND;
 
     async fn rows(
         &mut self,
         sql: &'static str,
-        params: &[mnemix_sqlite_sql::driver::Param<'_>],
-    ) -> Result<Vec<mnemix_sqlite_sql::driver::Row>> {
-        mnemix_sqlite_sql::driver::Conn::rows(&mut **self, sql, params).await
+        params: &[mnemix_sqlite_family::driver::Param<'_>],
+    ) -> Result<Vec<mnemix_sqlite_family::driver::Row>> {
+        mnemix_sqlite_family::driver::Conn::rows(&mut **self, sql, params).await
     }
 
     async fn execute(
         &mut self,
         sql: &'static str,
-        params: &[mnemix_sqlite_sql::driver::Param<'_>],
+        params: &[mnemix_sqlite_family::driver::Param<'_>],
     ) -> Result<u64> {
-        mnemix_sqlite_sql::driver::Conn::execute(&mut **self, sql, params).await
+        mnemix_sqlite_family::driver::Conn::execute(&mut **self, sql, params).await
     }
 
     async fn run_script(&mut self, sql: &'static str) -> Result<()> {
-        mnemix_sqlite_sql::driver::Conn::run_script(&mut **self, sql).await
+        mnemix_sqlite_family::driver::Conn::run_script(&mut **self, sql).await
     }
 }
 

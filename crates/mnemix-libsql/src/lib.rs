@@ -60,9 +60,11 @@
 //!   process; [`Synchronous::Full`] survives power loss too, at an fsync per commit.
 //! - **Migrations** are embedded ([`MIGRATIONS`]), applied on open under `BEGIN IMMEDIATE` and
 //!   recorded with SHA-256 checksums in `agent_memory_migrations`.
-//! - **One SQL with SQLite.** The schema, its migrations and every statement the two stores send
+//! - **One store with SQLite.** The schema, its migrations, every statement the two stores send
 //!   alike (fact recall through the token index among them, which never reads a fact's text to
-//!   rank it) live once in `mnemix-sqlite-sql`, a crate of text.
+//!   rank it) and the contracts around them live once in `mnemix-sqlite-family`, over this
+//!   crate's connection; what is this crate's own is the connection, its group of appends and
+//!   the vectors' tables with their search.
 //! - **Calls block briefly.** libSQL's embedded engine runs a statement on the calling thread;
 //!   like any embedded SQLite, use a multi-threaded Tokio runtime.
 //!
@@ -98,9 +100,9 @@ use mnemix_core::migration::Migration;
 use mnemix_core::{
     AppendReceipt, Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock,
 };
-use mnemix_sqlite_sql::builder::Options;
-use mnemix_sqlite_sql::conversations::AppendRequest;
-use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
+use mnemix_sqlite_family::builder::Options;
+use mnemix_sqlite_family::conversations::AppendRequest;
+use mnemix_sqlite_family::family::store::{Common, FamilyStore, OnFile, Remember};
 use tokio::sync::{Mutex, Semaphore};
 
 pub use db::MIGRATIONS;
@@ -123,7 +125,7 @@ pub const DEFAULT_INDEX_MIN_ROWS: usize = 2_000;
 const BULK_VECTORS: usize = 16;
 
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
-pub use mnemix_sqlite_sql::Synchronous;
+pub use mnemix_sqlite_family::Synchronous;
 
 /// Where the database lives.
 #[derive(Clone, PartialEq, Eq)]
@@ -187,7 +189,7 @@ pub struct LibsqlStoreBuilder {
 }
 
 impl LibsqlStoreBuilder {
-    mnemix_sqlite_sql::family_builder_setters!(
+    mnemix_sqlite_family::family_builder_setters!(
         url = concat!(
             "A URL: `file:relative/file.db`, `file:///absolute/file.db`, `:memory:`, or (feature ",
             "`remote`) `libsql://…`, `http://…`, `https://…` with the token from ",
@@ -260,7 +262,7 @@ impl LibsqlStoreBuilder {
                 permits: Arc::new(Semaphore::new(config.options.readers)),
             }),
             writer: Arc::new(Mutex::new(writer)),
-            appends: mnemix_sqlite_sql::group::WriteQueue::default(),
+            appends: mnemix_sqlite_family::group::WriteQueue::default(),
             common: Common::new(self.clock, config.options.vector_cache_bytes),
             database,
             config,
@@ -361,7 +363,7 @@ pub struct LibsqlStore {
     database: Database,
     writer: Arc<Mutex<Conn>>,
     /// Appends waiting for the writer connection, written together by whoever gets it.
-    appends: mnemix_sqlite_sql::group::WriteQueue<conversations::QueuedAppend>,
+    appends: mnemix_sqlite_family::group::WriteQueue<conversations::QueuedAppend>,
     /// `None`: reads share the writer's connection (in memory, remote).
     readers: Option<Readers>,
     /// The clock, and what the store holds for searches.
@@ -620,7 +622,7 @@ mod tests {
             let table = {
                 use crate::vectors::Tables;
                 let mut tx = store.read().await.unwrap();
-                mnemix_sqlite_sql::family::vectors::find_collection(
+                mnemix_sqlite_family::family::vectors::find_collection(
                     &mut tx,
                     scope.namespace(),
                     "notes",

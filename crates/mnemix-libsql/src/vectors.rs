@@ -12,8 +12,8 @@ use mnemix_core::{
     ConversationId, Filter, Metric, Namespace, Result, Scope, VectorHit, VectorId, VectorQuery,
     VectorRecord,
 };
-pub(crate) use mnemix_sqlite_sql::family::vectors::CollectionRow;
-use mnemix_sqlite_sql::family::vectors::{self as family, VectorTables};
+pub(crate) use mnemix_sqlite_family::family::vectors::CollectionRow;
+use mnemix_sqlite_family::family::vectors::{self as family, VectorTables};
 
 use crate::db::{
     corrupt, count_to_db, execute, metadata_from, opt_text, row, rows, scan, subject_of, to_json,
@@ -420,7 +420,7 @@ impl LibsqlStore {
     }
 }
 
-mnemix_sqlite_sql::vector_store!(LibsqlStore, search = search_scope);
+mnemix_sqlite_family::vector_store!(LibsqlStore, search = search_scope);
 
 /// A table per collection (`vectors_{pk}`), with its DiskANN index for the metrics it knows.
 #[async_trait]

@@ -1,12 +1,12 @@
 //! [`MemoryBackend`] for the SQLite store: its name and capabilities; the rest is the SQLite
-//! family's (`mnemix_sqlite_sql::family::store`).
+//! family's (`mnemix_sqlite_family::family::store`).
 
 use async_trait::async_trait;
 use mnemix_core::{
     Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorSearch,
 };
-use mnemix_sqlite_sql::family::store;
+use mnemix_sqlite_family::family::store;
 
 use crate::db::BACKEND;
 use crate::SqliteStore;

@@ -16,8 +16,8 @@ use sqlx::{ConnectOptions, Executor};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use async_trait::async_trait;
-use mnemix_sqlite_sql::driver::{Conn, Param, Row};
-use mnemix_sqlite_sql::family::store::Lent;
+use mnemix_sqlite_family::driver::{Conn, Param, Row};
+use mnemix_sqlite_family::family::store::Lent;
 
 use crate::db::{family_execute, family_rows, family_script, to_memory_error, DbResult, BACKEND};
 

@@ -3,11 +3,11 @@
 use async_trait::async_trait;
 use mnemix_core::migration::Migration;
 use mnemix_core::{MemoryError, Metadata, Result};
-use mnemix_sqlite_sql::driver::{driver_error, Conn, Param, Row, Value};
-use mnemix_sqlite_sql::family::migrations;
+use mnemix_sqlite_family::driver::{driver_error, Conn, Param, Row, Value};
+use mnemix_sqlite_family::family::migrations;
 
 /// The column codecs the SQLite family shares.
-pub(crate) use mnemix_sqlite_sql::family::{seq_from_db, subject_of, to_json};
+pub(crate) use mnemix_sqlite_family::family::{seq_from_db, subject_of, to_json};
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection, SqliteRow};
 use sqlx::{Connection, Decode, Row as _, TypeInfo, ValueRef};
 
@@ -15,7 +15,7 @@ pub(crate) const BACKEND: &str = "sqlite";
 
 /// The schema, oldest first (the SQLite family's SQL crate holds it). Never edit an entry once
 /// released: add a new one.
-pub const MIGRATIONS: &[Migration] = mnemix_sqlite_sql::migrations::SQLITE;
+pub const MIGRATIONS: &[Migration] = mnemix_sqlite_family::migrations::SQLITE;
 
 /// `.db()?` turns a driver error into the contract's error kinds.
 pub(crate) trait DbResult<T> {
@@ -43,11 +43,11 @@ pub(crate) fn to_memory_error(e: sqlx::Error) -> MemoryError {
 
 /// A stored value that does not decode: the database was edited by something else.
 pub(crate) fn corrupt(what: &str, e: impl std::fmt::Display) -> MemoryError {
-    mnemix_sqlite_sql::driver::corrupt(BACKEND, what, e)
+    mnemix_sqlite_family::driver::corrupt(BACKEND, what, e)
 }
 
 pub(crate) fn metadata_from(text: &str) -> Result<Metadata> {
-    mnemix_sqlite_sql::driver::metadata_from(BACKEND, text)
+    mnemix_sqlite_family::driver::metadata_from(BACKEND, text)
 }
 
 /// Applies the pending migrations of `known` in one `BEGIN IMMEDIATE` transaction, so several
@@ -60,7 +60,7 @@ pub(crate) async fn migrate(conn: &mut SqliteConnection, known: &[Migration]) ->
 }
 
 /// sqlx's SQLite connection as the SQLite family's [`Conn`]: the statements written once in
-/// `mnemix_sqlite_sql::family` run through it.
+/// `mnemix_sqlite_family::family` run through it.
 pub(crate) struct Sqlx<'c>(pub(crate) &'c mut SqliteConnection);
 
 /// `query` with `params` bound in order.

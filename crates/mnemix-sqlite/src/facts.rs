@@ -1,6 +1,6 @@
-//! Facts, as the SQLite family writes them once (`mnemix_sqlite_sql::family::store`), on this
-//! store's connections ([`FamilyStore`](mnemix_sqlite_sql::family::store::FamilyStore)): a
+//! Facts, as the SQLite family writes them once (`mnemix_sqlite_family::family::store`), on this
+//! store's connections ([`FamilyStore`](mnemix_sqlite_family::family::store::FamilyStore)): a
 //! remember in the write group, a recall on a reader whose `BEGIN` and `COMMIT` ride in its
 //! statements, single statements on a reader or the writer.
 
-mnemix_sqlite_sql::fact_store!(crate::SqliteStore);
+mnemix_sqlite_family::fact_store!(crate::SqliteStore);

@@ -44,7 +44,7 @@
 //!   facts that made the top, in the same read transaction. A lexical recall's candidates come
 //!   back as one JSON value (sqlx hands rows one by one across threads: thousands of rows cost
 //!   more than the query); a semantic or hybrid recall reads every admitted fact's embedding. The
-//!   statements are the SQLite family's (`mnemix-sqlite-sql`).
+//!   statements are the SQLite family's (`mnemix-sqlite-family`).
 //! - **Vectors** are little-endian `f32` blobs. Search is an exact scan in Rust over a contiguous
 //!   matrix ([`mnemix_core::adapter::ExactIndex`]) cached per collection and subject, and checked
 //!   against the collection's `generation` (bumped by every write, from any process), so a
@@ -76,9 +76,9 @@ use mnemix_core::migration::Migration;
 use mnemix_core::{
     AppendReceipt, Clock, MemoryBackend, MemoryError, RememberOutcome, Result, SystemClock,
 };
-use mnemix_sqlite_sql::builder::Options;
-use mnemix_sqlite_sql::conversations::AppendRequest;
-use mnemix_sqlite_sql::family::store::{Common, FamilyStore, OnFile, Remember};
+use mnemix_sqlite_family::builder::Options;
+use mnemix_sqlite_family::conversations::AppendRequest;
+use mnemix_sqlite_family::family::store::{Common, FamilyStore, OnFile, Remember};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, SqlitePool};
 
@@ -91,7 +91,7 @@ use crate::db::DbResult;
 pub const DEFAULT_PATH: &str = "./.mnemix/memory.db";
 
 /// SQLite's `synchronous` setting for the database file (the SQLite family's one).
-pub use mnemix_sqlite_sql::Synchronous;
+pub use mnemix_sqlite_family::Synchronous;
 
 /// Where the database lives.
 #[derive(Clone, PartialEq, Eq)]
@@ -161,7 +161,7 @@ pub struct SqliteStoreBuilder {
 }
 
 impl SqliteStoreBuilder {
-    mnemix_sqlite_sql::family_builder_setters!(
+    mnemix_sqlite_family::family_builder_setters!(
         url = concat!(
             "A `sqlite://` URL: `sqlite://relative/file.db`, `sqlite:///absolute/file.db` or ",
             "`sqlite::memory:`."

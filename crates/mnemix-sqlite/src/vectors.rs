@@ -8,8 +8,8 @@ use mnemix_core::{
     ConversationId, MemoryError, Namespace, Result, Scope, VectorHit, VectorId, VectorQuery,
     VectorRecord,
 };
-use mnemix_sqlite_sql::driver::{Conn, Param, Row};
-use mnemix_sqlite_sql::family::vectors::{self as family, CollectionRow, VectorTables};
+use mnemix_sqlite_family::driver::{Conn, Param, Row};
+use mnemix_sqlite_family::family::vectors::{self as family, CollectionRow, VectorTables};
 use sqlx::sqlite::SqliteConnection;
 
 use crate::connections::Tx;
@@ -18,7 +18,7 @@ use crate::SqliteStore;
 
 /// A namespace's collection by name, in a read transaction this statement begins.
 const FIND_COLLECTION_BEGINNING_READ: &str =
-    concat!("BEGIN;\n", mnemix_sqlite_sql::find_collection!());
+    concat!("BEGIN;\n", mnemix_sqlite_family::find_collection!());
 
 /// A scope's matrix: `?1` collection pk, `?2` subject.
 const READ_MATRIX: &str = "SELECT id, vector, metadata, text, conversation_id FROM vectors
@@ -129,7 +129,7 @@ impl SqliteStore {
     }
 }
 
-mnemix_sqlite_sql::vector_store!(SqliteStore, search = search_exact);
+mnemix_sqlite_family::vector_store!(SqliteStore, search = search_exact);
 
 /// The vectors of every collection in one table, `vectors`, keyed by collection pk.
 #[async_trait]

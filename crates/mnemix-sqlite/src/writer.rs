@@ -21,14 +21,14 @@ use std::pin::Pin;
 
 use async_trait::async_trait;
 use mnemix_core::{AppendReceipt, MemoryError, Result};
-use mnemix_sqlite_sql::conversations::AppendRequest;
-use mnemix_sqlite_sql::driver::{Conn, Param, Row};
-use mnemix_sqlite_sql::group::{group_error, WriteQueue};
+use mnemix_sqlite_family::conversations::AppendRequest;
+use mnemix_sqlite_family::driver::{Conn, Param, Row};
+use mnemix_sqlite_family::group::{group_error, WriteQueue};
 use sqlx::Executor;
 use tokio::sync::oneshot;
 
 use crate::connections::{Connections, Lease};
-use mnemix_sqlite_sql::family::conversations::append_group;
+use mnemix_sqlite_family::family::conversations::append_group;
 
 use crate::db::{family_execute, family_rows, family_script, to_memory_error, BACKEND};
 

@@ -12,8 +12,8 @@ use mnemix_core::lexical::tokenize;
 use mnemix_core::{
     ConversationId, FactId, Message, Metric, RecallQuery, Scope, Timestamp, VectorId,
 };
-use mnemix_sqlite_sql::conversations::list_page;
-use mnemix_sqlite_sql::facts::{
+use mnemix_sqlite_family::conversations::list_page;
+use mnemix_sqlite_family::facts::{
     FACTS_BY_PKS, FACTS_GENERATION, HELD_FACTS, RECALL_CANDIDATES_HOLDING,
 };
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow};

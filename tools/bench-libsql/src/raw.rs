@@ -16,8 +16,8 @@ use mnemix_bench::workloads::{
 };
 use mnemix_core::adapter::ExactIndex;
 use mnemix_core::{ConversationId, Message, Metric, Scope, Timestamp, VectorId};
-use mnemix_sqlite_sql::conversations::list_page;
-use mnemix_sqlite_sql::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
+use mnemix_sqlite_family::conversations::list_page;
+use mnemix_sqlite_family::facts::{FACTS_BY_PKS, RECALL_CANDIDATES_HOLDING};
 use tokio::sync::Mutex;
 
 /// mnemix-libsql's statements by hand.

@@ -1434,10 +1434,10 @@ pub fn query_tokens_json(text: &str) -> String {
 }
 
 /// The `pk`s of the top `limit` of the SQLite family's lexical candidates
-/// (`mnemix_sqlite_sql::facts::RECALL_CANDIDATES_HOLDING`) by the core's ranking, as the store
+/// (`mnemix_sqlite_family::facts::RECALL_CANDIDATES_HOLDING`) by the core's ranking, as the store
 /// ranks them.
 pub fn rank_holding(text: &str, json: &str, limit: usize) -> Vec<i64> {
-    use mnemix_sqlite_sql::facts::{parse_holding, rank};
+    use mnemix_sqlite_family::facts::{parse_holding, rank};
     let query = RecallQuery::text(text).with_limit(limit);
     let candidates = parse_holding(json).expect("candidates");
     rank(&query, &candidates)

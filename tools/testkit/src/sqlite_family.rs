@@ -12,7 +12,7 @@ use mnemix_core::migration::Migration;
 use mnemix_core::{
     AppendOptions, ConversationStore, LoadOptions, MemoryBackend, Message, NewConversation, Scope,
 };
-use mnemix_sqlite_sql::family::store::OnFile;
+use mnemix_sqlite_family::family::store::OnFile;
 
 /// How the tests reach a SQLite-family store's file (implemented by a type of the test's own,
 /// naming the store, which opens and migrates its file as [`OnFile`] says).

@@ -1,12 +1,14 @@
-//! The SQL of agent memory's SQLite-family backends (`mnemix-sqlite` on sqlx, `mnemix-libsql`
+//! The store of agent memory's SQLite-family backends (`mnemix-sqlite` on sqlx, `mnemix-libsql`
 //! on libsql), written once: their schemas and migrations ([`migrations`]), the statements
 //! both send alike, what both decide alike from what those statements read (a write group's
 //! appends: [`conversations::AppendGroup`]; fact recall's ranking), and the contracts
 //! themselves over the seam a driver crate implements ([`driver::Conn`] for its connections,
-//! [`family::store::FamilyStore`] for its store; [`family`]).
+//! [`family::store::FamilyStore`] for its store, [`family::vectors::VectorTables`] for the
+//! tables of its vectors; [`family`]). A driver crate holds its connections, its group commit
+//! and its vectors' layout and search; every statement it sends goes through its `Conn`.
 //!
-//! This crate is text and a little logic, never a driver: each backend links its own SQLite
-//! (sqlx's bundled one, or libSQL's), and the two must not meet in one binary. Statements use
+//! Never a driver: each backend links its own SQLite (sqlx's bundled one, or libSQL's), and the
+//! two must not meet in one binary. Statements use
 //! numbered placeholders (`?1`), which both drivers bind positionally; where a statement reads
 //! free text, it does so in a way both schemas serve (mnemix-libsql stores free text as BLOB).
 //! A bound row limit is written `LIMIT (SELECT ?n)`: SQLite (3.51, as bundled here) compiles
@@ -15,7 +17,7 @@
 //! long conversation, was measurably slower against the engine's limit with `LIMIT ?n`).
 //!
 //! ```
-//! use mnemix_sqlite_sql::facts::{held_positions, RECALL_CANDIDATES_HOLDING};
+//! use mnemix_sqlite_family::facts::{held_positions, RECALL_CANDIDATES_HOLDING};
 //! assert!(RECALL_CANDIDATES_HOLDING.contains("fact_tokens"));
 //! assert_eq!(held_positions(Some("3,0")), Ok(vec![0, 3]));
 //! ```
@@ -54,7 +56,7 @@ impl Synchronous {
     /// The value of `PRAGMA synchronous` that sets it.
     ///
     /// ```
-    /// assert_eq!(mnemix_sqlite_sql::Synchronous::Full.pragma_value(), "FULL");
+    /// assert_eq!(mnemix_sqlite_family::Synchronous::Full.pragma_value(), "FULL");
     /// ```
     pub fn pragma_value(self) -> &'static str {
         match self {

@@ -207,7 +207,7 @@ pub fn in_rank_order(
 /// decode.
 ///
 /// ```
-/// use mnemix_sqlite_sql::facts::parse_holding;
+/// use mnemix_sqlite_family::facts::parse_holding;
 /// let rows = parse_holding(r#"[[7,"f-1",0.5,1000,"2,0"],[9,"f-2",null,2000,"1"]]"#).unwrap();
 /// assert_eq!((rows[0].pk, rows[0].held.as_slice(), rows[1].score), (7, &[0, 2][..], None));
 /// ```
@@ -262,7 +262,7 @@ pub const FACTS_GENERATION: &str =
 /// A candidate's `positions` column as `rank_candidates` takes it: ascending positions.
 ///
 /// ```
-/// use mnemix_sqlite_sql::facts::held_positions;
+/// use mnemix_sqlite_family::facts::held_positions;
 /// assert_eq!(held_positions(None), Ok(vec![]));
 /// assert_eq!(held_positions(Some("2,0,1")), Ok(vec![0, 1, 2]));
 /// assert!(held_positions(Some("x")).is_err());

@@ -5,7 +5,7 @@
 //! errors, and nothing else.
 //!
 //! ```
-//! use mnemix_sqlite_sql::driver::{Row, Value};
+//! use mnemix_sqlite_family::driver::{Row, Value};
 //! let row = Row::new("example", vec![Value::Integer(7), Value::Blob(b"free text".to_vec())]);
 //! assert_eq!(row.int(0)?, 7);
 //! assert_eq!(row.string(1)?, "free text"); // free text may be stored as a blob
@@ -181,7 +181,7 @@ impl Row {
 /// or a `lost` connection; else `Backend`.
 ///
 /// ```
-/// use mnemix_sqlite_sql::driver::driver_error;
+/// use mnemix_sqlite_family::driver::driver_error;
 /// let busy = std::io::Error::other("database is locked");
 /// assert!(driver_error("sqlite", Some(5 | 256), false, busy).is_retryable());
 /// let syntax = std::io::Error::other("near \"SELEC\": syntax error");
