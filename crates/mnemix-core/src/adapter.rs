@@ -21,7 +21,7 @@
 //! | [`encode_f32_le`], [`decode_f32_le`] | vectors as little-endian bytes |
 //! | [`cosine`], [`dot`], [`norm`], [`l2_squared`], … | the similarity kernels every backend scores with |
 //! | [`check_vector`], [`SeenCollections`] | a vector against its collection, collections known to exist |
-//! | [`check_page`], [`page_limit`], [`page_after`] | a listing's page size and cursor |
+//! | [`check_page`], [`page_limit`] | a listing's page size (its cursor: the query's `after`) |
 
 pub use crate::backend::forget_namespace_records;
 pub use crate::conversation::{plan_append, AppendPlan};
@@ -36,7 +36,7 @@ pub use crate::front::FrontLayerOnly;
 pub use crate::held::{
     held_facts_cache, held_key, HeldChange, HeldFact, HeldFacts, HeldFactsCache,
 };
-pub use crate::page::{check_page, page_after, page_limit, page_newest_first, Cursor};
+pub use crate::page::{check_page, page_limit, page_newest_first, Cursor};
 pub use crate::records::sort_canonical;
-pub use crate::similarity::{cosine, cosine_with_squared_norms, dot, dot_f64, l2_squared, norm};
+pub use crate::similarity::{cosine, dot, dot_f64, l2_squared, norm};
 pub use crate::vector::{check_vector, rank_hits, SeenCollections};
