@@ -289,6 +289,7 @@ macro_rules! __with_engine_scenarios {
                 semantic_recall_knows_who_spoke_and_when: Vectors,
                 semantic_recall_fuses_lexical_relevance: Vectors,
                 semantic_recall_proposes_messages_by_their_words: Vectors,
+                explain_agrees_with_recall_and_says_why: Vectors,
                 semantic_recall_finds_a_reply_by_the_words_it_answered: Vectors,
                 semantic_recall_reads_only_its_scope: Vectors,
                 semantic_recall_matches_word_forms_of_the_question: Vectors,

@@ -32,6 +32,7 @@
 mod builder;
 pub mod config;
 mod context;
+mod explain;
 mod memories;
 #[cfg(feature = "model-extractor")]
 mod model;
@@ -52,6 +53,7 @@ pub use context::{
     escape_fenced, user_memory_block, ApproxTokenCounter, Context, RecalledMessage, TokenCounter,
     WorkingMemoryBlock,
 };
+pub use explain::{Explained, FactCandidate, MessageCandidate, MessageVerdict, RecallExplanation};
 pub use memories::{
     Memories, MemoryHit, MemoryOutcome, MemoryQuery, MemorySource, NewMemory, SearchScope,
     StoredMemory,
@@ -91,8 +93,13 @@ struct Found {
     /// recall is on.
     messages: Option<(Vec<f32>, Vec<mnemix_core::VectorHit>)>,
     knowledge: Vec<mnemix_core::VectorHit>,
-    /// The recalled facts and their fenced block, when facts are on and there is input.
-    facts: Option<(Vec<mnemix_core::ScoredFact>, Option<String>)>,
+    /// The injected facts, their fenced block and every fact recalled, when facts are on and
+    /// there is input.
+    facts: Option<(
+        Vec<mnemix_core::ScoredFact>,
+        Option<String>,
+        Vec<FactCandidate>,
+    )>,
 }
 
 /// The tiers of memory over one backend; cheap to share (`Arc<Memory>`) across tasks.
@@ -171,6 +178,20 @@ impl Memory {
         conversation: &ConversationId,
         user_input: &str,
     ) -> Result<Context> {
+        let (context, _why) = self
+            .prepare_explained(scope, conversation, user_input)
+            .await?;
+        Ok(context)
+    }
+
+    /// [`prepare`](Self::prepare)'s context and why recall chose what it did (the reasons come
+    /// out of the ranking itself, so [`explain`](Self::explain) cannot disagree with it).
+    async fn prepare_explained(
+        &self,
+        scope: &Scope,
+        conversation: &ConversationId,
+        user_input: &str,
+    ) -> Result<(Context, RecallExplanation)> {
         let config = &self.config;
         let wants_query = self.vectors
             && !user_input.trim().is_empty()
@@ -201,8 +222,9 @@ impl Memory {
                 window_start
             ),
         )?;
-        let (facts, user_memory) = found.facts.unwrap_or_default();
-        Ok(Context {
+        let (recalled, messages) = recalled;
+        let (facts, user_memory, fact_candidates) = found.facts.unwrap_or_default();
+        let context = Context {
             messages: tiers::window::merge(window, &recalled, config.semantic_recall.merge),
             summary,
             recalled,
@@ -211,7 +233,13 @@ impl Memory {
             user_memory,
             working_memory,
             embedder: wants_query.then(|| self.embedder.model_id().to_owned()),
-        })
+        };
+        let why = RecallExplanation {
+            window_start,
+            messages,
+            facts: fact_candidates,
+        };
+        Ok((context, why))
     }
 
     /// What the query finds, searched as soon as it is embedded: the conversation's messages

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use mnemix_core::embed::{Embedder, HashingEmbedder};
-use mnemix_core::{Message, Result, Role, Timestamp};
+use mnemix_core::{Message, NewFact, RememberOptions, Result, Role, Timestamp};
 use mnemix_engine::config::{MemoryConfig, MergeStrategy};
-use mnemix_engine::{EmbeddingReport, Memory, RecalledMessage, MESSAGE_COLLECTION};
+use mnemix_engine::{EmbeddingReport, Memory, MessageVerdict, RecalledMessage, MESSAGE_COLLECTION};
 use serde_json::json;
 
 use crate::support::{conversation, text, ResultExt};
@@ -375,6 +375,113 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
             "{case}: a message found by its words alone has no similarity: {by_words:?}"
         );
     }
+}
+
+/// `explain` builds the context `prepare` builds, and says why: the messages it marks recalled
+/// are the context's recalled ones, in order, with the signals that ranked them (the nearest by
+/// its similarity and rank, the one found by its words by its word rank); those ranked below
+/// the limit are marked so; the facts it marks injected are the context's facts.
+pub async fn explain_agrees_with_recall_and_says_why(ctx: &Ctx) {
+    let embedder = Arc::new(ScriptedEmbedder {
+        rules: vec![
+            ("trip?", [1.0, 0.0, 0.0, 0.0]),
+            ("beach", [0.9, 0.436, 0.0, 0.0]),
+            ("park", [0.6, 0.8, 0.0, 0.0]),
+            ("cafe", [0.3, 0.954, 0.0, 0.0]),
+        ],
+    });
+    let mut config = recall_config();
+    config.semantic_recall.limit = 2;
+    config.semantic_recall.candidates = 3;
+    config.semantic_recall.context_weight = 0.0;
+    config.facts.enabled = true;
+    let c = conversation(ctx, ctx.scope()).await;
+    let said = vec![
+        text("m0", Role::User, "the Zanzibar flight was long"),
+        text("m1", Role::User, "a whole week at a sunny beach"),
+        text("m2", Role::User, "a long walk in the park"),
+        text("m3", Role::User, "lunch at the cafe"),
+        text("m4", Role::User, "bye"),
+    ];
+    let memory = memory_embedding(ctx, config, &embedder);
+    memory.commit(ctx.scope(), &c.id, said).await.must("commit");
+    for fact in [
+        "the Zanzibar trip was in May",
+        "a trip to Zanzibar costs a lot",
+    ] {
+        ctx.backend()
+            .remember(ctx.scope(), NewFact::new(fact), RememberOptions::default())
+            .await
+            .must("remember");
+    }
+    let question = "When was the Zanzibar trip?";
+    let explained = memory
+        .explain(ctx.scope(), &c.id, question)
+        .await
+        .must("explain");
+    let prepared = memory
+        .prepare(ctx.scope(), &c.id, question)
+        .await
+        .must("prepare");
+    assert_eq!(explained.context, prepared, "the context prepare builds");
+    let why = &explained.recall;
+    assert_eq!(why.window_start, 5, "the window is the last message");
+    let recalled: Vec<u64> = why
+        .messages
+        .iter()
+        .filter(|m| m.verdict == MessageVerdict::Recalled)
+        .map(|m| m.seq)
+        .collect();
+    assert_eq!(recalled, recalled_seqs(&prepared.recalled), "{why:?}");
+    assert_eq!(
+        recalled,
+        [2, 1],
+        "the nearest, then the one holding the word"
+    );
+    let candidate = |seq: u64| {
+        why.messages
+            .iter()
+            .find(|m| m.seq == seq && m.verdict != MessageVerdict::InWindow)
+            .unwrap_or_else(|| panic!("seq {seq} weighed: {why:?}"))
+    };
+    let nearest = candidate(2);
+    assert_eq!(nearest.nearness_rank, Some(1), "{nearest:?}");
+    assert!(
+        nearest.similarity.is_some_and(|s| (s - 0.9).abs() < 0.01),
+        "{nearest:?}"
+    );
+    assert!(nearest.fused.is_some(), "hybrid recall fuses: {nearest:?}");
+    let by_words = candidate(1);
+    assert_eq!(by_words.word_rank, Some(1), "{by_words:?}");
+    assert!(
+        by_words.own_relevance.is_some_and(|r| r > 0.0),
+        "{by_words:?}"
+    );
+    let past_limit: Vec<u64> = why
+        .messages
+        .iter()
+        .filter(|m| m.verdict == MessageVerdict::PastLimit)
+        .map(|m| m.seq)
+        .collect();
+    assert!(
+        past_limit.contains(&3),
+        "the park, nearer than the cafe, ranked below the limit: {why:?}"
+    );
+    for m in &why.messages {
+        assert!(
+            m.verdict != MessageVerdict::InWindow || m.seq >= why.window_start,
+            "only the window's messages are in the window: {m:?}"
+        );
+    }
+    let injected: Vec<_> = why
+        .facts
+        .iter()
+        .filter(|f| f.injected)
+        .map(|f| &f.id)
+        .collect();
+    let in_context: Vec<_> = prepared.facts.iter().map(|f| &f.fact.id).collect();
+    assert_eq!(injected, in_context, "{why:?}");
+    assert_eq!(why.facts.len(), 2, "both facts recalled: {why:?}");
 }
 
 /// A message carries `context_weight` of the lexical relevance of the messages next to it, each

@@ -1,10 +1,13 @@
 //! Facts: what was learned about the subject, recalled for the turn's text and injected as a
 //! fenced block within a token budget.
 
-use mnemix_core::{Namespace, RecallQuery, Result, Scope, ScoredFact};
+use std::collections::HashSet;
+
+use mnemix_core::{FactId, Namespace, RecallQuery, Result, Scope, ScoredFact};
 
 use crate::config::{check_positive, invalid, FactsConfig, InjectConfig};
 use crate::context::user_memory_block;
+use crate::explain::FactCandidate;
 use crate::Memory;
 
 impl FactsConfig {
@@ -49,7 +52,7 @@ impl Memory {
         scope: &Scope,
         user_input: &str,
         vector: Option<&[f32]>,
-    ) -> Result<Option<(Vec<ScoredFact>, Option<String>)>> {
+    ) -> Result<Option<(Vec<ScoredFact>, Option<String>, Vec<FactCandidate>)>> {
         let config = &self.config;
         if !config.facts.enabled || user_input.trim().is_empty() {
             return Ok(None);
@@ -57,10 +60,22 @@ impl Memory {
         let mut query = RecallQuery::text(user_input).with_limit(config.inject.limit);
         query.vector = vector.map(<[f32]>::to_vec);
         let recalled = self.backend.recall(&self.facts_scope(scope), query).await?;
-        Ok(Some(user_memory_block(
-            recalled,
-            config.inject.token_budget,
-            self.tokens.as_ref(),
-        )))
+        let weighed: Vec<(FactId, f64, Option<f32>)> = recalled
+            .iter()
+            .map(|f| (f.fact.id.clone(), f.relevance, f.fact.score))
+            .collect();
+        let (injected, block) =
+            user_memory_block(recalled, config.inject.token_budget, self.tokens.as_ref());
+        let kept: HashSet<&FactId> = injected.iter().map(|f| &f.fact.id).collect();
+        let candidates = weighed
+            .into_iter()
+            .map(|(id, relevance, score)| FactCandidate {
+                injected: kept.contains(&id),
+                id,
+                relevance,
+                score,
+            })
+            .collect();
+        Ok(Some((injected, block, candidates)))
     }
 }

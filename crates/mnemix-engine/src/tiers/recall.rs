@@ -20,6 +20,7 @@ use mnemix_core::{LoadOptions, MemoryError, Message, Part, Result, Role, StoredM
 
 use crate::config::{check_positive, check_unit, SemanticRecallConfig};
 use crate::context::RecalledMessage;
+use crate::explain::{MessageCandidate, MessageVerdict};
 use crate::Memory;
 
 /// The collection (in the caller's namespace) holding message embeddings for semantic recall.
@@ -111,7 +112,7 @@ impl Memory {
         nearest: Option<(Vec<f32>, Vec<VectorHit>)>,
         said: Option<Vec<StoredMessage>>,
         window_start: u64,
-    ) -> Result<Vec<RecalledMessage>> {
+    ) -> Result<(Vec<RecalledMessage>, Vec<MessageCandidate>)> {
         match nearest {
             Some((vector, hits)) => {
                 let earlier = said.map(|mut said| {
@@ -128,7 +129,7 @@ impl Memory {
                 )
                 .await
             }
-            None => Ok(Vec::new()),
+            None => Ok((Vec::new(), Vec::new())),
         }
     }
 
@@ -358,7 +359,7 @@ impl Memory {
     /// nearest candidates before the window (from the first round's `hits`, the nearest
     /// `candidates + window_size` of the whole conversation) and, when recall is hybrid, the
     /// candidates the question's words rank best over the `earlier` messages (every one before
-    /// the window), in [`hybrid_order`].
+    /// the window), in [`hybrid_order`]; beside them, every candidate weighed with its signals.
     async fn recall_messages(
         &self,
         scope: &Scope,
@@ -367,18 +368,17 @@ impl Memory {
         hits: Vec<VectorHit>,
         earlier: Option<Vec<StoredMessage>>,
         window_start: u64,
-    ) -> Result<Vec<RecalledMessage>> {
+    ) -> Result<(Vec<RecalledMessage>, Vec<MessageCandidate>)> {
         if window_start <= 1 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let recall = &self.config.semantic_recall;
         let candidates = recall.candidate_count();
         let seq_of = |hit: &VectorHit| hit.record.metadata.get("seq")?.as_u64();
         let searched = hits.len();
-        let mut hits: Vec<VectorHit> = hits
+        let (mut hits, in_window): (Vec<VectorHit>, Vec<VectorHit>) = hits
             .into_iter()
-            .filter(|hit| seq_of(hit).is_some_and(|seq| seq < window_start))
-            .collect();
+            .partition(|hit| seq_of(hit).is_some_and(|seq| seq < window_start));
         if hits.len() < candidates && searched == self.first_message_search_k() {
             // More of the nearest were at or past the window start than the window holds:
             // messages appended since it was read. Search before the window itself.
@@ -386,7 +386,7 @@ impl Memory {
                 .search_messages(scope, conversation, vector, Some(window_start), candidates)
                 .await?;
         }
-        hits.truncate(candidates);
+        let past_candidates = hits.split_off(candidates.min(hits.len()));
         let cosine: HashMap<u64, f32> = hits
             .iter()
             .filter_map(|hit| Some((seq_of(hit)?, hit.score)))
@@ -411,9 +411,9 @@ impl Memory {
                 earlier.into_iter().map(|m| (m.seq, m)).collect();
             (ranked, by_seq)
         } else {
-            (nearness, HashMap::new())
+            (Ranking::by_nearness(nearness), HashMap::new())
         };
-        let chosen: Vec<u64> = ranked.into_iter().take(recall.limit).collect();
+        let chosen: Vec<u64> = ranked.order.iter().copied().take(recall.limit).collect();
         let missing: Vec<u64> = chosen
             .iter()
             .copied()
@@ -428,9 +428,23 @@ impl Memory {
                     .map(|stored| (stored.seq, stored)),
             );
         }
+        let weighed = ranked.candidates(&cosine, recall.limit, |seq| by_seq.contains_key(&seq));
+        let left = |hits: Vec<VectorHit>, verdict| {
+            hits.into_iter().filter_map(move |hit| {
+                Some(MessageCandidate {
+                    similarity: Some(hit.score),
+                    ..MessageCandidate::unranked(seq_of(&hit)?, verdict)
+                })
+            })
+        };
+        let weighed = weighed
+            .into_iter()
+            .chain(left(in_window, MessageVerdict::InWindow))
+            .chain(left(past_candidates, MessageVerdict::PastCandidates))
+            .collect();
         // Best first, as ranked; a message pruned since it was embedded is simply not
         // recalled.
-        Ok(chosen
+        let recalled = chosen
             .iter()
             .filter_map(|seq| {
                 let mut stored = by_seq.remove(seq)?;
@@ -443,7 +457,8 @@ impl Memory {
                     score: cosine.get(seq).copied().unwrap_or(0.0),
                 })
             })
-            .collect())
+            .collect();
+        Ok((recalled, weighed))
     }
 }
 
@@ -541,7 +556,7 @@ struct Words<'a> {
     terms: &'a TermsCache,
 }
 
-/// The hybrid order of recall, as seqs. The pool is the nearest messages (`nearness`,
+/// The hybrid order of recall, as seqs with the signals that made it. The pool is the nearest messages (`nearness`,
 /// nearest first) and the `proposed` best others by the question's lexical relevance over
 /// `earlier` (every message before the window, each as it was embedded: speaker, day and text,
 /// over its terms in the query's language, the weights of the question's terms taken over the
@@ -559,7 +574,7 @@ fn hybrid_order(
     nearness: &[u64],
     earlier: &[StoredMessage],
     proposed: usize,
-) -> Vec<u64> {
+) -> Ranking {
     let texts: Vec<String> = earlier.iter().map(|m| embedded_text(&m.message)).collect();
     let held = words
         .terms
@@ -567,6 +582,7 @@ fn hybrid_order(
     // Each message's own relevance, then what it carries of the messages before it and after
     // it, fading by `carried` per message each way.
     let own = lexical::relevances_of_held(words.query.len(), &held);
+    let own_relevance: HashMap<u64, f64> = earlier.iter().map(|m| m.seq).zip(own.clone()).collect();
     let (mut before, mut after) = (own.clone(), own.clone());
     for i in 1..own.len() {
         before[i] += words.carried * before[i - 1];
@@ -611,7 +627,81 @@ fn hybrid_order(
     let fused = reciprocal_rank_fusion([nearness, lexical.as_slice()]);
     // Stable: ties keep the pool's order (nearest first, then the best by words).
     pool.sort_by(|a, b| fused[b].total_cmp(&fused[a]));
-    pool
+    Ranking {
+        order: pool,
+        nearness: nearness.to_vec(),
+        own_relevance,
+        relevance,
+        by_words: lexical,
+        fused,
+    }
+}
+
+/// Recall's order of the candidates, and the signals that made it.
+struct Ranking {
+    /// The candidates, best first.
+    order: Vec<u64>,
+    /// The nearest candidates, nearest first.
+    nearness: Vec<u64>,
+    /// Each earlier message's own word relevance (hybrid recall).
+    own_relevance: HashMap<u64, f64>,
+    /// Each earlier message's word relevance with its carry, where above 0 (hybrid recall).
+    relevance: HashMap<u64, f64>,
+    /// The pooled candidates the words rank, best first (hybrid recall).
+    by_words: Vec<u64>,
+    /// Each pooled candidate's fused score (hybrid recall).
+    fused: HashMap<u64, f64>,
+}
+
+impl Ranking {
+    /// The order of vector recall alone: nearest first.
+    fn by_nearness(nearness: Vec<u64>) -> Self {
+        Self {
+            order: nearness.clone(),
+            nearness,
+            own_relevance: HashMap::new(),
+            relevance: HashMap::new(),
+            by_words: Vec::new(),
+            fused: HashMap::new(),
+        }
+    }
+
+    /// Every ranked candidate with its signals, in order: the first `limit` recalled (or
+    /// pruned, when `held` says the message is gone), the rest past the limit.
+    fn candidates(
+        &self,
+        cosine: &HashMap<u64, f32>,
+        limit: usize,
+        held: impl Fn(u64) -> bool,
+    ) -> Vec<MessageCandidate> {
+        let ranks = |list: &[u64]| -> HashMap<u64, usize> {
+            list.iter()
+                .enumerate()
+                .map(|(i, &seq)| (seq, i + 1))
+                .collect()
+        };
+        let (nearness_rank, word_rank) = (ranks(&self.nearness), ranks(&self.by_words));
+        self.order
+            .iter()
+            .enumerate()
+            .map(|(i, &seq)| {
+                let verdict = match (i < limit, held(seq)) {
+                    (true, true) => MessageVerdict::Recalled,
+                    (true, false) => MessageVerdict::Pruned,
+                    (false, _) => MessageVerdict::PastLimit,
+                };
+                MessageCandidate {
+                    similarity: cosine.get(&seq).copied(),
+                    nearness_rank: nearness_rank.get(&seq).copied(),
+                    own_relevance: self.own_relevance.get(&seq).copied(),
+                    relevance: self.relevance.get(&seq).copied(),
+                    word_rank: word_rank.get(&seq).copied(),
+                    fused: self.fused.get(&seq).copied(),
+                    ..MessageCandidate::unranked(seq, verdict)
+                }
+            })
+            .collect()
+    }
 }
 
 /// Messages' vectors in conversational context, in order: each the unit sum of its own unit
