@@ -105,11 +105,7 @@ pub const ADVANCE_CURSOR: &str = "INSERT INTO cursors (conversation, name, value
     ON CONFLICT (conversation, name) DO UPDATE SET value = max(value, excluded.value)
     RETURNING value";
 
-/// The appends' read: for each `[namespace, subject, conversation id, [message ids]]` of `?1`
-/// ([`AppendGroup::asked`]) whose conversation exists, a row (its index, pk, last seq, NULL,
-/// NULL) and one more per message id it holds (index, pk, last seq, seq, body). `CROSS JOIN`
-/// keeps SQLite's planner to this order: each id is one lookup in `messages_by_id` however long
-/// the thread, where joining on the conversation first scans its messages.
+// The text of `APPEND_PROBE`, joined with others in one string by the constants below.
 macro_rules! append_probe {
     () => {
         "SELECT r.key, c.pk, c.last_seq, NULL, NULL FROM json_each(?1) r
@@ -124,8 +120,7 @@ macro_rules! append_probe {
     };
 }
 
-/// The appends' write, part one: every new message from `?1`, one JSON array of `[pk, seq, id,
-/// role, body]` ([`AppendGroup::write`]).
+// The text of `APPEND_INSERT`.
 macro_rules! append_insert {
     () => {
         "INSERT INTO messages (conversation, seq, id, role, body)
@@ -133,8 +128,7 @@ macro_rules! append_insert {
     };
 }
 
-/// The appends' write, part two: every conversation's new last seq from `?2`, one JSON array
-/// of `[pk, last seq, updated at]` ([`AppendGroup::write`]); `?1` is unused (bind NULL).
+// The text of `APPEND_UPDATE`.
 macro_rules! append_update {
     () => {
         "UPDATE conversations SET last_seq = u.value ->> 1, updated_at = u.value ->> 2
@@ -142,17 +136,23 @@ macro_rules! append_update {
     };
 }
 
-/// See [`append_probe!`].
+/// The appends' read: for each `[namespace, subject, conversation id, [message ids]]` of `?1`
+/// ([`AppendGroup::asked`]) whose conversation exists, a row (its index, pk, last seq, NULL,
+/// NULL) and one more per message id it holds (index, pk, last seq, seq, body). `CROSS JOIN`
+/// keeps SQLite's planner to this order: each id is one lookup in `messages_by_id` however long
+/// the thread, where joining on the conversation first scans its messages.
 pub const APPEND_PROBE: &str = append_probe!();
 
 /// [`APPEND_PROBE`] after `BEGIN IMMEDIATE`, for a driver that lets `BEGIN` ride in a group's
 /// first statement string ([`Conn::first`](crate::driver::Conn::first)).
 pub const APPEND_PROBE_BEGINNING: &str = concat!("BEGIN IMMEDIATE;\n", append_probe!());
 
-/// See [`append_insert!`].
+/// The appends' write, part one: every new message from `?1`, one JSON array of `[pk, seq, id,
+/// role, body]` ([`AppendGroup::write`]).
 pub const APPEND_INSERT: &str = append_insert!();
 
-/// See [`append_update!`].
+/// The appends' write, part two: every conversation's new last seq from `?2`, one JSON array
+/// of `[pk, last seq, updated at]` ([`AppendGroup::write`]); `?1` is unused (bind NULL).
 pub const APPEND_UPDATE: &str = append_update!();
 
 /// The appends' write in one string, [`APPEND_INSERT`] then [`APPEND_UPDATE`], for a driver
@@ -164,11 +164,7 @@ pub const APPEND_WRITE: &str = concat!(append_insert!(), ";\n", append_update!()
 pub const APPEND_WRITE_COMMITTING: &str =
     concat!(append_insert!(), ";\n", append_update!(), ";\nCOMMIT");
 
-/// A read's messages as one JSON value, `[[seq, body], …]` in no particular order (NULL when
-/// there are none), beside whether the conversation exists, so one statement (one snapshot)
-/// answers both. SQLite builds the one value for less than a driver hands the rows over one at
-/// a time (sqlx's, from its worker thread); the bodies are the JSON the store wrote, spliced in
-/// as they are. `$which` narrows and orders the conversation's messages.
+// A read of a conversation's messages, `$which` narrowing and ordering them (see `LOAD`).
 macro_rules! messages_read {
     ($which:literal) => {
         concat!(
@@ -185,9 +181,13 @@ macro_rules! messages_read {
     };
 }
 
-/// A conversation's messages as [`messages_read!`] reads them: `?1` namespace, `?2` subject,
-/// `?3` id, after seq `?4` and before `?5`, of the roles in the JSON array `?6` (all when
-/// NULL), the last `?7` of them (all when negative).
+/// A conversation's messages as one JSON value, `[[seq, body], …]` in no particular order (NULL
+/// when there are none), beside whether the conversation exists, so one statement (one
+/// snapshot) answers both. SQLite builds the one value for less than a driver hands the rows
+/// over one at a time (sqlx's, from its worker thread); the bodies are the JSON the store wrote,
+/// spliced in as they are. `?1` namespace, `?2` subject, `?3` id; the messages after seq `?4`
+/// and before `?5`, of the roles in the JSON array `?6` (all when NULL), the last `?7` of them
+/// (all when negative).
 pub const LOAD: &str = messages_read!(
     "AND seq > ?4 AND seq < ?5
      AND (?6 IS NULL OR role IN (SELECT value FROM json_each(?6)))

@@ -97,14 +97,23 @@ pub struct KeyFile {
 }
 
 impl KeyFile {
-    /// Reads a key file (missing: empty).
+    /// Reads a key file (missing: empty, the file `keys add` starts).
     pub fn read(path: &Path) -> Result<Self> {
         match std::fs::read_to_string(path) {
-            Ok(text) => serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a key file", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+            read => Self::parse(path, read),
         }
+    }
+
+    /// Reads a key file that must be there: a server's, where a file missing for a moment (a
+    /// deploy that renames a new file in) is a file that does not read, not one without keys.
+    fn read_existing(path: &Path) -> Result<Self> {
+        Self::parse(path, std::fs::read_to_string(path))
+    }
+
+    fn parse(path: &Path, read: std::io::Result<String>) -> Result<Self> {
+        let text = read.with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not a key file", path.display()))
     }
 
     /// Changes the file under its lock: reads it, applies `change`, writes it back whole (a
@@ -218,7 +227,11 @@ pub struct Keys(HashMap<KeyId, Grant>);
 impl Keys {
     /// Loads and checks a key file; an empty one is refused (the server would refuse everyone).
     pub fn load(path: &Path) -> Result<Self> {
-        let keys = Self::read(path)?;
+        let keys = if path.exists() {
+            Self::read(path)?
+        } else {
+            Self::default()
+        };
         if keys.0.is_empty() {
             bail!(
                 "{} holds no keys: make one with `mnemix mcp key --keys {} --subject …`",
@@ -231,7 +244,7 @@ impl Keys {
 
     /// Reads and checks a key file, empty or not.
     fn read(path: &Path) -> Result<Self> {
-        let file = KeyFile::read(path)?;
+        let file = KeyFile::read_existing(path)?;
         let mut keys = HashMap::new();
         for entry in &file.keys {
             let digest = parse_digest(&entry.sha256)?;
@@ -314,8 +327,8 @@ impl KeyRing {
     }
 
     /// Re-reads the file if it changed since the last read (or always, with `force`). A file that
-    /// does not read keeps the keys in force and says why; every key may be revoked (an empty
-    /// file refuses everyone). Returns the new keys when they changed.
+    /// does not read, or is missing, keeps the keys in force and says why; every key may be
+    /// revoked (a file with no key refuses everyone). Returns the new keys when they changed.
     pub fn reload(&self, force: bool) -> Option<Arc<Keys>> {
         let now = stamp(&self.path);
         {
@@ -469,6 +482,34 @@ mod tests {
         let keys = Keys::load(&path).unwrap();
         assert_eq!(keys.len(), 1);
         assert!(keys.grant(&kept).is_some());
+    }
+
+    #[test]
+    fn a_key_file_missing_for_a_moment_keeps_the_keys_as_an_unreadable_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let key = add(&path, &Grant::Admin, None).unwrap();
+        let ring = KeyRing::load(&path).unwrap();
+        let kept = |ring: &KeyRing| ring.current().grant(&key).is_some();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            ring.reload(true).is_none(),
+            "a missing file changes nothing"
+        );
+        assert!(
+            kept(&ring),
+            "the keys stay in force while the file is missing"
+        );
+        std::fs::write(&path, "{ not json").unwrap();
+        assert!(
+            ring.reload(true).is_none(),
+            "an unreadable file changes nothing"
+        );
+        assert!(kept(&ring));
+        std::fs::write(&path, r#"{"keys":[]}"#).unwrap();
+        let none = ring.reload(true).expect("a file with no key reads");
+        assert_eq!(none.len(), 0);
+        assert!(!kept(&ring), "a file with no key revokes every key");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! must be one this key's scope opened ([`sessions`]), and a key holds at most so many sessions.
 //! The keys are re-read while serving, so `mcp key revoke` takes effect within a second.
 
+mod connections;
 mod keys;
 mod sessions;
 mod tools;
@@ -19,6 +20,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use clap::{Args, Subcommand};
+use connections::ConnectionLimits;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
 use mnemix_core::embed::{Embedder, HashingEmbedder};
 use mnemix_core::{Scope, Ttl};
@@ -37,6 +39,8 @@ pub const SUBJECT_HEADER: &str = "x-memory-subject";
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The largest request body the server reads (rmcp's own default).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// How long a request's body may take to arrive once its headers have.
+const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// `mnemix mcp …`
 #[derive(Debug, Args)]
@@ -268,14 +272,13 @@ pub async fn serve_http(
     }
     let expiry = tokio::spawn(Arc::clone(&gate.sessions).expire_forever());
     let watch = tokio::spawn(watch_keys(Arc::clone(&gate)));
-    let served = axum::serve(listener, router)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await;
+    connections::serve(listener, router, ConnectionLimits::default(), async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await;
     expiry.abort();
     watch.abort();
-    Ok(served?)
+    Ok(())
 }
 
 /// Re-reads the key file when it changes (looked at every second) and on SIGHUP; ends the
@@ -398,9 +401,14 @@ enum Refusal {
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         match self {
+            // Refused before its body was read: the connection is closed after the answer
+            // (the unread body would be taken for the next request), and says so.
             Self::Unauthorized => (
                 StatusCode::UNAUTHORIZED,
-                [(header::WWW_AUTHENTICATE, "Bearer")],
+                [
+                    (header::WWW_AUTHENTICATE, "Bearer"),
+                    (header::CONNECTION, "close"),
+                ],
                 "a valid bearer key is required",
             )
                 .into_response(),
@@ -439,7 +447,20 @@ fn authenticate(keys: &Keys, headers: &HeaderMap) -> Result<Caller, Refusal> {
 
 /// A POST's body, up to the size rmcp reads.
 async fn read_body(body: Body) -> Result<Bytes, Refusal> {
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+    let read = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        Limited::new(body, MAX_BODY_BYTES).collect(),
+    );
+    let Ok(read) = read.await else {
+        return Err(Refusal::Status(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the request body did not arrive within {} s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+        ));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.downcast_ref::<LengthLimitError>().is_some() => Err(Refusal::Status(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -519,5 +540,21 @@ fn scope_of(grant: &Grant, headers: &HeaderMap) -> Result<Scope, (StatusCode, St
                 format!("an admin key needs the {NAMESPACE_HEADER} and {SUBJECT_HEADER} headers"),
             )),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_key_closes_its_connection_and_says_so() {
+        let response = Refusal::Unauthorized.into_response();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(
+            response.headers().get(header::CONNECTION),
+            Some(&HeaderValue::from_static("close")),
+            "the unread body would be taken for the next request"
+        );
     }
 }
