@@ -60,7 +60,7 @@ impl Cursor {
 
 /// Checks a listing's paging arguments: a limit in `1..=1000` (or none) and a cursor made by
 /// [`Cursor::encode`] (or none). The front layer calls it; backends then read the arguments with
-/// [`page_limit`] and [`page_after`], which cannot fail.
+/// [`page_limit`] and the query's `after()`, which cannot fail.
 pub fn check_page(limit: Option<usize>, cursor: Option<&str>) -> Result<()> {
     match limit {
         Some(0) => return Err(MemoryError::invalid("page limit must be at least 1")),
