@@ -323,11 +323,10 @@ pub async fn semantic_recall_fuses_lexical_relevance(ctx: &Ctx) {
     assert_eq!(context.embedder, None, "no tier embedded the input");
 }
 
-/// Message recall pools two rankings: a message holding the question's rare word is recalled
-/// even when its vector is not among the nearest `candidates`; under a threshold only the
-/// nearest that similar are candidates, and with `candidates` at `limit` recall is the
-/// embedding's order alone.
-pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
+/// A question about a trip, and a conversation where one message holds its rare word but is
+/// orthogonal to it, and three are ever less near holding none of its words; recall keeps 2 of
+/// 3 candidates, each message alone (no context weight).
+fn trip_by_words_or_nearness() -> (Arc<ScriptedEmbedder>, MemoryConfig, Vec<Message>) {
     let embedder = Arc::new(ScriptedEmbedder {
         rules: vec![
             ("trip?", [1.0, 0.0, 0.0, 0.0]),
@@ -340,7 +339,6 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
     config.semantic_recall.limit = 2;
     config.semantic_recall.candidates = 3;
     config.semantic_recall.context_weight = 0.0;
-    let c = conversation(ctx, ctx.scope()).await;
     let said = vec![
         // Orthogonal to the question: never among the nearest.
         text("m0", Role::User, "the Zanzibar flight was long"),
@@ -349,6 +347,16 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
         text("m3", Role::User, "lunch at the cafe"),
         text("m4", Role::User, "bye"),
     ];
+    (embedder, config, said)
+}
+
+/// Message recall pools two rankings: a message holding the question's rare word is recalled
+/// even when its vector is not among the nearest `candidates`; under a threshold only the
+/// nearest that similar are candidates, and with `candidates` at `limit` recall is the
+/// embedding's order alone.
+pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
+    let (embedder, config, said) = trip_by_words_or_nearness();
+    let c = conversation(ctx, ctx.scope()).await;
     let memory = |config: MemoryConfig| memory_embedding(ctx, config, &embedder);
     memory(config.clone())
         .commit(ctx.scope(), &c.id, said)
@@ -382,27 +390,9 @@ pub async fn semantic_recall_proposes_messages_by_their_words(ctx: &Ctx) {
 /// its similarity and rank, the one found by its words by its word rank); those ranked below
 /// the limit are marked so; the facts it marks injected are the context's facts.
 pub async fn explain_agrees_with_recall_and_says_why(ctx: &Ctx) {
-    let embedder = Arc::new(ScriptedEmbedder {
-        rules: vec![
-            ("trip?", [1.0, 0.0, 0.0, 0.0]),
-            ("beach", [0.9, 0.436, 0.0, 0.0]),
-            ("park", [0.6, 0.8, 0.0, 0.0]),
-            ("cafe", [0.3, 0.954, 0.0, 0.0]),
-        ],
-    });
-    let mut config = recall_config();
-    config.semantic_recall.limit = 2;
-    config.semantic_recall.candidates = 3;
-    config.semantic_recall.context_weight = 0.0;
+    let (embedder, mut config, said) = trip_by_words_or_nearness();
     config.facts.enabled = true;
     let c = conversation(ctx, ctx.scope()).await;
-    let said = vec![
-        text("m0", Role::User, "the Zanzibar flight was long"),
-        text("m1", Role::User, "a whole week at a sunny beach"),
-        text("m2", Role::User, "a long walk in the park"),
-        text("m3", Role::User, "lunch at the cafe"),
-        text("m4", Role::User, "bye"),
-    ];
     let memory = memory_embedding(ctx, config, &embedder);
     memory.commit(ctx.scope(), &c.id, said).await.must("commit");
     for fact in [
