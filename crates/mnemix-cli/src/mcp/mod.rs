@@ -39,6 +39,9 @@ pub const SUBJECT_HEADER: &str = "x-memory-subject";
 const SESSION_HEADER: &str = "mcp-session-id";
 /// The largest request body the server reads (rmcp's own default).
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// The largest `initialize` request: what it says is kept as long as its session, so it is held
+/// to far less than a tool call.
+const MAX_INITIALIZE_BYTES: usize = 64 * 1024;
 /// How long a request's body may take to arrive once its headers have.
 const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -124,9 +127,14 @@ struct ServeArgs {
     /// clients reach the server by another name.
     #[arg(long = "allowed-host", requires = "http")]
     allowed_hosts: Vec<String>,
-    /// Over HTTP: how many sessions one key may hold open; one more `initialize` gets 429.
+    /// Over HTTP: how many sessions one key may hold open in one scope (each scope an admin
+    /// key names counts apart); one more `initialize` gets 429.
     #[arg(long, requires = "http", default_value_t = SessionLimits::default().per_key)]
     max_sessions_per_key: usize,
+    /// Over HTTP: how many sessions the server holds open in all; one more `initialize` gets
+    /// 429.
+    #[arg(long, requires = "http", default_value_t = SessionLimits::default().total)]
+    max_sessions: usize,
     /// Over HTTP: a session with no request or stream for this long is ended ("30s", "15m",
     /// "1h"); its client must initialize again.
     #[arg(long, requires = "http", default_value = "30m")]
@@ -165,13 +173,14 @@ pub async fn run(url: &str, namespace: &str, args: McpArgs) -> Result<()> {
             let Some(key_file) = serve.keys else {
                 bail!("mcp --http needs --keys FILE: every request must carry a bearer key");
             };
-            if serve.max_sessions_per_key == 0 {
-                bail!("--max-sessions-per-key 0 would refuse every client");
+            if serve.max_sessions_per_key == 0 || serve.max_sessions == 0 {
+                bail!("--max-sessions-per-key 0 or --max-sessions 0 would refuse every client");
             }
             let keys = KeyRing::load(&key_file)?;
             let tools = MemoryTools::new(store, embedder, ScopeSource::Credential);
             let limits = SessionLimits {
                 per_key: serve.max_sessions_per_key,
+                total: serve.max_sessions,
                 idle: serve.session_idle.duration(),
             };
             serve_http(tools, keys, &address, serve.allowed_hosts, limits).await?;
@@ -332,6 +341,17 @@ async fn admit(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         match peek_method(&bytes) {
             Ok(method) => initialize = method.as_deref() == Some("initialize"),
             Err(refusal) => return refusal.into_response(),
+        }
+        if initialize && bytes.len() > MAX_INITIALIZE_BYTES {
+            // rmcp keeps what an initialize says (the client's info and capabilities) for the
+            // session's life.
+            return Refusal::Status(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "Payload Too Large: an initialize request exceeds {MAX_INITIALIZE_BYTES} bytes"
+                ),
+            )
+            .into_response();
         }
         Body::from(bytes)
     } else {
@@ -503,8 +523,10 @@ fn as_clients_expect(mut response: Response, json_typed: bool) -> Response {
 fn too_many_sessions() -> Response {
     (
         StatusCode::TOO_MANY_REQUESTS,
-        "this key holds as many open sessions as the server allows (--max-sessions-per-key): \
-         end one with DELETE, or wait for an idle one to expire (--session-idle)",
+        "no room for another session: this key holds as many in this scope as the server \
+         allows (--max-sessions-per-key), or the server holds as many as it allows in all \
+         (--max-sessions): end one with DELETE, or wait for an idle one to expire \
+         (--session-idle)",
     )
         .into_response()
 }
@@ -545,7 +567,51 @@ fn scope_of(grant: &Grant, headers: &HeaderMap) -> Result<Scope, (StatusCode, St
 
 #[cfg(test)]
 mod tests {
+    use tower::ServiceExt as _;
+
     use super::*;
+
+    /// The gate in front of a route that answers 200, with one admin key; the key and the
+    /// directory holding its file.
+    fn gated() -> (axum::Router, String, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.json");
+        let key = keys::add(&path, &Grant::Admin, None).unwrap();
+        let gate = Arc::new(Gate {
+            keys: KeyRing::load(&path).unwrap(),
+            sessions: Sessions::new(SessionLimits::default()),
+        });
+        let router = axum::Router::new()
+            .route("/mcp", axum::routing::post(|| async { "ok" }))
+            .layer(middleware::from_fn_with_state(gate, admit));
+        (router, key, dir)
+    }
+
+    fn initialize(key: &str, client_info_bytes: usize) -> Request {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"clientInfo": {"name": "x".repeat(client_info_bytes), "version": "1"}},
+        });
+        Request::post("/mcp")
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(NAMESPACE_HEADER, "acme")
+            .header(SUBJECT_HEADER, "ada")
+            .body(Body::from(body.to_string()))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_initialize_is_held_to_what_a_session_may_keep() {
+        let (router, key, _dir) = gated();
+        let small = router.clone().oneshot(initialize(&key, 100)).await.unwrap();
+        assert_eq!(small.status(), StatusCode::OK);
+        let large = router
+            .oneshot(initialize(&key, MAX_INITIALIZE_BYTES))
+            .await
+            .unwrap();
+        assert_eq!(large.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
 
     #[test]
     fn a_refused_key_closes_its_connection_and_says_so() {

@@ -7,7 +7,9 @@
 //! opened, which key opened it and in which scope; a request naming a session it does not hold
 //! for the caller's scope is answered exactly as one naming a session that never existed.
 //!
-//! It also bounds what a key can hold open (a cap per key) and ends sessions left idle, closing
+//! It also bounds what a key can hold open in one scope (so one tenant behind a shared admin key
+//! cannot take every other tenant's room) and what the server holds in all, and ends sessions
+//! left idle, closing
 //! them in rmcp's manager so their memory comes back. (rmcp's own idle time-out stops a session's
 //! worker but keeps its entry, so it is turned off and this table expires sessions instead.)
 
@@ -25,11 +27,15 @@ use rmcp::transport::streamable_http_server::session::SessionManager as _;
 
 use super::keys::KeyId;
 
-/// How many sessions a key may hold open, and how long one may sit unused.
+/// How many sessions a key may hold open, how many the server holds, and how long one may sit
+/// unused.
 #[derive(Debug, Clone, Copy)]
 pub struct SessionLimits {
-    /// Open sessions per key; an `initialize` beyond it is refused with 429.
+    /// Open sessions per key in one scope (a scoped key's one; each scope an admin key names);
+    /// an `initialize` beyond it is refused with 429.
     pub per_key: usize,
+    /// Open sessions of every key together; an `initialize` beyond it is refused with 429.
+    pub total: usize,
     /// A session with no request or stream in flight for this long is ended.
     pub idle: Duration,
 }
@@ -38,6 +44,7 @@ impl Default for SessionLimits {
     fn default() -> Self {
         Self {
             per_key: 64,
+            total: 1024,
             idle: Duration::from_mins(30),
         }
     }
@@ -69,8 +76,9 @@ const SETTLE: Duration = Duration::from_secs(30);
 #[derive(Default)]
 struct Table {
     open: HashMap<String, Session>,
-    /// `initialize` requests under way, by key: they count against the cap until answered.
-    opening: HashMap<KeyId, usize>,
+    /// `initialize` requests under way, by key and scope: they count against the caps until
+    /// answered.
+    opening: HashMap<(KeyId, Scope), usize>,
 }
 
 struct Session {
@@ -82,9 +90,19 @@ struct Session {
 }
 
 impl Table {
-    fn held_by(&self, key: &KeyId) -> usize {
-        self.open.values().filter(|s| s.key == *key).count()
-            + self.opening.get(key).copied().unwrap_or(0)
+    /// The sessions `caller`'s key holds in its scope, open or opening.
+    fn held_by(&self, caller: &Caller) -> usize {
+        let opening = self.opening.get(&(caller.key, caller.scope.clone()));
+        self.open
+            .values()
+            .filter(|s| s.key == caller.key && s.scope == caller.scope)
+            .count()
+            + opening.copied().unwrap_or(0)
+    }
+
+    /// Every session, open or opening.
+    fn held(&self) -> usize {
+        self.open.len() + self.opening.values().sum::<usize>()
     }
 }
 
@@ -114,13 +132,16 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Room for one more session of `caller`'s key, or `None` at the cap.
+    /// Room for one more session of `caller`'s key in its scope, or `None` at either cap.
     pub fn reserve(self: &Arc<Self>, caller: &Caller) -> Option<Reservation> {
         let mut table = self.table();
-        if table.held_by(&caller.key) >= self.limits.per_key {
+        if table.held_by(caller) >= self.limits.per_key || table.held() >= self.limits.total {
             return None;
         }
-        *table.opening.entry(caller.key).or_default() += 1;
+        *table
+            .opening
+            .entry((caller.key, caller.scope.clone()))
+            .or_default() += 1;
         Some(Reservation {
             sessions: Arc::clone(self),
             caller: caller.clone(),
@@ -233,10 +254,11 @@ impl Reservation {
 impl Drop for Reservation {
     fn drop(&mut self) {
         let mut table = self.sessions.table();
-        if let Some(count) = table.opening.get_mut(&self.caller.key) {
+        let opening = (self.caller.key, self.caller.scope.clone());
+        if let Some(count) = table.opening.get_mut(&opening) {
             *count -= 1;
             if *count == 0 {
-                table.opening.remove(&self.caller.key);
+                table.opening.remove(&opening);
             }
         }
     }
@@ -290,3 +312,59 @@ fn give_back_freed_memory() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn give_back_freed_memory() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(key: u8, subject: &str) -> Caller {
+        Caller {
+            key: [key; 32],
+            scope: Scope::new("acme", subject).unwrap(),
+        }
+    }
+
+    fn limits(per_key: usize, total: usize) -> SessionLimits {
+        SessionLimits {
+            per_key,
+            total,
+            ..SessionLimits::default()
+        }
+    }
+
+    #[test]
+    fn a_shared_admin_key_holds_its_cap_in_each_scope_it_names() {
+        let sessions = Sessions::new(limits(2, 100));
+        let (ada, bob) = (caller(1, "ada"), caller(1, "bob"));
+        for id in ["a1", "a2"] {
+            sessions.reserve(&ada).expect("within ada's cap").opened(id);
+        }
+        assert!(sessions.reserve(&ada).is_none(), "ada's scope is full");
+        let reserved = sessions.reserve(&bob);
+        assert!(
+            reserved.is_some(),
+            "bob, behind the same key, still has room"
+        );
+        drop(reserved);
+        sessions.ended("a1");
+        assert!(
+            sessions.reserve(&ada).is_some(),
+            "an ended session frees its place"
+        );
+    }
+
+    #[test]
+    fn the_server_holds_at_most_its_total_of_sessions() {
+        let sessions = Sessions::new(limits(64, 3));
+        let held: Vec<Reservation> = ["ada", "bob", "cy"]
+            .iter()
+            .map(|subject| sessions.reserve(&caller(2, subject)).expect("room"))
+            .collect();
+        assert!(
+            sessions.reserve(&caller(3, "dee")).is_none(),
+            "opening sessions count against the total too"
+        );
+        drop(held);
+        assert!(sessions.reserve(&caller(3, "dee")).is_some());
+    }
+}
