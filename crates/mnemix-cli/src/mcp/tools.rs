@@ -309,7 +309,13 @@ pub struct ShowConversationArgs {
 impl MemoryTools {
     /// Stores a fact about the user.
     #[tool(
-        description = "Remember a fact about the user for later conversations. Returns the fact's id and whether it was new, a duplicate, or superseded an older fact with the same key."
+        description = "Remember a fact about the user for later conversations. Returns the fact's id and whether it was new, a duplicate, or superseded an older fact with the same key.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     pub async fn remember(
         &self,
@@ -340,7 +346,8 @@ impl MemoryTools {
 
     /// The facts most relevant to a query.
     #[tool(
-        description = "Recall the facts about the user most relevant to a query, best first, ranked by words and meaning together."
+        description = "Recall the facts about the user most relevant to a query, best first, ranked by words and meaning together.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn recall(
         &self,
@@ -377,7 +384,13 @@ impl MemoryTools {
 
     /// Deletes one fact.
     #[tool(
-        description = "Forget one fact by id. Returns whether it existed (an unknown id is not an error)."
+        description = "Forget one fact by id. Returns whether it existed (an unknown id is not an error).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     pub async fn forget(
         &self,
@@ -396,7 +409,8 @@ impl MemoryTools {
 
     /// Searches facts (and, by meaning, embedded messages).
     #[tool(
-        description = "Search the user's memory. `lexical` matches words in facts; `semantic` (default) matches meaning in facts and in conversation messages. Each result says its source (fact or message)."
+        description = "Search the user's memory. `lexical` matches words in facts; `semantic` (default) matches meaning in facts and in conversation messages. Each result says its source (fact or message).",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn search_memory(
         &self,
@@ -409,7 +423,8 @@ impl MemoryTools {
 
     /// The kinds of structured memory registered in the namespace.
     #[tool(
-        description = "List the kinds of structured memory you can store: each kind's name, the JSON Schema its data follows, and the fields that identify one memory (a new memory with the same values replaces it)."
+        description = "List the kinds of structured memory you can store: each kind's name, the JSON Schema its data follows, and the fields that identify one memory (a new memory with the same values replaces it).",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn list_memory_kinds(
         &self,
@@ -428,7 +443,13 @@ impl MemoryTools {
 
     /// Stores a structured memory.
     #[tool(
-        description = "Store a structured memory: a kind from list_memory_kinds and data following its schema. Returns the memory's id and whether it was created, a duplicate, or superseded the memory with the same identifying values."
+        description = "Store a structured memory: a kind from list_memory_kinds and data following its schema. Returns the memory's id and whether it was created, a duplicate, or superseded the memory with the same identifying values.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
     )]
     pub async fn store_memory(
         &self,
@@ -459,7 +480,8 @@ impl MemoryTools {
 
     /// Searches structured memories, own and shared.
     #[tool(
-        description = "Search structured memories by words and meaning: your own, those other agents shared with you, or both (default). Each result has the memory's kind, data, relevance, confidence, whether it is the latest version, and its source."
+        description = "Search structured memories by words and meaning: your own, those other agents shared with you, or both (default). Each result has the memory's kind, data, relevance, confidence, whether it is the latest version, and its source.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn search_memories(
         &self,
@@ -495,7 +517,8 @@ impl MemoryTools {
 
     /// The working-memory document.
     #[tool(
-        description = "Read the working memory: a Markdown document of durable context about the user (or about one conversation), with its revision."
+        description = "Read the working memory: a Markdown document of durable context about the user (or about one conversation), with its revision.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn get_working_memory(
         &self,
@@ -518,7 +541,13 @@ impl MemoryTools {
 
     /// Replaces the working-memory document.
     #[tool(
-        description = "Replace the working memory with an updated Markdown document (the whole document, not a diff). Give expected_revision to refuse overwriting someone else's newer update."
+        description = "Replace the working memory with an updated Markdown document (the whole document, not a diff). Give expected_revision to refuse overwriting someone else's newer update.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = true,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
     )]
     pub async fn update_working_memory(
         &self,
@@ -543,7 +572,8 @@ impl MemoryTools {
 
     /// The user's conversations.
     #[tool(
-        description = "List the user's conversations, most recently created first, with title, agent and message count; page with next_cursor."
+        description = "List the user's conversations, most recently created first, with title, agent and message count; page with next_cursor.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn list_conversations(
         &self,
@@ -580,7 +610,8 @@ impl MemoryTools {
 
     /// One conversation's messages.
     #[tool(
-        description = "Show the last messages of one conversation, oldest first, with role, text and sequence number."
+        description = "Show the last messages of one conversation, oldest first, with role, text and sequence number.",
+        annotations(read_only_hint = true, open_world_hint = false)
     )]
     pub async fn show_conversation(
         &self,
@@ -688,5 +719,34 @@ impl ServerHandler for MemoryTools {
                  conversations (list_conversations, show_conversation). Recall before answering \
                  questions about the user; remember what they tell you about themselves.",
             )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_says_whether_it_reads_or_writes_and_what_a_write_does() {
+        let tools = MemoryTools::tool_router().list_all();
+        assert_eq!(tools.len(), 11);
+        for tool in tools {
+            let annotations = tool
+                .annotations
+                .as_ref()
+                .unwrap_or_else(|| panic!("{} has no annotations", tool.name));
+            assert_eq!(annotations.open_world_hint, Some(false), "{}", tool.name);
+            let reads = annotations
+                .read_only_hint
+                .unwrap_or_else(|| panic!("{} says not whether it reads", tool.name));
+            let reader = ["recall", "search", "list", "get", "show"]
+                .iter()
+                .any(|verb| tool.name.starts_with(verb));
+            assert_eq!(reads, reader, "{}", tool.name);
+            if !reads {
+                assert!(annotations.destructive_hint.is_some(), "{}", tool.name);
+                assert!(annotations.idempotent_hint.is_some(), "{}", tool.name);
+            }
+        }
     }
 }
