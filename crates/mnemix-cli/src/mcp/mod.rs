@@ -6,6 +6,7 @@
 //! The keys are re-read while serving, so `mcp key revoke` takes effect within a second.
 
 mod connections;
+mod embedding;
 mod keys;
 mod sessions;
 mod tools;
@@ -22,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use clap::{Args, Subcommand};
 use connections::ConnectionLimits;
 use http_body_util::{BodyExt as _, LengthLimitError, Limited};
-use mnemix_core::embed::{Embedder, HashingEmbedder};
+use mnemix_core::embed::Embedder;
 use mnemix_core::{Scope, Ttl};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt as _;
@@ -153,8 +154,9 @@ pub async fn run(url: &str, namespace: &str, args: McpArgs) -> Result<()> {
         .await
         .with_context(|| format!("cannot open {}", mnemix::redacted(url)))?;
     // The offline embedder, as `mnemix search` and the demo use: semantic search over
-    // what this server remembered works with no model and no network.
-    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::default());
+    // what this server remembered works with no model and no network. Off the runtime's
+    // threads, so one tenant's long text delays no other's call.
+    let embedder: Arc<dyn Embedder> = Arc::new(embedding::OffRuntime::hashing());
     let serve = args.serve;
     match serve.http {
         None => {
