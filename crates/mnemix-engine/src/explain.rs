@@ -44,9 +44,11 @@ pub struct MessageCandidate {
     pub similarity: Option<f32>,
     /// Its rank (1 = nearest) among the nearest messages before the window.
     pub nearness_rank: Option<usize>,
-    /// The question's word relevance of the message itself (hybrid recall).
+    /// The question's word relevance of the message itself (hybrid recall; `None` when it
+    /// holds none of the question's words).
     pub own_relevance: Option<f64>,
-    /// Its word relevance with what it carries of its neighbours' (hybrid recall).
+    /// Its word relevance with what it carries of its neighbours' (hybrid recall; `None` when
+    /// 0).
     pub relevance: Option<f64>,
     /// Its rank (1 = best) by word relevance among the pooled candidates.
     pub word_rank: Option<usize>,

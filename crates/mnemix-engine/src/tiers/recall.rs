@@ -582,7 +582,14 @@ fn hybrid_order(
     // Each message's own relevance, then what it carries of the messages before it and after
     // it, fading by `carried` per message each way.
     let own = lexical::relevances_of_held(words.query.len(), &held);
-    let own_relevance: HashMap<u64, f64> = earlier.iter().map(|m| m.seq).zip(own.clone()).collect();
+    // Only the messages holding some of the question's words, as `relevance` below: a map of
+    // every earlier message would cost each turn a map the size of the conversation.
+    let own_relevance: HashMap<u64, f64> = earlier
+        .iter()
+        .zip(&own)
+        .filter(|(_, r)| **r > 0.0)
+        .map(|(m, r)| (m.seq, *r))
+        .collect();
     let (mut before, mut after) = (own.clone(), own.clone());
     for i in 1..own.len() {
         before[i] += words.carried * before[i - 1];
@@ -643,7 +650,7 @@ struct Ranking {
     order: Vec<u64>,
     /// The nearest candidates, nearest first.
     nearness: Vec<u64>,
-    /// Each earlier message's own word relevance (hybrid recall).
+    /// Each earlier message's own word relevance, where above 0 (hybrid recall).
     own_relevance: HashMap<u64, f64>,
     /// Each earlier message's word relevance with its carry, where above 0 (hybrid recall).
     relevance: HashMap<u64, f64>,
