@@ -15,6 +15,7 @@
 
 mod commands;
 mod demo;
+mod inspector;
 mod mcp;
 mod open;
 mod transfer;
@@ -131,6 +132,10 @@ enum Command {
     /// (`--subject`), or over streamable HTTP (`--http ADDR --keys FILE`) for many, each bearer
     /// key bound to its own scope. `mcp key` makes keys.
     Mcp(mcp::McpArgs),
+    /// A web inspector: browse namespaces, subjects, conversations (raw beside what a model is
+    /// replayed), facts and their history, working memory, kinds and grants, and see why recall
+    /// chose what it did. Read-only unless `--writable`; log in with a key of `--keys`.
+    Ui(inspector::UiArgs),
     /// Erase everything a subject owns and print the receipt.
     Forget {
         /// The subject to erase.
@@ -205,6 +210,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
             query,
         } => commands::search(url, ns, &subject, &collection, k, &query).await?,
         Command::Mcp(args) => mcp::run(url, ns, args).await?,
+        Command::Ui(args) => inspector::run(url, args).await?,
         Command::Forget { subject, yes } => commands::forget(url, ns, &subject, yes).await?,
         Command::Export { output } => transfer::export(url, only, &output).await?,
         Command::Import {

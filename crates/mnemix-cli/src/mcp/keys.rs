@@ -259,6 +259,11 @@ impl Keys {
         self.0.get(&id).map(|grant| (id, grant))
     }
 
+    /// What key `id` grants now, if it is still one of them.
+    pub fn grant_of(&self, id: &KeyId) -> Option<&Grant> {
+        self.0.get(id)
+    }
+
     /// Whether key `id` grants `scope` (its own scope, or any for an admin key).
     pub fn grants(&self, id: &KeyId, scope: &Scope) -> bool {
         match self.0.get(id) {

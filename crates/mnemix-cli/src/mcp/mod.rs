@@ -5,9 +5,9 @@
 //! must be one this key's scope opened ([`sessions`]), and a key holds at most so many sessions.
 //! The keys are re-read while serving, so `mcp key revoke` takes effect within a second.
 
-mod connections;
+pub(crate) mod connections;
 mod embedding;
-mod keys;
+pub(crate) mod keys;
 mod sessions;
 mod tools;
 
@@ -28,7 +28,7 @@ use mnemix_core::{Scope, Ttl};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServiceExt as _;
 
-pub use keys::{Grant, KeyFile, KeyRing, Keys};
+pub use keys::{Grant, KeyFile, KeyId, KeyRing, Keys};
 pub use sessions::{Caller, SessionLimits, Sessions};
 pub use tools::{MemoryTools, ScopeSource, Tenant};
 
