@@ -319,7 +319,7 @@ async fn watch_keys(gate: Arc<Gate>) {
                 .close_ungranted(|key, scope| keys.grants(key, scope))
                 .await;
             eprintln!(
-                "mnemix mcp: keys re-read: {} in force; ended {closed} sessions of revoked keys",
+                "mnemix mcp: keys re-read: {} in force; {closed} sessions of revoked keys end (at once, or once their calls under way are answered)",
                 keys.len()
             );
         }
@@ -373,6 +373,7 @@ async fn admit(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         .get(SESSION_HEADER)
         .map(|v| v.to_str().unwrap_or_default().to_owned());
     let deleting = parts.method == Method::DELETE;
+    let calling = parts.method == Method::POST;
     let request = Request::from_parts(parts, body);
 
     let Some(session) = session else {
@@ -397,7 +398,7 @@ async fn admit(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> R
         }
         return response;
     };
-    let Some(lease) = gate.sessions.enter(&session, &caller) else {
+    let Some(lease) = gate.sessions.enter(&session, &caller, calling) else {
         return sessions::unknown_session();
     };
     let response = as_clients_expect(next.run(request).await, json_typed);

@@ -87,6 +87,10 @@ struct Session {
     last_used: Instant,
     /// Requests and streams of this session not yet finished: it is not idle while any is.
     in_flight: usize,
+    /// Of those, the calls (POSTs): a call under way is answered even when its key is revoked.
+    calls: usize,
+    /// Its key was revoked: it takes no new request and is ended once its calls are answered.
+    revoked: bool,
 }
 
 impl Table {
@@ -148,19 +152,22 @@ impl Sessions {
         })
     }
 
-    /// Enters session `id` for `caller`: `None` unless the session is open and bound to the
-    /// caller's scope. The lease keeps the session from expiring until it is dropped.
-    pub fn enter(self: &Arc<Self>, id: &str, caller: &Caller) -> Option<Lease> {
+    /// Enters session `id` for `caller` with a call (a POST, `call`) or a stream: `None`
+    /// unless the session is open, bound to the caller's scope and its key not revoked. The
+    /// lease keeps the session from expiring until it is dropped.
+    pub fn enter(self: &Arc<Self>, id: &str, caller: &Caller, call: bool) -> Option<Lease> {
         let mut table = self.table();
         let session = table.open.get_mut(id)?;
-        if session.scope != caller.scope {
+        if session.scope != caller.scope || session.revoked {
             return None;
         }
         session.in_flight += 1;
+        session.calls += usize::from(call);
         session.last_used = Instant::now();
         Some(Lease {
             sessions: Arc::clone(self),
             id: id.to_owned(),
+            call,
         })
     }
 
@@ -176,10 +183,26 @@ impl Sessions {
             .await
     }
 
-    /// Ends every session whose key no longer grants its scope (a revoked or changed key).
+    /// Ends every session whose key no longer grants its scope (a revoked or changed key); how
+    /// many. A session with a call under way takes no new request and ends once that call is
+    /// answered: a call is applied and answered, or refused, never applied unanswered.
     pub async fn close_ungranted(&self, still_grants: impl Fn(&KeyId, &Scope) -> bool) -> usize {
-        self.close_where(|session| !still_grants(&session.key, &session.scope))
-            .await
+        let mut answering = 0;
+        {
+            let mut table = self.table();
+            for session in table.open.values_mut() {
+                if session.calls > 0 && !still_grants(&session.key, &session.scope) {
+                    session.revoked = true;
+                    answering += 1;
+                }
+            }
+        }
+        answering
+            + self
+                .close_where(|session| {
+                    session.calls == 0 && !still_grants(&session.key, &session.scope)
+                })
+                .await
     }
 
     async fn close_where(&self, condition: impl Fn(&Session) -> bool) -> usize {
@@ -246,6 +269,8 @@ impl Reservation {
                 scope: self.caller.scope.clone(),
                 last_used: Instant::now(),
                 in_flight: 0,
+                calls: 0,
+                revoked: false,
             },
         );
     }
@@ -268,6 +293,7 @@ impl Drop for Reservation {
 pub struct Lease {
     sessions: Arc<Sessions>,
     id: String,
+    call: bool,
 }
 
 impl Lease {
@@ -285,9 +311,23 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(session) = self.sessions.table().open.get_mut(&self.id) {
-            session.in_flight -= 1;
-            session.last_used = Instant::now();
+        let mut table = self.sessions.table();
+        let Some(session) = table.open.get_mut(&self.id) else {
+            return;
+        };
+        session.in_flight -= 1;
+        session.calls -= usize::from(self.call);
+        session.last_used = Instant::now();
+        if session.revoked && session.calls == 0 {
+            // The last call of a revoked key's session is answered: end the session now.
+            table.open.remove(&self.id);
+            drop(table);
+            let (manager, id) = (self.sessions.manager(), self.id.clone());
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = manager.close_session(&id.as_str().into()).await;
+                });
+            }
         }
     }
 }
@@ -350,6 +390,30 @@ mod tests {
         assert!(
             sessions.reserve(&ada).is_some(),
             "an ended session frees its place"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_under_way_when_its_key_is_revoked_is_answered_then_the_session_ends() {
+        let sessions = Sessions::new(limits(8, 8));
+        let ada = caller(4, "ada");
+        sessions.reserve(&ada).expect("room").opened("idle");
+        sessions.reserve(&ada).expect("room").opened("busy");
+        let call = sessions.enter("busy", &ada, true).expect("open");
+        let stream = sessions.enter("idle", &ada, false).expect("open");
+        assert_eq!(sessions.close_ungranted(|_, _| false).await, 2);
+        // The session holding only a stream ended at once; the one with a call waits for it.
+        assert!(!sessions.table().open.contains_key("idle"));
+        assert!(sessions.table().open.contains_key("busy"));
+        assert!(
+            sessions.enter("busy", &ada, true).is_none(),
+            "a revoked key's session takes no new call"
+        );
+        drop(stream);
+        drop(call);
+        assert!(
+            !sessions.table().open.contains_key("busy"),
+            "answered, the session ends"
         );
     }
 
