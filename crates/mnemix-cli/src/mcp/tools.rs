@@ -150,10 +150,12 @@ pub struct RememberArgs {
     pub text: String,
     /// What sort of fact it is (`preference`, `profile`, …); recall can filter by it.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub kind: Option<String>,
     /// A stable key ("favourite_drink"): a new fact with the same key supersedes the current
     /// one, which stays in history.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub key: Option<String>,
     /// Tags recall can filter by.
     #[serde(default)]
@@ -168,9 +170,11 @@ pub struct RecallArgs {
     pub query: String,
     /// How many facts at most (default 5).
     #[serde(default)]
+    #[schemars(with = "u32", range(min = 1, max = 1000))]
     pub limit: Option<usize>,
     /// Only facts of this kind.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub kind: Option<String>,
     /// Only facts carrying every one of these tags.
     #[serde(default)]
@@ -208,6 +212,7 @@ pub struct SearchArgs {
     pub mode: SearchMode,
     /// How many results at most (default 10).
     #[serde(default)]
+    #[schemars(with = "u32", range(min = 1, max = 1000))]
     pub limit: Option<usize>,
 }
 
@@ -223,19 +228,36 @@ pub struct StoreMemoryArgs {
     /// A kind `list_memory_kinds` names.
     pub kind: String,
     /// The memory: a JSON object following the kind's schema.
+    #[schemars(with = "serde_json::Map<String, Value>")]
     pub data: Value,
     /// For a kind without unique fields: the id of the memory to update (omit to create).
     #[serde(default)]
+    #[schemars(with = "String")]
     pub id: Option<String>,
     /// Tags searches can filter by.
     #[serde(default)]
     pub tags: Vec<String>,
     /// How sure you are, from 0 to 1.
     #[serde(default)]
+    #[schemars(with = "f32", range(min = 0.0, max = 1.0))]
     pub confidence: Option<f32>,
     /// How long it lasts: "30s", "15m", "1h", "7d" (omit: until forgotten).
     #[serde(default)]
+    #[schemars(with = "String", regex(pattern = r"^0*[1-9][0-9]*[smhd]$"))]
     pub ttl: Option<String>,
+}
+
+/// Whose memories `search_memories` looks in.
+#[derive(Debug, Clone, Copy, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoriesScope {
+    /// The agent's own.
+    Own,
+    /// What other agents granted it.
+    Shared,
+    /// Both.
+    #[default]
+    All,
 }
 
 /// Arguments of `search_memories`.
@@ -246,15 +268,17 @@ pub struct SearchMemoriesArgs {
     pub query: String,
     /// Only memories of this kind.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub kind: Option<String>,
     /// Only memories carrying every one of these tags.
     #[serde(default)]
     pub tags: Vec<String>,
     /// `own`, `shared` (what other agents granted) or `all` (default).
     #[serde(default)]
-    pub scope: Option<String>,
+    pub scope: MemoriesScope,
     /// How many at most (default 10).
     #[serde(default)]
+    #[schemars(with = "u32", range(min = 1, max = 1000))]
     pub limit: Option<usize>,
 }
 
@@ -264,6 +288,7 @@ pub struct SearchMemoriesArgs {
 pub struct GetWorkingMemoryArgs {
     /// A conversation's own document; without it, the user's document.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub conversation_id: Option<String>,
 }
 
@@ -275,10 +300,12 @@ pub struct UpdateWorkingMemoryArgs {
     pub content: String,
     /// A conversation's own document; without it, the user's document.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub conversation_id: Option<String>,
     /// Apply only if the document is still at this revision (from `get_working_memory`), so
     /// two agents never overwrite each other unknowingly.
     #[serde(default)]
+    #[schemars(with = "u64")]
     pub expected_revision: Option<u64>,
 }
 
@@ -288,9 +315,11 @@ pub struct UpdateWorkingMemoryArgs {
 pub struct ListConversationsArgs {
     /// How many at most (default 20).
     #[serde(default)]
+    #[schemars(with = "u32", range(min = 1, max = 1000))]
     pub limit: Option<usize>,
     /// The `next_cursor` of the previous page.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub cursor: Option<String>,
 }
 
@@ -302,6 +331,7 @@ pub struct ShowConversationArgs {
     pub conversation_id: String,
     /// Only the last N messages (default 50).
     #[serde(default)]
+    #[schemars(with = "u32", range(min = 1, max = 1000))]
     pub last: Option<usize>,
 }
 
@@ -491,15 +521,10 @@ impl MemoryTools {
         let scoped = self.scoped(&context)?;
         answer(
             async {
-                let scope = match args.scope.as_deref() {
-                    None | Some("all") => SearchScope::All,
-                    Some("own") => SearchScope::Own,
-                    Some("shared") => SearchScope::Shared,
-                    Some(other) => {
-                        return Err(MemoryError::invalid(format!(
-                            "scope {other:?} is not own, shared or all"
-                        )))
-                    }
+                let scope = match args.scope {
+                    MemoriesScope::All => SearchScope::All,
+                    MemoriesScope::Own => SearchScope::Own,
+                    MemoriesScope::Shared => SearchScope::Shared,
                 };
                 let mut query = MemoryQuery::default()
                     .with_vector(self.embed(&args.query).await?)
@@ -747,6 +772,77 @@ mod tests {
                 assert!(annotations.destructive_hint.is_some(), "{}", tool.name);
                 assert!(annotations.idempotent_hint.is_some(), "{}", tool.name);
             }
+        }
+    }
+
+    /// Every `type` of a schema, at any depth.
+    fn types(schema: &Value, found: &mut Vec<Value>) {
+        match schema {
+            Value::Object(map) => {
+                if let Some(kind) = map.get("type") {
+                    found.push(kind.clone());
+                }
+                map.values().for_each(|v| types(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| types(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_input_schemas_say_what_the_server_accepts_in_plain_types() {
+        let tools = MemoryTools::tool_router().list_all();
+        let schema_of = |name: &str| {
+            let tool = tools.iter().find(|t| t.name == name).expect("a tool");
+            Value::Object(tool.input_schema.as_ref().clone())
+        };
+        for tool in &tools {
+            let mut found = Vec::new();
+            types(
+                &Value::Object(tool.input_schema.as_ref().clone()),
+                &mut found,
+            );
+            // A nullable field as `["string", "null"]` is refused by some model dialects:
+            // optional fields are left out of `required` instead.
+            assert!(
+                found.iter().all(Value::is_string),
+                "{}: {found:?}",
+                tool.name
+            );
+        }
+        let store = schema_of("store_memory");
+        let field = |name: &str| store["properties"][name].clone();
+        assert_eq!(field("data")["type"], "object");
+        assert_eq!(
+            (
+                field("confidence")["minimum"].as_f64(),
+                field("confidence")["maximum"].as_f64()
+            ),
+            (Some(0.0), Some(1.0))
+        );
+        let ttl = field("ttl")["pattern"]
+            .as_str()
+            .expect("a pattern")
+            .to_owned();
+        assert_eq!(ttl, "^0*[1-9][0-9]*[smhd]$");
+        assert_eq!(store["required"], json!(["kind", "data"]));
+        let search = schema_of("search_memories");
+        let scope = serde_json::to_string(&search).unwrap();
+        assert!(
+            scope.contains("\"own\"") && scope.contains("\"shared\"") && scope.contains("\"all\""),
+            "{scope}"
+        );
+        let recall = schema_of("recall");
+        assert_eq!(
+            recall["properties"]["limit"]["maximum"].as_f64(),
+            Some(1000.0)
+        );
+        // What the schema allows, the server takes; what it refuses, the server refuses.
+        for ttl in ["30s", "15m", "1h", "7d"] {
+            assert!(ttl.parse::<mnemix_core::Ttl>().is_ok(), "{ttl}");
+        }
+        for ttl in ["0s", "1w", "s", "-1h"] {
+            assert!(ttl.parse::<mnemix_core::Ttl>().is_err(), "{ttl}");
         }
     }
 }
