@@ -15,7 +15,7 @@
 
 mod commands;
 mod demo;
-mod inspector;
+pub mod inspector;
 mod mcp;
 mod open;
 mod transfer;

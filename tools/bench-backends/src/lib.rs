@@ -5,6 +5,7 @@
 //! of these three backends, and `mnemix-bench-libsql`'s run merged into one report) and
 //! `bench-data` (the corpus and its embeddings). Run them through `cargo xtask bench`.
 
+pub mod inspector;
 pub mod postgres;
 pub mod recall;
 pub mod redis;

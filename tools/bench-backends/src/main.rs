@@ -234,6 +234,13 @@ async fn main() -> Result<(), String> {
                     };
                     tables.extend(sqlite_vectors(&sizes, &ours, &dir, &base, &queries, peer).await);
                 }
+                if args.common.wants("W11") {
+                    eprintln!("bench: sqlite W11");
+                    tables.extend(
+                        mnemix_bench_backends::inspector::pages(&sizes, &ours, &texts.sentences)
+                            .await,
+                    );
+                }
             }
             "postgres" => {
                 let Some(url) = args.postgres_url.as_deref() else {

@@ -13,14 +13,15 @@ use crate::workloads::{self, RawDriver, Sizes};
 use crate::{Report, Table};
 
 /// The workloads run when none are named.
-pub const ALL_WORKLOADS: &str = "W1,W2,W3,W4,W5,W7,W8,W9,W10";
+pub const ALL_WORKLOADS: &str = "W1,W2,W3,W4,W5,W7,W8,W9,W10,W11";
 
 /// The arguments of every benchmark binary.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Common {
     /// Workloads to run (comma-separated): W1 append, W2 load tail, W3 list conversations,
     /// W4 lexical recall, W5 and W6 vector search, W7 vector ingest, W8 forget_all, W9 working
-    /// memory, W10 agent turn; C1 cost curves (not run unless named).
+    /// memory, W10 agent turn, W11 the inspector's pages (SQLite); C1 cost curves (not run
+    /// unless named).
     #[arg(long, value_delimiter = ',', default_value = ALL_WORKLOADS)]
     pub workload: Vec<String>,
     /// Small sizes, for a smoke test: the figures mean little.

@@ -59,6 +59,10 @@ pub struct Sizes {
     /// W10: facts (with embeddings) of the sessions whose `prepare` recalls facts by words and
     /// vector, one session per size.
     pub hybrid_facts: [usize; 2],
+    /// W11: facts and conversations (of four messages) of the subject the inspector shows.
+    pub inspected: (usize, usize),
+    /// W11: requests per page per round.
+    pub page_requests: usize,
     /// W5: queries per round for the sides that scan every row outside a vector engine
     /// (VoltAgent, ours on PostgreSQL without pgvector's index) — seconds per query at 100k.
     pub slow_queries: usize,
@@ -84,6 +88,8 @@ impl Sizes {
             slow_queries: 5,
             agent_turns: 50,
             hybrid_facts: [1_000, 10_000],
+            inspected: (100_000, 10_000),
+            page_requests: 50,
         }
     }
 
@@ -106,6 +112,8 @@ impl Sizes {
             slow_queries: 10,
             agent_turns: 20,
             hybrid_facts: [100, 1_000],
+            inspected: (2_000, 200),
+            page_requests: 5,
         }
     }
 }
@@ -290,7 +298,7 @@ pub fn subject(i: usize) -> Scope {
 }
 
 /// Text `i` of a list, cycling.
-pub(crate) fn nth(texts: &[String], i: usize) -> &str {
+pub fn nth(texts: &[String], i: usize) -> &str {
     &texts[i % texts.len()]
 }
 

@@ -13,6 +13,22 @@
 //!   viewer may not see is 404, as one that does not exist.
 //! - Every `POST` (logout, a working-memory edit, an erasure): the session's CSRF token, and an
 //!   `Origin` / `Sec-Fetch-Site` of this server; the edits and erasures also need `--writable`.
+//!
+//! [`router`] is the whole inspector as an axum `Router`, for a program that serves it itself
+//! (the benchmarks time its pages through it):
+//!
+//! ```no_run
+//! # async fn serve() -> anyhow::Result<()> {
+//! use std::sync::Arc;
+//! use mnemix_cli::inspector::{default_memory_config, router, Inspector, Settings};
+//!
+//! let store = mnemix::open("sqlite://./.mnemix/memory.db").await?.backend();
+//! let settings = Settings::new(default_memory_config()); // no keys: loopback only, read-only
+//! let app = router(Arc::new(Inspector::new(store, settings)?));
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8732").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
 
 mod access;
 mod pages;
@@ -76,7 +92,8 @@ pub struct Inspector {
     hosts: Vec<String>,
 }
 
-/// How an inspector is set up (for `mnemix ui` and for tests).
+/// How an inspector is set up.
+#[non_exhaustive]
 pub struct Settings {
     /// The keys to log in with; `None`: no login (loopback only).
     pub keys: Option<KeyRing>,
@@ -88,6 +105,20 @@ pub struct Settings {
     pub memory_config: MemoryConfig,
     /// How long an unused session lives.
     pub session_idle: std::time::Duration,
+}
+
+impl Settings {
+    /// No key file (loopback only), read-only, the loopback host names, sessions ended after
+    /// 30 minutes unused, and `memory_config` for "recall, explained".
+    pub fn new(memory_config: MemoryConfig) -> Self {
+        Self {
+            keys: None,
+            writable: false,
+            allowed_hosts: Vec::new(),
+            memory_config,
+            session_idle: std::time::Duration::from_mins(30),
+        }
+    }
 }
 
 impl Inspector {
@@ -164,7 +195,7 @@ pub fn router(inspector: Arc<Inspector>) -> Router {
 }
 
 /// Runs `mnemix ui`.
-pub async fn run(url: &str, args: UiArgs) -> Result<()> {
+pub(crate) async fn run(url: &str, args: UiArgs) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.bind)
         .await
         .with_context(|| format!("cannot listen on {}", args.bind))?;
