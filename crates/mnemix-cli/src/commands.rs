@@ -535,12 +535,14 @@ pub async fn search(
 pub async fn forget(url: &str, namespace: &str, subject: &str, yes: bool) -> Result<()> {
     let scope = scope(namespace, subject)?;
     if !yes {
-        // A dry run: what --yes would erase, counted by kind.
+        // A dry run: what --yes would erase, counted as its receipt will count it.
         let store = open_existing(url).await?;
-        let held = mnemix_core::transfer::Digest::of(&store.export_scope(&scope).await?);
-        let counts: Vec<String> = held
-            .counts
+        let counts: Vec<String> = store
+            .count_owned(&scope)
+            .await?
+            .counts()
             .iter()
+            .filter(|(_, n)| *n > 0)
             .map(|(kind, n)| format!("{n} {kind}"))
             .collect();
         ui::line(&format!(

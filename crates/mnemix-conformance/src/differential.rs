@@ -188,6 +188,8 @@ enum Op {
         seconds: u8,
     },
     ForgetAll,
+    /// `count_owned`: the dry run of `forget_all`.
+    CountOwned,
     /// `forget_namespace` of the case's namespace: every scope, collections, cache.
     ForgetNamespace,
 }
@@ -424,6 +426,7 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
         (0u8..2).prop_map(|id| Op::GetCheckpoint { id }).boxed(),
         (0u8..4).prop_map(|seconds| Op::Advance { seconds }).boxed(),
         Just(Op::ForgetAll).boxed(),
+        Just(Op::CountOwned).boxed(),
         Just(Op::ForgetNamespace).boxed(),
         (
             0..KIND_NAMES.len() as u8,
@@ -915,6 +918,7 @@ async fn apply(
         ),
         Op::Advance { .. } => json!("advanced"),
         Op::ForgetAll => answer(b.forget_all(scope).await),
+        Op::CountOwned => answer(b.count_owned(scope).await),
         Op::ForgetNamespace => answer(b.forget_namespace(scope.namespace()).await),
         Op::RegisterKind {
             name,

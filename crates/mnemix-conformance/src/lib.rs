@@ -212,6 +212,7 @@ macro_rules! __with_scenarios {
                 delete_conversation_cascades: None,
                 forget_all_counts_only_unexpired_facts: None,
                 forget_all_receipt_counts_every_row: None,
+                count_owned_is_the_receipt_forget_all_then_gives: None,
                 forget_all_leaves_nothing_behind: None,
                 forget_all_leaves_others_untouched: None,
                 forget_all_requires_a_subject: None,

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use mnemix_core::{
-    AppendOptions, ConversationQuery, FactQuery, FactStore, LoadOptions, Metric, NewFact,
-    RecallQuery, RememberOptions, VectorQuery, WorkingMemoryKey, WorkingMemoryUpdate,
+    AppendOptions, ConversationQuery, FactQuery, FactStore, LoadOptions, MemoryError, Metric,
+    NewFact, RecallQuery, RememberOptions, Scope, VectorQuery, WorkingMemoryKey,
+    WorkingMemoryUpdate,
 };
 use serde_json::json;
 
@@ -123,6 +124,47 @@ pub async fn forget_all_receipt_counts_every_row(ctx: &Ctx) {
         .await
         .must("forget_all again");
     assert_eq!(again.total(), 0, "nothing left to forget");
+}
+
+/// An erasure's dry run (`count_owned`) counts what `forget_all` then erases, expired facts
+/// left out as the receipt leaves them out, erases nothing, and refuses the shared scope.
+pub async fn count_owned_is_the_receipt_forget_all_then_gives(ctx: &Ctx) {
+    let b = ctx.backend();
+    let expected = seed_everything(ctx).await;
+    let now = ctx.clock_now();
+    b.remember(
+        ctx.scope(),
+        NewFact::new("expires in a minute")
+            .with_expires_at(now.saturating_add(Duration::from_mins(1))),
+        RememberOptions::default(),
+    )
+    .await
+    .must("remember");
+    ctx.clock().advance(Duration::from_mins(2));
+    let counted = b.count_owned(ctx.scope()).await.must("count_owned");
+    assert_eq!(counted, expected, "the expired fact is not counted");
+    assert_eq!(
+        b.count_owned(ctx.scope()).await.must("again"),
+        counted,
+        "a dry run erases nothing"
+    );
+    let other = b
+        .count_owned(ctx.other_scope())
+        .await
+        .must("another subject");
+    assert_eq!(b.forget_all(ctx.scope()).await.must("forget_all"), counted);
+    assert_eq!(b.count_owned(ctx.scope()).await.must("after").total(), 0);
+    assert_eq!(
+        b.count_owned(ctx.other_scope())
+            .await
+            .must("another subject after"),
+        other
+    );
+    let shared = Scope::shared(ctx.scope().namespace().as_str()).must("shared scope");
+    assert!(matches!(
+        b.count_owned(&shared).await,
+        Err(MemoryError::InvalidInput(_))
+    ));
 }
 
 /// After `forget_all` no read of the subject finds anything.

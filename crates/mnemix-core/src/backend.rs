@@ -39,6 +39,40 @@ pub struct DeletionReceipt {
 }
 
 impl DeletionReceipt {
+    /// The receipt erasing `records` (a scope's export) would give: each record counted by its
+    /// kind; namespace-level records (collections, cache entries) are not the subject's.
+    pub fn of_records(records: &[crate::transfer::Record]) -> Self {
+        use crate::transfer::Record;
+        let mut receipt = Self::default();
+        for record in records {
+            let count = match record {
+                Record::Conversation { .. } => &mut receipt.conversations,
+                Record::Message { .. } => &mut receipt.messages,
+                Record::Cursor { .. } => &mut receipt.cursors,
+                Record::WorkingMemory { .. } => &mut receipt.working_memory,
+                Record::Fact { .. } => &mut receipt.facts,
+                Record::Vector { .. } => &mut receipt.vectors,
+                Record::Checkpoint { .. } => &mut receipt.checkpoints,
+                Record::Collection { .. } | Record::CacheEntry { .. } => continue,
+            };
+            *count += 1;
+        }
+        receipt
+    }
+
+    /// Each count with its name (`"messages"`, …), in the order of the fields.
+    pub fn counts(&self) -> [(&'static str, u64); 7] {
+        [
+            ("conversations", self.conversations),
+            ("messages", self.messages),
+            ("facts", self.facts),
+            ("vectors", self.vectors),
+            ("working_memory", self.working_memory),
+            ("checkpoints", self.checkpoints),
+            ("cursors", self.cursors),
+        ]
+    }
+
     /// Every row removed.
     pub fn total(&self) -> u64 {
         self.conversations
@@ -122,6 +156,22 @@ pub trait MemoryBackend:
     ///   go too: see [`registry`](crate::registry).)
     /// - The shared scope (no subject) is `InvalidInput`.
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt>;
+
+    /// An erasure's dry run: what [`forget_all`](Self::forget_all) would erase now, counted as
+    /// its receipt counts, erasing nothing.
+    ///
+    /// # Behavior
+    /// - Equal to the receipt a `forget_all` of the same state returns (expired facts are not
+    ///   counted; superseded history is).
+    /// - The shared scope (no subject) is `InvalidInput`, as for `forget_all`.
+    /// - The default counts the scope's export ([`DeletionReceipt::of_records`]); a backend may
+    ///   count in its storage instead, without reading the records.
+    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("count_owned")?;
+        Ok(DeletionReceipt::of_records(
+            &self.export_scope(scope).await?,
+        ))
+    }
 
     /// Erases a whole namespace (a tenant leaving): every scope's records as
     /// [`forget_all`](Self::forget_all) erases them, the shared scope's included, then its

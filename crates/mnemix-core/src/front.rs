@@ -697,6 +697,12 @@ impl MemoryBackend for Checked {
         Ok(receipt)
     }
 
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("count_owned")?;
+        self.retried(|| self.inner.count_owned(scope)).await
+    }
+
     /// The backend's own erasure: the front layer's `forget_all` refuses the shared scope,
     /// which a namespace's erasure takes too (grants included: they live there).
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]

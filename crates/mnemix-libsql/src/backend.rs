@@ -45,4 +45,8 @@ impl MemoryBackend for LibsqlStore {
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         store::forget_all(self, scope).await
     }
+
+    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        store::count_owned(self, scope).await
+    }
 }

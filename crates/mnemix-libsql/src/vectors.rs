@@ -598,6 +598,20 @@ impl VectorTables for Tx<'_> {
         Ok(records)
     }
 
+    async fn count_scope_vectors(&mut self, scope: &Scope) -> Result<u64> {
+        let mut count = 0;
+        for collection in namespace_collections(self, scope.namespace()).await? {
+            let sql = format!(
+                "SELECT count(*) FROM {} WHERE subject = ?1",
+                collection.table()
+            );
+            if let Some(found) = crate::db::row(self, &sql, [subject_of(scope)]).await? {
+                count += u64::try_from(found.int(0)?).unwrap_or(0);
+            }
+        }
+        Ok(count)
+    }
+
     async fn count_vectors(&mut self) -> Result<u64> {
         let mut count = 0;
         for row in rows(self, "SELECT pk FROM collections", ()).await? {

@@ -39,4 +39,8 @@ impl MemoryBackend for SqliteStore {
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         store::forget_all(self, scope).await
     }
+
+    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        store::count_owned(self, scope).await
+    }
 }

@@ -52,6 +52,10 @@ const DELETE_SCOPE_VECTORS: &str = "DELETE FROM vectors WHERE subject = ?2
       AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)
     RETURNING collection";
 
+/// How many rows [`DELETE_SCOPE_VECTORS`] would delete.
+const COUNT_SCOPE_VECTORS: &str = "SELECT count(*) FROM vectors WHERE subject = ?2
+      AND collection IN (SELECT pk FROM collections WHERE namespace = ?1)";
+
 /// As [`DELETE_SCOPE_VECTORS`], those of conversation `?3` only.
 const DELETE_CONVERSATION_VECTORS: &str =
     "DELETE FROM vectors WHERE subject = ?2 AND conversation_id = ?3
@@ -225,6 +229,12 @@ impl VectorTables for Tx {
 
     async fn count_vectors(&mut self) -> Result<u64> {
         let count = self.row("SELECT count(*) FROM vectors", &[]).await?;
+        count.map_or(Ok(0), |row| Ok(seq_from_db(row.int(0)?)))
+    }
+
+    async fn count_scope_vectors(&mut self, scope: &Scope) -> Result<u64> {
+        let params = [scope.namespace().as_str().into(), subject_of(scope).into()];
+        let count = self.row(COUNT_SCOPE_VECTORS, &params).await?;
         count.map_or(Ok(0), |row| Ok(seq_from_db(row.int(0)?)))
     }
 }

@@ -11,7 +11,7 @@ use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::{Extension, Form};
 use maud::{html, Markup};
 use mnemix::engine::{Explained, MessageVerdict};
-use mnemix_core::transfer::{Digest, ExportHeader, ExportWriter};
+use mnemix_core::transfer::{ExportHeader, ExportWriter};
 use mnemix_core::{
     ConversationId, ConversationQuery, FactQuery, LoadOptions, MemoryError, Namespace, RecallQuery,
     Scope, StoredMessage, Subject, Timestamp, WorkingMemoryFormat, WorkingMemoryKey,
@@ -292,15 +292,11 @@ pub async fn subject(
             query = query.with_kind(kind.clone());
         }
         let facts = inspector.store.list_facts(&owner, query).await?;
+        // The grant's own rule, as `Memories::search` applies it.
         let readable: Vec<_> = facts
             .items
             .into_iter()
-            .filter(|f| {
-                f.kind
-                    .as_ref()
-                    .is_some_and(|kind| grant.kinds.is_empty() || grant.kinds.contains(kind))
-                    && grant.tags.iter().all(|t| f.tags.contains(t))
-            })
+            .filter(|f| grant.admits(f))
             .collect();
         shared.push((grant.owner.as_str(), readable));
     }
@@ -986,18 +982,18 @@ pub async fn erase_preview(
     Path((ns, subject)): Path<(String, String)>,
 ) -> Page {
     let at = At::new(&viewer, &ns, &subject)?;
-    let held = Digest::of(&inspector.store.export_scope(&at.scope).await?);
+    let held = inspector.store.count_owned(&at.scope).await?;
     Ok(html_page(page(
         &format!("Erase {}", at.subject()),
         Some(&viewer),
         &at.trail(&[("/erase", "erase")]),
         &html! {
-            p { "A dry run: nothing is erased. Erasing removes every record this subject owns:" }
+            p { "A dry run: nothing is erased. Erasing removes every record this subject owns, as its receipt will count them:" }
             table {
                 thead { tr { th { "Record type" } th.num { "Records" } } }
-                tbody { @for (kind, n) in &held.counts { tr { td { (kind.as_str()) } td.num { (n) } } } }
+                tbody { @for (kind, n) in held.counts() { tr { td { (kind) } td.num { (n) } } } }
             }
-            @if held.counts.is_empty() { p.muted { "It owns no records." } }
+            @if held.total() == 0 { p.muted { "It owns no records." } }
             @if inspector.writable {
                 form method="post" {
                     (view::csrf(&viewer))

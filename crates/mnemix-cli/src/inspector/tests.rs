@@ -646,6 +646,51 @@ async fn recall_explained_shows_the_recalled_message_and_its_signals() {
 }
 
 #[tokio::test]
+async fn view_as_shows_what_a_grant_lets_the_grantee_read_and_nothing_more() {
+    let world = World::new("memory://", false).await;
+    let alice = Scope::new(world.namespace.clone(), "alice").unwrap();
+    world
+        .inspector
+        .store
+        .remember(
+            &alice,
+            mnemix_core::NewFact::new("alice shares her itinerary").with_tags(["shared"]),
+            RememberOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut grant = mnemix_core::registry::Grant::new(
+        mnemix_core::Subject::new("alice").unwrap(),
+        mnemix_core::Subject::new("bob").unwrap(),
+    );
+    grant.tags = vec!["shared".into()];
+    world
+        .inspector
+        .memories
+        .grant(alice.namespace(), grant)
+        .await
+        .unwrap();
+    let bob = world.login(&world.bob).await;
+    let page = world.get(&world.base("bob"), Some(&bob)).await;
+    assert!(
+        page.body.contains("alice shares her itinerary"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("alice likes coffee now"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("secret of alice"));
+    // Reading through the grant gives Bob no page of Alice's.
+    let hers = world
+        .get(&format!("{}/facts", world.base("alice")), Some(&bob))
+        .await;
+    assert_eq!(hers.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
 async fn the_export_is_the_verified_file_import_reads() {
     let world = World::new("memory://", false).await;
     let alice = world.login(&world.alice).await;

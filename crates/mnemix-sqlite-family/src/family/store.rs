@@ -726,6 +726,27 @@ pub async fn forget_all<S: FamilyStore>(store: &S, scope: &Scope) -> Result<Dele
     Ok(receipt)
 }
 
+/// `MemoryBackend::count_owned`: what [`forget_all`] would erase, counted in one snapshot.
+pub async fn count_owned<S: FamilyStore>(store: &S, scope: &Scope) -> Result<DeletionReceipt> {
+    scope.require_subject("count_owned")?;
+    let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
+    let params = [namespace.into(), subject.into(), millis(store.now()).into()];
+    lent!(store.snapshot(), |tx| async {
+        let mut receipt = DeletionReceipt::default();
+        if let Some(row) = tx.row(crate::forget::COUNT_SUBJECT_ROWS, &params).await? {
+            let count = |i| row.int(i).map(seq_from_db);
+            receipt.messages = count(0)?;
+            receipt.cursors = count(1)?;
+            receipt.working_memory = count(2)?;
+            receipt.conversations = count(3)?;
+            receipt.facts = count(4)?;
+            receipt.checkpoints = count(5)?;
+        }
+        receipt.vectors = tx.count_scope_vectors(scope).await?;
+        Ok::<_, mnemix_core::MemoryError>(receipt)
+    })
+}
+
 /// Implements [`ConversationStore`](mnemix_core::ConversationStore) for a [`FamilyStore`] with
 /// the functions of [`store`](crate::family::store).
 #[macro_export]

@@ -100,6 +100,10 @@ pub trait VectorTables: Conn {
 
     /// How many vectors every collection holds together.
     async fn count_vectors(&mut self) -> Result<u64>;
+
+    /// How many vectors the scope holds in every collection of its namespace: what
+    /// [`delete_scope_vectors`](Self::delete_scope_vectors) would delete.
+    async fn count_scope_vectors(&mut self, scope: &Scope) -> Result<u64>;
 }
 
 /// A collection from the columns of [`FIND_COLLECTION`](crate::vectors::FIND_COLLECTION).
