@@ -524,6 +524,20 @@ async fn attacker_calls_on_redis() {
     }
 }
 
+#[tokio::test]
+async fn attacker_calls_on_redis_cluster() {
+    if let Some(seeds) = server(
+        "redis-cluster",
+        mnemix_testkit::services::Service::RedisCluster,
+    ) {
+        let nodes: Vec<&str> = seeds
+            .split(',')
+            .map(|url| url.trim().trim_start_matches("redis://"))
+            .collect();
+        attacker_calls(&format!("redis+cluster://{}", nodes.join(","))).await;
+    }
+}
+
 /// The service's URL, or `None` (a named skip) when it cannot be reached and is not required.
 fn server(name: &str, service: mnemix_testkit::services::Service) -> Option<String> {
     match mnemix_testkit::services::locate(service) {
