@@ -9,7 +9,7 @@ use axum::body::{to_bytes, Body};
 use axum::http::{header, Request, StatusCode};
 use axum::Router;
 use mnemix_bench::workloads::{nth, run_clients, FnSide, Sizes};
-use mnemix_bench::{compare, Table};
+use mnemix_bench::{compare, Side, Table};
 use mnemix_cli::inspector::{default_memory_config, router, Inspector, Settings};
 use mnemix_core::embed::HashingEmbedder;
 use mnemix_core::{
@@ -108,21 +108,10 @@ fn plain(text: &str) -> String {
         .collect()
 }
 
-/// One page's table: its server time against its reads, `requests` of each per round.
-async fn page_table<R, F>(
-    (title, config): (&str, &str),
-    sizes: &Sizes,
-    app: &Router,
-    path: String,
-    reads: R,
-) -> Table
-where
-    R: Fn() -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = ()> + Send + 'static,
-{
-    let requests = sizes.page_requests;
+/// `requests` GETs of `path` per round through the router, each timed until its body is read.
+fn page_side(app: &Router, path: String, requests: usize) -> impl Side {
     let (app, path) = (app.clone(), Arc::new(path));
-    let mut page = FnSide::new("page (server time)", || {
+    FnSide::new("page (server time)", move || {
         let (app, path) = (app.clone(), Arc::clone(&path));
         run_clients(1, (0..requests).collect(), move |_: usize| {
             let (app, path) = (app.clone(), Arc::clone(&path));
@@ -136,7 +125,23 @@ where
                 std::hint::black_box(to_bytes(response.into_body(), usize::MAX).await.unwrap());
             }
         })
-    });
+    })
+}
+
+/// One page's table: its server time against its reads, `requests` of each per round.
+async fn page_table<R, F>(
+    (title, config): (&str, &str),
+    sizes: &Sizes,
+    app: &Router,
+    path: String,
+    reads: R,
+) -> Table
+where
+    R: Fn() -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = ()> + Send + 'static,
+{
+    let requests = sizes.page_requests;
+    let mut page = page_side(app, path, requests);
     let mut direct = FnSide::new("its reads", || {
         run_clients(1, (0..requests).collect(), {
             let reads = reads.clone();
@@ -291,11 +296,11 @@ pub async fn pages(
 
     // Recall, explained: the page, `explain` and the plain `prepare`, against `prepare`.
     let requests = sizes.page_requests;
-    let path = Arc::new(format!(
+    let path = format!(
         "{base}/recall?conversation={}&q={}",
         thread.as_str(),
         question.split_whitespace().collect::<Vec<_>>().join("+")
-    ));
+    );
     let question = Arc::new(question);
     let side = |name: &'static str, explain: bool| {
         let (memory, scope, thread, question) = (
@@ -332,22 +337,7 @@ pub async fn pages(
             })
         })
     };
-    let app_page = app.clone();
-    let mut page = FnSide::new("page (server time)", move || {
-        let (app, path) = (app_page.clone(), Arc::clone(&path));
-        run_clients(1, (0..requests).collect(), move |_: usize| {
-            let (app, path) = (app.clone(), Arc::clone(&path));
-            async move {
-                let request = Request::get(path.as_str())
-                    .header(header::HOST, "localhost")
-                    .body(Body::empty())
-                    .expect("a request");
-                let response = app.oneshot(request).await.expect("an answer");
-                assert_eq!(response.status(), StatusCode::OK);
-                std::hint::black_box(to_bytes(response.into_body(), usize::MAX).await.unwrap());
-            }
-        })
-    });
+    let mut page = page_side(&app, path, requests);
     let mut explain = side("Memory::explain", true);
     let mut prepare = side("Memory::prepare", false);
     tables.push(

@@ -2,7 +2,7 @@
 //! no JavaScript at all, so every page reads in any browser and the Content-Security-Policy
 //! allows no script.
 //!
-//! Who may call what (every route passes [`access::guard`] first):
+//! Who may call what (every route passes the guard of `access.rs` first):
 //! - Every request: its `Host` must be one the server answers to (the loopback names and
 //!   `--allowed-host`), which stops DNS rebinding; no response carries CORS headers.
 //! - `GET /login`, `POST /login`, `GET /static/…`: anyone who reaches the port. A key

@@ -108,6 +108,12 @@ async fn submit(client: &Client, selector: &str) {
     panic!("{selector} loaded no new page");
 }
 
+/// Goes to `url` and returns the page's text.
+async fn visit(client: &Client, url: &str) -> String {
+    client.goto(url).await.unwrap();
+    text_of(client).await
+}
+
 async fn text_of(client: &Client) -> String {
     client
         .find(Locator::Css("body"))
@@ -168,33 +174,29 @@ async fn a_person_browses_explains_edits_and_erases_in_chromium() {
     screenshot(&client, "subject").await;
 
     // A conversation: the raw history beside the replay, the unanswered tool call marked.
-    client
-        .goto(&format!(
-            "{base}/conversations/{}",
-            world.alice_thread.as_str()
-        ))
-        .await
-        .unwrap();
-    let page = text_of(&client).await;
+    let page = visit(
+        &client,
+        &format!("{base}/conversations/{}", world.alice_thread.as_str()),
+    )
+    .await;
     assert!(page.contains("removed by sanitizing"), "{page}");
     screenshot(&client, "conversation").await;
 
     // Recall, explained.
-    client
-        .goto(&format!(
+    let page = visit(
+        &client,
+        &format!(
             "{base}/recall?conversation={}&q=what+is+my+cat+called",
             world.alice_trip.as_str()
-        ))
-        .await
-        .unwrap();
-    let page = text_of(&client).await;
+        ),
+    )
+    .await;
     assert!(page.contains("The context"), "{page}");
     assert!(page.contains("My cat is called Miso"), "{page}");
     screenshot(&client, "recall").await;
 
     // The planted facts are text: no dialog opened, no script changed the title.
-    client.goto(&format!("{base}/facts")).await.unwrap();
-    let page = text_of(&client).await;
+    let page = visit(&client, &format!("{base}/facts")).await;
     for planted in PLANTED {
         assert!(page.contains(planted), "{planted} is shown as text");
     }
