@@ -20,9 +20,10 @@ use mnemix_core::{
 use mnemix_engine::{Memories, Memory};
 use tower::ServiceExt as _;
 
-/// The inspected subject.
+/// The inspected subject, in a namespace of its own: the other workloads' collections in
+/// `bench` were made by embedders of other widths.
 fn inspected() -> Scope {
-    Scope::new("bench", "inspected").expect("valid scope")
+    Scope::new("inspector", "inspected").expect("valid scope")
 }
 
 /// Fills the inspected subject: `facts` facts (every tenth a version of one of 100 keys), as
@@ -183,7 +184,7 @@ pub async fn pages(
         Inspector::new(Arc::clone(store), Settings::new(config_of_memory)).expect("an inspector");
     let app = router(Arc::new(inspector));
     let scope = inspected();
-    let base = "/s/bench/inspected";
+    let base = "/s/inspector/inspected";
     let config = format!(
         "sqlite; a subject with {facts} facts and {conversations} conversations of 4 messages"
     );
