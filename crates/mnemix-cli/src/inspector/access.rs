@@ -371,12 +371,20 @@ pub async fn login(
             .into_response();
     };
     let token = inspector.sessions.start(key);
-    let cookie = cookie::Cookie::build((COOKIE, token))
+    redirect_setting_cookie("/", &session_cookie(token).build())
+}
+
+/// The session cookie's attributes, in one place: no script reads it, no other site sends it.
+fn session_cookie(value: String) -> cookie::CookieBuilder<'static> {
+    cookie::Cookie::build((COOKIE, value))
         .http_only(true)
         .same_site(cookie::SameSite::Strict)
         .path("/")
-        .build();
-    let mut response = Redirect::to("/").into_response();
+}
+
+/// A redirect to `to` that sets `cookie`.
+fn redirect_setting_cookie(to: &str, cookie: &cookie::Cookie<'_>) -> Response {
+    let mut response = Redirect::to(to).into_response();
     if let Ok(value) = HeaderValue::from_str(&cookie.to_string()) {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }
@@ -388,17 +396,10 @@ pub async fn logout(State(inspector): State<Arc<Inspector>>, request: Request) -
     if let Some(token) = session_token(request.headers()) {
         inspector.sessions.end(&token);
     }
-    let cleared = cookie::Cookie::build((COOKIE, ""))
-        .http_only(true)
-        .same_site(cookie::SameSite::Strict)
-        .path("/")
+    let cleared = session_cookie(String::new())
         .max_age(cookie::time::Duration::ZERO)
         .build();
-    let mut response = Redirect::to("/login").into_response();
-    if let Ok(value) = HeaderValue::from_str(&cleared.to_string()) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
-    }
-    response
+    redirect_setting_cookie("/login", &cleared)
 }
 
 impl Inspector {

@@ -460,13 +460,13 @@ pub async fn conversation(
             query(&[("before", &m.seq.to_string())])
         )
     });
-    let conversation_link = format!("{}/conversations/{}", at.base, segment(id.as_str()));
+    let conversation_path = format!("/conversations/{}", segment(id.as_str()));
     Ok(html_page(page(
         thread.title.as_deref().unwrap_or(id.as_str()),
         Some(&viewer),
         &at.trail(&[
             ("/conversations", "conversations"),
-            (&conversation_link[at.base.len()..], id.as_str()),
+            (&conversation_path, id.as_str()),
         ]),
         &html! {
             p.muted {

@@ -79,9 +79,7 @@ impl World {
                 Settings {
                     keys: Some(KeyRing::load(&keys).unwrap()),
                     writable,
-                    allowed_hosts: Vec::new(),
-                    memory_config: default_memory_config(),
-                    session_idle: std::time::Duration::from_mins(10),
+                    ..Settings::new(default_memory_config())
                 },
             )
             .unwrap(),
@@ -729,11 +727,8 @@ async fn without_a_key_file_the_loopback_sees_all_and_writes_still_need_the_toke
         Inspector::new(
             store,
             Settings {
-                keys: None,
                 writable: true,
-                allowed_hosts: Vec::new(),
-                memory_config: default_memory_config(),
-                session_idle: std::time::Duration::from_mins(10),
+                ..Settings::new(default_memory_config())
             },
         )
         .unwrap(),
