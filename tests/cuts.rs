@@ -19,7 +19,7 @@ use mnemix::{
     RememberOptions, RetryPolicy, Scope, Store, WorkingMemoryKey, WorkingMemoryUpdate,
 };
 
-use mnemix::transfer::Record;
+use mnemix::transfer::{as_restored_by, Record};
 use mnemix_testkit::faults::{Fault, FaultProxy};
 use mnemix_tests::{proxied, Server};
 use serde_json::json;
@@ -354,10 +354,9 @@ impl Operation for Restore {
     }
 
     async fn effect(&self, store: &Store, scope: &Scope) -> mnemix::Result<Effect> {
-        let mut expected: Vec<String> = self
-            .records
-            .lock()
-            .expect("records")
+        // Facts come back written by the restorer, their first account kept.
+        let records = self.records.lock().expect("records").clone();
+        let mut expected: Vec<String> = as_restored_by(records, &store.writer().written_by)
             .iter()
             .map(|r| serde_json::to_string(r).expect("a record serializes"))
             .collect();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use mnemix::OpenOptions;
-use mnemix_core::{Clock, MemoryBackend};
+use mnemix_core::{Clock, MemoryBackend, Principal};
 
 pub use mnemix::{redacted, DEFAULT_URL};
 
@@ -13,13 +13,14 @@ pub async fn open_with_clock(url: &str, clock: Arc<dyn Clock>) -> Result<Arc<dyn
     opened(OpenOptions::new(url).clock(clock), url).await
 }
 
-/// Opens with `options`, naming `url` (redacted) when it cannot.
+/// Opens with `options`, naming `url` (redacted) when it cannot. What the command writes
+/// records the command line as its writer ([`Principal::command`]).
 async fn opened(options: OpenOptions, url: &str) -> Result<Arc<dyn MemoryBackend>> {
     let store = options
         .open()
         .await
         .with_context(|| format!("cannot open {}", redacted(url)))?;
-    Ok(store.backend())
+    Ok(store.acting_as(Principal::command()).backend())
 }
 
 /// Opens the store a URL names on the system clock (creating an embedded database file that is

@@ -170,7 +170,7 @@ fn export_import_copy_and_verify_move_every_record_between_files() {
     let dump = std::fs::read_to_string(dir.path().join("dump.jsonl")).unwrap();
     let header: serde_json::Value = serde_json::from_str(dump.lines().next().unwrap()).unwrap();
     assert_eq!(header["format"], "agent-memory-export");
-    assert_eq!(header["version"], 2);
+    assert_eq!(header["version"], 3);
     assert!(dump.contains(r#"{"kind":"message""#), "{dump}");
     let trailer: serde_json::Value = serde_json::from_str(dump.lines().last().unwrap()).unwrap();
     assert_eq!(trailer["end"], "agent-memory-export");

@@ -26,9 +26,9 @@ use mnemix_core::{
     AppendOptions, CheckpointId, CheckpointStatus, CheckpointUpdate, Clock, CollectionSpec,
     ConversationId, ConversationQuery, FactId, FactQuery, Filter, InMemoryBackend, LoadOptions,
     MemoryBackend, MemoryError, Message, MessageId, Metric, Namespace, NewCheckpoint,
-    NewConversation, NewFact, Page, Part, RecallQuery, RememberOptions, Role, Scope, VectorId,
-    VectorQuery, VectorRecord, VectorSearch, VectorSelector, WorkingMemoryFormat, WorkingMemoryKey,
-    WorkingMemoryUpdate,
+    NewConversation, NewFact, Origin, Page, Part, Principal, Provenance, RecallQuery,
+    RememberOptions, Role, Scope, Timestamp, VectorId, VectorQuery, VectorRecord, VectorSearch,
+    VectorSelector, WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryUpdate,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -94,13 +94,25 @@ enum Op {
         max_facts: Option<u8>,
         /// An index into [`fact_vector`]'s directions.
         embedding: Option<u8>,
+        /// An index into [`WRITERS`]: the handle it is written through.
+        writer: u8,
+        /// World time, in [`WORLD_STEP_MS`] steps: when it became true, and for how long.
+        valid_from: Option<u8>,
+        valid_for: Option<u8>,
     },
-    /// A recall by `text`, and by a [`fact_vector`] direction too (hybrid) when given.
+    /// A recall by `text`, and by a [`fact_vector`] direction too (hybrid) when given; kept to
+    /// writers and origins (indexes into [`WRITERS`]), and of the past when asked.
     Recall {
         text: String,
         limit: u8,
         min_score: Option<f32>,
         vector: Option<u8>,
+        written_by: Vec<u8>,
+        origins: Vec<u8>,
+        /// World time, in [`WORLD_STEP_MS`] steps.
+        as_of: Option<u8>,
+        /// Seconds before the clock's now.
+        known_seconds_ago: Option<u8>,
     },
     GetFact {
         fact: u8,
@@ -369,9 +381,14 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
             prop::option::of(0u8..4),
             prop::option::of(1u8..5),
             fact_direction.clone(),
+            (
+                0..WRITERS.len() as u8,
+                prop::option::of(0u8..8),
+                prop::option::of(0u8..4),
+            ),
         )
             .prop_map(
-                |(text, kind, key, tags, score, ttl, max_facts, embedding)| Op::Remember {
+                |(
                     text,
                     kind,
                     key,
@@ -380,16 +397,48 @@ fn op(vectors: bool) -> BoxedStrategy<Op> {
                     ttl,
                     max_facts,
                     embedding,
+                    (writer, valid_from, valid_for),
+                )| Op::Remember {
+                    text,
+                    kind,
+                    key,
+                    tags,
+                    score,
+                    ttl,
+                    max_facts,
+                    embedding,
+                    writer,
+                    valid_from,
+                    valid_for,
                 },
             )
             .boxed(),
-        (words(), 1u8..5, score(), fact_direction)
-            .prop_map(|(text, limit, min_score, vector)| Op::Recall {
-                text,
-                limit,
-                min_score,
-                vector,
-            })
+        (
+            words(),
+            1u8..5,
+            score(),
+            fact_direction,
+            (
+                prop::collection::vec(0..WRITERS.len() as u8, 0..2),
+                prop::collection::vec(0..WRITERS.len() as u8, 0..2),
+                prop::option::of(0u8..10),
+                prop::option::of(0u8..6),
+            ),
+        )
+            .prop_map(
+                |(text, limit, min_score, vector, (written_by, origins, as_of, known))| {
+                    Op::Recall {
+                        text,
+                        limit,
+                        min_score,
+                        vector,
+                        written_by,
+                        origins,
+                        as_of,
+                        known_seconds_ago: known,
+                    }
+                },
+            )
             .boxed(),
         any::<u8>().prop_map(|fact| Op::GetFact { fact }).boxed(),
         any::<u8>().prop_map(|fact| Op::Forget { fact }).boxed(),
@@ -651,6 +700,28 @@ fn page_answer<T: serde::Serialize>(
     }
 }
 
+/// The handles facts are written through: who, and from what.
+const WRITERS: [(&str, Origin); 4] = [
+    ("", Origin::Api),
+    ("planner", Origin::Api),
+    ("planner", Origin::User),
+    ("model", Origin::Tool),
+];
+
+/// One step of world time (valid times and `as_of`).
+const WORLD_STEP_MS: i64 = 1_000;
+
+/// The writer of [`WRITERS`] at `index`: the program, an agent, or an extractor.
+fn writer_of(index: u8) -> Provenance {
+    let (id, origin) = WRITERS[usize::from(index) % WRITERS.len()];
+    let principal = match (id, origin) {
+        ("", _) => Principal::program(),
+        (model, Origin::Tool) => Principal::extractor(model).expect("a model name"),
+        (agent, _) => Principal::agent(agent).expect("an agent id"),
+    };
+    Provenance::new(principal, origin)
+}
+
 /// Applies one operation; returns its answer as JSON before normalisation.
 #[allow(clippy::too_many_lines)] // one arm per operation reads best as one match
 async fn apply(
@@ -747,9 +818,27 @@ async fn apply(
             ttl,
             max_facts,
             embedding,
+            writer,
+            valid_from,
+            valid_for,
         } => {
+            let through = b
+                .acting_as(writer_of(*writer))
+                .expect("both sides are behind the front layer");
+            let world = |steps: u8| Timestamp::from_millis(i64::from(steps) * WORLD_STEP_MS);
             let new = {
+                let from = valid_from.map(world);
+                let until = valid_for.map(|span| {
+                    world(
+                        valid_from
+                            .unwrap_or(0)
+                            .saturating_add(span)
+                            .saturating_add(1),
+                    )
+                });
                 let mut value = NewFact::new(text.clone())
+                    .with_valid_from(from)
+                    .with_valid_until(until)
                     .with_embedding(embedding.map(fact_vector))
                     .with_tags(tags.iter().map(|&t| FACT_TAGS[usize::from(t)]))
                     .with_score(*score)
@@ -767,7 +856,7 @@ async fn apply(
                 value.max_facts = max_facts.map(usize::from);
                 value
             };
-            let outcome = b.remember(scope, new, options).await;
+            let outcome = through.remember(scope, new, options).await;
             if let Ok(outcome) = &outcome {
                 made.learn(&outcome.fact.id);
             }
@@ -778,12 +867,23 @@ async fn apply(
             limit,
             min_score,
             vector,
+            written_by,
+            origins,
+            as_of,
+            known_seconds_ago,
         } => answer(
             b.recall(scope, {
-                let mut value = RecallQuery::text(text.clone());
+                let mut value = RecallQuery::text(text.clone())
+                    .with_written_by(written_by.iter().map(|&w| writer_of(w).written_by))
+                    .with_origins(origins.iter().map(|&w| writer_of(w).origin));
                 value.vector = vector.map(fact_vector);
                 value.limit = Some(usize::from(*limit));
                 value.min_score = *min_score;
+                value.as_of =
+                    as_of.map(|steps| Timestamp::from_millis(i64::from(steps) * WORLD_STEP_MS));
+                value.known_at = known_seconds_ago.map(|ago| {
+                    Timestamp::from_millis(clock.now().as_millis() - i64::from(ago) * 1_000)
+                });
                 value
             })
             .await,

@@ -115,6 +115,12 @@ impl Ctx {
         Arc::clone(&self.backend)
     }
 
+    /// Who the backend under test writes as (the program's, unless its factory opened it as
+    /// another writer).
+    pub fn writer(&self) -> mnemix_core::Provenance {
+        self.backend.writer().unwrap_or_default()
+    }
+
     /// The backend's capabilities.
     pub fn capabilities(&self) -> Capabilities {
         self.backend.capabilities()

@@ -18,6 +18,7 @@ pub mod lifecycle;
 #[cfg(feature = "engine")]
 pub mod memories;
 pub mod payload;
+pub mod provenance;
 pub mod support;
 pub mod transfer;
 pub mod vectors;
@@ -134,6 +135,18 @@ macro_rules! __with_scenarios {
                 set_expiry_expires_a_fact_and_none_makes_it_permanent: None,
                 set_expiry_many_changes_only_live_facts_of_the_scope: None,
                 remember_with_a_ttl_expires_after_it: None,
+            }
+            provenance {
+                remember_records_the_writer_of_the_handle: None,
+                superseding_versions_keep_each_writer: None,
+                no_request_field_names_the_writer: None,
+                recall_filters_by_origin_and_writer: None,
+                semantic_recall_filters_by_origin_and_writer: Vectors,
+                restore_records_the_importer_and_keeps_the_claim: None,
+                valid_time_round_trips_and_must_be_an_interval: None,
+                superseding_with_a_later_valid_from_closes_the_previous: None,
+                recall_as_of_answers_what_was_true_then: None,
+                recall_known_at_answers_what_the_store_knew_then: None,
             }
             vectors {
                 ensure_collection_is_idempotent: Vectors,
@@ -278,6 +291,7 @@ macro_rules! __with_engine_scenarios {
                 failing_extractor_leaves_the_turn_committed: None,
                 extraction_honours_threshold_hook_and_namespace: None,
                 extracted_facts_expire_after_the_configured_ttl: None,
+                extraction_records_the_extractor_and_the_tool_origin: None,
                 extraction_into_kinds_supersedes_and_resending_creates_nothing: None,
                 session_reads_history_and_appends_only_its_own: None,
                 sliding_window_session_reads_the_last_messages: None,

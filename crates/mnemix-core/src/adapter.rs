@@ -10,7 +10,7 @@
 //! | [`plan_append`] | an append under its lock or transaction: idempotency by message id, compare-and-append, seqs |
 //! | [`WorkingMemoryUpdate::apply`](crate::WorkingMemoryUpdate::apply), [`CheckpointUpdate::apply_to`](crate::CheckpointUpdate::apply_to) | fenced writes against the stored revision or version |
 //! | [`plan_remember`] | a remember over the scope's facts: dedupe, supersede, `max_facts` eviction |
-//! | [`rank_facts`], [`rank_candidates`], [`eviction_order`], [`fact_tokens`], [`order_history`] | lexical/semantic/hybrid recall (over whole facts, or over what a token index tells of them), the eviction order, what to index, the order of a key's versions |
+//! | [`rank_facts`], [`rank_candidates`], [`closed_valid_until`], [`eviction_order`], [`fact_tokens`], [`order_history`] | lexical/semantic/hybrid recall (over whole facts, or over what a token index tells of them), the valid time a supersede closes, the eviction order, what to index, the order of a key's versions |
 //! | [`HeldFacts`], [`HeldChange`] | a subject's current facts held per version, ranked there, a writer's change applied after its commit |
 //! | [`rank_hits`], [`ExactIndex`], [`TopK`], [`MatrixCache`], [`tie_across_k`], [`Filter::matches`](crate::Filter::matches) | vector order and ties, exact top-k (over a matrix, or over a scan as it streams), a scan's matrix kept per version of the data, when an index's ties need settling, what a filter means |
 //! | [`page_newest_first`], [`Cursor`] | keyset paging of newest-first listings |
@@ -29,8 +29,8 @@ pub use crate::exact::{
     decode_f32_le, encode_f32_le, tie_across_k, ExactIndex, MatrixCache, TopK, Weighed,
 };
 pub use crate::fact::{
-    eviction_order, fact_tokens, order_history, plan_remember, rank_candidates, rank_facts,
-    reciprocal_rank_fusion, RecallCandidate, RememberPlan, RRF_K,
+    closed_valid_until, eviction_order, fact_tokens, order_history, plan_remember, rank_candidates,
+    rank_facts, reciprocal_rank_fusion, RecallCandidate, RememberPlan, RRF_K,
 };
 pub use crate::front::FrontLayerOnly;
 pub use crate::held::{

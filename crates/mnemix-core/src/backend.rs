@@ -229,6 +229,19 @@ pub trait MemoryBackend:
     ) -> Option<Arc<dyn MemoryBackend>> {
         None
     }
+
+    /// When this object is the front layer: the same layer over the same backend, writing as
+    /// `writer` (what each fact it stores records as its
+    /// [`provenance`](crate::Fact::provenance)). [`Store::acting_as`](crate::Store::acting_as)
+    /// is the way a program calls it. Adapters keep the default (`None`).
+    fn acting_as(&self, _writer: crate::Provenance) -> Option<Arc<dyn MemoryBackend>> {
+        None
+    }
+
+    /// When this object is the front layer: who it writes as. Adapters keep the default.
+    fn writer(&self) -> Option<crate::Provenance> {
+        None
+    }
 }
 
 /// What the default [`MemoryBackend::forget_namespace`] does, for a backend that overrides it

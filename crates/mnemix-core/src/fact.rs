@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{MemoryError, Result};
 use crate::lexical;
+use crate::provenance::{Origin, Principal, Provenance};
 use crate::scope::{validate_identifier, ConversationId, FactId, MessageId, Scope};
 use crate::similarity::cosine;
 use crate::time::Timestamp;
@@ -53,6 +54,18 @@ pub struct Fact {
     pub valid_to: Option<Timestamp>,
     /// The fact that superseded it.
     pub superseded_by: Option<FactId>,
+    /// Who wrote this version and where its content came from: set by the front layer from
+    /// the handle that wrote it, never from the request (see [`Provenance`]).
+    #[serde(default)]
+    pub provenance: Provenance,
+    /// When it became true in the world, as its writer said (world time: not when the store
+    /// learned it, which is `created_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<Timestamp>,
+    /// When it stopped being true in the world: as its writer said, or closed by a version of
+    /// its key that became true later ([`closed_valid_until`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<Timestamp>,
 }
 
 impl Fact {
@@ -105,6 +118,15 @@ pub struct NewFact {
     pub embedding: Option<Vec<f32>>,
     /// Expiry.
     pub expires_at: Option<Timestamp>,
+    /// When it became true in the world (see [`Fact::valid_from`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<Timestamp>,
+    /// When it stopped being true in the world (after `valid_from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<Timestamp>,
+    /// Set by the front layer alone, from the handle's context: no request can carry it.
+    #[serde(skip)]
+    provenance: Provenance,
 }
 
 impl NewFact {
@@ -165,6 +187,31 @@ impl NewFact {
         self
     }
 
+    /// The same true in the world from this time (or since an unknown time).
+    #[must_use]
+    pub fn with_valid_from(mut self, valid_from: impl Into<Option<Timestamp>>) -> Self {
+        self.valid_from = valid_from.into();
+        self
+    }
+
+    /// The same true in the world until this time (or still).
+    #[must_use]
+    pub fn with_valid_until(mut self, valid_until: impl Into<Option<Timestamp>>) -> Self {
+        self.valid_until = valid_until.into();
+        self
+    }
+
+    /// Who writes it, as the front layer set it ([`Provenance::default`], unrecorded, until
+    /// then): what a backend stores.
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
+    }
+
+    /// The front layer's: the provenance of the handle writing it.
+    pub(crate) fn set_provenance(&mut self, provenance: Provenance) {
+        self.provenance = provenance;
+    }
+
     /// The current fact this makes in `scope`: a fresh id, created and updated `now`.
     pub fn into_fact(self, scope: &Scope, now: Timestamp) -> Fact {
         Fact {
@@ -182,10 +229,13 @@ impl NewFact {
             expires_at: self.expires_at,
             valid_to: None,
             superseded_by: None,
+            provenance: self.provenance,
+            valid_from: self.valid_from,
+            valid_until: self.valid_until,
         }
     }
 
-    /// Checks text, identifiers, score and embedding.
+    /// Checks text, identifiers, score, embedding and valid time.
     pub fn validate(&self) -> Result<()> {
         check_fact_fields(
             &self.text,
@@ -194,7 +244,8 @@ impl NewFact {
             &self.tags,
             self.score,
             self.embedding.as_deref(),
-        )
+        )?;
+        check_valid_time(self.valid_from, self.valid_until)
     }
 }
 
@@ -231,9 +282,21 @@ fn check_fact_fields(
     Ok(())
 }
 
+/// A valid time is an interval: it ends after it starts.
+fn check_valid_time(from: Option<Timestamp>, until: Option<Timestamp>) -> Result<()> {
+    match (from, until) {
+        (Some(from), Some(until)) if until <= from => Err(MemoryError::invalid(format!(
+            "a fact's valid_until ({}) must be after its valid_from ({})",
+            until.as_millis(),
+            from.as_millis()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl Fact {
     /// Checks a stored fact (one being restored) by the rules [`NewFact::validate`] applies
-    /// to a new one.
+    /// to a new one, and its provenance.
     pub fn validate(&self) -> Result<()> {
         check_fact_fields(
             &self.text,
@@ -242,7 +305,51 @@ impl Fact {
             &self.tags,
             self.score,
             self.embedding.as_deref(),
-        )
+        )?;
+        self.provenance.validate()?;
+        check_valid_time(self.valid_from, self.valid_until)
+    }
+
+    /// Whether it was true in the world at `t`: from `valid_from` (or, when its writer gave
+    /// none, from when the store learned it) until `valid_until` (or, when none was given,
+    /// until it was superseded, or still).
+    pub fn valid_at(&self, t: Timestamp) -> bool {
+        let from = self.valid_from.unwrap_or(self.created_at);
+        let until = self.valid_until.or(self.valid_to);
+        from <= t && until.is_none_or(|until| t < until)
+    }
+
+    /// Whether the store knew it at `t`: stored by then and not yet superseded.
+    pub fn known_at(&self, t: Timestamp) -> bool {
+        self.created_at <= t && self.valid_to.is_none_or(|superseded| t < superseded)
+    }
+}
+
+/// The `valid_until` a key's current version takes when `new_valid_from` supersedes it: the
+/// new version's start when that is after the old one's start and before its given end (the
+/// old one stopped being true when the new one became true); otherwise its own.
+///
+/// ```
+/// use mnemix_core::adapter::closed_valid_until;
+/// use mnemix_core::Timestamp;
+/// let (march, june) = (Timestamp::from_millis(3), Timestamp::from_millis(6));
+/// assert_eq!(closed_valid_until(None, None, Some(march)), Some(march));
+/// assert_eq!(closed_valid_until(Some(june), None, Some(march)), None);
+/// assert_eq!(closed_valid_until(None, Some(march), Some(june)), Some(march));
+/// ```
+pub fn closed_valid_until(
+    old_valid_from: Option<Timestamp>,
+    old_valid_until: Option<Timestamp>,
+    new_valid_from: Option<Timestamp>,
+) -> Option<Timestamp> {
+    match new_valid_from {
+        Some(start)
+            if old_valid_from.is_none_or(|from| from < start)
+                && old_valid_until.is_none_or(|until| start < until) =>
+        {
+            Some(start)
+        }
+        _ => old_valid_until,
     }
 }
 
@@ -314,10 +421,65 @@ pub struct RecallQuery {
     pub conversation: Option<ConversationId>,
     /// Most results (default 10).
     pub limit: Option<usize>,
+    /// Only facts of one of these origins (all when empty): e.g. leave out what was derived
+    /// from tool results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub origins: Vec<Origin>,
+    /// Only facts written by one of these principals ([`Principal::same_writer`]; all when
+    /// empty): e.g. leave out what another agent wrote.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub written_by: Vec<Principal>,
+    /// What was true in the world at this time ([`Fact::valid_at`]), superseded versions
+    /// included, instead of what the store holds as current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<Timestamp>,
+    /// What the store knew at this time ([`Fact::known_at`]): the versions current then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_at: Option<Timestamp>,
 }
 
 /// Setters, so that a field added later breaks no caller (`RecallQuery` is `#[non_exhaustive]`).
 impl RecallQuery {
+    /// Sets [`origins`](Self::origins).
+    #[must_use]
+    pub fn with_origins(mut self, origins: impl IntoIterator<Item = Origin>) -> Self {
+        self.origins = origins.into_iter().collect();
+        self
+    }
+
+    /// Sets [`written_by`](Self::written_by).
+    #[must_use]
+    pub fn with_written_by(mut self, principals: impl IntoIterator<Item = Principal>) -> Self {
+        self.written_by = principals.into_iter().collect();
+        self
+    }
+
+    /// Sets [`as_of`](Self::as_of).
+    #[must_use]
+    pub fn with_as_of(mut self, t: Timestamp) -> Self {
+        self.as_of = Some(t);
+        self
+    }
+
+    /// Sets [`known_at`](Self::known_at).
+    #[must_use]
+    pub fn with_known_at(mut self, t: Timestamp) -> Self {
+        self.known_at = Some(t);
+        self
+    }
+
+    /// Whether it reads the past ([`as_of`](Self::as_of) or [`known_at`](Self::known_at)):
+    /// superseded versions are then candidates too.
+    pub fn reads_the_past(&self) -> bool {
+        self.as_of.is_some() || self.known_at.is_some()
+    }
+
+    /// Whether a fact's writer and origin pass the query's filters by them.
+    pub fn admits_provenance(&self, origin: Origin, written_by: &Principal) -> bool {
+        (self.origins.is_empty() || self.origins.contains(&origin))
+            && (self.written_by.is_empty()
+                || self.written_by.iter().any(|p| p.same_writer(written_by)))
+    }
     /// Sets [`text`](Self::text).
     #[must_use]
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
@@ -396,9 +558,13 @@ impl RecallQuery {
         Ok(())
     }
 
-    /// Whether a fact passes the tag, kind, score and conversation filters.
+    /// Whether a fact passes the tag, kind, score, conversation, origin, writer and time
+    /// filters.
     pub fn admits(&self, fact: &Fact) -> bool {
-        self.tags.iter().all(|t| fact.tags.contains(t))
+        self.admits_provenance(fact.provenance.origin, &fact.provenance.written_by)
+            && self.as_of.is_none_or(|t| fact.valid_at(t))
+            && self.known_at.is_none_or(|t| fact.known_at(t))
+            && self.tags.iter().all(|t| fact.tags.contains(t))
             && self
                 .kind
                 .as_ref()
@@ -637,6 +803,11 @@ pub fn plan_remember<'a>(
             valid_to: Some(now),
             superseded_by: Some(fact.id.clone()),
             updated_at: now,
+            valid_until: closed_valid_until(
+                previous.valid_from,
+                previous.valid_until,
+                fact.valid_from,
+            ),
             ..(*previous).clone()
         });
     let status = superseded

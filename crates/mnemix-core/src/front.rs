@@ -21,6 +21,7 @@ use crate::fact::{
 };
 use crate::message::{check_json_depth, check_metadata_depth, Message, StoredMessage};
 use crate::page::{check_page, Page};
+use crate::provenance::{Origin, Principal, Provenance};
 use crate::records::{Record, TransferStore};
 use crate::scope::{
     validate_identifier, CheckpointId, ConversationId, FactId, Namespace, Scope, VectorId,
@@ -121,6 +122,8 @@ impl RetryPolicy {
 pub struct Checked {
     inner: Arc<dyn MemoryBackend>,
     retry: RetryPolicy,
+    /// Who this layer writes as: what every fact it stores records ([`Provenance`]).
+    writer: Provenance,
 }
 
 /// The argument of [`MemoryBackend::behind_front_layer`]: only this crate can make one, so
@@ -141,6 +144,7 @@ impl std::fmt::Debug for Checked {
         f.debug_struct("Checked")
             .field("backend", &self.inner.backend_name())
             .field("retry", &self.retry)
+            .field("writer", &self.writer)
             .finish()
     }
 }
@@ -159,13 +163,43 @@ impl Checked {
     /// `backend` behind the front layer with `retry`. A backend already behind the layer is
     /// taken out of it first, so the new policy replaces the old one: a call is tried as `retry`
     /// says, never that many times for each try of another layer.
+    /// The writer it keeps is the old layer's, or the program's ([`Principal::program`],
+    /// [`Origin::Api`]).
     pub fn with_retry(backend: Arc<dyn MemoryBackend>, retry: RetryPolicy) -> Self {
+        let writer = backend
+            .writer()
+            .unwrap_or_else(|| Provenance::new(Principal::program(), Origin::Api));
         Self {
             inner: backend
                 .behind_front_layer(FrontLayerOnly(()))
                 .unwrap_or(backend),
             retry,
+            writer,
         }
+    }
+
+    /// A recall of the past ([`RecallQuery::reads_the_past`]), the same way on every backend:
+    /// every stored version of the scope's facts, superseded ones included, ranked by
+    /// [`rank_facts`](crate::adapter::rank_facts) after the query's filters (its time among
+    /// them). It reads the whole scope: the past is asked of rarely.
+    async fn recall_the_past(&self, scope: &Scope, query: &RecallQuery) -> Result<Vec<ScoredFact>> {
+        let mut versions = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = FactQuery::default()
+                .with_include_superseded(true)
+                .with_limit(crate::page::MAX_PAGE_SIZE)
+                .with_cursor(cursor);
+            let page = self
+                .retried(|| self.inner.list_facts(scope, page.clone()))
+                .await?;
+            versions.extend(page.items);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        Ok(crate::fact::rank_facts(query, versions))
     }
 
     /// `InvalidInput` when any of `ids` is a registry record (a kind or a grant): only the
@@ -384,12 +418,17 @@ impl FactStore for Checked {
             )?;
         }
         check_max("max_facts", options.max_facts.map(|n| n as u64))?;
+        let mut fact = fact;
+        fact.set_provenance(self.writer.clone());
         self.inner.remember(scope, fact, options).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn recall(&self, scope: &Scope, query: RecallQuery) -> Result<Vec<ScoredFact>> {
         query.validate()?;
+        if query.reads_the_past() {
+            return self.recall_the_past(scope, &query).await;
+        }
         self.retried(|| self.inner.recall(scope, query.clone()))
             .await
     }
@@ -659,6 +698,8 @@ impl TransferStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
         crate::records::check_batch(&records)?;
+        // Nothing verifies a file's account of who wrote a fact: the importer wrote it here.
+        let records = crate::records::as_restored_by(records, &self.writer.written_by);
         let records = crate::registry::one_current_version(self.inner.as_ref(), records).await?;
         self.retried(|| self.inner.restore(records.clone())).await
     }
@@ -681,6 +722,18 @@ impl MemoryBackend for Checked {
 
     fn behind_front_layer(&self, _only: FrontLayerOnly) -> Option<Arc<dyn MemoryBackend>> {
         Some(Arc::clone(&self.inner))
+    }
+
+    fn acting_as(&self, writer: Provenance) -> Option<Arc<dyn MemoryBackend>> {
+        Some(Arc::new(Self {
+            inner: Arc::clone(&self.inner),
+            retry: self.retry,
+            writer,
+        }))
+    }
+
+    fn writer(&self) -> Option<Provenance> {
+        Some(self.writer.clone())
     }
 
     fn now(&self) -> Timestamp {

@@ -11,7 +11,9 @@
 use crate::exact::{MatrixCache, Weighed};
 use crate::fact::{rank_candidates, RecallCandidate};
 use crate::lexical::{tokenize, QueryTokens};
-use crate::{Fact, FactId, RecallQuery, RememberOutcome, RememberStatus, Scope, Timestamp};
+use crate::{
+    Fact, FactId, Origin, Principal, RecallQuery, RememberOutcome, RememberStatus, Scope, Timestamp,
+};
 
 /// The current facts of a subject as recall ranks them, at one version of them.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +43,10 @@ pub struct HeldFact {
     pub embedding: Option<Vec<f32>>,
     /// [`Fact::text`]: recall finds the query's words in it.
     pub text: String,
+    /// The origin of [`Fact::provenance`].
+    pub origin: Origin,
+    /// The writer of [`Fact::provenance`].
+    pub written_by: Principal,
 }
 
 impl HeldFact {
@@ -60,12 +66,15 @@ impl HeldFact {
                 .map(|source| source.conversation_id.as_str().to_owned()),
             embedding: fact.embedding.clone(),
             text: fact.text.clone(),
+            origin: fact.provenance.origin,
+            written_by: fact.provenance.written_by.clone(),
         }
     }
 
     /// [`RecallQuery::admits`], and unexpired at `now`.
     pub fn admitted(&self, query: &RecallQuery, now: Timestamp) -> bool {
         self.expires_at.is_none_or(|at| at > now)
+            && query.admits_provenance(self.origin, &self.written_by)
             && query
                 .kind
                 .as_ref()
@@ -139,6 +148,8 @@ impl Weighed for HeldFacts {
                     + f.conversation.as_ref().map_or(0, String::len)
                     + f.embedding.as_ref().map_or(0, |e| e.len() * 4)
                     + f.text.len()
+                    + f.written_by.id.len()
+                    + f.written_by.label.as_ref().map_or(0, String::len)
             })
             .sum()
     }

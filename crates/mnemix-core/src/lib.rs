@@ -22,6 +22,7 @@ pub mod limits;
 mod message;
 pub mod migration;
 mod page;
+mod provenance;
 mod records;
 pub mod registry;
 mod sanitize;
@@ -54,6 +55,7 @@ pub use front::{Checked, RetryPolicy, DEFAULT_SERVER_TIMEOUT};
 pub use in_memory::InMemoryBackend;
 pub use message::{FileSource, Message, Metadata, Part, Role, StoredMessage};
 pub use page::Page;
+pub use provenance::{Claim, Origin, Principal, PrincipalKind, Provenance, MAX_PRINCIPAL_BYTES};
 pub use records::TransferStore;
 pub use scope::{
     validate_identifier, CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope,
@@ -96,9 +98,9 @@ pub mod transfer {
     //! ```
 
     pub use crate::records::{
-        check_batch, copy, copy_units, plan, verify, verify_units, CopyReport, Digest,
-        ExportHeader, ExportReader, ExportTrailer, ExportWriter, Mismatch, Record, RecordKind,
-        Unit, FORMAT, FORMAT_VERSION,
+        as_restored_by, check_batch, copy, copy_units, plan, verify, verify_units, CopyReport,
+        Digest, ExportHeader, ExportReader, ExportTrailer, ExportWriter, Mismatch, Record,
+        RecordKind, Unit, FORMAT, FORMAT_VERSION,
     };
 }
 

@@ -18,9 +18,10 @@ use crate::working::{WorkingMemory, WorkingMemoryKey};
 
 /// The `format` of an export's header line.
 pub const FORMAT: &str = "agent-memory-export";
-/// The export format version this build writes and the newest it reads. Version 2 ends with an
-/// [`ExportTrailer`]; version 1 had none.
-pub const FORMAT_VERSION: u32 = 2;
+/// The export format version this build writes and the newest it reads. Version 3's facts
+/// carry their provenance and valid time (a fact of an older file reads as unrecorded, always
+/// true); version 2 ends with an [`ExportTrailer`]; version 1 had none.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The first line of a JSON Lines export; every following line is one [`Record`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -333,6 +334,9 @@ fn read_error(line: usize, error: &std::io::Error) -> MemoryError {
 /// Serialized as a JSON object whose `"kind"` field names the [`RecordKind`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+// Most records of an export are facts and messages: boxing the fact would add an allocation to
+// each of them to shrink the rarer kinds.
+#[allow(clippy::large_enum_variant)]
 pub enum Record {
     /// A vector collection (namespace-level).
     Collection {
@@ -772,6 +776,27 @@ where
     Ok(report)
 }
 
+/// The records as a restore by `importer` writes them: each fact written by the importer,
+/// imported, the file's account kept as its claim ([`Provenance::imported_by`]); every other
+/// record as it is. An export of what a restore wrote equals this of what it was given.
+///
+/// [`Provenance::imported_by`]: crate::Provenance::imported_by
+pub fn as_restored_by(
+    records: impl IntoIterator<Item = Record>,
+    importer: &crate::Principal,
+) -> Vec<Record> {
+    records
+        .into_iter()
+        .map(|record| match record {
+            Record::Fact { mut fact } => {
+                fact.provenance = fact.provenance.imported_by(importer);
+                Record::Fact { fact }
+            }
+            other => other,
+        })
+        .collect()
+}
+
 /// Counts by kind and a SHA-256 over the canonical JSON of a set of records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Digest {
@@ -782,9 +807,22 @@ pub struct Digest {
 }
 
 impl Digest {
-    /// The digest of `records` (in any order).
+    /// The digest of `records` (in any order). A fact counts by its provenance's
+    /// [`account`](crate::Provenance::account): a restore records the importer as the writer of
+    /// what it restores and keeps the file's account, so a copy digests as its source does.
     pub fn of(records: &[Record]) -> Self {
-        let mut sorted = records.to_vec();
+        let mut sorted: Vec<Record> = records
+            .iter()
+            .cloned()
+            .map(|record| match record {
+                Record::Fact { mut fact } => {
+                    let account = fact.provenance.account();
+                    fact.provenance = crate::Provenance::new(account.written_by, account.origin);
+                    Record::Fact { fact }
+                }
+                other => other,
+            })
+            .collect();
         sort_canonical(&mut sorted);
         let mut hasher = Sha256::new();
         let mut counts = BTreeMap::new();
@@ -1032,6 +1070,35 @@ mod tests {
         };
         changed.updated_at = Timestamp::from_millis(6);
         assert_ne!(one, Digest::of(&[a, Record::Fact { fact: changed }]));
+    }
+
+    /// A fact of a version 1 or 2 file (no provenance, no valid time) reads as unrecorded and
+    /// always true, and a version 3 fact keeps what it carries.
+    #[test]
+    fn facts_of_older_formats_read_as_unrecorded() {
+        let older = r#"{"kind":"fact","fact":{"id":"f1","scope":{"namespace":"app","subject":"u"},
+            "text":"Likes tea","kind":null,"key":null,"tags":[],"score":null,"source":null,
+            "embedding":null,"created_at":5,"updated_at":5,"expires_at":null,"valid_to":null,
+            "superseded_by":null}}"#;
+        let Record::Fact { fact } = serde_json::from_str(older).unwrap() else {
+            panic!("a fact record");
+        };
+        assert_eq!(fact.provenance, crate::Provenance::default());
+        assert_eq!((fact.valid_from, fact.valid_until), (None, None));
+        assert!(fact.valid_at(Timestamp::from_millis(5)));
+
+        let mut current = fact.clone();
+        current.provenance =
+            crate::Provenance::new(crate::Principal::agent("a").unwrap(), crate::Origin::User);
+        current.valid_from = Some(Timestamp::from_millis(1));
+        let line = serde_json::to_string(&Record::Fact {
+            fact: current.clone(),
+        })
+        .unwrap();
+        let Record::Fact { fact: read } = serde_json::from_str(&line).unwrap() else {
+            panic!("a fact record");
+        };
+        assert_eq!(read, current);
     }
 
     #[test]

@@ -441,11 +441,9 @@ pub async fn register_kind(
     spec: &KindSpec,
 ) -> Result<()> {
     spec.validate()?;
-    let record = NewFact {
-        kind: Some(KIND_RECORD.to_owned()),
-        key: Some(kind_key(&spec.name)),
-        ..NewFact::new(record_text(spec))
-    };
+    let record = NewFact::new(record_text(spec))
+        .with_kind(KIND_RECORD)
+        .with_key(kind_key(&spec.name));
     backend
         .remember(&shared(namespace)?, record, registry_write())
         .await?;
@@ -515,12 +513,10 @@ pub async fn put_grant(
             )));
         }
     }
-    let record = NewFact {
-        kind: Some(GRANT_RECORD.to_owned()),
-        key: Some(Grant::key(&grant.owner, &grant.grantee)),
-        tags: vec![from_tag(&grant.owner), to_tag(&grant.grantee)],
-        ..NewFact::new(record_text(grant))
-    };
+    let record = NewFact::new(record_text(grant))
+        .with_kind(GRANT_RECORD)
+        .with_key(Grant::key(&grant.owner, &grant.grantee))
+        .with_tags([from_tag(&grant.owner), to_tag(&grant.grantee)]);
     backend
         .remember(&shared(namespace)?, record, registry_write())
         .await?;

@@ -14,6 +14,7 @@ use crate::fact::{
 use crate::filter::Filter;
 use crate::message::{Message, Metadata, Role, StoredMessage};
 use crate::page::Page;
+use crate::provenance::{Origin, Principal};
 use crate::scope::{ConversationId, FactId, Scope, VectorId};
 use crate::store::Store;
 use crate::time::{Timestamp, Ttl};
@@ -558,6 +559,18 @@ impl Remember<'_> {
         self
     }
 
+    /// When it became true in the world (world time, not when it is stored).
+    pub fn valid_from(mut self, at: Timestamp) -> Self {
+        self.fact.valid_from = Some(at);
+        self
+    }
+
+    /// When it stopped being true in the world.
+    pub fn valid_until(mut self, at: Timestamp) -> Self {
+        self.fact.valid_until = Some(at);
+        self
+    }
+
     /// When it stops being returned.
     pub fn expires_at(mut self, at: Timestamp) -> Self {
         self.fact.expires_at = Some(at);
@@ -625,6 +638,30 @@ impl Recall<'_> {
     /// Most results (default 10).
     pub fn limit(mut self, limit: usize) -> Self {
         self.query.limit = Some(limit);
+        self
+    }
+
+    /// Only facts of these origins.
+    pub fn origins(mut self, origins: impl IntoIterator<Item = Origin>) -> Self {
+        self.query.origins = origins.into_iter().collect();
+        self
+    }
+
+    /// Only facts these principals wrote.
+    pub fn written_by(mut self, principals: impl IntoIterator<Item = Principal>) -> Self {
+        self.query.written_by = principals.into_iter().collect();
+        self
+    }
+
+    /// What was true in the world at `t`, superseded versions included.
+    pub fn as_of(mut self, t: Timestamp) -> Self {
+        self.query.as_of = Some(t);
+        self
+    }
+
+    /// What the store held as current at `t`.
+    pub fn known_at(mut self, t: Timestamp) -> Self {
+        self.query.known_at = Some(t);
         self
     }
 }

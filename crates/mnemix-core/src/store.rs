@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::backend::MemoryBackend;
 use crate::front::{Checked, RetryPolicy};
+use crate::provenance::{Origin, Principal, Provenance};
 
 /// A backend behind the front layer ([`Checked`]): the handle a program keeps and clones.
 ///
@@ -50,6 +51,46 @@ impl Store {
         Self {
             backend: Arc::new(Checked::with_retry(backend, retry)),
         }
+    }
+
+    /// The same store writing as `principal`: every fact written through what this returns
+    /// records it as its writer, and [`Origin::Api`] as where its content came from (see
+    /// [`Provenance`]). A program names the agent it runs with [`Principal::agent`]; a server
+    /// acts as the caller it authenticated, so nothing a client sends names another writer.
+    ///
+    /// ```
+    /// use mnemix_core::{FactStore, InMemoryBackend, NewFact, Principal, Scope, Store};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = Store::new(InMemoryBackend::new());
+    /// let planner = store.acting_as(Principal::agent("planner")?);
+    /// let scope = Scope::new("support", "user-42")?;
+    /// let fact = planner.remember(&scope, NewFact::new("Likes tea"), Default::default()).await?;
+    /// assert_eq!(fact.fact.provenance.written_by, Principal::agent("planner")?);
+    /// # Ok::<(), mnemix_core::MemoryError>(())
+    /// # }).unwrap();
+    /// ```
+    #[must_use]
+    pub fn acting_as(&self, principal: Principal) -> Self {
+        self.writing_as(Provenance::new(principal, Origin::Api))
+    }
+
+    /// The same store writing as `writer`: its principal, and the origin of what it writes
+    /// (a program recording what its user said writes [`Origin::User`]; the engine's
+    /// extractor writes [`Origin::Extracted`] or [`Origin::Tool`]).
+    #[must_use]
+    pub fn writing_as(&self, writer: Provenance) -> Self {
+        Self {
+            backend: self
+                .backend
+                .acting_as(writer)
+                .expect("a store's backend is behind the front layer"),
+        }
+    }
+
+    /// Who it writes as.
+    pub fn writer(&self) -> Provenance {
+        self.backend.writer().unwrap_or_default()
     }
 
     /// The checked backend as a shared trait object, for APIs that take one (the engine's

@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::terms::Language;
-use mnemix_core::Ttl;
 use mnemix_core::{MemoryError, Result};
+use mnemix_core::{Origin, Principal, Ttl};
 
 /// Every tier of an agent's memory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -114,6 +114,12 @@ pub struct FactsConfig {
     /// The namespace facts live in (`^[a-z][a-z0-9-]*$`), so two agents never read each other's
     /// facts; by default the caller's scope's namespace.
     pub namespace: Option<String>,
+    /// Only facts of these origins are recalled into a turn (all when empty): e.g. `[api,
+    /// user, assistant, extracted]` keeps out what was derived from tool results.
+    pub origins: Vec<Origin>,
+    /// Only facts these principals wrote are recalled into a turn (all when empty), e.g.
+    /// `[{kind: agent, id: planner}]`.
+    pub written_by: Vec<Principal>,
 }
 
 impl Default for FactsConfig {
@@ -122,6 +128,8 @@ impl Default for FactsConfig {
             enabled: false,
             max_facts: 100,
             namespace: None,
+            origins: Vec::new(),
+            written_by: Vec::new(),
         }
     }
 }

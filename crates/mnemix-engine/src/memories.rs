@@ -9,7 +9,7 @@ use mnemix_core::MemoryBackend;
 use mnemix_core::{ConversationId, FactId, Namespace, Scope, Subject};
 use mnemix_core::{Fact, FactSource, NewFact, RecallQuery, RememberOptions, RememberStatus};
 use mnemix_core::{MemoryError, Result};
-use mnemix_core::{Timestamp, Ttl};
+use mnemix_core::{Origin, Principal, Provenance, Timestamp, Ttl};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -76,6 +76,8 @@ pub struct StoredMemory {
     pub expires_at: Option<Timestamp>,
     /// Whether this is the current version (not superseded).
     pub is_latest: bool,
+    /// Who wrote this version and where its content came from.
+    pub provenance: Provenance,
 }
 
 impl StoredMemory {
@@ -101,6 +103,7 @@ impl StoredMemory {
             created_at: fact.created_at,
             expires_at: fact.expires_at,
             is_latest,
+            provenance: fact.provenance,
         }
     }
 }
@@ -164,9 +167,30 @@ pub struct MemoryQuery {
     /// Own, shared, or all (default).
     #[serde(default)]
     pub scope: SearchScope,
+    /// Only memories of these origins (all when empty).
+    #[serde(default)]
+    pub origins: Vec<Origin>,
+    /// Only memories these principals wrote (all when empty): e.g. leave out what another
+    /// agent wrote into a memory shared through a grant.
+    #[serde(default)]
+    pub written_by: Vec<Principal>,
 }
 
 impl MemoryQuery {
+    /// The same kept to these origins.
+    #[must_use]
+    pub fn with_origins(mut self, origins: impl IntoIterator<Item = Origin>) -> Self {
+        self.origins = origins.into_iter().collect();
+        self
+    }
+
+    /// The same kept to what these principals wrote.
+    #[must_use]
+    pub fn with_written_by(mut self, principals: impl IntoIterator<Item = Principal>) -> Self {
+        self.written_by = principals.into_iter().collect();
+        self
+    }
+
     /// The same searching for this text.
     #[must_use]
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
@@ -276,7 +300,7 @@ pub struct Memories {
     backend: Arc<dyn MemoryBackend>,
     /// Compiled schemas by namespace and kind, with the spec they were compiled from (a kind
     /// re-registered elsewhere is compiled again).
-    schemas: Mutex<SchemaCache>,
+    schemas: Arc<Mutex<SchemaCache>>,
 }
 
 /// Compiled schemas by (namespace, kind), beside the spec each was compiled from.
@@ -295,7 +319,17 @@ impl Memories {
     pub fn new(backend: Arc<dyn MemoryBackend>) -> Self {
         Self {
             backend: mnemix_core::Checked::wrap(backend),
-            schemas: Mutex::new(HashMap::new()),
+            schemas: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The same memories, their compiled schemas shared, stored through `backend` (the same
+    /// store writing as another principal: [`MemoryBackend::acting_as`]).
+    #[must_use]
+    pub fn through(&self, backend: Arc<dyn MemoryBackend>) -> Self {
+        Self {
+            backend: mnemix_core::Checked::wrap(backend),
+            schemas: Arc::clone(&self.schemas),
         }
     }
 
@@ -471,6 +505,8 @@ impl Memories {
             .unwrap_or(mnemix_core::limits::DEFAULT_RECALL_LIMIT);
         let mut recall = RecallQuery::default()
             .with_tags(query.tags.clone())
+            .with_origins(query.origins.iter().copied())
+            .with_written_by(query.written_by.iter().cloned())
             .with_limit(limit);
         recall.text.clone_from(&query.text);
         recall.vector.clone_from(&query.vector);

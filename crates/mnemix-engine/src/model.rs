@@ -139,6 +139,10 @@ impl FactExtractor for ModelExtractor {
         self.extract_into(scope, conversation, messages, &[]).await
     }
 
+    fn model(&self) -> &str {
+        self.chat.model()
+    }
+
     async fn extract_into(
         &self,
         _scope: &Scope,

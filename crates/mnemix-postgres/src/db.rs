@@ -55,6 +55,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fact generations",
         sql: include_str!("../migrations/0008_fact_generations.sql"),
     },
+    Migration {
+        version: 9,
+        name: "fact provenance",
+        sql: include_str!("../migrations/0009_fact_provenance.sql"),
+    },
 ];
 
 /// Parameters of a statement.

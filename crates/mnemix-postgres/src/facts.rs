@@ -9,8 +9,9 @@ use mnemix_core::adapter::{fact_tokens, order_history, page_newest_first, rank_f
 use mnemix_core::adapter::{held_key, HeldChange, HeldFact, HeldFacts};
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
-    Fact, FactId, FactQuery, FactSource, FactStore, MemoryError, NewFact, Page, RecallQuery,
-    RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
+    Fact, FactId, FactQuery, FactSource, FactStore, MemoryError, NewFact, Page, Provenance,
+    RecallQuery, RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact,
+    Timestamp,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -19,7 +20,8 @@ use crate::db::{corrupt, millis, subject_of, text_from, to_json, Db, DbResult};
 use crate::PostgresStore;
 
 pub(crate) const FACT_COLUMNS: &str = "pk, id, text, kind, key, tags, score, source, embedding, \
-     created_at, updated_at, expires_at, valid_to, superseded_by";
+     created_at, updated_at, expires_at, valid_to, superseded_by, provenance, valid_from, \
+     valid_until";
 
 pub(crate) fn fact_from(scope: &Scope, row: &Row) -> Result<Fact> {
     let id = |column: &str| -> Result<Option<FactId>> {
@@ -51,7 +53,24 @@ pub(crate) fn fact_from(scope: &Scope, row: &Row) -> Result<Fact> {
             .get::<_, Option<i64>>("valid_to")
             .map(Timestamp::from_millis),
         superseded_by: id("superseded_by")?,
+        provenance: provenance_of(row)?,
+        valid_from: row
+            .get::<_, Option<i64>>("valid_from")
+            .map(Timestamp::from_millis),
+        valid_until: row
+            .get::<_, Option<i64>>("valid_until")
+            .map(Timestamp::from_millis),
     })
+}
+
+/// A row's provenance: its JSON, or unrecorded when the fact was written before provenance
+/// was (NULL).
+fn provenance_of(row: &Row) -> Result<Provenance> {
+    row.get::<_, Option<String>>("provenance")
+        .map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map(Option::unwrap_or_default)
+        .map_err(|e| corrupt("fact provenance", e))
 }
 
 fn facts_from(scope: &Scope, rows: &[Row]) -> Result<Vec<Fact>> {
@@ -61,14 +80,17 @@ fn facts_from(scope: &Scope, rows: &[Row]) -> Result<Vec<Fact>> {
 /// The statement that writes a fact verbatim (remember inserts; restore upserts).
 pub(crate) const UPSERT_FACT: &str = "INSERT INTO {s}.facts (namespace, subject, id, text, kind,
          key, tags, score, source, embedding, created_at, updated_at, expires_at, valid_to,
-         superseded_by, tokens)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+         superseded_by, tokens, provenance, valid_from, valid_until)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+         $19)
      ON CONFLICT (namespace, subject, id) DO UPDATE SET
          text = excluded.text, kind = excluded.kind, key = excluded.key, tags = excluded.tags,
          score = excluded.score, source = excluded.source, embedding = excluded.embedding,
          created_at = excluded.created_at, updated_at = excluded.updated_at,
          expires_at = excluded.expires_at, valid_to = excluded.valid_to,
-         superseded_by = excluded.superseded_by, tokens = excluded.tokens
+         superseded_by = excluded.superseded_by, tokens = excluded.tokens,
+         provenance = excluded.provenance, valid_from = excluded.valid_from,
+         valid_until = excluded.valid_until
      RETURNING pk";
 
 impl PostgresStore {
@@ -95,6 +117,9 @@ impl PostgresStore {
                     &fact.valid_to.map(millis),
                     &fact.superseded_by.as_ref().map(FactId::as_str),
                     &tokens,
+                    &to_json(&fact.provenance),
+                    &fact.valid_from.map(millis),
+                    &fact.valid_until.map(millis),
                 ],
             )
             .await?
@@ -180,7 +205,7 @@ impl PostgresStore {
             .rows(
                 &self.sql(
                     "SELECT g.generation, f.pk, f.id, f.text, f.score, f.created_at,
-                            f.expires_at, f.kind, f.tags, f.source, f.embedding
+                            f.expires_at, f.kind, f.tags, f.source, f.embedding, f.provenance
                      FROM {s}.fact_generations g
                      LEFT JOIN {s}.facts f ON f.namespace = g.namespace
                           AND f.subject = g.subject AND f.superseded_by IS NULL
@@ -203,6 +228,7 @@ impl PostgresStore {
                 .map(|s| serde_json::from_str(&s))
                 .transpose()
                 .map_err(|e| corrupt("fact source", e))?;
+            let provenance = provenance_of(row)?;
             facts.push(HeldFact {
                 pk,
                 id: FactId::new(row.get::<_, String>("id")).map_err(|e| corrupt("fact id", e))?,
@@ -216,6 +242,8 @@ impl PostgresStore {
                 conversation: source.map(|s| s.conversation_id.as_str().to_owned()),
                 embedding: row.get("embedding"),
                 text: text_from(row.get("text"))?,
+                origin: provenance.origin,
+                written_by: provenance.written_by,
             });
         }
         let held = Arc::new(HeldFacts::new(facts));
@@ -277,12 +305,24 @@ impl PostgresStore {
             let previous = tx
                 .row(
                     &self.sql(
-                        "UPDATE {s}.facts SET valid_to = $1, superseded_by = $2, updated_at = $1
+                        // valid_until: mnemix_core::adapter::closed_valid_until.
+                        "UPDATE {s}.facts SET valid_to = $1, superseded_by = $2, updated_at = $1,
+                             valid_until = CASE WHEN $6::bigint IS NOT NULL
+                                 AND (valid_from IS NULL OR valid_from < $6)
+                                 AND (valid_until IS NULL OR $6 < valid_until)
+                                 THEN $6 ELSE valid_until END
                          WHERE namespace = $3 AND subject = $4 AND key = $5
                            AND superseded_by IS NULL
                          RETURNING id",
                     ),
-                    &[&millis(now), &fact.id.as_str(), &namespace, &subject, key],
+                    &[
+                        &millis(now),
+                        &fact.id.as_str(),
+                        &namespace,
+                        &subject,
+                        key,
+                        &fact.valid_from.map(millis),
+                    ],
                 )
                 .await?;
             if let Some(row) = previous {

@@ -34,12 +34,13 @@ static FORGET: LazyLock<Script> = fact_script!("lua/forget_fact.lua");
 static SET_EXPIRY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("lua/set_expiry.lua")));
 
-const FACT_FIELDS: [&str; 5] = [
+const FACT_FIELDS: [&str; 6] = [
     "doc",
     "updated_at",
     "valid_to",
     "superseded_by",
     "expires_at",
+    "valid_until",
 ];
 
 /// A fact hash's fields as read, in [`FACT_FIELDS`] order.
@@ -49,7 +50,13 @@ type FactFields = (
     Option<String>,
     Option<String>,
     Option<String>,
+    Option<String>,
 );
+
+/// An optional time as a script takes it: milliseconds, or empty.
+fn millis_or_empty(t: Option<Timestamp>) -> String {
+    t.map(|t| t.as_millis().to_string()).unwrap_or_default()
+}
 
 /// A millisecond field a script may have left empty.
 fn optional_millis(field: Option<String>, what: &str) -> Result<Option<Timestamp>> {
@@ -63,13 +70,18 @@ fn optional_millis(field: Option<String>, what: &str) -> Result<Option<Timestamp
 /// The fact of a hash: the document written at creation with the fields that change later
 /// (a script never edits JSON).
 fn fact_from(fields: FactFields) -> Result<Option<Fact>> {
-    let (Some(doc), Some(updated_at), valid_to, superseded_by, expires_at) = fields else {
+    let (Some(doc), Some(updated_at), valid_to, superseded_by, expires_at, valid_until) = fields
+    else {
         return Ok(None);
     };
     let mut fact: Fact = serde_json::from_str(&doc).map_err(|e| corrupt("fact", e))?;
     fact.updated_at = Timestamp::from_millis(updated_at);
     fact.valid_to = optional_millis(valid_to, "fact valid_to")?;
     fact.expires_at = optional_millis(expires_at, "fact expires_at")?;
+    // A supersede may close it; a fact written before valid time was kept has no field.
+    if valid_until.is_some() {
+        fact.valid_until = optional_millis(valid_until, "fact valid_until")?;
+    }
     fact.superseded_by = superseded_by
         .filter(|s| !s.is_empty())
         .map(FactId::new)
@@ -241,14 +253,12 @@ impl FactStore for RedisStore {
             .arg(to_json(&fact))
             .arg(fact.created_at.as_millis())
             .arg(fact.score.map(|s| s.to_string()).unwrap_or_default())
-            .arg(
-                fact.expires_at
-                    .map(|t| t.as_millis().to_string())
-                    .unwrap_or_default(),
-            )
+            .arg(millis_or_empty(fact.expires_at))
             .arg(options.max_facts.map(|m| m.to_string()).unwrap_or_default())
             .arg(tokens.join(" "))
             .arg(&version)
+            .arg(millis_or_empty(fact.valid_from))
+            .arg(millis_or_empty(fact.valid_until))
             .invoke_async(&mut self.conn())
             .await
             .db()?;

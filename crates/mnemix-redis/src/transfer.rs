@@ -287,6 +287,8 @@ impl RedisStore {
                     .unwrap_or_default(),
             )
             .arg(crate::vectors::version_token())
+            .arg(millis(fact.valid_from))
+            .arg(millis(fact.valid_until))
             .invoke_async(&mut self.conn())
             .await
             .db()?;

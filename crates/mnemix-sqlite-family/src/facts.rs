@@ -23,7 +23,7 @@ use mnemix_core::{Fact, FactId, RecallQuery, ScoredFact, Timestamp};
 macro_rules! fact_columns {
     () => {
         "pk, id, text, kind, key, tags, score, source, embedding, created_at, updated_at, \
-         expires_at, valid_to, superseded_by"
+         expires_at, valid_to, superseded_by, provenance, valid_from, valid_until"
     };
 }
 
@@ -83,15 +83,24 @@ pub fn list_page(after_cursor: bool) -> &'static str {
 }
 
 /// The recall query's filters on a fact `f` (a current, unexpired fact of the kind, score,
-/// tags and conversation asked for): `RecallQuery::admits` in SQL. (No tags asked, `'[]'`: the
-/// tag test, a table-valued function per fact, is not run.)
+/// tags, conversation, origins (`?9`, a JSON array) and writers (`?10`, a JSON array of `[kind,
+/// id]`) asked for): `RecallQuery::admits` in SQL. (None asked, `'[]'`: the test, a
+/// table-valued function per fact, is not run. A fact written before provenance was, NULL, is
+/// unrecorded.)
 macro_rules! recall_admits {
     () => {
         "f.superseded_by IS NULL AND (f.expires_at IS NULL OR f.expires_at > ?3)
            AND (?5 IS NULL OR f.kind = ?5) AND (?6 IS NULL OR f.score >= ?6)
            AND (?8 IS NULL OR json_extract(f.source, '$.conversation_id') = ?8)
            AND (?7 = '[]' OR NOT EXISTS (SELECT 1 FROM json_each(?7) wanted
-                           WHERE wanted.value NOT IN (SELECT value FROM json_each(f.tags))))"
+                           WHERE wanted.value NOT IN (SELECT value FROM json_each(f.tags))))
+           AND (?9 = '[]' OR coalesce(json_extract(f.provenance, '$.origin'), 'unrecorded')
+                              IN (SELECT value FROM json_each(?9)))
+           AND (?10 = '[]' OR EXISTS (SELECT 1 FROM json_each(?10) w
+                WHERE json_extract(w.value, '$[0]')
+                      = coalesce(json_extract(f.provenance, '$.written_by.kind'), 'unrecorded')
+                  AND json_extract(w.value, '$[1]')
+                      = coalesce(json_extract(f.provenance, '$.written_by.id'), '')))"
     };
 }
 
@@ -247,11 +256,11 @@ SELECT generation FROM fact_generations WHERE namespace = ?1 AND subject = ?2";
 }
 
 /// The subject's current facts as semantic recall holds them ([`crate::family::facts`]): `pk,
-/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding, text` of
-/// each: `?1` namespace, `?2` subject. Read in the transaction that read the generation
+/// id, score, created_at, expires_at, kind, tags, the source's conversation, embedding, text,
+/// provenance` of each: `?1` namespace, `?2` subject. Read in the transaction that read the generation
 /// ([`FACTS_GENERATION`]), they are the facts of that generation.
 pub const HELD_FACTS: &str = "SELECT f.pk, f.id, f.score, f.created_at, f.expires_at, f.kind,
-        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding, f.text
+        f.tags, json_extract(f.source, '$.conversation_id'), f.embedding, f.text, f.provenance
     FROM facts f WHERE f.namespace = ?1 AND f.subject = ?2 AND f.superseded_by IS NULL";
 
 /// The subject's facts generation (no row when it never held a fact): `?1` namespace, `?2`

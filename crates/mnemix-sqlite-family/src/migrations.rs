@@ -7,7 +7,7 @@
 //! `vectors` table of little-endian f32 blobs. Later migrations are the same text for both,
 //! but where one schema catches up with the other (libSQL's 3 adds SQLite's collection
 //! `generation`), so a shared one may have another number in each (the facts generations are
-//! SQLite's 3 and libSQL's 4).
+//! SQLite's 3 and libSQL's 4, the facts' provenance SQLite's 4 and libSQL's 5).
 //! Never edit a released migration: its checksum is recorded in every database it made.
 
 use mnemix_core::migration::Migration;
@@ -23,6 +23,10 @@ pub const SQLITE: &[Migration] = &[
     Migration {
         version: 3,
         ..FACT_GENERATIONS
+    },
+    Migration {
+        version: 4,
+        ..FACT_PROVENANCE
     },
 ];
 
@@ -40,6 +44,7 @@ pub const LIBSQL: &[Migration] = &[
         sql: include_str!("../migrations/libsql/0003_collection_generation.sql"),
     },
     FACT_GENERATIONS,
+    FACT_PROVENANCE,
 ];
 
 /// Version 2 of both: remember's purge and duplicate check by index.
@@ -55,6 +60,13 @@ const FACT_GENERATIONS: Migration = Migration {
     version: 4,
     name: "fact_generations",
     sql: include_str!("../migrations/fact_generations.sql"),
+};
+
+/// Each fact version's provenance and valid time: libSQL's 5, SQLite's 4.
+const FACT_PROVENANCE: Migration = Migration {
+    version: 5,
+    name: "fact_provenance",
+    sql: include_str!("../migrations/fact_provenance.sql"),
 };
 
 /// Creates the ledger of applied migrations when missing.

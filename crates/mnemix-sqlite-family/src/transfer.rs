@@ -102,14 +102,17 @@ pub const RESTORE_CURSOR: &str = "INSERT OR REPLACE INTO cursors (conversation, 
 /// Writes an exported fact over whatever has its id, returning its pk.
 pub const RESTORE_FACT: &str =
     "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
-        embedding, created_at, updated_at, expires_at, valid_to, superseded_by)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+        embedding, created_at, updated_at, expires_at, valid_to, superseded_by, provenance,
+        valid_from, valid_until)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)
     ON CONFLICT (namespace, subject, id) DO UPDATE SET
         text = excluded.text, kind = excluded.kind, key = excluded.key,
         tags = excluded.tags, score = excluded.score, source = excluded.source,
         embedding = excluded.embedding, created_at = excluded.created_at,
         updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-        valid_to = excluded.valid_to, superseded_by = excluded.superseded_by
+        valid_to = excluded.valid_to, superseded_by = excluded.superseded_by,
+        provenance = excluded.provenance, valid_from = excluded.valid_from,
+        valid_until = excluded.valid_until
     RETURNING pk";
 
 /// Writes an exported checkpoint.

@@ -57,17 +57,18 @@ mod open;
 pub use mnemix_core::{descriptor, embed, handle, limits, registry, replay, transfer};
 pub use mnemix_core::{
     validate_identifier, AppendOptions, AppendReceipt, BoxError, CacheStore, Capabilities, Checked,
-    Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate, Clock,
+    Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate, Claim, Clock,
     CollectionSpec, Conversation, ConversationHandle, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, DeletionReceipt, Durability, Fact, FactId, FactQuery,
     FactSource, FactStore, Facts, FieldPath, FileSource, Filter, FilterValue, InMemoryBackend,
     LoadOptions, ManualClock, MemoryBackend, MemoryError, Message, MessageId, Metadata, Metric,
-    Namespace, NamespaceReceipt, NewCheckpoint, NewConversation, NewFact, Page, Part, RecallQuery,
-    RememberOptions, RememberOutcome, RememberStatus, Result, RetryPolicy, Role, Scope, Scoped,
-    ScoredFact, Store, StoredMessage, Subject, SystemClock, Timestamp, TransferStore, Ttl,
-    VectorHit, VectorId, VectorIndexKind, VectorQuery, VectorRecord, VectorSearch, VectorSelector,
-    VectorStore, Vectors, WorkingMemory, WorkingMemoryFormat, WorkingMemoryHandle,
-    WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate, DEFAULT_SERVER_TIMEOUT,
+    Namespace, NamespaceReceipt, NewCheckpoint, NewConversation, NewFact, Origin, Page, Part,
+    Principal, PrincipalKind, Provenance, RecallQuery, RememberOptions, RememberOutcome,
+    RememberStatus, Result, RetryPolicy, Role, Scope, Scoped, ScoredFact, Store, StoredMessage,
+    Subject, SystemClock, Timestamp, TransferStore, Ttl, VectorHit, VectorId, VectorIndexKind,
+    VectorQuery, VectorRecord, VectorSearch, VectorSelector, VectorStore, Vectors, WorkingMemory,
+    WorkingMemoryFormat, WorkingMemoryHandle, WorkingMemoryKey, WorkingMemoryStore,
+    WorkingMemoryUpdate, DEFAULT_SERVER_TIMEOUT,
 };
 pub use open::{
     descriptor_for, descriptors, from_env, open, redacted, register, OpenOptions, DEFAULT_URL,
@@ -136,9 +137,9 @@ pub mod prelude {
     pub use mnemix_core::{
         AppendOptions, CacheStore, CheckpointStore, CollectionSpec, ConversationId,
         ConversationStore, FactStore, Filter, LoadOptions, MemoryBackend, MemoryError, Message,
-        NewConversation, NewFact, RecallQuery, RememberOptions, Role, Scope, Scoped, Store,
-        Timestamp, TransferStore, Ttl, VectorQuery, VectorRecord, VectorStore, WorkingMemoryKey,
-        WorkingMemoryStore, WorkingMemoryUpdate,
+        NewConversation, NewFact, Origin, Principal, RecallQuery, RememberOptions, Role, Scope,
+        Scoped, Store, Timestamp, TransferStore, Ttl, VectorQuery, VectorRecord, VectorStore,
+        WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
     };
 }
 

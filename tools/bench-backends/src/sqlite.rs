@@ -222,6 +222,8 @@ impl RawDriver for RawSqlite {
             .bind(None::<f64>)
             .bind("[]")
             .bind(None::<&str>)
+            .bind("[]")
+            .bind("[]")
             .fetch_one(&mut *tx)
             .await
             .expect("recall candidates");
@@ -984,7 +986,9 @@ fn lexical_candidates(
                     none,
                     none,
                     "[]",
-                    none
+                    none,
+                    "[]",
+                    "[]"
                 ],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -1017,6 +1021,11 @@ fn read_facts(
         .expect("facts");
     let mut facts = Vec::new();
     while let Some(row) = rows.next().expect("a fact row") {
+        let provenance: mnemix_core::Provenance = row
+            .get::<_, Option<String>>(10)
+            .expect("provenance")
+            .map(|json| serde_json::from_str(&json).expect("a provenance"))
+            .unwrap_or_default();
         facts.push(HeldFact {
             pk: row.get(0).expect("pk"),
             id: FactId::new(row.get::<_, String>(1).expect("id")).expect("a fact id"),
@@ -1044,6 +1053,8 @@ fn read_facts(
                         .collect()
                 }),
             text: row.get(9).expect("text"),
+            origin: provenance.origin,
+            written_by: provenance.written_by,
         });
     }
     CoreHeldFacts::new(facts)

@@ -603,6 +603,7 @@ fn fact_table(at: &At, rows: &[(mnemix_core::Fact, Option<f64>)]) -> Markup {
             thead { tr {
                 th { "Fact" } th { "Kind" } th { "Key" } th { "Tags" } th.num { "Score" }
                 @if searched { th.num { "Relevance" } }
+                th { "Written by" } th { "True" }
                 th { "Stored" } th { "Expires" } th { "Source" } th { "Superseded" }
             } }
             tbody {
@@ -616,6 +617,20 @@ fn fact_table(at: &At, rows: &[(mnemix_core::Fact, Option<f64>)]) -> Markup {
                         td { @for tag in &fact.tags { span.tag { (tag) } } }
                         td.num { (fact.score.map(|s| format!("{s:.2}")).unwrap_or_default()) }
                         @if searched { td.num { (relevance.map(|r| format!("{r:.3}")).unwrap_or_default()) } }
+                        td {
+                            (fact.provenance.written_by.to_string()) br;
+                            span.tag { (fact.provenance.origin.to_string()) }
+                            @if let Some(claim) = &fact.provenance.claimed {
+                                br; span.label { "file said: " (claim.written_by.to_string()) ", " (claim.origin.to_string()) }
+                            }
+                        }
+                        td {
+                            @if fact.valid_from.is_some() || fact.valid_until.is_some() {
+                                (fact.valid_from.map_or_else(|| "…".to_owned(), when))
+                                " – "
+                                (fact.valid_until.map_or_else(|| "…".to_owned(), when))
+                            }
+                        }
                         td { (when(fact.created_at)) }
                         td { (fact.expires_at.map(when).unwrap_or_default()) }
                         td { @if let Some(source) = &fact.source {

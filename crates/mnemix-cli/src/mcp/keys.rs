@@ -17,7 +17,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context as _, Result};
-use mnemix_core::{Scope, Timestamp};
+use mnemix_core::{Principal, Scope, Timestamp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -222,7 +222,10 @@ pub fn revoke(path: &Path, id: Option<&str>, label: Option<&str>) -> Result<Vec<
 
 /// The keys a running server accepts, by digest.
 #[derive(Debug, Clone, Default)]
-pub struct Keys(HashMap<KeyId, Grant>);
+pub struct Keys {
+    grants: HashMap<KeyId, Grant>,
+    labels: HashMap<KeyId, String>,
+}
 
 impl Keys {
     /// Loads and checks a key file; an empty one is refused (the server would refuse everyone).
@@ -232,7 +235,7 @@ impl Keys {
         } else {
             Self::default()
         };
-        if keys.0.is_empty() {
+        if keys.grants.is_empty() {
             bail!(
                 "{} holds no keys: make one with `mnemix mcp key --keys {} --subject …`",
                 path.display(),
@@ -245,28 +248,42 @@ impl Keys {
     /// Reads and checks a key file, empty or not.
     fn read(path: &Path) -> Result<Self> {
         let file = KeyFile::read_existing(path)?;
-        let mut keys = HashMap::new();
+        let mut keys = Self::default();
         for entry in &file.keys {
             let digest = parse_digest(&entry.sha256)?;
-            keys.insert(digest, entry.grant()?);
+            keys.grants.insert(digest, entry.grant()?);
+            if let Some(label) = &entry.label {
+                keys.labels.insert(digest, label.clone());
+            }
         }
-        Ok(Self(keys))
+        Ok(keys)
     }
 
     /// The key's identity and what it grants, if it is one of them.
     pub fn grant(&self, key: &str) -> Option<(KeyId, &Grant)> {
         let id = digest(key);
-        self.0.get(&id).map(|grant| (id, grant))
+        self.grants.get(&id).map(|grant| (id, grant))
+    }
+
+    /// Who key `id` is, as what it writes records it ([`Principal::key`]): the first 16 hex
+    /// digits of its digest (the key file's `sha256`, never the key), with its label when the
+    /// label is one a principal can carry.
+    pub fn principal(&self, id: &KeyId) -> Principal {
+        let short = hex(&id[..8]);
+        let label = self.labels.get(id).cloned();
+        Principal::key(short.clone(), label)
+            .or_else(|_| Principal::key(short, None))
+            .expect("16 hex digits are a principal id")
     }
 
     /// What key `id` grants now, if it is still one of them.
     pub fn grant_of(&self, id: &KeyId) -> Option<&Grant> {
-        self.0.get(id)
+        self.grants.get(id)
     }
 
     /// Whether key `id` grants `scope` (its own scope, or any for an admin key).
     pub fn grants(&self, id: &KeyId, scope: &Scope) -> bool {
-        match self.0.get(id) {
+        match self.grants.get(id) {
             Some(Grant::Admin) => true,
             Some(Grant::Scope(own)) => own == scope,
             None => false,
@@ -275,7 +292,7 @@ impl Keys {
 
     /// How many keys.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.grants.len()
     }
 }
 

@@ -328,12 +328,15 @@ async fn watch_keys(gate: Arc<Gate>) {
 
 /// The gate: authentication, the JSON-RPC shape of a POST, and session ownership.
 async fn admit(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
-    let caller = match authenticate(&gate.keys.current(), request.headers()) {
+    let keys = gate.keys.current();
+    let caller = match authenticate(&keys, request.headers()) {
         Ok(caller) => caller,
         Err(refusal) => return refusal.into_response(),
     };
     let (mut parts, body) = request.into_parts();
-    parts.extensions.insert(Tenant(caller.scope.clone()));
+    parts
+        .extensions
+        .insert(Tenant(caller.scope.clone(), keys.principal(&caller.key)));
     let mut initialize = false;
     let body = if parts.method == Method::POST {
         let bytes = match read_body(body).await {

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use mnemix::engine::{Memories, MemoryQuery, NewMemory, SearchScope};
 use mnemix_core::embed::Embedder;
 use mnemix_core::{
-    ConversationId, FactId, MemoryError, Scope, Scoped, Store, VectorQuery, WorkingMemory,
-    WorkingMemoryKey, WorkingMemoryUpdate,
+    ConversationId, FactId, MemoryError, Principal, Scope, Scoped, Store, VectorQuery,
+    WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -24,9 +24,10 @@ use serde_json::{json, Value};
 /// The collection the engine embeds conversation messages into (semantic search reads it).
 pub const MESSAGES_COLLECTION: &str = "messages";
 
-/// The scope an authenticated HTTP request works in.
+/// The scope an authenticated HTTP request works in, and the key's principal, which what it
+/// writes records as its writer.
 #[derive(Debug, Clone)]
-pub struct Tenant(pub Scope);
+pub struct Tenant(pub Scope, pub Principal);
 
 /// Where the scope of a call comes from.
 #[derive(Debug, Clone)]
@@ -59,17 +60,19 @@ impl MemoryTools {
         }
     }
 
+    /// The caller's scope, through the store writing as the caller: the server's own for
+    /// stdio (the command line), the key's for HTTP. Nothing in a tool's arguments names either.
     fn scoped(&self, context: &RequestContext<RoleServer>) -> Result<Scoped, ErrorData> {
-        let scope = match &self.scope {
-            ScopeSource::Fixed(scope) => scope.clone(),
+        let (scope, writer) = match &self.scope {
+            ScopeSource::Fixed(scope) => (scope.clone(), Principal::command()),
             ScopeSource::Credential => context
                 .extensions
                 .get::<http::request::Parts>()
                 .and_then(|parts| parts.extensions.get::<Tenant>())
-                .map(|tenant| tenant.0.clone())
+                .map(|tenant| (tenant.0.clone(), tenant.1.clone()))
                 .ok_or_else(|| ErrorData::invalid_request("no credential on the request", None))?,
         };
-        Ok(self.store.at(scope))
+        Ok(self.store.acting_as(writer).at(scope))
     }
 
     async fn embed(&self, text: &str) -> Result<Vec<f32>, MemoryError> {
@@ -111,6 +114,8 @@ fn fact_json(fact: &mnemix_core::Fact) -> Value {
         "key": fact.key,
         "tags": fact.tags,
         "created_at": fact.created_at,
+        "written_by": fact.provenance.written_by.to_string(),
+        "origin": fact.provenance.origin.to_string(),
     })
 }
 
@@ -501,7 +506,11 @@ impl MemoryTools {
                     embedding: Some(embedding),
                     ..NewMemory::new(args.kind, args.data)
                 };
-                let outcome = self.memories.store(scoped.scope(), memory).await?;
+                let outcome = self
+                    .memories
+                    .through(scoped.store().backend())
+                    .store(scoped.scope(), memory)
+                    .await?;
                 Ok(json!({"memory": outcome.memory, "status": status_json(&outcome.status)}))
             }
             .await,

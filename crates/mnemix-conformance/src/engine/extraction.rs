@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use mnemix_core::{
-    ConversationId, FactQuery, LoadOptions, Message, Result, Role, Scope, StoredMessage,
+    ConversationId, FactQuery, LoadOptions, Message, Origin, Principal, Provenance, RecallQuery,
+    Result, Role, Scope, StoredMessage,
 };
 use mnemix_engine::{ExtractedFact, ExtractionReport, FactExtractor, Memory};
 use serde_json::json;
@@ -160,6 +161,58 @@ pub async fn extracted_facts_expire_after_the_configured_ttl(ctx: &Ctx) {
     assert_eq!(list().await.must("list").items.len(), 1);
     ctx.clock().advance(std::time::Duration::from_hours(1));
     assert!(list().await.must("list").items.is_empty());
+}
+
+/// What extraction stores records the extractor (its model) as the writer, whatever wrote
+/// the turn; from messages none of which is a tool's result its origin is `extracted`, from a
+/// batch holding one it is `tool`, which a recall by origin leaves out.
+pub async fn extraction_records_the_extractor_and_the_tool_origin(ctx: &Ctx) {
+    let mut config = config();
+    config.facts.enabled = true;
+    config.extract.enabled = true;
+    let memory = Memory::builder(ctx.backend_arc())
+        .config(config)
+        .extractor(Arc::new(ScriptedExtractor::default()))
+        .build()
+        .must("build");
+    let c = conversation(ctx, ctx.scope()).await;
+    let stored = |receipt: mnemix_engine::CommitReceipt| match receipt.extraction {
+        ExtractionReport::Ran { stored, .. } => stored,
+        other => panic!("extraction should run: {other:?}"),
+    };
+    let said = stored(
+        memory
+            .commit(ctx.scope(), &c.id, turn(6))
+            .await
+            .must("commit"),
+    );
+    let extractor = Principal::extractor("extractor").expect("a model name");
+    assert_eq!(said.len(), 1);
+    assert_eq!(
+        said[0].provenance,
+        Provenance::new(extractor.clone(), Origin::Extracted)
+    );
+    let mut with_a_tool = turn(9);
+    with_a_tool.push(text("t9", Role::Tool, "weather: sunny"));
+    let from_tools = stored(
+        memory
+            .commit(ctx.scope(), &c.id, with_a_tool)
+            .await
+            .must("commit"),
+    );
+    assert_eq!(from_tools.len(), 1);
+    assert_eq!(
+        from_tools[0].provenance,
+        Provenance::new(extractor, Origin::Tool)
+    );
+    let trusted = RecallQuery::text("favourite").with_origins([Origin::Extracted]);
+    let recalled = ctx
+        .backend()
+        .recall(ctx.scope(), trusted)
+        .await
+        .must("recall");
+    let texts: Vec<&str> = recalled.iter().map(|h| h.fact.text.as_str()).collect();
+    assert_eq!(texts, [said[0].text.as_str()]);
 }
 
 /// Extracts `my favourite CATEGORY is VALUE` as a `Preference` memory; a value in digits

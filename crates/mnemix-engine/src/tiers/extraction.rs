@@ -1,11 +1,16 @@
 //! Extraction: facts (and structured memories of registered kinds) distilled from the messages
 //! no extraction has seen yet, a commit step driven by its own cursor.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use mnemix_core::registry::KindSpec;
-use mnemix_core::{ConversationId, Fact, FactSource, NewFact, Scope, StoredMessage};
+use mnemix_core::{
+    ConversationId, Fact, FactSource, NewFact, Origin, Part, Principal, Provenance, Role, Scope,
+    StoredMessage,
+};
 use mnemix_core::{RememberOptions, RememberStatus, Result, Ttl};
 
 use crate::config::{check_unit, invalid, ExtractConfig, FactsConfig};
@@ -112,6 +117,32 @@ pub trait FactExtractor: Send + Sync {
         let _ = kinds;
         self.extract(scope, conversation, messages).await
     }
+
+    /// Who writes what it extracts: the model's name for a model (facts record the extractor
+    /// as [`Principal::extractor`](mnemix_core::Principal::extractor) of it). By default
+    /// `"extractor"`.
+    #[allow(clippy::unnecessary_literal_bound)] // an implementation lends its model's name
+    fn model(&self) -> &str {
+        "extractor"
+    }
+}
+
+/// Where facts extracted from `messages` came from: [`Origin::Tool`] when any of them holds a
+/// tool's result (text a third party may have written: a deployment can keep it out of a
+/// turn), else [`Origin::Extracted`].
+fn extracted_origin(messages: &[StoredMessage]) -> Origin {
+    let from_a_tool = messages.iter().any(|m| {
+        m.message.role == Role::Tool
+            || m.message
+                .parts
+                .iter()
+                .any(|part| matches!(part, Part::ToolResult { .. }))
+    });
+    if from_a_tool {
+        Origin::Tool
+    } else {
+        Origin::Extracted
+    }
 }
 
 /// What happened to fact extraction in a commit.
@@ -172,6 +203,15 @@ impl Memory {
             return Ok(ExtractionReport::Skipped);
         };
         let facts_scope = self.facts_scope(scope);
+        let writer = Provenance::new(
+            Principal::extractor(extractor.model())?,
+            extracted_origin(&fresh),
+        );
+        let backend = self
+            .backend
+            .acting_as(writer)
+            .unwrap_or_else(|| Arc::clone(&self.backend));
+        let memories = self.memories.through(Arc::clone(&backend));
         let offered = &self.config.extract.kinds;
         let kinds: Vec<KindSpec> =
             mnemix_core::registry::kinds(self.backend.as_ref(), facts_scope.namespace())
@@ -231,7 +271,7 @@ impl Memory {
                     expires_at,
                     ..NewMemory::new(kind, data.clone())
                 };
-                match self.memories.store(&facts_scope, memory).await {
+                match memories.store(&facts_scope, memory).await {
                     Ok(outcome) if outcome.status != RememberStatus::Duplicate => {
                         let fact = self
                             .backend
@@ -258,7 +298,7 @@ impl Memory {
                 .with_expires_at(expires_at);
             new.kind.clone_from(&fact.kind);
             new.key.clone_from(&fact.key);
-            let outcome = self.backend.remember(&facts_scope, new, options).await?;
+            let outcome = backend.remember(&facts_scope, new, options).await?;
             if outcome.status != RememberStatus::Duplicate {
                 stored.push(outcome.fact);
             }

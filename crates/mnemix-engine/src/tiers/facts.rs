@@ -57,7 +57,10 @@ impl Memory {
         if !config.facts.enabled || user_input.trim().is_empty() {
             return Ok(None);
         }
-        let mut query = RecallQuery::text(user_input).with_limit(config.inject.limit);
+        let mut query = RecallQuery::text(user_input)
+            .with_limit(config.inject.limit)
+            .with_origins(config.facts.origins.iter().copied())
+            .with_written_by(config.facts.written_by.iter().cloned());
         query.vector = vector.map(<[f32]>::to_vec);
         let recalled = self.backend.recall(&self.facts_scope(scope), query).await?;
         let weighed: Vec<(FactId, f64, Option<f32>)> = recalled

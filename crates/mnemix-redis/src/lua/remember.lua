@@ -2,7 +2,9 @@
 -- KEYS: 1 the scope's `fs` zset (routes the call; every other key shares its slot).
 -- ARGV: 1 base, 2 now, 3 id, 4 key or "", 5 dedupe digest input (key NUL text), 6 doc,
 -- 7 created_at, 8 score or "", 9 expires_at or "", 10 max_facts or "", 11 tokens (space
--- separated), 12 the facts' new version token.
+-- separated), 12 the facts' new version token, 13 valid_from or "", 14 valid_until or "".
+-- A superseded fact's valid_until closes at the new valid_from when that is later than its own
+-- start and earlier than its end (mnemix_core::adapter::closed_valid_until).
 -- Returns {"duplicate", id} or {"created"|"superseded", previous or "", the version token
 -- replaced or "", evicted ids...}.
 local base, now, id, fact_key = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
@@ -19,12 +21,21 @@ if fact_key ~= '' then
     unindex_current(base, previous)
     redis.call('HSET', base .. 'f:' .. previous, 'current', '0', 'valid_to', now,
       'superseded_by', id, 'updated_at', now)
+    if ARGV[13] ~= '' then
+      local start = tonumber(ARGV[13])
+      local old = redis.call('HMGET', base .. 'f:' .. previous, 'valid_from', 'valid_until')
+      local from, untl = tonumber(old[1] or ''), tonumber(old[2] or '')
+      if (from == nil or from < start) and (untl == nil or start < untl) then
+        redis.call('HSET', base .. 'f:' .. previous, 'valid_until', ARGV[13])
+      end
+    end
   end
 end
 local key = base .. 'f:' .. id
 redis.call('HSET', key, 'doc', ARGV[6], 'created_at', ARGV[7], 'score', ARGV[8],
   'expires_at', ARGV[9], 'key', fact_key, 'tokens', ARGV[11], 'dedupe', digest,
-  'current', '1', 'updated_at', ARGV[7], 'valid_to', '', 'superseded_by', '')
+  'current', '1', 'updated_at', ARGV[7], 'valid_to', '', 'superseded_by', '',
+  'valid_from', ARGV[13], 'valid_until', ARGV[14])
 redis.call('ZADD', base .. 'fs', ARGV[7], id)
 redis.call('SADD', base .. 'fc', id)
 redis.call('HSET', base .. 'fd', digest, id)

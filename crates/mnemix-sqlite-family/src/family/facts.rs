@@ -13,7 +13,7 @@ use mnemix_core::adapter::{
 };
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
-    ConversationId, Fact, FactId, FactQuery, MemoryError, NewFact, Page, RecallQuery,
+    ConversationId, Fact, FactId, FactQuery, MemoryError, NewFact, Page, Provenance, RecallQuery,
     RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact, Timestamp,
 };
 
@@ -49,7 +49,20 @@ pub fn fact_from(scope: &Scope, row: &Row) -> Result<Fact> {
         expires_at: row.opt_int(11)?.map(Timestamp::from_millis),
         valid_to: row.opt_int(12)?.map(Timestamp::from_millis),
         superseded_by: id(13)?,
+        provenance: provenance_of(row, 14)?,
+        valid_from: row.opt_int(15)?.map(Timestamp::from_millis),
+        valid_until: row.opt_int(16)?.map(Timestamp::from_millis),
     })
+}
+
+/// A fact's provenance column: its JSON, or unrecorded when the fact was written before
+/// provenance was (NULL).
+fn provenance_of(row: &Row, column: usize) -> Result<Provenance> {
+    row.opt_string(column)?
+        .map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map(Option::unwrap_or_default)
+        .map_err(|e| row.corrupt("fact provenance", e))
 }
 
 fn facts_from(scope: &Scope, rows: &[Row]) -> Result<Vec<Fact>> {
@@ -106,10 +119,14 @@ macro_rules! unindex_current {
              WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL)"
     };
 }
-/// Supersedes the key's current fact, returning its id and pk: `?1` now, `?2` the new fact's id.
+/// Supersedes the key's current fact, returning its id and pk: `?1` now, `?2` the new fact's
+/// id, `?6` its valid_from (which may close the old one's valid time, as
+/// `mnemix_core::adapter::closed_valid_until` says).
 macro_rules! supersede_current {
     () => {
-        "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1
+        "UPDATE facts SET valid_to = ?1, superseded_by = ?2, updated_at = ?1,
+             valid_until = CASE WHEN ?6 IS NOT NULL AND (valid_from IS NULL OR valid_from < ?6)
+                 AND (valid_until IS NULL OR ?6 < valid_until) THEN ?6 ELSE valid_until END
          WHERE namespace = ?3 AND subject = ?4 AND key = ?5 AND superseded_by IS NULL
          RETURNING id, pk"
     };
@@ -121,12 +138,13 @@ macro_rules! supersede {
     };
 }
 
-/// The fact, returning its pk: `?1`–`?12` its columns.
+/// The fact, returning its pk: `?1`–`?12` and `?14`–`?16` its columns.
 macro_rules! insert_fact {
     () => {
         "INSERT INTO facts (namespace, subject, id, text, kind, key, tags, score, source,
-             embedding, created_at, updated_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12) RETURNING pk"
+             embedding, created_at, updated_at, expires_at, provenance, valid_from, valid_until)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?11, ?12, ?14, ?15, ?16)
+         RETURNING pk"
     };
 }
 /// Its tokens: `?13` (JSON array).
@@ -220,8 +238,9 @@ pub async fn remember<C: Conn>(
             namespace.into(),
             subject.into(),
             key.into(),
+            fact.valid_from.map(millis).into(),
         ];
-        let parts = [(unindex_current!(), 5), (supersede_current!(), 5)];
+        let parts = [(unindex_current!(), 5), (supersede_current!(), 6)];
         if let Some(previous) = script(tx, supersede!(), &parts, &params).await?.first() {
             status = RememberStatus::Superseded {
                 previous: fact_id(previous, 0)?,
@@ -231,6 +250,7 @@ pub async fn remember<C: Conn>(
     let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
     let embedding = fact.embedding.as_deref().map(encode_f32_le);
     let tokens = to_json(&fact_tokens(&fact.text));
+    let provenance = to_json(&fact.provenance);
     let params = [
         namespace.into(),
         subject.into(),
@@ -245,6 +265,9 @@ pub async fn remember<C: Conn>(
         millis(now).into(),
         fact.expires_at.map(millis).into(),
         Param::Text(&tokens),
+        Param::Text(&provenance),
+        fact.valid_from.map(millis).into(),
+        fact.valid_until.map(millis).into(),
     ];
     let insert_sql = if options.max_facts.is_some() {
         insert!()
@@ -252,7 +275,7 @@ pub async fn remember<C: Conn>(
         tx.last(insert!(), concat!(insert!(), ";\nCOMMIT"))
     };
     let parts = [
-        (insert_fact!(), 12),
+        (insert_fact!(), 16),
         (index_fact!(), 13),
         (generation!(), 2),
     ];
@@ -321,6 +344,7 @@ async fn held_facts<C: Conn>(
     let rows = tx.rows(sql::HELD_FACTS, &params).await?;
     let mut facts = Vec::with_capacity(rows.len());
     for row in &rows {
+        let provenance = provenance_of(row, 10)?;
         facts.push(HeldFact {
             pk: row.int(0)?,
             id: fact_id(row, 1)?,
@@ -332,6 +356,8 @@ async fn held_facts<C: Conn>(
             conversation: row.opt_string(7)?,
             embedding: row.opt_blob(8)?.map(|b| decode_f32_le(&b)),
             text: row.string(9)?,
+            origin: provenance.origin,
+            written_by: provenance.written_by,
         });
     }
     let held = Arc::new(HeldFacts::new(facts));
@@ -385,6 +411,14 @@ pub async fn recall<C: Conn>(
         }
     } else {
         let (tokens, tags) = (to_json(&query_tokens), to_json(&query.tags));
+        let origins = to_json(&query.origins);
+        let writers = to_json(
+            &query
+                .written_by
+                .iter()
+                .map(|p| (p.kind, p.id.as_str()))
+                .collect::<Vec<_>>(),
+        );
         let params = [
             scope.namespace().as_str().into(),
             subject_of(scope).into(),
@@ -398,6 +432,8 @@ pub async fn recall<C: Conn>(
                 .as_ref()
                 .map(ConversationId::as_str)
                 .into(),
+            Param::Text(&origins),
+            Param::Text(&writers),
         ];
         let statement = tx.first(sql::RECALL_CANDIDATES_HOLDING, in_one_transaction::HOLDING);
         let row = tx
@@ -531,6 +567,7 @@ pub async fn set_expiry<C: Conn>(
 pub async fn restore_fact<C: Conn>(conn: &mut C, fact: &Fact) -> Result<()> {
     let (tags, source) = (to_json(&fact.tags), fact.source.as_ref().map(to_json));
     let embedding = fact.embedding.as_deref().map(encode_f32_le);
+    let provenance = to_json(&fact.provenance);
     let params = [
         fact.scope.namespace().as_str().into(),
         subject_of(&fact.scope).into(),
@@ -547,6 +584,9 @@ pub async fn restore_fact<C: Conn>(conn: &mut C, fact: &Fact) -> Result<()> {
         fact.expires_at.map(millis).into(),
         fact.valid_to.map(millis).into(),
         fact.superseded_by.as_ref().map(FactId::as_str).into(),
+        Param::Text(&provenance),
+        fact.valid_from.map(millis).into(),
+        fact.valid_until.map(millis).into(),
     ];
     let pk = conn
         .row(crate::transfer::RESTORE_FACT, &params)
