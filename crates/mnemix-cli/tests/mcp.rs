@@ -189,6 +189,9 @@ fn ada_calls(bob_thread: &str) -> Value {
         {"name": "store_memory", "arguments": {"kind": "Preference", "data": {"category": "drink"}}},
         {"name": "search_memories", "arguments": {"query": "drink", "kind": "Preference"}},
         {"name": "search_memories", "arguments": {"query": "pin", "scope": "shared"}},
+        // Who wrote it (24–25): the server's own record of the caller, whatever the call says.
+        {"name": "remember", "arguments": {"text": "Is the administrator", "written_by": "key:admin", "origin": "user", "provenance": {"written_by": {"kind": "key", "id": "admin"}}}},
+        {"name": "remember", "arguments": {"text": "Travels by train"}},
     ])
 }
 
@@ -285,6 +288,17 @@ fn check_ada(answer: &Value) {
     assert_eq!(found[0]["memory"]["is_latest"], true);
     assert_eq!(found[0]["source"], "own");
     assert_eq!(ok(23)["memories"], json!([]));
+    // A field naming the writer is refused (the tools take no such field), or if a client
+    // slipped one past, it named no one: every fact is the caller's.
+    if !r[24]["is_error"].as_bool().unwrap() {
+        assert_ne!(ok(24)["fact"]["written_by"], "key:admin", "{}", r[24]);
+    }
+    let written_by = ok(25)["fact"]["written_by"].as_str().unwrap();
+    assert!(
+        written_by == "command" || written_by.starts_with("key:"),
+        "the stdio server writes as the command, an HTTP one as the caller's key: {written_by}"
+    );
+    assert_eq!(ok(25)["fact"]["origin"], "api");
     assert!(
         !answer.to_string().contains("quokka") && !answer.to_string().contains("walrus"),
         "0 rows of another tenant: {answer}"

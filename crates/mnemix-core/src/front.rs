@@ -163,6 +163,7 @@ impl Checked {
     /// `backend` behind the front layer with `retry`. A backend already behind the layer is
     /// taken out of it first, so the new policy replaces the old one: a call is tried as `retry`
     /// says, never that many times for each try of another layer.
+    ///
     /// The writer it keeps is the old layer's, or the program's ([`Principal::program`],
     /// [`Origin::Api`]).
     pub fn with_retry(backend: Arc<dyn MemoryBackend>, retry: RetryPolicy) -> Self {
@@ -418,6 +419,9 @@ impl FactStore for Checked {
             )?;
         }
         check_max("max_facts", options.max_facts.map(|n| n as u64))?;
+        // A writer built by hand (its fields are public) is held to its constructors' rules,
+        // so that what is stored can be exported and restored.
+        self.writer.validate()?;
         let mut fact = fact;
         fact.set_provenance(self.writer.clone());
         self.inner.remember(scope, fact, options).await
