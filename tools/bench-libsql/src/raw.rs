@@ -308,6 +308,8 @@ impl RawDriver for RawLibsql {
                 Value::Null,
                 "[]",
                 Value::Null,
+                "[]",
+                "[]",
             ),
         )
         .await;
