@@ -711,6 +711,11 @@ const WRITERS: [(&str, Origin); 4] = [
 /// One step of world time (valid times and `as_of`).
 const WORLD_STEP_MS: i64 = 1_000;
 
+/// World time `steps` of [`WORLD_STEP_MS`] after the epoch.
+fn world_time(steps: u8) -> Timestamp {
+    Timestamp::from_millis(i64::from(steps) * WORLD_STEP_MS)
+}
+
 /// The writer of [`WRITERS`] at `index`: the program, an agent, or an extractor.
 fn writer_of(index: u8) -> Provenance {
     let (id, origin) = WRITERS[usize::from(index) % WRITERS.len()];
@@ -825,11 +830,10 @@ async fn apply(
             let through = b
                 .acting_as(writer_of(*writer))
                 .expect("both sides are behind the front layer");
-            let world = |steps: u8| Timestamp::from_millis(i64::from(steps) * WORLD_STEP_MS);
             let new = {
-                let from = valid_from.map(world);
+                let from = valid_from.map(world_time);
                 let until = valid_for.map(|span| {
-                    world(
+                    world_time(
                         valid_from
                             .unwrap_or(0)
                             .saturating_add(span)
@@ -879,8 +883,7 @@ async fn apply(
                 value.vector = vector.map(fact_vector);
                 value.limit = Some(usize::from(*limit));
                 value.min_score = *min_score;
-                value.as_of =
-                    as_of.map(|steps| Timestamp::from_millis(i64::from(steps) * WORLD_STEP_MS));
+                value.as_of = as_of.map(world_time);
                 value.known_at = known_seconds_ago.map(|ago| {
                     Timestamp::from_millis(clock.now().as_millis() - i64::from(ago) * 1_000)
                 });

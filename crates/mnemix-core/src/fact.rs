@@ -915,6 +915,29 @@ pub fn fact_tokens(text: &str) -> BTreeSet<String> {
     lexical::tokenize(text)
 }
 
+/// Every page of [`FactStore::list_facts`] for `query` (its limit and cursor replaced),
+/// first to last.
+pub(crate) async fn every_page(
+    store: &(impl FactStore + ?Sized),
+    scope: &Scope,
+    query: FactQuery,
+) -> Result<Vec<Fact>> {
+    let mut facts = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = query
+            .clone()
+            .with_limit(crate::page::MAX_PAGE_SIZE)
+            .with_cursor(cursor);
+        let page = store.list_facts(scope, page).await?;
+        facts.extend(page.items);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(facts),
+        }
+    }
+}
+
 /// Filters and paging of [`FactStore::list_facts`].
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]

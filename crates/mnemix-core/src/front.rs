@@ -184,22 +184,9 @@ impl Checked {
     /// [`rank_facts`](crate::adapter::rank_facts) after the query's filters (its time among
     /// them). It reads the whole scope: the past is asked of rarely.
     async fn recall_the_past(&self, scope: &Scope, query: &RecallQuery) -> Result<Vec<ScoredFact>> {
-        let mut versions = Vec::new();
-        let mut cursor = None;
-        loop {
-            let page = FactQuery::default()
-                .with_include_superseded(true)
-                .with_limit(crate::page::MAX_PAGE_SIZE)
-                .with_cursor(cursor);
-            let page = self
-                .retried(|| self.inner.list_facts(scope, page.clone()))
-                .await?;
-            versions.extend(page.items);
-            match page.next_cursor {
-                Some(next) => cursor = Some(next),
-                None => break,
-            }
-        }
+        // Through this layer's own list_facts, which retries each page.
+        let every_version = FactQuery::default().with_include_superseded(true);
+        let versions = crate::fact::every_page(self, scope, every_version).await?;
         Ok(crate::fact::rank_facts(query, versions))
     }
 

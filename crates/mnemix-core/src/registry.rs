@@ -624,28 +624,11 @@ async fn listed(
     tags: Vec<String>,
     include_superseded: bool,
 ) -> Result<Vec<Fact>> {
-    let scope = shared(namespace)?;
-    let mut records = Vec::new();
-    let mut cursor = None;
-    loop {
-        let page = backend
-            .list_facts(
-                &scope,
-                FactQuery {
-                    include_superseded,
-                    kind: Some(kind.to_owned()),
-                    tags: tags.clone(),
-                    limit: Some(crate::page::MAX_PAGE_SIZE),
-                    cursor,
-                },
-            )
-            .await?;
-        records.extend(page.items);
-        match page.next_cursor {
-            Some(next) => cursor = Some(next),
-            None => return Ok(records),
-        }
-    }
+    let query = FactQuery::default()
+        .with_include_superseded(include_superseded)
+        .with_kind(kind)
+        .with_tags(tags);
+    crate::fact::every_page(backend, &shared(namespace)?, query).await
 }
 
 fn shared(namespace: &Namespace) -> Result<Scope> {
