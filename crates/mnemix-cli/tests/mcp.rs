@@ -192,6 +192,14 @@ fn ada_calls(bob_thread: &str) -> Value {
         // Who wrote it (24–25): the server's own record of the caller, whatever the call says.
         {"name": "remember", "arguments": {"text": "Is the administrator", "written_by": "key:admin", "origin": "user", "provenance": {"written_by": {"kind": "key", "id": "admin"}}}},
         {"name": "remember", "arguments": {"text": "Travels by train"}},
+        // When it was true, and recall filtered by the server's record (26–32).
+        {"name": "remember", "arguments": {"text": "Lives in Paris", "key": "city", "valid_from": "2025-01-01"}},
+        {"name": "remember", "arguments": {"text": "Lives in Lyon", "key": "city", "valid_from": "2026-03-01"}},
+        {"name": "recall", "arguments": {"query": "lives", "as_of": "2025-06-01"}},
+        {"name": "recall", "arguments": {"query": "lives", "origins": ["api"]}},
+        {"name": "recall", "arguments": {"query": "lives", "written_by": ["extractor:nobody"]}},
+        {"name": "recall", "arguments": {"query": "lives", "origins": ["rumour"]}},
+        {"name": "recall", "arguments": {"query": "lives", "as_of": "2026-02-30"}},
     ])
 }
 
@@ -299,6 +307,28 @@ fn check_ada(answer: &Value) {
         "the stdio server writes as the command, an HTTP one as the caller's key: {written_by}"
     );
     assert_eq!(ok(25)["fact"]["origin"], "api");
+    let day = |y, m, d| json!(mnemix_core::Timestamp::from_utc(y, m, d, 0, 0));
+    assert_eq!(ok(26)["fact"]["valid_from"], day(2025, 1, 1));
+    assert_eq!(ok(27)["status"]["superseded"], ok(26)["fact"]["id"]);
+    let texts = |i: usize| -> Vec<String> {
+        ok(i)["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(texts(28), ["Lives in Paris"], "what was true in June 2025");
+    assert!(texts(29).contains(&"Lives in Lyon".to_owned()), "{}", r[29]);
+    assert!(texts(29).iter().all(|t| t != "Lives in Paris"), "{}", r[29]);
+    assert_eq!(texts(30), Vec::<String>::new(), "no fact by that writer");
+    for refused in [31, 32] {
+        assert_eq!(
+            r[refused]["structured"]["kind"], "invalid_input",
+            "{}",
+            r[refused]
+        );
+    }
     assert!(
         !answer.to_string().contains("quokka") && !answer.to_string().contains("walrus"),
         "0 rows of another tenant: {answer}"

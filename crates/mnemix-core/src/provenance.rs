@@ -163,17 +163,33 @@ impl Default for Principal {
     }
 }
 
+impl PrincipalKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [Self; 6] = [
+        Self::Unrecorded,
+        Self::Program,
+        Self::Agent,
+        Self::Key,
+        Self::Command,
+        Self::Extractor,
+    ];
+
+    /// Its name, as [`Principal`]'s display and parse write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unrecorded => "unrecorded",
+            Self::Program => "program",
+            Self::Agent => "agent",
+            Self::Key => "key",
+            Self::Command => "command",
+            Self::Extractor => "extractor",
+        }
+    }
+}
+
 impl std::fmt::Display for Principal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.kind {
-            PrincipalKind::Unrecorded => "unrecorded",
-            PrincipalKind::Program => "program",
-            PrincipalKind::Agent => "agent",
-            PrincipalKind::Key => "key",
-            PrincipalKind::Command => "command",
-            PrincipalKind::Extractor => "extractor",
-        };
-        f.write_str(kind)?;
+        f.write_str(self.kind.as_str())?;
         if !self.id.is_empty() {
             write!(f, ":{}", self.id)?;
         }
@@ -181,6 +197,41 @@ impl std::fmt::Display for Principal {
             write!(f, " ({label})")?;
         }
         Ok(())
+    }
+}
+
+/// A writer to filter by, written `kind` or `kind:id` (`"agent:planner"`, `"command"`): what
+/// [`Display`](std::fmt::Display) writes, without a label (labels are not compared).
+///
+/// ```
+/// use mnemix_core::Principal;
+/// let planner: Principal = "agent:planner".parse()?;
+/// assert!(planner.same_writer(&Principal::agent("planner")?));
+/// assert!("robot:r2".parse::<Principal>().unwrap_err().is_invalid_input());
+/// # Ok::<(), mnemix_core::MemoryError>(())
+/// ```
+impl std::str::FromStr for Principal {
+    type Err = MemoryError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        let (kind, id) = text.split_once(':').unwrap_or((text, ""));
+        let kind = PrincipalKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == kind)
+            .ok_or_else(|| {
+                let kinds: Vec<&str> = PrincipalKind::ALL.iter().map(|k| k.as_str()).collect();
+                MemoryError::invalid(format!(
+                    "writer {text:?}: the kind before ':' is one of {}",
+                    kinds.join(", ")
+                ))
+            })?;
+        let principal = Self {
+            kind,
+            id: id.to_owned(),
+            label: None,
+        };
+        principal.validate()?;
+        Ok(principal)
     }
 }
 
@@ -210,9 +261,21 @@ pub enum Origin {
     Imported,
 }
 
-impl std::fmt::Display for Origin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Origin {
+    /// Every origin, in declaration order.
+    pub const ALL: [Self; 7] = [
+        Self::Unrecorded,
+        Self::Api,
+        Self::User,
+        Self::Assistant,
+        Self::Extracted,
+        Self::Tool,
+        Self::Imported,
+    ];
+
+    /// Its name, as display, parse and serde write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
             Self::Unrecorded => "unrecorded",
             Self::Api => "api",
             Self::User => "user",
@@ -220,7 +283,36 @@ impl std::fmt::Display for Origin {
             Self::Extracted => "extracted",
             Self::Tool => "tool",
             Self::Imported => "imported",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// ```
+/// use mnemix_core::Origin;
+/// assert_eq!("tool".parse::<Origin>()?, Origin::Tool);
+/// assert!("rumour".parse::<Origin>().is_err());
+/// # Ok::<(), mnemix_core::MemoryError>(())
+/// ```
+impl std::str::FromStr for Origin {
+    type Err = MemoryError;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|o| o.as_str() == text)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|o| o.as_str()).collect();
+                MemoryError::invalid(format!(
+                    "origin {text:?} is not one of {}",
+                    names.join(", ")
+                ))
+            })
     }
 }
 

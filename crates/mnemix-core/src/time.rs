@@ -56,6 +56,38 @@ impl Timestamp {
         Self(((days * 24 + i64::from(hour)) * 60 + i64::from(minute)) * 60_000)
     }
 
+    /// The start (00:00 UTC) of a calendar date written `YYYY-MM-DD`, refusing a date that
+    /// does not exist (`2026-02-30`).
+    ///
+    /// ```
+    /// use mnemix_core::Timestamp;
+    /// assert_eq!(Timestamp::from_date("2023-05-08")?, Timestamp::from_utc(2023, 5, 8, 0, 0));
+    /// assert!(Timestamp::from_date("2023-02-29").unwrap_err().is_invalid_input());
+    /// assert!(Timestamp::from_date("8 May 2023").is_err());
+    /// # Ok::<(), mnemix_core::MemoryError>(())
+    /// ```
+    pub fn from_date(text: &str) -> crate::Result<Self> {
+        let invalid =
+            || crate::MemoryError::invalid(format!("date {text:?} is not a real YYYY-MM-DD date"));
+        let bytes = text.as_bytes();
+        let shaped = bytes.len() == 10
+            && bytes.iter().enumerate().all(|(i, b)| match i {
+                4 | 7 => *b == b'-',
+                _ => b.is_ascii_digit(),
+            });
+        if !shaped {
+            return Err(invalid());
+        }
+        let number =
+            |range: std::ops::Range<usize>| text[range].parse::<u32>().map_err(|_| invalid());
+        let (year, month, day) = (i64::from(number(0..4)?), number(5..7)?, number(8..10)?);
+        let at = Self::from_utc(year, month, day, 0, 0);
+        if !(1..=12).contains(&month) || at.utc_date() != (year, month, day) {
+            return Err(invalid());
+        }
+        Ok(at)
+    }
+
     /// The UTC calendar date of this instant: (year, month 1–12, day 1–31).
     pub fn utc_date(self) -> (i64, u32, u32) {
         // Howard Hinnant's civil_from_days.

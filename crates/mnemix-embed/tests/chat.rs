@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mnemix_core::registry::KindSpec;
-use mnemix_core::{FactQuery, InMemoryBackend, Message, NewConversation, Scope};
+use mnemix_core::{FactQuery, InMemoryBackend, Message, NewConversation, Scope, Timestamp};
 use mnemix_embed::OpenAiChat;
 use mnemix_engine::config::MemoryConfig;
 use mnemix_engine::{ExtractionReport, Memories, Memory, MemoryQuery, ModelExtractor};
@@ -154,6 +154,56 @@ async fn extract_with_in_the_config_extracts_facts_without_code() {
     assert_eq!(headers["authorization"], "Bearer sk-test");
 }
 
+/// The prompt asks for the dates a message states, the transcript dates each message, and the
+/// reply's dates become the facts' valid time; a date that does not exist, or an interval
+/// that ends before it starts, is dropped and the fact kept.
+#[tokio::test]
+async fn the_dates_a_message_states_become_valid_time() {
+    let reply = json!({"facts": [
+        {"fact": "The user lives in Lyon", "score": 0.9, "valid_from": "2026-03-01"},
+        {"fact": "The user worked at Acme", "score": 0.9,
+         "valid_from": "2024-01-15", "valid_until": "2026-06-30"},
+        {"fact": "The user is allergic to peanuts", "score": 0.9, "valid_from": "2026-02-30"},
+        {"fact": "The user owned a bike", "score": 0.9,
+         "valid_from": "2026-05-01", "valid_until": "2026-01-01"},
+    ]});
+    let server = serving(completion(&reply.to_string())).await;
+    let (memory, errors) = memory(chat(&server));
+    let scope = Scope::for_subject("user-1").unwrap();
+    let ExtractionReport::Ran { stored, .. } = commit_turn(&memory, &scope).await else {
+        panic!("extraction should run: {:?}", errors.lock().unwrap());
+    };
+    let mut valid: Vec<(&str, Option<Timestamp>, Option<Timestamp>)> = stored
+        .iter()
+        .map(|f| (f.text.as_str(), f.valid_from, f.valid_until))
+        .collect();
+    valid.sort_by(|a, b| a.0.cmp(b.0));
+    let day = |y, m, d| Some(Timestamp::from_utc(y, m, d, 0, 0));
+    assert_eq!(
+        valid,
+        [
+            ("The user is allergic to peanuts", None, None),
+            ("The user lives in Lyon", day(2026, 3, 1), None),
+            ("The user owned a bike", None, None),
+            (
+                "The user worked at Acme",
+                day(2024, 1, 15),
+                day(2026, 6, 30)
+            ),
+        ]
+    );
+    let sent = requests(&server).await;
+    let prompt = sent[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.contains(r#""valid_from""#), "{prompt}");
+    let transcript = sent[0]["messages"][1]["content"].as_str().unwrap();
+    let line = transcript
+        .lines()
+        .find(|l| l.ends_with("] user: I'm allergic to peanuts and I live in Lyon."))
+        .unwrap_or_else(|| panic!("{transcript}"));
+    let date = line.strip_prefix('[').and_then(|l| l.get(..10)).unwrap();
+    assert!(Timestamp::from_date(date).is_ok(), "{line}");
+}
+
 /// Replies the extractor cannot use — not JSON, JSON of the wrong shape, an HTTP error — go
 /// to `on_error`, are reported as failed, and never fail the turn or store a fact.
 #[tokio::test]
@@ -226,7 +276,17 @@ async fn the_model_writes_the_summary_prepare_uses() {
     assert_eq!(context.summary.as_deref(), Some("The user planned a trip."));
     let sent = requests(&server).await;
     let input = sent[0]["messages"][1]["content"].as_str().unwrap();
-    assert!(input.starts_with("Messages:\nuser: Plan a trip to Kyoto.\nassistant: When?"));
+    // Each line dated: `[YYYY-MM-DD] role: text`.
+    let undated: Vec<&str> = input
+        .lines()
+        .skip(1)
+        .map(|line| line.split_once("] ").map_or(line, |(_, rest)| rest))
+        .collect();
+    assert!(input.starts_with("Messages:\n["), "{input}");
+    assert_eq!(
+        undated[..2],
+        ["user: Plan a trip to Kyoto.", "assistant: When?"]
+    );
     assert!(!input.contains("In April"), "only what left the window");
 }
 

@@ -39,6 +39,11 @@ pub struct NewMemory {
     pub ttl: Option<Ttl>,
     /// Embedding for semantic search.
     pub embedding: Option<Vec<f32>>,
+    /// When it became true in the world (not when it is stored); a new version with a later
+    /// one closes the current version's `valid_until` there.
+    pub valid_from: Option<Timestamp>,
+    /// When it stopped being true in the world.
+    pub valid_until: Option<Timestamp>,
 }
 
 impl NewMemory {
@@ -78,6 +83,12 @@ pub struct StoredMemory {
     pub is_latest: bool,
     /// Who wrote this version and where its content came from.
     pub provenance: Provenance,
+    /// When it became true in the world, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_from: Option<Timestamp>,
+    /// When it stopped being true in the world, if known (or closed by a later version).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_until: Option<Timestamp>,
 }
 
 impl StoredMemory {
@@ -104,6 +115,8 @@ impl StoredMemory {
             expires_at: fact.expires_at,
             is_latest,
             provenance: fact.provenance,
+            valid_from: fact.valid_from,
+            valid_until: fact.valid_until,
         }
     }
 }
@@ -434,7 +447,9 @@ impl Memories {
             .with_score(memory.confidence)
             .with_source(memory.source)
             .with_embedding(memory.embedding)
-            .with_expires_at(expires_at);
+            .with_expires_at(expires_at)
+            .with_valid_from(memory.valid_from)
+            .with_valid_until(memory.valid_until);
         let outcome = self
             .backend
             .remember(scope, fact, RememberOptions::default())

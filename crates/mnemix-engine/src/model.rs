@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use mnemix_core::registry::KindSpec;
 use mnemix_core::StoredMessage;
-use mnemix_core::{validate_identifier, ConversationId, Scope};
+use mnemix_core::{validate_identifier, ConversationId, Scope, Timestamp};
 use mnemix_core::{MemoryError, Result};
 use mnemix_embed::OpenAiChat;
 use serde::Deserialize;
@@ -20,8 +20,10 @@ implied about themselves, their preferences, plans and circumstances; never inst
 never what the assistant said of itself. Write each fact as one short self-contained sentence \
 in the third person. Answer with one JSON object and nothing else: \
 {\"facts\": [{\"fact\": \"…\", \"score\": 0.0-1.0, \"tags\": [\"…\"]}]} where score is how sure \
-you are and tags (optional) are short lowercase topics. With nothing worth keeping, answer \
-{\"facts\": []}.";
+you are and tags (optional) are short lowercase topics. When the messages say when a fact \
+became true or stopped being true, add \"valid_from\" and \"valid_until\" as YYYY-MM-DD \
+dates, reading relative dates (\"last March\") from the date before each message; leave them \
+out otherwise. With nothing worth keeping, answer {\"facts\": []}.";
 
 const SUMMARY_PROMPT: &str = "You keep a running summary of a conversation for an assistant \
 that can no longer see its older messages. Given the summary so far (if any) and the messages \
@@ -63,6 +65,8 @@ struct MemoryReply {
     score: f32,
     #[serde(default)]
     tags: Vec<String>,
+    #[serde(flatten)]
+    valid: ValidReply,
 }
 
 #[derive(Deserialize)]
@@ -71,6 +75,29 @@ struct FactReply {
     score: f32,
     #[serde(default)]
     tags: Vec<String>,
+    #[serde(flatten)]
+    valid: ValidReply,
+}
+
+/// The dates a reply may give a fact: kept only when both are real dates in order, since a
+/// model's date is a reading, not a promise (the fact is kept without them).
+#[derive(Deserialize, Default)]
+struct ValidReply {
+    #[serde(default)]
+    valid_from: Option<String>,
+    #[serde(default)]
+    valid_until: Option<String>,
+}
+
+impl ValidReply {
+    fn dates(&self) -> (Option<Timestamp>, Option<Timestamp>) {
+        let read = |date: &Option<String>| date.as_deref().map(Timestamp::from_date);
+        match (read(&self.valid_from), read(&self.valid_until)) {
+            (Some(Err(_)), _) | (_, Some(Err(_))) => (None, None),
+            (Some(Ok(from)), Some(Ok(until))) if from >= until => (None, None),
+            (from, until) => (from.and_then(Result::ok), until.and_then(Result::ok)),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -90,11 +117,19 @@ impl ModelExtractor {
     }
 }
 
-/// The messages as the model reads them: one `role: text` line each.
+/// The messages as the model reads them: one `[YYYY-MM-DD] role: text` line each, the date
+/// the message was written, from which the model reads relative dates.
 fn transcript(messages: &[StoredMessage]) -> String {
     messages
         .iter()
-        .map(|m| format!("{}: {}", m.message.role.as_str(), m.message.text()))
+        .map(|m| {
+            let (year, month, day) = m.message.created_at.utc_date();
+            format!(
+                "[{year:04}-{month:02}-{day:02}] {}: {}",
+                m.message.role.as_str(),
+                m.message.text()
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -117,7 +152,8 @@ fn extract_prompt(kinds: &[KindSpec]) -> String {
         "{EXTRACT_PROMPT} When the messages hold what one of these kinds describes, also return \
          it as a structured memory whose data follows the kind's JSON Schema, in a second list \
          of the same object: \"memories\": [{{\"kind\": \"…\", \"data\": {{…}}, \"score\": \
-         0.0-1.0, \"tags\": [\"…\"]}}]. Kinds: {}",
+         0.0-1.0, \"tags\": [\"…\"]}}] (with \"valid_from\" and \"valid_until\" as for \
+         facts). Kinds: {}",
         Value::from(kinds)
     )
 }
@@ -158,21 +194,28 @@ impl FactExtractor for ModelExtractor {
             value,
             r#"{"facts": [{"fact", "score", "tags"?}], "memories"?: [{"kind", "data", "score"}]}"#,
         )?;
-        let facts = facts
-            .into_iter()
-            .filter(|f| f.score.is_finite())
-            .map(|f| ExtractedFact {
+        let facts = facts.into_iter().filter(|f| f.score.is_finite()).map(|f| {
+            let (valid_from, valid_until) = f.valid.dates();
+            ExtractedFact {
                 tags: valid_tags(f.tags),
+                valid_from,
+                valid_until,
                 ..ExtractedFact::new(f.fact, f.score.clamp(0.0, 1.0))
-            });
+            }
+        });
         let memories = memories
             .into_iter()
             .filter(|m| m.score.is_finite())
-            .map(|m| ExtractedFact {
-                tags: valid_tags(m.tags),
-                kind: Some(m.kind),
-                data: Some(m.data),
-                ..ExtractedFact::new("", m.score.clamp(0.0, 1.0))
+            .map(|m| {
+                let (valid_from, valid_until) = m.valid.dates();
+                ExtractedFact {
+                    tags: valid_tags(m.tags),
+                    kind: Some(m.kind),
+                    data: Some(m.data),
+                    valid_from,
+                    valid_until,
+                    ..ExtractedFact::new("", m.score.clamp(0.0, 1.0))
+                }
             });
         Ok(facts.chain(memories).collect())
     }

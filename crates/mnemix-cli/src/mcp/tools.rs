@@ -10,8 +10,8 @@ use std::sync::Arc;
 use mnemix::engine::{Memories, MemoryQuery, NewMemory, SearchScope};
 use mnemix_core::embed::Embedder;
 use mnemix_core::{
-    ConversationId, FactId, MemoryError, Principal, Scope, Scoped, Store, VectorQuery,
-    WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
+    ConversationId, FactId, MemoryError, Origin, Principal, Scope, Scoped, Store, Timestamp,
+    VectorQuery, WorkingMemory, WorkingMemoryKey, WorkingMemoryUpdate,
 };
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -106,7 +106,11 @@ fn error_kind(error: &MemoryError) -> &'static str {
     }
 }
 
+/// A fact as tools answer it. `written_by` is `kind:id`, as `recall`'s `written_by` takes it;
+/// a key's label is beside it.
 fn fact_json(fact: &mnemix_core::Fact) -> Value {
+    let mut writer = fact.provenance.written_by.clone();
+    let label = writer.label.take();
     json!({
         "id": fact.id.as_str(),
         "text": fact.text,
@@ -114,9 +118,24 @@ fn fact_json(fact: &mnemix_core::Fact) -> Value {
         "key": fact.key,
         "tags": fact.tags,
         "created_at": fact.created_at,
-        "written_by": fact.provenance.written_by.to_string(),
+        "written_by": writer.to_string(),
+        "writer_label": label,
         "origin": fact.provenance.origin.to_string(),
+        "valid_from": fact.valid_from,
+        "valid_until": fact.valid_until,
     })
+}
+
+/// A `YYYY-MM-DD` argument.
+fn date(text: Option<&str>) -> Result<Option<Timestamp>, MemoryError> {
+    text.map(Timestamp::from_date).transpose()
+}
+
+/// Every string of a list argument parsed, or the first one's error.
+fn parsed<T: std::str::FromStr<Err = MemoryError>>(
+    texts: &[String],
+) -> Result<Vec<T>, MemoryError> {
+    texts.iter().map(|t| t.parse()).collect()
 }
 
 /// `"created"`, `"duplicate"` or `{"superseded": previous id}`.
@@ -165,6 +184,14 @@ pub struct RememberArgs {
     /// Tags recall can filter by.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// When it became true in the world, YYYY-MM-DD (omit when not said).
+    #[serde(default)]
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
+    pub valid_from: Option<String>,
+    /// When it stopped being true in the world, YYYY-MM-DD (omit when not said).
+    #[serde(default)]
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
+    pub valid_until: Option<String>,
 }
 
 /// Arguments of `recall`.
@@ -184,6 +211,18 @@ pub struct RecallArgs {
     /// Only facts carrying every one of these tags.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Only facts from these origins, as the server recorded them: `api`, `user`,
+    /// `assistant`, `extracted`, `tool`, `imported`, `unrecorded` (omit: every origin).
+    #[serde(default)]
+    pub origins: Vec<String>,
+    /// Only facts written by these writers, `kind` or `kind:id` as answers name them
+    /// (`key:0123abcd…`, `extractor:model`, `command`; omit: every writer).
+    #[serde(default)]
+    pub written_by: Vec<String>,
+    /// What was true in the world on this date, YYYY-MM-DD (omit: what is true now).
+    #[serde(default)]
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
+    pub as_of: Option<String>,
 }
 
 /// Arguments of `forget`.
@@ -250,6 +289,14 @@ pub struct StoreMemoryArgs {
     #[serde(default)]
     #[schemars(with = "String", regex(pattern = r"^0*[1-9][0-9]*[smhd]$"))]
     pub ttl: Option<String>,
+    /// When it became true in the world, YYYY-MM-DD (omit when not said).
+    #[serde(default)]
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
+    pub valid_from: Option<String>,
+    /// When it stopped being true in the world, YYYY-MM-DD (omit when not said).
+    #[serde(default)]
+    #[schemars(with = "String", regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"))]
+    pub valid_until: Option<String>,
 }
 
 /// Whose memories `search_memories` looks in.
@@ -372,6 +419,12 @@ impl MemoryTools {
                 if let Some(key) = args.key {
                     remember = remember.key(key);
                 }
+                if let Some(at) = date(args.valid_from.as_deref())? {
+                    remember = remember.valid_from(at);
+                }
+                if let Some(at) = date(args.valid_until.as_deref())? {
+                    remember = remember.valid_until(at);
+                }
                 let outcome = remember.await?;
                 Ok(json!({"fact": fact_json(&outcome.fact), "status": status_json(&outcome.status)}))
             }
@@ -401,6 +454,17 @@ impl MemoryTools {
                     .limit(args.limit.unwrap_or(5));
                 if let Some(kind) = args.kind {
                     recall = recall.kind(kind);
+                }
+                if !args.origins.is_empty() {
+                    let origins: Vec<Origin> = parsed(&args.origins)?;
+                    recall = recall.origins(origins);
+                }
+                if !args.written_by.is_empty() {
+                    let writers: Vec<Principal> = parsed(&args.written_by)?;
+                    recall = recall.written_by(writers);
+                }
+                if let Some(at) = date(args.as_of.as_deref())? {
+                    recall = recall.as_of(at);
                 }
                 let facts: Vec<Value> = recall
                     .await?
@@ -504,6 +568,8 @@ impl MemoryTools {
                     confidence: args.confidence,
                     ttl,
                     embedding: Some(embedding),
+                    valid_from: date(args.valid_from.as_deref())?,
+                    valid_until: date(args.valid_until.as_deref())?,
                     ..NewMemory::new(args.kind, args.data)
                 };
                 let outcome = self

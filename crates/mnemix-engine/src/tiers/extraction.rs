@@ -11,7 +11,7 @@ use mnemix_core::{
     ConversationId, Fact, FactSource, NewFact, Origin, Part, Principal, Provenance, Role, Scope,
     StoredMessage,
 };
-use mnemix_core::{RememberOptions, RememberStatus, Result, Ttl};
+use mnemix_core::{RememberOptions, RememberStatus, Result, Timestamp, Ttl};
 
 use crate::config::{check_unit, invalid, ExtractConfig, FactsConfig};
 use crate::memories::NewMemory;
@@ -70,6 +70,12 @@ pub struct ExtractedFact {
     /// `on_error` and is skipped.
     #[serde(default)]
     pub data: Option<serde_json::Value>,
+    /// When it became true in the world, when a message says so.
+    #[serde(default)]
+    pub valid_from: Option<Timestamp>,
+    /// When it stopped being true, when a message says so.
+    #[serde(default)]
+    pub valid_until: Option<Timestamp>,
 }
 
 impl ExtractedFact {
@@ -83,6 +89,8 @@ impl ExtractedFact {
             kind: None,
             ttl: None,
             data: None,
+            valid_from: None,
+            valid_until: None,
         }
     }
 }
@@ -269,6 +277,8 @@ impl Memory {
                     source: Some(source.clone()),
                     embedding: embeddings.next(),
                     expires_at,
+                    valid_from: fact.valid_from,
+                    valid_until: fact.valid_until,
                     ..NewMemory::new(kind, data.clone())
                 };
                 match memories.store(&facts_scope, memory).await {
@@ -295,7 +305,9 @@ impl Memory {
                 .with_score(fact.confidence.min(1.0))
                 .with_source(source.clone())
                 .with_embedding(embeddings.next())
-                .with_expires_at(expires_at);
+                .with_expires_at(expires_at)
+                .with_valid_from(fact.valid_from)
+                .with_valid_until(fact.valid_until);
             new.kind.clone_from(&fact.kind);
             new.key.clone_from(&fact.key);
             let outcome = backend.remember(&facts_scope, new, options).await?;
