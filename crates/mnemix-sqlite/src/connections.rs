@@ -158,8 +158,11 @@ enum State {
 impl Tx {
     /// Opens a transaction with `begin` (`BEGIN` or `BEGIN IMMEDIATE`).
     pub(crate) async fn begin(mut lease: Lease, begin: &'static str) -> Result<Self> {
-        lease.execute(begin).await.db()?;
+        // Marked before it is sent: a future dropped while `BEGIN` runs leaves it to be rolled
+        // back, not lent again inside a transaction (a read cancelled there once made the
+        // connection's next `BEGIN` fail).
         lease.in_transaction(true);
+        lease.execute(begin).await.db()?;
         Ok(Self {
             lease,
             state: State::Held,
