@@ -537,14 +537,19 @@ pub async fn forget(url: &str, namespace: &str, subject: &str, yes: bool) -> Res
     if !yes {
         // A dry run: what --yes would erase, counted as its receipt will count it.
         let store = open_existing(url).await?;
-        let counts: Vec<String> = store
-            .count_owned(&scope)
-            .await?
+        let owned = store.count_owned(&scope).await?;
+        let mut counts: Vec<String> = owned
             .counts()
             .iter()
             .filter(|(_, n)| *n > 0)
             .map(|(kind, n)| format!("{n} {kind}"))
             .collect();
+        if owned.changes > 0 {
+            counts.push(format!(
+                "and scrubs it from {} changes of the feed",
+                owned.changes
+            ));
+        }
         ui::line(&format!(
             "dry run, nothing erased: with --yes this erases what {scope} owns in {}: {}",
             redacted(url),

@@ -13,6 +13,7 @@
 //! }
 //! ```
 
+mod changes;
 mod commands;
 mod demo;
 pub mod inspector;
@@ -136,6 +137,10 @@ enum Command {
     /// replayed), facts and their history, working memory, kinds and grants, and see why recall
     /// chose what it did. Read-only unless `--writable`; log in with a key of `--keys`.
     Ui(inspector::UiArgs),
+    /// Print the namespace's change feed, one JSON line per write, oldest first: what was
+    /// done, to which ids, in which subject's scope, by whom and when (never memory text).
+    /// `--follow` keeps printing as writes commit; `--after CURSOR` resumes a consumer.
+    Changes(changes::ChangesArgs),
     /// Erase everything a subject owns and print the receipt.
     Forget {
         /// The subject to erase.
@@ -212,6 +217,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Mcp(args) => mcp::run(url, ns, args).await?,
         Command::Ui(args) => inspector::run(url, args).await?,
         Command::Forget { subject, yes } => commands::forget(url, ns, &subject, yes).await?,
+        Command::Changes(args) => changes::run(url, ns, args).await?,
         Command::Export { output } => transfer::export(url, only, &output).await?,
         Command::Import {
             input,

@@ -744,3 +744,96 @@ fn kinds_are_registered_listed_and_granted_from_the_command_line() {
     assert!(stdout(&run(&["list"])).contains("no kinds registered"));
     assert!(!run(&["delete", "Preference"]).status.success(), "gone");
 }
+
+/// The lines `mnemix changes` printed, each a change.
+fn changes(dir: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = vec!["--namespace", "demo", "changes"];
+    all.extend_from_slice(args);
+    let output = mnemix(dir, &all);
+    assert!(output.status.success(), "{}", stderr(&output));
+    stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a change per line"))
+        .collect()
+}
+
+/// `mnemix changes` prints the namespace's feed as JSON Lines, each write by the command line
+/// and never with memory text; resumes after a cursor; follows new writes; trims by count, after
+/// which a cursor from before the trim is refused.
+#[test]
+fn changes_prints_resumes_follows_and_trims_the_feed() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    assert!(mnemix(dir.path(), &["demo"]).status.success());
+    let feed = changes(dir.path(), &[]);
+    assert!(feed.len() > 5, "{feed:?}");
+    for change in &feed {
+        assert_eq!(change["principal"]["kind"], "command", "{change}");
+    }
+    let operations: Vec<&str> = feed
+        .iter()
+        .map(|c| c["operation"].as_str().unwrap())
+        .collect();
+    for operation in ["create_conversation", "append", "remember", "erase"] {
+        assert!(operations.contains(&operation), "{operations:?}");
+    }
+    let text = serde_json::to_string(&feed).unwrap();
+    assert!(
+        !text.contains("Lisbon") && !text.contains("vegetarian"),
+        "ids, never text: {text}"
+    );
+    let third = feed[2]["cursor"].as_str().unwrap();
+    assert_eq!(changes(dir.path(), &["--after", third]), feed[3..]);
+    assert_eq!(changes(dir.path(), &["--limit", "2"]), feed[..2]);
+
+    let last = feed.last().unwrap()["cursor"].as_str().unwrap().to_owned();
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_mnemix"))
+        .args([
+            "--namespace",
+            "demo",
+            "changes",
+            "--follow",
+            "--poll-ms",
+            "20",
+        ])
+        .args(["--after", &last])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(follower.stdout.take().unwrap()).lines();
+    assert!(mnemix(dir.path(), &["demo"]).status.success());
+    let followed: serde_json::Value =
+        serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    follower.kill().unwrap();
+    let _ = follower.wait();
+    let now = changes(dir.path(), &[]);
+    assert_eq!(
+        followed,
+        now[feed.len()],
+        "the first change after the cursor"
+    );
+
+    let trimmed = mnemix(
+        dir.path(),
+        &["--namespace", "demo", "changes", "--trim-to", "3"],
+    );
+    assert!(trimmed.status.success(), "{}", stderr(&trimmed));
+    assert!(
+        stdout(&trimmed).contains(&format!("removed {} changes", now.len() - 3)),
+        "{}",
+        stdout(&trimmed)
+    );
+    assert_eq!(changes(dir.path(), &[]), now[now.len() - 3..]);
+    let refused = mnemix(
+        dir.path(),
+        &["--namespace", "demo", "changes", "--after", third],
+    );
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("trimmed"), "{}", stderr(&refused));
+    let garbage = mnemix(
+        dir.path(),
+        &["--namespace", "demo", "changes", "--after", "x"],
+    );
+    assert!(!garbage.status.success());
+}

@@ -183,20 +183,31 @@ pub enum Requirement {
     /// Needs the backend as its factory made it, not already behind the front layer (plants
     /// what only storage damage could, through [`Ctx::unchecked`]).
     Unchecked,
+    /// Needs the change feed.
+    ChangeFeed,
+    /// Needs the change feed and vector search.
+    ChangeFeedAndVectors,
 }
 
 impl Requirement {
     /// `Err(reason)` when the capabilities exclude the scenario.
     pub fn check(self, caps: &Capabilities) -> Result<(), &'static str> {
+        if matches!(self, Self::ChangeFeed | Self::ChangeFeedAndVectors) && !caps.change_feed {
+            return Err("backend declares no change feed");
+        }
         match (self, caps.vector_search) {
-            (Self::None | Self::Unchecked, _)
-            | (Self::Vectors, VectorSearch::Exact | VectorSearch::Approximate(_))
+            (Self::None | Self::Unchecked | Self::ChangeFeed, _)
+            | (
+                Self::Vectors | Self::ChangeFeedAndVectors,
+                VectorSearch::Exact | VectorSearch::Approximate(_),
+            )
             | (Self::ExactVectors, VectorSearch::Exact)
             | (Self::ApproximateVectors, VectorSearch::Approximate(_))
             | (Self::NoVectors, VectorSearch::None) => Ok(()),
-            (Self::Vectors | Self::ExactVectors, VectorSearch::None) => {
-                Err("backend declares no vector search")
-            }
+            (
+                Self::Vectors | Self::ExactVectors | Self::ChangeFeedAndVectors,
+                VectorSearch::None,
+            ) => Err("backend declares no vector search"),
             (Self::ExactVectors, VectorSearch::Approximate(_)) => {
                 Err("backend declares approximate vector search")
             }

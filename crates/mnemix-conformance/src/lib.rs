@@ -2,6 +2,7 @@
 #![deny(unsafe_code)]
 
 pub mod cache;
+pub mod changes;
 pub mod checkpoints;
 pub mod concurrency;
 pub mod conversation;
@@ -147,6 +148,16 @@ macro_rules! __with_scenarios {
                 superseding_with_a_later_valid_from_closes_the_previous: None,
                 recall_as_of_answers_what_was_true_then: None,
                 recall_known_at_answers_what_the_store_knew_then: None,
+            }
+            changes {
+                every_write_records_one_change_by_its_writer: ChangeFeed,
+                vector_writes_record_their_collection_and_ids: ChangeFeedAndVectors,
+                writes_that_change_nothing_record_nothing: ChangeFeed,
+                changes_page_in_order_and_resume_after_any_cursor: ChangeFeed,
+                each_namespace_has_its_own_feed: ChangeFeed,
+                erasure_scrubs_the_subject_from_the_feed_and_counts_it: ChangeFeed,
+                retention_trims_and_refuses_a_cursor_from_before_it: ChangeFeed,
+                a_consumer_resumed_from_its_cursor_sees_every_change_once: ChangeFeed,
             }
             vectors {
                 ensure_collection_is_idempotent: Vectors,

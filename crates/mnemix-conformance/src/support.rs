@@ -302,6 +302,14 @@ pub async fn seed_everything(ctx: &Ctx) -> DeletionReceipt {
         json!({}),
     );
     b.put_checkpoint(ctx.scope(), cp).await.must("checkpoint");
+    // Where the feed is kept, each write above recorded one change naming the subject: two
+    // creations and two appends, a cursor, two working memories, four facts, the vector
+    // upserts (the collections are namespace-wide) and the checkpoint.
+    let changes = if ctx.capabilities().change_feed {
+        12 + vectors / 3
+    } else {
+        0
+    };
     DeletionReceipt {
         conversations: 2,
         messages: 5,
@@ -310,6 +318,7 @@ pub async fn seed_everything(ctx: &Ctx) -> DeletionReceipt {
         working_memory: 2,
         checkpoints: 1,
         cursors: 1,
+        changes,
     }
 }
 

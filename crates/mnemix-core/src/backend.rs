@@ -36,6 +36,11 @@ pub struct DeletionReceipt {
     pub checkpoints: u64,
     /// Per-conversation cursors.
     pub cursors: u64,
+    /// Changes of the namespace's feed that named the subject, scrubbed of it (kept in the
+    /// feed, in order, without the subject or its records' ids; not in [`total`](Self::total):
+    /// nothing was removed). Zero where the backend keeps no feed.
+    #[serde(default)]
+    pub changes: u64,
 }
 
 impl DeletionReceipt {
@@ -123,6 +128,7 @@ impl std::ops::AddAssign for DeletionReceipt {
         self.working_memory += other.working_memory;
         self.checkpoints += other.checkpoints;
         self.cursors += other.cursors;
+        self.changes += other.changes;
     }
 }
 
@@ -241,6 +247,51 @@ pub trait MemoryBackend:
     /// When this object is the front layer: who it writes as. Adapters keep the default.
     fn writer(&self) -> Option<crate::Provenance> {
         None
+    }
+
+    /// Up to `limit` changes of `namespace`'s feed after `after`, oldest first (see
+    /// [`changes`](crate::changes)).
+    ///
+    /// # Behavior
+    /// - Every write that changed something recorded one change in its own transaction,
+    ///   naming the principal it was made by ([`changes::writer`](crate::changes::writer)); a
+    ///   write that changed nothing recorded none.
+    /// - Resuming after the cursor of the last change read gives every later change once:
+    ///   none that commits later is ever placed before a cursor already handed out.
+    /// - `after` before what a [`trim_changes`](Self::trim_changes) kept is a
+    ///   [`MemoryError::Conflict`](crate::MemoryError::Conflict);
+    ///   [`ChangeCursor::START`](crate::ChangeCursor::START) reads from the oldest kept.
+    /// - `limit` outside 1..=[`MAX_CHANGES_PER_READ`](crate::changes::MAX_CHANGES_PER_READ) is
+    ///   `InvalidInput`.
+    /// - The default is `Unsupported`: a backend that records the feed says so in its
+    ///   [`Capabilities::change_feed`](crate::Capabilities::change_feed).
+    async fn changes(
+        &self,
+        _namespace: &Namespace,
+        _after: crate::ChangeCursor,
+        _limit: usize,
+    ) -> Result<Vec<crate::Change>> {
+        Err(crate::MemoryError::Unsupported {
+            operation: "changes",
+            backend: self.backend_name(),
+        })
+    }
+
+    /// Removes the changes of `namespace` that `retention` no longer keeps; how many.
+    ///
+    /// # Behavior
+    /// - Removes those committed before `now - max_age`, and all but the newest
+    ///   `max_entries`; reading after a cursor from before the trim is then a conflict.
+    /// - The default is `Unsupported`, as for [`changes`](Self::changes).
+    async fn trim_changes(
+        &self,
+        _namespace: &Namespace,
+        _retention: crate::Retention,
+    ) -> Result<u64> {
+        Err(crate::MemoryError::Unsupported {
+            operation: "trim_changes",
+            backend: self.backend_name(),
+        })
     }
 }
 

@@ -66,6 +66,9 @@ pub struct Capabilities {
     pub vector_search: VectorSearch,
     /// Durability class, which operators see in `mnemix stats` and benchmarks compare at.
     pub durability: Durability,
+    /// Whether its writes record the namespace's change feed
+    /// ([`MemoryBackend::changes`](crate::MemoryBackend::changes)).
+    pub change_feed: bool,
 }
 
 impl Capabilities {
@@ -80,6 +83,13 @@ impl Capabilities {
     #[must_use]
     pub const fn with_durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// The same, recording the change feed.
+    #[must_use]
+    pub const fn with_change_feed(mut self) -> Self {
+        self.change_feed = true;
         self
     }
 

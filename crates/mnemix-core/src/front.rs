@@ -212,12 +212,22 @@ impl Checked {
         Ok(())
     }
 
+    /// `op` tried as the retry policy says, as this layer's writer (for a write: what the
+    /// change it records names).
     async fn retried<T, F, Fut>(&self, op: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        self.retry.run(op).await
+        self.written(self.retry.run(op)).await
+    }
+
+    /// `write` as this layer's writer: the principal the change it records names.
+    fn written<F: std::future::Future>(
+        &self,
+        write: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        crate::changes::writing_as(self.writer.written_by.clone(), write)
     }
 }
 
@@ -247,7 +257,8 @@ impl ConversationStore for Checked {
         new: NewConversation,
     ) -> Result<Conversation> {
         new.validate()?;
-        self.inner.create_conversation(scope, new).await
+        self.written(self.inner.create_conversation(scope, new))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -277,12 +288,14 @@ impl ConversationStore for Checked {
         if let Some(metadata) = &update.metadata {
             check_metadata_depth("conversation metadata", metadata)?;
         }
-        self.inner.update_conversation(scope, id, update).await
+        self.written(self.inner.update_conversation(scope, id, update))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
-        self.inner.delete_conversation(scope, id).await
+        self.written(self.inner.delete_conversation(scope, id))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -378,12 +391,14 @@ impl WorkingMemoryStore for Checked {
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
         update.validate()?;
-        self.inner.set_working_memory(scope, key, update).await
+        self.written(self.inner.set_working_memory(scope, key, update))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
-        self.inner.clear_working_memory(scope, key).await
+        self.written(self.inner.clear_working_memory(scope, key))
+            .await
     }
 }
 
@@ -411,7 +426,8 @@ impl FactStore for Checked {
         self.writer.validate()?;
         let mut fact = fact;
         fact.set_provenance(self.writer.clone());
-        self.inner.remember(scope, fact, options).await
+        self.written(self.inner.remember(scope, fact, options))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -446,7 +462,7 @@ impl FactStore for Checked {
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         self.refuse_registry_records(scope, std::slice::from_ref(id))
             .await?;
-        self.inner.forget(scope, id).await
+        self.written(self.inner.forget(scope, id)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -500,7 +516,8 @@ impl VectorStore for Checked {
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        self.inner.drop_collection(namespace, name).await
+        self.written(self.inner.drop_collection(namespace, name))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -541,7 +558,8 @@ impl VectorStore for Checked {
         if let VectorSelector::Filter(filter) = &selector {
             filter.validate()?;
         }
-        self.inner.delete_vectors(scope, collection, selector).await
+        self.written(self.inner.delete_vectors(scope, collection, selector))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -563,7 +581,8 @@ impl CheckpointStore for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn put_checkpoint(&self, scope: &Scope, checkpoint: NewCheckpoint) -> Result<Checkpoint> {
         checkpoint.validate()?;
-        self.inner.put_checkpoint(scope, checkpoint).await
+        self.written(self.inner.put_checkpoint(scope, checkpoint))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -579,7 +598,8 @@ impl CheckpointStore for Checked {
         update: CheckpointUpdate,
     ) -> Result<Checkpoint> {
         check_json_depth("checkpoint state", &update.state)?;
-        self.inner.update_checkpoint(scope, id, update).await
+        self.written(self.inner.update_checkpoint(scope, id, update))
+            .await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
@@ -594,7 +614,7 @@ impl CheckpointStore for Checked {
 
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
-        self.inner.delete_checkpoint(scope, id).await
+        self.written(self.inner.delete_checkpoint(scope, id)).await
     }
 }
 
@@ -734,7 +754,7 @@ impl MemoryBackend for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         scope.require_subject("forget_all")?;
-        let receipt = self.inner.forget_all(scope).await?;
+        let receipt = self.written(self.inner.forget_all(scope)).await?;
         // Grants live in the namespace's registry, not the subject's scope: the subject's
         // name leaves with its data.
         crate::registry::forget_grants_of(self, scope).await?;
@@ -762,6 +782,29 @@ impl MemoryBackend for Checked {
     #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
     async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
         self.retried(|| self.inner.table_counts()).await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn changes(
+        &self,
+        namespace: &Namespace,
+        after: crate::ChangeCursor,
+        limit: usize,
+    ) -> Result<Vec<crate::Change>> {
+        crate::changes::validate_limit(limit)?;
+        self.retried(|| self.inner.changes(namespace, after, limit))
+            .await
+    }
+
+    #[tracing::instrument(level = "debug", skip_all, fields(backend = self.inner.backend_name()))]
+    async fn trim_changes(
+        &self,
+        namespace: &Namespace,
+        retention: crate::Retention,
+    ) -> Result<u64> {
+        // Trimming twice to the same policy leaves the same feed: safe to retry.
+        self.retried(|| self.inner.trim_changes(namespace, retention))
+            .await
     }
 }
 

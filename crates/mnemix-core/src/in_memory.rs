@@ -3,15 +3,18 @@
 //! One lock around plain collections: every operation is trivially atomic, vector search is an
 //! exact scan. It is the behaviour every other backend must match, and a fine store for tests.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::backend::{DeletionReceipt, MemoryBackend};
+use crate::backend::{DeletionReceipt, MemoryBackend, NamespaceReceipt};
 use crate::cache::CacheStore;
 use crate::capabilities::{Capabilities, Durability, VectorSearch};
+use crate::changes::{
+    working as working_change, Change, ChangeCursor, NewChange, Operation, Retention,
+};
 use crate::checkpoint::{
     Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
 };
@@ -27,7 +30,9 @@ use crate::fact::{
 use crate::message::{Message, StoredMessage};
 use crate::page::{page_newest_first, Page};
 use crate::records::{sort_canonical, Record, TransferStore};
-use crate::scope::{CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, VectorId};
+use crate::scope::{
+    CheckpointId, ConversationId, FactId, MessageId, Namespace, Scope, Subject, VectorId,
+};
 use crate::time::{Clock, SystemClock, Timestamp};
 use crate::vector::{
     rank_hits, CollectionSpec, VectorHit, VectorQuery, VectorRecord, VectorSelector, VectorStore,
@@ -70,6 +75,49 @@ struct State {
     collections: BTreeMap<(Namespace, String), Collection>,
     checkpoints: HashMap<Scope, HashMap<CheckpointId, Checkpoint>>,
     cache: HashMap<CacheKey, CacheValue>,
+    feed: Feed,
+}
+
+/// The namespaces' change feeds: one position counter for all, as a table's row ids.
+#[derive(Default)]
+struct Feed {
+    last: u64,
+    changes: HashMap<Namespace, VecDeque<Change>>,
+    /// The cursor of the last change each namespace's trims removed.
+    horizons: HashMap<Namespace, ChangeCursor>,
+}
+
+impl Feed {
+    /// Records `change` in `namespace`'s feed, by the write in progress's principal.
+    fn record(&mut self, namespace: &Namespace, change: NewChange, at: Timestamp) {
+        self.last += 1;
+        self.changes
+            .entry(namespace.clone())
+            .or_default()
+            .push_back(Change {
+                cursor: ChangeCursor::new(0, self.last),
+                at,
+                operation: change.operation,
+                subject: change.subject,
+                within: change.within,
+                records: change.records,
+                principal: crate::changes::writer(),
+                scrubbed: false,
+            });
+    }
+
+    /// The changes of `namespace` naming `subject`.
+    fn of_subject<'f>(
+        &'f mut self,
+        namespace: &Namespace,
+        subject: &'f Subject,
+    ) -> impl Iterator<Item = &'f mut Change> {
+        self.changes
+            .get_mut(namespace)
+            .into_iter()
+            .flatten()
+            .filter(move |c| c.subject.as_ref() == Some(subject))
+    }
 }
 
 /// A cache entry's key and its bytes with their expiry.
@@ -193,7 +241,8 @@ impl InMemoryBackend {
             clock,
             capabilities: Capabilities::default()
                 .with_vector_search(VectorSearch::Exact)
-                .with_durability(Durability::Volatile),
+                .with_durability(Durability::Volatile)
+                .with_change_feed(),
         }
     }
 
@@ -235,6 +284,9 @@ impl ConversationStore for InMemoryBackend {
             conversation.id.clone(),
             ConversationEntry::new(conversation.clone()),
         );
+        let change =
+            NewChange::new(Operation::CreateConversation, scope).within(conversation.id.as_str());
+        state.feed.record(scope.namespace(), change, now);
         Ok(conversation)
     }
 
@@ -282,10 +334,14 @@ impl ConversationStore for InMemoryBackend {
             conversation.metadata = metadata;
         }
         conversation.updated_at = now;
-        Ok(conversation.clone())
+        let conversation = conversation.clone();
+        let change = NewChange::new(Operation::UpdateConversation, scope).within(id.as_str());
+        state.feed.record(scope.namespace(), change, now);
+        Ok(conversation)
     }
 
     async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
+        let now = self.clock.now();
         let mut state = self.write();
         let existed = state
             .conversations
@@ -298,6 +354,8 @@ impl ConversationStore for InMemoryBackend {
                     records.retain(|_, r| r.conversation_id.as_ref() != Some(id));
                 }
             }
+            let change = NewChange::new(Operation::DeleteConversation, scope).within(id.as_str());
+            state.feed.record(scope.namespace(), change, now);
         }
         Ok(existed)
     }
@@ -320,6 +378,9 @@ impl ConversationStore for InMemoryBackend {
         if fresh.is_empty() {
             return Ok(receipt);
         }
+        let change = NewChange::new(Operation::Append, scope)
+            .within(id.as_str())
+            .records(fresh.iter().map(|m| m.message.id.as_str()));
         for StoredMessage { seq, message } in fresh {
             entry.seq_by_id.insert(message.id.clone(), seq);
             entry.messages.insert(seq, message);
@@ -335,6 +396,7 @@ impl ConversationStore for InMemoryBackend {
         let conversation = &mut entry.conversation;
         conversation.last_seq = receipt.last_seq;
         conversation.updated_at = now;
+        state.feed.record(scope.namespace(), change, now);
         Ok(receipt)
     }
 
@@ -396,14 +458,21 @@ impl ConversationStore for InMemoryBackend {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
+        let now = self.clock.now();
         let mut state = self.write();
-        let value = state
-            .entry_mut(scope, id)?
-            .cursors
-            .entry(name.to_owned())
-            .or_insert(0);
-        *value = (*value).max(seq);
-        Ok(*value)
+        let cursors = &mut state.entry_mut(scope, id)?.cursors;
+        let before = cursors.get(name).copied();
+        let value = before.map_or(seq, |value| value.max(seq));
+        cursors.insert(name.to_owned(), value);
+        // A cursor set for the first time is a change, at whatever value.
+        let moved = before != Some(value);
+        if moved {
+            let change = NewChange::new(Operation::AdvanceCursor, scope)
+                .within(id.as_str())
+                .records([name]);
+            state.feed.record(scope.namespace(), change, now);
+        }
+        Ok(value)
     }
 }
 
@@ -435,12 +504,20 @@ impl WorkingMemoryStore for InMemoryBackend {
         let current = slot.as_ref().map_or(0, |w| w.revision);
         let stored = update.apply(current, now)?;
         *slot = Some(stored.clone());
+        let change = working_change(Operation::SetWorkingMemory, scope, key);
+        state.feed.record(scope.namespace(), change, now);
         Ok(stored)
     }
 
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
+        let now = self.clock.now();
         let mut state = self.write();
-        Ok(state.working_slot(scope, key)?.take().is_some())
+        let cleared = state.working_slot(scope, key)?.take().is_some();
+        if cleared {
+            let change = working_change(Operation::ClearWorkingMemory, scope, key);
+            state.feed.record(scope.namespace(), change, now);
+        }
+        Ok(cleared)
     }
 }
 
@@ -462,6 +539,7 @@ impl FactStore for InMemoryBackend {
         if outcome.status == RememberStatus::Duplicate {
             return Ok(outcome);
         }
+        let change = crate::changes::remembered(scope, &outcome);
         if let Some(previous) = superseded {
             facts.insert(previous.id.clone(), previous);
         }
@@ -469,6 +547,7 @@ impl FactStore for InMemoryBackend {
         for id in &outcome.evicted {
             facts.remove(id);
         }
+        state.feed.record(scope.namespace(), change, now);
         Ok(outcome)
     }
 
@@ -529,12 +608,17 @@ impl FactStore for InMemoryBackend {
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
         let now = self.clock.now();
-        Ok(self
-            .write()
+        let mut state = self.write();
+        let forgotten = state
             .facts
             .get_mut(scope)
             .and_then(|f| f.remove(id))
-            .is_some_and(|f| !f.is_expired(now)))
+            .is_some_and(|f| !f.is_expired(now));
+        if forgotten {
+            let change = NewChange::new(Operation::Forget, scope).records([id.as_str()]);
+            state.feed.record(scope.namespace(), change, now);
+        }
+        Ok(forgotten)
     }
 
     async fn set_expiry(
@@ -548,7 +632,7 @@ impl FactStore for InMemoryBackend {
         let Some(facts) = state.facts.get_mut(scope) else {
             return Ok(Vec::new());
         };
-        Ok(ids
+        let changed: Vec<FactId> = ids
             .iter()
             .filter(|id| {
                 facts
@@ -556,7 +640,13 @@ impl FactStore for InMemoryBackend {
                     .is_some_and(|f| f.apply_expiry(expires_at, now))
             })
             .cloned()
-            .collect())
+            .collect();
+        if !changed.is_empty() {
+            let change = NewChange::new(Operation::SetExpiry, scope)
+                .records(changed.iter().map(FactId::as_str));
+            state.feed.record(scope.namespace(), change, now);
+        }
+        Ok(changed)
     }
 }
 
@@ -580,6 +670,8 @@ impl VectorStore for InMemoryBackend {
                 records: HashMap::new(),
             },
         );
+        let change = NewChange::namespace_wide(Operation::EnsureCollection).within(&spec.name);
+        state.feed.record(namespace, change, self.clock.now());
         Ok(spec)
     }
 
@@ -594,11 +686,16 @@ impl VectorStore for InMemoryBackend {
     }
 
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        Ok(self
-            .write()
+        let mut state = self.write();
+        let dropped = state
             .collections
             .remove(&(namespace.clone(), name.to_owned()))
-            .is_some())
+            .is_some();
+        if dropped {
+            let change = NewChange::namespace_wide(Operation::DropCollection).within(name);
+            state.feed.record(namespace, change, self.clock.now());
+        }
+        Ok(dropped)
     }
 
     async fn upsert_vectors(
@@ -613,9 +710,17 @@ impl VectorStore for InMemoryBackend {
             collection.spec.check_vector(&record.vector)?;
         }
         let count = records.len();
+        let change = NewChange::new(Operation::UpsertVectors, scope)
+            .within(collection.spec.name.as_str())
+            .records(records.iter().map(|r| r.id.as_str()));
         let stored = collection.records.entry(scope.clone()).or_default();
         for record in records {
             stored.insert(record.id.clone(), record);
+        }
+        if count > 0 {
+            state
+                .feed
+                .record(scope.namespace(), change, self.clock.now());
         }
         Ok(count)
     }
@@ -643,19 +748,32 @@ impl VectorStore for InMemoryBackend {
     ) -> Result<usize> {
         let mut state = self.write();
         let collection = state.collection_mut(scope.namespace(), collection)?;
+        let name = collection.spec.name.clone();
         let Some(records) = collection.records.get_mut(scope) else {
             return Ok(0);
         };
         let before = records.len();
-        match selector {
-            VectorSelector::Ids(ids) => {
-                for id in ids {
-                    records.remove(&id);
-                }
-            }
-            VectorSelector::Filter(filter) => records.retain(|_, r| !filter.matches(&r.metadata)),
+        let selected: Vec<VectorId> = match selector {
+            VectorSelector::Ids(ids) => ids,
+            VectorSelector::Filter(filter) => records
+                .iter()
+                .filter(|(_, r)| filter.matches(&r.metadata))
+                .map(|(id, _)| id.clone())
+                .collect(),
+        };
+        for id in &selected {
+            records.remove(id);
         }
-        Ok(before - records.len())
+        let removed = before - records.len();
+        if removed > 0 {
+            let change = NewChange::new(Operation::DeleteVectors, scope)
+                .within(name)
+                .records(selected.iter().map(VectorId::as_str));
+            state
+                .feed
+                .record(scope.namespace(), change, self.clock.now());
+        }
+        Ok(removed)
     }
 
     async fn search(
@@ -704,6 +822,9 @@ impl CheckpointStore for InMemoryBackend {
         }
         let checkpoint = new.into_checkpoint(now);
         checkpoints.insert(checkpoint.id.clone(), checkpoint.clone());
+        let change =
+            NewChange::new(Operation::PutCheckpoint, scope).records([checkpoint.id.as_str()]);
+        state.feed.record(scope.namespace(), change, now);
         Ok(checkpoint)
     }
 
@@ -730,7 +851,10 @@ impl CheckpointStore for InMemoryBackend {
             .and_then(|c| c.get_mut(id))
             .ok_or_else(|| MemoryError::not_found("checkpoint", id.as_str()))?;
         update.apply_to(checkpoint, now)?;
-        Ok(checkpoint.clone())
+        let checkpoint = checkpoint.clone();
+        let change = NewChange::new(Operation::UpdateCheckpoint, scope).records([id.as_str()]);
+        state.feed.record(scope.namespace(), change, now);
+        Ok(checkpoint)
     }
 
     async fn list_suspended(
@@ -754,12 +878,19 @@ impl CheckpointStore for InMemoryBackend {
     }
 
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
-        Ok(self
-            .write()
+        let mut state = self.write();
+        let deleted = state
             .checkpoints
             .get_mut(scope)
             .and_then(|c| c.remove(id))
-            .is_some())
+            .is_some();
+        if deleted {
+            let change = NewChange::new(Operation::DeleteCheckpoint, scope).records([id.as_str()]);
+            state
+                .feed
+                .record(scope.namespace(), change, self.clock.now());
+        }
+        Ok(deleted)
     }
 }
 
@@ -815,6 +946,75 @@ impl MemoryBackend for InMemoryBackend {
         self.clock.now()
     }
 
+    async fn changes(
+        &self,
+        namespace: &Namespace,
+        after: ChangeCursor,
+        limit: usize,
+    ) -> Result<Vec<Change>> {
+        let state = self.read();
+        if let Some(horizon) = state.feed.horizons.get(namespace) {
+            if after != ChangeCursor::START && after < *horizon {
+                return Err(crate::changes::trimmed(after, *horizon));
+            }
+        }
+        Ok(state
+            .feed
+            .changes
+            .get(namespace)
+            .into_iter()
+            .flatten()
+            .filter(|c| c.cursor > after)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn trim_changes(&self, namespace: &Namespace, retention: Retention) -> Result<u64> {
+        let cutoff = retention.cutoff(self.clock.now());
+        let mut state = self.write();
+        let Some(changes) = state.feed.changes.get_mut(namespace) else {
+            return Ok(0);
+        };
+        let mut removed = None;
+        let mut count = 0;
+        while let Some(oldest) = changes.front() {
+            let too_many = retention
+                .max_entries
+                .is_some_and(|max| changes.len() as u64 > max);
+            if !(too_many || cutoff.is_some_and(|cutoff| oldest.at < cutoff)) {
+                break;
+            }
+            removed = changes.pop_front().map(|c| c.cursor);
+            count += 1;
+        }
+        if let Some(horizon) = removed {
+            state.feed.horizons.insert(namespace.clone(), horizon);
+        }
+        Ok(count)
+    }
+
+    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
+        scope.require_subject("count_owned")?;
+        let mut receipt = DeletionReceipt::of_records(&self.export_scope(scope).await?);
+        if let Some(subject) = scope.subject() {
+            receipt.changes = self
+                .write()
+                .feed
+                .of_subject(scope.namespace(), subject)
+                .count() as u64;
+        }
+        Ok(receipt)
+    }
+
+    async fn forget_namespace(&self, namespace: &Namespace) -> Result<NamespaceReceipt> {
+        let receipt = crate::backend::forget_namespace_records(self, namespace).await?;
+        let mut state = self.write();
+        state.feed.changes.remove(namespace);
+        state.feed.horizons.remove(namespace);
+        Ok(receipt)
+    }
+
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
         let now = self.clock.now();
         let mut state = self.write();
@@ -845,6 +1045,16 @@ impl MemoryBackend for InMemoryBackend {
             .checkpoints
             .remove(scope)
             .map_or(0, |c| c.len() as u64);
+        if let Some(subject) = scope.subject() {
+            for change in state.feed.of_subject(scope.namespace(), subject) {
+                crate::changes::scrub(change);
+                receipt.changes += 1;
+            }
+        }
+        if receipt.total() > 0 || receipt.changes > 0 {
+            let erased = NewChange::namespace_wide(Operation::Erase);
+            state.feed.record(scope.namespace(), erased, now);
+        }
         Ok(receipt)
     }
 }
@@ -1176,6 +1386,7 @@ impl TransferStore for InMemoryBackend {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        let changes = crate::changes::restored(&records);
         let mut records = records;
         sort_canonical(&mut records);
         let mut state = self.write();
@@ -1184,6 +1395,10 @@ impl TransferStore for InMemoryBackend {
         let written = records.len() as u64;
         for record in records {
             state.restore_one(record)?;
+        }
+        let now = self.clock.now();
+        for (namespace, change) in changes {
+            state.feed.record(&namespace, change, now);
         }
         Ok(written)
     }

@@ -5,6 +5,7 @@ pub mod adapter;
 mod backend;
 mod cache;
 mod capabilities;
+pub mod changes;
 mod checkpoint;
 mod continuation;
 mod conversation;
@@ -38,6 +39,7 @@ mod working;
 pub use backend::{DeletionReceipt, MemoryBackend, NamespaceReceipt};
 pub use cache::CacheStore;
 pub use capabilities::{Capabilities, Durability, VectorIndexKind, VectorSearch};
+pub use changes::{Change, ChangeCursor, NewChange, Operation, Retention};
 pub use checkpoint::{
     Checkpoint, CheckpointStatus, CheckpointStore, CheckpointUpdate, NewCheckpoint,
 };

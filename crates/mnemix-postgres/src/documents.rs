@@ -4,9 +4,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use mnemix_core::changes::{working as working_change, NewChange};
 use mnemix_core::{
     CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
-    MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
+    MemoryError, Namespace, NewCheckpoint, Operation, Result, Scope, Timestamp, WorkingMemory,
     WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
 use tokio_postgres::Row;
@@ -128,9 +129,9 @@ impl WorkingMemoryStore for PostgresStore {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        let now = self.clock.now();
+        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
         let mut client = self.client().await?;
-        let tx = client.transaction().await.db()?;
+        let tx = self.begin_write(&mut client).await?;
         let slot = self.working_slot(&tx, scope, key).await?;
         // Compare-and-set needs the read and the write in one critical section, also when the
         // document does not exist yet (no row to lock): an advisory lock per document.
@@ -150,14 +151,19 @@ impl WorkingMemoryStore for PostgresStore {
             .map_or(0, |w| w.revision);
         let stored = update.apply(current, now)?;
         self.write_working(&tx, scope, slot, &stored).await?;
+        let change = working_change(Operation::SetWorkingMemory, scope, key);
+        self.record(&tx, scope.namespace(), &change, &writer, now)
+            .await?;
         tx.commit().await.db()?;
         Ok(stored)
     }
 
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
-        let client = self.client().await?;
-        let slot = self.working_slot(&client, scope, key).await?;
-        let removed = client
+        let writer = mnemix_core::changes::writer();
+        let mut client = self.client().await?;
+        let tx = self.begin_write(&mut client).await?;
+        let slot = self.working_slot(&tx, scope, key).await?;
+        let removed = tx
             .exec(
                 &self.sql(
                     "DELETE FROM {s}.working_memory WHERE namespace = $1 AND subject = $2
@@ -166,6 +172,12 @@ impl WorkingMemoryStore for PostgresStore {
                 &[&scope.namespace().as_str(), &subject_of(scope), &slot],
             )
             .await?;
+        if removed > 0 {
+            let change = working_change(Operation::ClearWorkingMemory, scope, key);
+            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
+                .await?;
+        }
+        tx.commit().await.db()?;
         Ok(removed > 0)
     }
 }
@@ -173,9 +185,10 @@ impl WorkingMemoryStore for PostgresStore {
 #[async_trait]
 impl CheckpointStore for PostgresStore {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
-        let now = self.clock.now();
-        let client = self.client().await?;
-        let inserted = client
+        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let mut client = self.client().await?;
+        let tx = self.begin_write(&mut client).await?;
+        let inserted = tx
             .exec(
                 &self.sql(
                     "INSERT INTO {s}.checkpoints (namespace, subject, id, workflow, status, state,
@@ -200,6 +213,10 @@ impl CheckpointStore for PostgresStore {
                 id: new.id.to_string(),
             });
         }
+        let change = NewChange::new(Operation::PutCheckpoint, scope).records([new.id.as_str()]);
+        self.record(&tx, scope.namespace(), &change, &writer, now)
+            .await?;
+        tx.commit().await.db()?;
         Ok(new.into_checkpoint(now))
     }
 
@@ -214,9 +231,9 @@ impl CheckpointStore for PostgresStore {
         id: &CheckpointId,
         update: CheckpointUpdate,
     ) -> Result<Checkpoint> {
-        let now = self.clock.now();
+        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
         let mut client = self.client().await?;
-        let tx = client.transaction().await.db()?;
+        let tx = self.begin_write(&mut client).await?;
         // The row lock makes the version fence and the write one critical section.
         let mut checkpoint = self.fetch_checkpoint(&tx, scope, id, true).await?;
         update.apply_to(&mut checkpoint, now)?;
@@ -236,6 +253,9 @@ impl CheckpointStore for PostgresStore {
             ],
         )
         .await?;
+        let change = NewChange::new(Operation::UpdateCheckpoint, scope).records([id.as_str()]);
+        self.record(&tx, scope.namespace(), &change, &writer, now)
+            .await?;
         tx.commit().await.db()?;
         Ok(checkpoint)
     }
@@ -260,8 +280,10 @@ impl CheckpointStore for PostgresStore {
     }
 
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
-        let client = self.client().await?;
-        let removed = client
+        let writer = mnemix_core::changes::writer();
+        let mut client = self.client().await?;
+        let tx = self.begin_write(&mut client).await?;
+        let removed = tx
             .exec(
                 &self.sql(
                     "DELETE FROM {s}.checkpoints WHERE namespace = $1 AND subject = $2 AND id = $3",
@@ -273,6 +295,12 @@ impl CheckpointStore for PostgresStore {
                 ],
             )
             .await?;
+        if removed > 0 {
+            let change = NewChange::new(Operation::DeleteCheckpoint, scope).records([id.as_str()]);
+            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
+                .await?;
+        }
+        tx.commit().await.db()?;
         Ok(removed > 0)
     }
 }

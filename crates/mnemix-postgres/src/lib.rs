@@ -78,6 +78,7 @@
 //!   HNSW index is used right away.
 
 mod backend;
+mod changes;
 mod conversations;
 mod db;
 mod documents;

@@ -264,11 +264,13 @@ impl TransferStore for PostgresStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
+        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let restored = mnemix_core::changes::restored(&records);
         let mut records = records;
         sort_canonical(&mut records);
         let written = records.len() as u64;
         let mut client = self.client().await?;
-        let tx = client.transaction().await.db()?;
+        let tx = self.begin_write(&mut client).await?;
         let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();
         // Messages and vectors, the bulk of an export, are written last in bulk; records come
         // in canonical order, so every parent they need is written by then.
@@ -311,6 +313,9 @@ impl TransferStore for PostgresStore {
             })
             .collect();
         self.write_vectors(&tx, &rows).await?;
+        for (namespace, change) in &restored {
+            self.record(&tx, namespace, change, &writer, now).await?;
+        }
         tx.commit().await.db()?;
         self.refresh_statistics(&client, rows.len()).await;
         Ok(written)

@@ -121,6 +121,8 @@ impl MemoryBackend for RedisStore {
             working_memory,
             checkpoints,
             cursors,
+            // No change feed here yet (`Capabilities::change_feed`): nothing to scrub.
+            changes: 0,
         })
     }
 

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 
 use mnemix_core::adapter::{plan_append, AppendPlan};
 use mnemix_core::{
-    AppendOptions, AppendReceipt, ConversationId, MemoryError, Message, MessageId, Result, Scope,
-    StoredMessage, Timestamp,
+    AppendOptions, AppendReceipt, ConversationId, MemoryError, Message, MessageId, NewChange,
+    Operation, Principal, Result, Scope, StoredMessage, Timestamp,
 };
 
 /// The columns of a conversation, in the order the backends decode them.
@@ -136,6 +136,16 @@ macro_rules! append_update {
     };
 }
 
+// The text of `APPEND_CHANGES`.
+macro_rules! append_changes {
+    () => {
+        "INSERT INTO changes (namespace, subject, at, operation, within, records, principal)
+         SELECT value ->> 0, value ->> 1, value ->> 2, 'append', value ->> 3, value ->> 4,
+                value ->> 5
+         FROM json_each(?3)"
+    };
+}
+
 /// The appends' read: for each `[namespace, subject, conversation id, [message ids]]` of `?1`
 /// ([`AppendGroup::asked`]) whose conversation exists, a row (its index, pk, last seq, NULL,
 /// NULL) and one more per message id it holds (index, pk, last seq, seq, body). `CROSS JOIN`
@@ -155,14 +165,31 @@ pub const APPEND_INSERT: &str = append_insert!();
 /// of `[pk, last seq, updated at]` ([`AppendGroup::write`]); `?1` is unused (bind NULL).
 pub const APPEND_UPDATE: &str = append_update!();
 
-/// The appends' write in one string, [`APPEND_INSERT`] then [`APPEND_UPDATE`], for a driver
-/// that sends several statements with one binding
+/// The appends' write, part three: each append's change in the feed from `?3`, one JSON array
+/// of `[namespace, subject, at, conversation id, records, principal]` in request order
+/// ([`AppendGroup::write`]); `?1` and `?2` are unused (bind NULL).
+pub const APPEND_CHANGES: &str = append_changes!();
+
+/// The appends' write in one string, [`APPEND_INSERT`], [`APPEND_UPDATE`] and
+/// [`APPEND_CHANGES`], for a driver that sends several statements with one binding
 /// ([`Conn::JOINS_STATEMENTS`](crate::driver::Conn::JOINS_STATEMENTS)).
-pub const APPEND_WRITE: &str = concat!(append_insert!(), ";\n", append_update!());
+pub const APPEND_WRITE: &str = concat!(
+    append_insert!(),
+    ";\n",
+    append_update!(),
+    ";\n",
+    append_changes!()
+);
 
 /// [`APPEND_WRITE`] then `COMMIT` ([`Conn::last`](crate::driver::Conn::last)).
-pub const APPEND_WRITE_COMMITTING: &str =
-    concat!(append_insert!(), ";\n", append_update!(), ";\nCOMMIT");
+pub const APPEND_WRITE_COMMITTING: &str = concat!(
+    append_insert!(),
+    ";\n",
+    append_update!(),
+    ";\n",
+    append_changes!(),
+    ";\nCOMMIT"
+);
 
 // A read of a conversation's messages, `$which` narrowing and ordering them (see `LOAD`).
 macro_rules! messages_read {
@@ -210,6 +237,8 @@ pub struct AppendRequest {
     pub options: AppendOptions,
     /// When it was asked: the conversation's new `updated_at`.
     pub now: Timestamp,
+    /// Who asked: the principal its change in the feed names, read in the asking task.
+    pub writer: Principal,
 }
 
 impl AppendRequest {
@@ -227,6 +256,7 @@ impl AppendRequest {
             messages,
             options,
             now,
+            writer: mnemix_core::changes::writer(),
         }
     }
 }
@@ -256,9 +286,9 @@ pub struct ProbeRow {
 pub struct AppendGroup {
     /// Each request's receipt or its own error, in request order.
     pub outcomes: Vec<Result<AppendReceipt>>,
-    /// The write's `?1` (new messages) and `?2` (conversations' last seqs); `None` when nothing
-    /// is new.
-    pub write: Option<(String, String)>,
+    /// The write's `?1` (new messages), `?2` (conversations' last seqs) and `?3` (the feed's
+    /// changes); `None` when nothing is new.
+    pub write: Option<(String, String, String)>,
     /// The storage limits to apply after the write: (request index, conversation pk, the seq
     /// through which [`DELETE_MESSAGES_THROUGH`] deletes). Seqs are contiguous (nothing deletes
     /// single messages), so the oldest beyond a limit are exactly those through `last_seq - max`.
@@ -303,6 +333,9 @@ impl AppendGroup {
         // carried as a JSON string, so it is stored byte for byte.
         let mut fresh_rows: Vec<(i64, u64, String, &'static str, String)> = Vec::new();
         let mut prunes = Vec::new();
+        // [namespace, subject, at, conversation id, records, principal] of each append that
+        // wrote something.
+        let mut changes: Vec<(String, String, i64, String, String, String)> = Vec::new();
         let mut outcomes = Vec::with_capacity(requests.len());
         for (i, request) in requests.into_iter().enumerate() {
             let Some(&(pk, stored_last)) = i64::try_from(i).ok().and_then(|i| found.get(&i)) else {
@@ -325,6 +358,17 @@ impl AppendGroup {
                 }
             };
             if !fresh.is_empty() {
+                let change = NewChange::new(Operation::Append, &request.scope)
+                    .within(request.id.as_str())
+                    .records(fresh.iter().map(|m| m.message.id.as_str()));
+                changes.push((
+                    request.scope.namespace().as_str().to_owned(),
+                    change.subject_column().to_owned(),
+                    request.now.as_millis(),
+                    request.id.to_string(),
+                    change.records_column(),
+                    to_json(&request.writer),
+                ));
                 last_seqs.insert(pk, (receipt.last_seq, request.now));
                 if let Some(cutoff) = request
                     .options
@@ -351,7 +395,11 @@ impl AppendGroup {
                 .iter()
                 .map(|(pk, (seq, now))| (*pk, *seq, now.as_millis()))
                 .collect();
-            (to_json(&fresh_rows), to_json(&conversations))
+            (
+                to_json(&fresh_rows),
+                to_json(&conversations),
+                to_json(&changes),
+            )
         });
         Self {
             outcomes,

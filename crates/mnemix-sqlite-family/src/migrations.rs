@@ -7,7 +7,7 @@
 //! `vectors` table of little-endian f32 blobs. Later migrations are the same text for both,
 //! but where one schema catches up with the other (libSQL's 3 adds SQLite's collection
 //! `generation`), so a shared one may have another number in each (the facts generations are
-//! SQLite's 3 and libSQL's 4, the facts' provenance SQLite's 4 and libSQL's 5).
+//! SQLite's 3 and libSQL's 4, the facts' provenance SQLite's 4 and libSQL's 5, the change feed SQLite's 5 and libSQL's 6).
 //! Never edit a released migration: its checksum is recorded in every database it made.
 
 use mnemix_core::migration::Migration;
@@ -28,6 +28,10 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         ..FACT_PROVENANCE
     },
+    Migration {
+        version: 5,
+        ..CHANGE_FEED
+    },
 ];
 
 /// mnemix-libsql's schema, oldest first.
@@ -45,6 +49,7 @@ pub const LIBSQL: &[Migration] = &[
     },
     FACT_GENERATIONS,
     FACT_PROVENANCE,
+    CHANGE_FEED,
 ];
 
 /// Version 2 of both: remember's purge and duplicate check by index.
@@ -67,6 +72,13 @@ const FACT_PROVENANCE: Migration = Migration {
     version: 5,
     name: "fact_provenance",
     sql: include_str!("../migrations/fact_provenance.sql"),
+};
+
+/// The namespaces' change feeds: libSQL's 6, SQLite's 5.
+const CHANGE_FEED: Migration = Migration {
+    version: 6,
+    name: "change_feed",
+    sql: include_str!("../migrations/change_feed.sql"),
 };
 
 /// Creates the ledger of applied migrations when missing.

@@ -1,18 +1,12 @@
-//! [`MemoryBackend`] for the SQLite store: its name and capabilities; the rest is the SQLite
-//! family's (`mnemix_sqlite_family::family::store`).
+//! [`MemoryBackend`](mnemix_core::MemoryBackend) for the SQLite store: its name and capabilities; the rest is the SQLite
+//! family's (`mnemix_sqlite_family::memory_backend!`).
 
-use async_trait::async_trait;
-use mnemix_core::{
-    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
-    VectorSearch,
-};
-use mnemix_sqlite_family::family::store;
+use mnemix_core::{Capabilities, Durability, Timestamp, VectorSearch};
 
 use crate::db::BACKEND;
 use crate::SqliteStore;
 
-#[async_trait]
-impl MemoryBackend for SqliteStore {
+mnemix_sqlite_family::memory_backend!(SqliteStore {
     fn backend_name(&self) -> &'static str {
         BACKEND
     }
@@ -26,21 +20,7 @@ impl MemoryBackend for SqliteStore {
         Capabilities::default()
             .with_vector_search(VectorSearch::Exact)
             .with_durability(Durability::Durable)
+            .with_change_feed()
     }
 
-    async fn schema_version(&self) -> Result<Option<u32>> {
-        store::schema_version(self).await
-    }
-
-    async fn table_counts(&self) -> Result<Vec<(String, u64)>> {
-        store::table_counts(self).await
-    }
-
-    async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        store::forget_all(self, scope).await
-    }
-
-    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        store::count_owned(self, scope).await
-    }
-}
+});

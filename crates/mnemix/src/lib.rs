@@ -54,21 +54,22 @@ mod open;
 /// The modules a program reaches into: descriptors (for [`register`]), embedders, the
 /// handles' request builders, the limits, the kinds and grants, replay safety (sanitizing and
 /// checking continuations), and export, restore and copy.
-pub use mnemix_core::{descriptor, embed, handle, limits, registry, replay, transfer};
+pub use mnemix_core::{changes, descriptor, embed, handle, limits, registry, replay, transfer};
 pub use mnemix_core::{
-    validate_identifier, AppendOptions, AppendReceipt, BoxError, CacheStore, Capabilities, Checked,
-    Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate, Claim, Clock,
-    CollectionSpec, Conversation, ConversationHandle, ConversationId, ConversationQuery,
-    ConversationStore, ConversationUpdate, DeletionReceipt, Durability, Fact, FactId, FactQuery,
-    FactSource, FactStore, Facts, FieldPath, FileSource, Filter, FilterValue, InMemoryBackend,
-    LoadOptions, ManualClock, MemoryBackend, MemoryError, Message, MessageId, Metadata, Metric,
-    Namespace, NamespaceReceipt, NewCheckpoint, NewConversation, NewFact, Origin, Page, Part,
-    Principal, PrincipalKind, Provenance, RecallQuery, RememberOptions, RememberOutcome,
-    RememberStatus, Result, RetryPolicy, Role, Scope, Scoped, ScoredFact, Store, StoredMessage,
-    Subject, SystemClock, Timestamp, TransferStore, Ttl, VectorHit, VectorId, VectorIndexKind,
-    VectorQuery, VectorRecord, VectorSearch, VectorSelector, VectorStore, Vectors, WorkingMemory,
-    WorkingMemoryFormat, WorkingMemoryHandle, WorkingMemoryKey, WorkingMemoryStore,
-    WorkingMemoryUpdate, DEFAULT_SERVER_TIMEOUT,
+    validate_identifier, AppendOptions, AppendReceipt, BoxError, CacheStore, Capabilities, Change,
+    ChangeCursor, Checked, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore,
+    CheckpointUpdate, Claim, Clock, CollectionSpec, Conversation, ConversationHandle,
+    ConversationId, ConversationQuery, ConversationStore, ConversationUpdate, DeletionReceipt,
+    Durability, Fact, FactId, FactQuery, FactSource, FactStore, Facts, FieldPath, FileSource,
+    Filter, FilterValue, InMemoryBackend, LoadOptions, ManualClock, MemoryBackend, MemoryError,
+    Message, MessageId, Metadata, Metric, Namespace, NamespaceReceipt, NewCheckpoint,
+    NewConversation, NewFact, Operation, Origin, Page, Part, Principal, PrincipalKind, Provenance,
+    RecallQuery, RememberOptions, RememberOutcome, RememberStatus, Result, Retention, RetryPolicy,
+    Role, Scope, Scoped, ScoredFact, Store, StoredMessage, Subject, SystemClock, Timestamp,
+    TransferStore, Ttl, VectorHit, VectorId, VectorIndexKind, VectorQuery, VectorRecord,
+    VectorSearch, VectorSelector, VectorStore, Vectors, WorkingMemory, WorkingMemoryFormat,
+    WorkingMemoryHandle, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
+    DEFAULT_SERVER_TIMEOUT,
 };
 pub use open::{
     descriptor_for, descriptors, from_env, open, redacted, register, OpenOptions, DEFAULT_URL,

@@ -16,6 +16,7 @@ use serde::Deserialize;
 
 use super::{view, Inspector};
 use crate::mcp::{Grant, KeyId, KeyRing, Keys};
+use mnemix_core::Principal;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "mnemix_ui";
@@ -45,6 +46,9 @@ pub struct Viewer {
     pub csrf: String,
     /// Whether they logged in (and may log out).
     pub logged_in: bool,
+    /// Who their writes are by: their key (its id and label), or the command line that
+    /// serves an inspector without keys.
+    pub writer: Principal,
 }
 
 impl Viewer {
@@ -254,16 +258,19 @@ async fn admit(inspector: &Inspector, request: Request, next: Next) -> Response 
             grant: Grant::Admin,
             csrf: inspector.sessions.open_csrf.clone(),
             logged_in: false,
+            writer: Principal::command(),
         }),
         Access::Keys(ring) => session_token(headers)
             .and_then(|token| inspector.sessions.find(&token))
             .and_then(|(key, csrf)| {
                 // The key as it is now: a revoked key's session ends here.
-                let grant = ring.current().grant_of(&key)?.clone();
+                let keys = ring.current();
+                let grant = keys.grant_of(&key)?.clone();
                 Some(Viewer {
                     grant,
                     csrf,
                     logged_in: true,
+                    writer: keys.principal(&key),
                 })
             }),
     };

@@ -46,7 +46,7 @@ use clap::Args;
 use mnemix::engine::config::MemoryConfig;
 use mnemix::engine::{Memories, Memory};
 use mnemix_core::embed::{Embedder, HashingEmbedder};
-use mnemix_core::{MemoryBackend, Ttl};
+use mnemix_core::{MemoryBackend, Origin, Provenance, Ttl};
 
 use crate::mcp::connections::{self, ConnectionLimits};
 use crate::mcp::KeyRing;
@@ -122,6 +122,14 @@ impl Settings {
 }
 
 impl Inspector {
+    /// The store writing as `viewer`: what every change a page makes records as its writer.
+    fn written_by(&self, viewer: &access::Viewer) -> Arc<dyn MemoryBackend> {
+        let writer = Provenance::new(viewer.writer.clone(), Origin::Api);
+        self.store
+            .acting_as(writer)
+            .unwrap_or_else(|| Arc::clone(&self.store))
+    }
+
     /// An inspector over `store`.
     pub fn new(store: Arc<dyn MemoryBackend>, settings: Settings) -> Result<Self> {
         // The embedder `mnemix mcp` and `mnemix search` use, so that recall here finds what

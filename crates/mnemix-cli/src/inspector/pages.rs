@@ -806,7 +806,7 @@ pub async fn edit_working_memory(
     }
     .expecting(edit.revision);
     match inspector
-        .store
+        .written_by(&viewer)
         .set_working_memory(&at.scope, &key, update)
         .await
     {
@@ -1044,7 +1044,7 @@ pub async fn erase(
             "Not erased: the confirmation does not name this subject.".into(),
         ));
     }
-    let receipt = inspector.store.forget_all(&at.scope).await?;
+    let receipt = inspector.written_by(&viewer).forget_all(&at.scope).await?;
     let receipt_json = serde_json::to_value(receipt).unwrap_or_default();
     Ok(html_page(page(
         &format!("Erased {}", at.subject()),

@@ -452,6 +452,23 @@ async fn attacker_calls(url: &str) {
         .await;
     assert_eq!(erased.status, StatusCode::OK, "{}", erased.body);
     assert!(erased.body.contains("Receipt"));
+    // The feed records the edit and the erasure as Alice's key's, not the server's.
+    if world.inspector.store.capabilities().change_feed {
+        let namespace = mnemix_core::Namespace::new(&world.namespace).unwrap();
+        let feed = world
+            .inspector
+            .store
+            .changes(&namespace, mnemix_core::ChangeCursor::START, 1_000)
+            .await
+            .unwrap();
+        let last_by = |operation| {
+            let change = feed.iter().rev().find(|c| c.operation == operation);
+            change.map(|c| (c.principal.kind, c.principal.label.clone()))
+        };
+        let alice_key = Some((mnemix_core::PrincipalKind::Key, Some("alice".to_owned())));
+        assert_eq!(last_by(mnemix_core::Operation::SetWorkingMemory), alice_key);
+        assert_eq!(last_by(mnemix_core::Operation::Erase), alice_key);
+    }
     let after = world
         .get(&format!("{}/facts", world.base("alice")), Some(&alice))
         .await;

@@ -48,10 +48,14 @@ pub async fn append_group<C: Conn>(
         })
         .collect::<Result<_>>()?;
     let mut group = AppendGroup::plan(requests, probe);
-    let Some((messages, conversations)) = group.write.take() else {
+    let Some((messages, conversations, changes)) = group.write.take() else {
         return Ok(group.outcomes);
     };
-    let (messages, conversations) = (Param::Text(&messages), Param::Text(&conversations));
+    let (messages, conversations, changes) = (
+        Param::Text(&messages),
+        Param::Text(&conversations),
+        Param::Text(&changes),
+    );
     if C::JOINS_STATEMENTS {
         // A prune's change count must be its own: the COMMIT then goes after the prunes.
         let write = if group.prunes.is_empty() {
@@ -59,10 +63,13 @@ pub async fn append_group<C: Conn>(
         } else {
             sql::APPEND_WRITE
         };
-        tx.execute(write, &[messages, conversations]).await?;
+        tx.execute(write, &[messages, conversations, changes])
+            .await?;
     } else {
         tx.execute(sql::APPEND_INSERT, &[messages]).await?;
         tx.execute(sql::APPEND_UPDATE, &[Param::Null, conversations])
+            .await?;
+        tx.execute(sql::APPEND_CHANGES, &[Param::Null, Param::Null, changes])
             .await?;
     }
     for (i, pk, cutoff) in std::mem::take(&mut group.prunes) {

@@ -2,6 +2,7 @@
 //! each function takes the connection its caller holds (a reader, the writer, or a transaction
 //! the caller opened and will commit) and sends the family's statements through it.
 
+pub mod changes;
 pub mod conversations;
 pub mod documents;
 pub mod facts;

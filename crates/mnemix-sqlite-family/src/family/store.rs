@@ -28,6 +28,13 @@ use mnemix_core::{
 
 use mnemix_core::adapter::{held_facts_cache, held_key, HeldChange, HeldFactsCache};
 
+use mnemix_core::changes::{working as working_change, NewChange};
+use mnemix_core::{
+    Change, ChangeCursor, MemoryBackend, NamespaceReceipt, Operation, Principal, RememberStatus,
+    Retention,
+};
+
+use super::changes;
 use super::vectors::{self, VectorCache, VectorTables};
 use super::{conversation_pk, conversations, facts, migrations};
 use super::{documents, millis, seq_from_db, subject_of, transfer};
@@ -116,13 +123,36 @@ pub struct Remember {
     new: NewFact,
     options: RememberOptions,
     now: Timestamp,
+    /// Who asked, read in the asking task: what its change in the feed names.
+    writer: Principal,
 }
 
 impl Remember {
-    /// Runs [`facts::remember`] in the write transaction `tx` is in.
+    /// Runs [`facts::remember`] in the write transaction `tx` is in, with its change.
     pub async fn run<C: Conn>(self, tx: &mut C) -> Result<(RememberOutcome, HeldChange)> {
-        facts::remember(tx, &self.scope, self.new, self.options, self.now).await
+        let (outcome, held) =
+            facts::remember(tx, &self.scope, self.new, self.options, self.now).await?;
+        if outcome.status != RememberStatus::Duplicate {
+            let change = mnemix_core::changes::remembered(&self.scope, &outcome);
+            changes::record(tx, self.scope.namespace(), &change, &self.writer, self.now).await?;
+        }
+        Ok((outcome, held))
     }
+}
+
+/// Runs `write` in a write transaction with the change it reports (none when it changed
+/// nothing), recorded by the caller's principal at `now`, and commits both.
+macro_rules! recorded {
+    ($store:expr, $namespace:expr, $now:expr, |$tx:ident| $write:expr) => {{
+        let writer = mnemix_core::changes::writer();
+        let mut $tx = $store.transaction().await?;
+        let (value, change): (_, Option<NewChange>) = $write.await?;
+        if let Some(change) = change {
+            changes::record(&mut $tx, $namespace, &change, &writer, $now).await?;
+        }
+        $tx.settle().await?;
+        Ok(value)
+    }};
 }
 
 /// A SQLite-family store on a file: opened (and migrated) by path or URL, or the file migrated
@@ -171,6 +201,7 @@ pub async fn remember<S: FamilyStore>(
         new,
         options,
         now: store.now(),
+        writer: mnemix_core::changes::writer(),
     };
     let (outcome, held) = store.remember_in_group(remember).await?;
     held.apply(&store.common().held_facts);
@@ -229,12 +260,12 @@ pub async fn history<S: FamilyStore>(store: &S, scope: &Scope, key: &str) -> Res
 
 /// `FactStore::forget`.
 pub async fn forget<S: FamilyStore>(store: &S, scope: &Scope, id: &FactId) -> Result<bool> {
-    lent!(store.writer(), |conn| facts::forget(
-        &mut conn,
-        scope,
-        id,
-        store.now()
-    ))
+    let now = store.now();
+    recorded!(store, scope.namespace(), now, |tx| async {
+        let forgotten = facts::forget(&mut tx, scope, id, now).await?;
+        let change = NewChange::new(Operation::Forget, scope).records([id.as_str()]);
+        Ok::<_, MemoryError>((forgotten, forgotten.then_some(change)))
+    })
 }
 
 /// `FactStore::set_expiry`: one statement, all the ids or none.
@@ -244,13 +275,20 @@ pub async fn set_expiry<S: FamilyStore>(
     ids: &[FactId],
     expires_at: Option<Timestamp>,
 ) -> Result<Vec<FactId>> {
-    lent!(store.writer(), |conn| facts::set_expiry(
-        &mut conn,
-        scope,
-        ids,
-        expires_at,
-        store.now()
-    ))
+    let now = store.now();
+    recorded!(store, scope.namespace(), now, |tx| async {
+        let changed = facts::set_expiry(&mut tx, scope, ids, expires_at, now).await?;
+        // In the order asked, as every backend answers.
+        let changed: Vec<FactId> = ids
+            .iter()
+            .filter(|id| changed.contains(id))
+            .cloned()
+            .collect();
+        let change = (!changed.is_empty()).then(|| {
+            NewChange::new(Operation::SetExpiry, scope).records(changed.iter().map(FactId::as_str))
+        });
+        Ok::<_, MemoryError>((changed, change))
+    })
 }
 
 /// `WorkingMemoryStore::get_working_memory`: one statement.
@@ -264,20 +302,19 @@ pub async fn get_working_memory<S: FamilyStore>(
     ))
 }
 
-/// `WorkingMemoryStore::set_working_memory`: one statement, atomic on its own.
+/// `WorkingMemoryStore::set_working_memory`: one statement and its change.
 pub async fn set_working_memory<S: FamilyStore>(
     store: &S,
     scope: &Scope,
     key: &WorkingMemoryKey,
     update: WorkingMemoryUpdate,
 ) -> Result<WorkingMemory> {
-    lent!(store.writer(), |conn| documents::set_working_memory(
-        &mut conn,
-        scope,
-        key,
-        update,
-        store.now()
-    ))
+    let now = store.now();
+    recorded!(store, scope.namespace(), now, |tx| async {
+        let stored = documents::set_working_memory(&mut tx, scope, key, update, now).await?;
+        let change = working_change(Operation::SetWorkingMemory, scope, key);
+        Ok::<_, MemoryError>((stored, Some(change)))
+    })
 }
 
 /// `WorkingMemoryStore::clear_working_memory`: the slot is read, then deleted.
@@ -286,9 +323,11 @@ pub async fn clear_working_memory<S: FamilyStore>(
     scope: &Scope,
     key: &WorkingMemoryKey,
 ) -> Result<bool> {
-    lent!(store.transaction(), |conn| documents::clear_working_memory(
-        &mut conn, scope, key
-    ))
+    recorded!(store, scope.namespace(), store.now(), |tx| async {
+        let cleared = documents::clear_working_memory(&mut tx, scope, key).await?;
+        let change = working_change(Operation::ClearWorkingMemory, scope, key);
+        Ok::<_, MemoryError>((cleared, cleared.then_some(change)))
+    })
 }
 
 /// `CheckpointStore::put_checkpoint`.
@@ -297,12 +336,12 @@ pub async fn put_checkpoint<S: FamilyStore>(
     scope: &Scope,
     new: NewCheckpoint,
 ) -> Result<Checkpoint> {
-    lent!(store.writer(), |conn| documents::put_checkpoint(
-        &mut conn,
-        scope,
-        new,
-        store.now()
-    ))
+    let now = store.now();
+    recorded!(store, scope.namespace(), now, |tx| async {
+        let stored = documents::put_checkpoint(&mut tx, scope, new, now).await?;
+        let change = NewChange::new(Operation::PutCheckpoint, scope).records([stored.id.as_str()]);
+        Ok::<_, MemoryError>((stored, Some(change)))
+    })
 }
 
 /// `CheckpointStore::get_checkpoint`.
@@ -323,13 +362,12 @@ pub async fn update_checkpoint<S: FamilyStore>(
     id: &CheckpointId,
     update: CheckpointUpdate,
 ) -> Result<Checkpoint> {
-    lent!(store.transaction(), |conn| documents::update_checkpoint(
-        &mut conn,
-        scope,
-        id,
-        update,
-        store.now()
-    ))
+    let now = store.now();
+    recorded!(store, scope.namespace(), now, |tx| async {
+        let stored = documents::update_checkpoint(&mut tx, scope, id, update, now).await?;
+        let change = NewChange::new(Operation::UpdateCheckpoint, scope).records([id.as_str()]);
+        Ok::<_, MemoryError>((stored, Some(change)))
+    })
 }
 
 /// `CheckpointStore::list_suspended`.
@@ -349,9 +387,11 @@ pub async fn delete_checkpoint<S: FamilyStore>(
     scope: &Scope,
     id: &CheckpointId,
 ) -> Result<bool> {
-    lent!(store.writer(), |conn| documents::delete_checkpoint(
-        &mut conn, scope, id
-    ))
+    recorded!(store, scope.namespace(), store.now(), |tx| async {
+        let deleted = documents::delete_checkpoint(&mut tx, scope, id).await?;
+        let change = NewChange::new(Operation::DeleteCheckpoint, scope).records([id.as_str()]);
+        Ok::<_, MemoryError>((deleted, deleted.then_some(change)))
+    })
 }
 
 /// `CacheStore::cache_get`.
@@ -431,10 +471,13 @@ pub async fn ensure_collection<S: FamilyStore>(
     namespace: &Namespace,
     spec: CollectionSpec,
 ) -> Result<CollectionSpec> {
-    let mut tx = store.transaction().await?;
-    let existing = vectors::ensure_collection(&mut tx, namespace, &spec).await?;
-    tx.settle().await?;
-    Ok(existing.unwrap_or(spec))
+    recorded!(store, namespace, store.now(), |tx| async {
+        let existing = vectors::ensure_collection(&mut tx, namespace, &spec).await?;
+        let change = existing.is_none().then(|| {
+            NewChange::namespace_wide(Operation::EnsureCollection).within(spec.name.as_str())
+        });
+        Ok::<_, MemoryError>((existing.unwrap_or_else(|| spec.clone()), change))
+    })
 }
 
 /// `VectorStore::list_collections`.
@@ -454,9 +497,11 @@ pub async fn drop_collection<S: FamilyStore>(
     namespace: &Namespace,
     name: &str,
 ) -> Result<bool> {
-    lent!(store.transaction(), |conn| vectors::drop_collection(
-        &mut conn, namespace, name
-    ))
+    recorded!(store, namespace, store.now(), |tx| async {
+        let dropped = vectors::drop_collection(&mut tx, namespace, name).await?;
+        let change = NewChange::namespace_wide(Operation::DropCollection).within(name);
+        Ok::<_, MemoryError>((dropped, dropped.then_some(change)))
+    })
 }
 
 /// `VectorStore::upsert_vectors`: written in one transaction, then applied to the scope's
@@ -467,9 +512,16 @@ pub async fn upsert_vectors<S: FamilyStore>(
     collection: &str,
     records: Vec<VectorRecord>,
 ) -> Result<usize> {
+    let writer = mnemix_core::changes::writer();
     let mut tx = store.transaction().await?;
     let collection = vectors::collection(&mut tx, scope.namespace(), collection).await?;
     vectors::write_vectors(&mut tx, &collection, scope, &records).await?;
+    if !records.is_empty() {
+        let change = NewChange::new(Operation::UpsertVectors, scope)
+            .within(collection.spec.name.as_str())
+            .records(records.iter().map(|r| r.id.as_str()));
+        changes::record(&mut tx, scope.namespace(), &change, &writer, store.now()).await?;
+    }
     tx.settle().await?;
     if !records.is_empty() {
         store.common().vector_cache.written_by_subject(
@@ -504,9 +556,16 @@ pub async fn delete_vectors<S: FamilyStore>(
     collection: &str,
     selector: VectorSelector,
 ) -> Result<usize> {
+    let writer = mnemix_core::changes::writer();
     let mut tx = store.transaction().await?;
     let collection = vectors::collection(&mut tx, scope.namespace(), collection).await?;
     let (ids, removed) = vectors::delete_selected(&mut tx, &collection, scope, selector).await?;
+    if removed > 0 {
+        let change = NewChange::new(Operation::DeleteVectors, scope)
+            .within(collection.spec.name.as_str())
+            .records(ids.iter().map(VectorId::as_str));
+        changes::record(&mut tx, scope.namespace(), &change, &writer, store.now()).await?;
+    }
     tx.settle().await?;
     if removed > 0 {
         store.common().vector_cache.written_by_subject(
@@ -525,11 +584,14 @@ pub async fn create_conversation<S: FamilyStore>(
     scope: &Scope,
     new: NewConversation,
 ) -> Result<Conversation> {
-    let conversation = new.into_conversation(scope, store.now());
-    let mut conn = store.writer().await?;
-    conversations::create_conversation(&mut conn, &conversation).await?;
-    conn.settle().await?;
-    Ok(conversation)
+    let now = store.now();
+    let conversation = new.into_conversation(scope, now);
+    recorded!(store, scope.namespace(), now, |tx| async {
+        conversations::create_conversation(&mut tx, &conversation).await?;
+        let change =
+            NewChange::new(Operation::CreateConversation, scope).within(conversation.id.as_str());
+        Ok::<_, MemoryError>((conversation.clone(), Some(change)))
+    })
 }
 
 /// `ConversationStore::get_conversation`.
@@ -562,10 +624,11 @@ pub async fn update_conversation<S: FamilyStore>(
     update: ConversationUpdate,
 ) -> Result<Conversation> {
     let now = store.now();
-    lent!(
-        store.transaction(),
-        |tx| conversations::update_conversation(&mut tx, scope, id, update, now)
-    )
+    recorded!(store, scope.namespace(), now, |tx| async {
+        let updated = conversations::update_conversation(&mut tx, scope, id, update, now).await?;
+        let change = NewChange::new(Operation::UpdateConversation, scope).within(id.as_str());
+        Ok::<_, MemoryError>((updated, Some(change)))
+    })
 }
 
 /// `ConversationStore::delete_conversation`: the conversation, its working memory and its
@@ -575,6 +638,7 @@ pub async fn delete_conversation<S: FamilyStore>(
     scope: &Scope,
     id: &ConversationId,
 ) -> Result<bool> {
+    let writer = mnemix_core::changes::writer();
     let mut tx = store.transaction().await?;
     let pk = match conversation_pk(&mut tx, scope, id).await {
         Ok((pk, _)) => pk,
@@ -584,6 +648,8 @@ pub async fn delete_conversation<S: FamilyStore>(
     let touched = tx.delete_scope_vectors(scope, Some(id)).await?;
     vectors::bump_generations(&mut tx, touched).await?;
     conversations::delete_conversation(&mut tx, scope, pk).await?;
+    let change = NewChange::new(Operation::DeleteConversation, scope).within(id.as_str());
+    changes::record(&mut tx, scope.namespace(), &change, &writer, store.now()).await?;
     tx.settle().await?;
     Ok(true)
 }
@@ -644,9 +710,14 @@ pub async fn advance_cursor<S: FamilyStore>(
     name: &str,
     seq: u64,
 ) -> Result<u64> {
-    lent!(store.transaction(), |tx| conversations::advance_cursor(
-        &mut tx, scope, id, name, seq
-    ))
+    recorded!(store, scope.namespace(), store.now(), |tx| async {
+        let before = conversations::cursor(&mut tx, scope, id, name).await?;
+        let value = conversations::advance_cursor(&mut tx, scope, id, name, seq).await?;
+        let change = NewChange::new(Operation::AdvanceCursor, scope)
+            .within(id.as_str())
+            .records([name]);
+        Ok::<_, MemoryError>((value, (Some(value) != before).then_some(change)))
+    })
 }
 
 /// `TransferStore::namespaces`: one statement.
@@ -684,9 +755,15 @@ pub async fn export_scope<S: FamilyStore>(store: &S, scope: &Scope) -> Result<Ve
 
 /// `TransferStore::restore`: one transaction.
 pub async fn restore<S: FamilyStore>(store: &S, records: Vec<Record>) -> Result<u64> {
-    lent!(store.transaction(), |tx| transfer::restore(
-        &mut tx, records
-    ))
+    let (writer, now) = (mnemix_core::changes::writer(), store.now());
+    let restored = mnemix_core::changes::restored(&records);
+    let mut tx = store.transaction().await?;
+    let written = transfer::restore(&mut tx, records).await?;
+    for (namespace, change) in &restored {
+        changes::record(&mut tx, namespace, change, &writer, now).await?;
+    }
+    tx.settle().await?;
+    Ok(written)
 }
 
 /// `MemoryBackend::schema_version`.
@@ -716,11 +793,19 @@ pub async fn table_counts<S: FamilyStore>(store: &S) -> Result<Vec<(String, u64)
 /// `MemoryBackend::forget_all`: every row of the subject, its vectors included, in one
 /// transaction, then what the store holds of it.
 pub async fn forget_all<S: FamilyStore>(store: &S, scope: &Scope) -> Result<DeletionReceipt> {
+    let (writer, now) = (mnemix_core::changes::writer(), store.now());
     let mut tx = store.transaction().await?;
-    let mut receipt = super::forget_subject(&mut tx, scope, store.now()).await?;
+    let mut receipt = super::forget_subject(&mut tx, scope, now).await?;
     let touched = tx.delete_scope_vectors(scope, None).await?;
     receipt.vectors = touched.len() as u64;
     vectors::bump_generations(&mut tx, touched).await?;
+    if scope.subject().is_some() {
+        receipt.changes = changes::scrub(&mut tx, scope).await?;
+    }
+    if receipt.total() > 0 || receipt.changes > 0 {
+        let erased = NewChange::namespace_wide(Operation::Erase);
+        changes::record(&mut tx, scope.namespace(), &erased, &writer, now).await?;
+    }
     tx.settle().await?;
     store.common().held_facts.remove(&held_key(scope));
     Ok(receipt)
@@ -742,8 +827,105 @@ pub async fn count_owned<S: FamilyStore>(store: &S, scope: &Scope) -> Result<Del
             receipt.checkpoints = count(5)?;
         }
         receipt.vectors = tx.count_scope_vectors(scope).await?;
+        receipt.changes = changes::of_subject(&mut tx, scope).await?;
         Ok::<_, mnemix_core::MemoryError>(receipt)
     })
+}
+
+/// `MemoryBackend::forget_namespace`: every scope's records as [`forget_all`] erases them
+/// ([`forget_namespace_records`](mnemix_core::adapter::forget_namespace_records)), then the
+/// namespace's feed.
+pub async fn forget_namespace<S>(store: &S, namespace: &Namespace) -> Result<NamespaceReceipt>
+where
+    S: FamilyStore + MemoryBackend,
+{
+    let receipt = mnemix_core::adapter::forget_namespace_records(store, namespace).await?;
+    let mut tx = store.transaction().await?;
+    changes::forget_namespace(&mut tx, namespace).await?;
+    tx.settle().await?;
+    Ok(receipt)
+}
+
+/// `MemoryBackend::changes`: the horizon and the page in one snapshot.
+pub async fn read_changes<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    after: ChangeCursor,
+    limit: usize,
+) -> Result<Vec<Change>> {
+    lent!(store.snapshot(), |tx| changes::read(
+        &mut tx, namespace, after, limit
+    ))
+}
+
+/// `MemoryBackend::trim_changes`: one transaction.
+pub async fn trim_changes<S: FamilyStore>(
+    store: &S,
+    namespace: &Namespace,
+    retention: Retention,
+) -> Result<u64> {
+    let now = store.now();
+    lent!(store.transaction(), |tx| changes::trim(
+        &mut tx, namespace, retention, now
+    ))
+}
+
+/// Implements [`MemoryBackend`] for a [`FamilyStore`]: the driver's own items (its name, clock
+/// and capabilities) and the rest with the functions of [`store`](crate::family::store).
+#[macro_export]
+macro_rules! memory_backend {
+    ($store:ty { $($own:item)* }) => {
+        #[$crate::__private::async_trait]
+        impl $crate::__private::core::MemoryBackend for $store {
+        $($own)*
+
+        async fn schema_version(&self) -> $crate::__private::core::Result<Option<u32>> {
+            $crate::family::store::schema_version(self).await
+        }
+
+        async fn table_counts(&self) -> $crate::__private::core::Result<Vec<(String, u64)>> {
+            $crate::family::store::table_counts(self).await
+        }
+
+        async fn forget_all(
+            &self,
+            scope: &$crate::__private::core::Scope,
+        ) -> $crate::__private::core::Result<$crate::__private::core::DeletionReceipt> {
+            $crate::family::store::forget_all(self, scope).await
+        }
+
+        async fn count_owned(
+            &self,
+            scope: &$crate::__private::core::Scope,
+        ) -> $crate::__private::core::Result<$crate::__private::core::DeletionReceipt> {
+            $crate::family::store::count_owned(self, scope).await
+        }
+
+        async fn forget_namespace(
+            &self,
+            namespace: &$crate::__private::core::Namespace,
+        ) -> $crate::__private::core::Result<$crate::__private::core::NamespaceReceipt> {
+            $crate::family::store::forget_namespace(self, namespace).await
+        }
+
+        async fn changes(
+            &self,
+            namespace: &$crate::__private::core::Namespace,
+            after: $crate::__private::core::ChangeCursor,
+            limit: usize,
+        ) -> $crate::__private::core::Result<Vec<$crate::__private::core::Change>> {
+            $crate::family::store::read_changes(self, namespace, after, limit).await
+        }
+
+        async fn trim_changes(
+            &self,
+            namespace: &$crate::__private::core::Namespace,
+            retention: $crate::__private::core::Retention,
+        ) -> $crate::__private::core::Result<u64> {
+            $crate::family::store::trim_changes(self, namespace, retention).await
+        }
+        }
+    };
 }
 
 /// Implements [`ConversationStore`](mnemix_core::ConversationStore) for a [`FamilyStore`] with
