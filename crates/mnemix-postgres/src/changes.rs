@@ -11,12 +11,13 @@ use mnemix_core::{
     Change, ChangeCursor, Namespace, Principal, Result, Retention, Scope, Timestamp,
 };
 
+use crate::begin_snapshot;
 use crate::db::{from_db, millis, subject_of, to_db, to_json, Db, DbResult};
 use crate::PostgresStore;
 
 /// The advisory lock every write transaction of a store holds, shared, from its first
 /// statement: what marks it as one that may record changes.
-const FEED_WRITER: i64 = 0x6d6e_656d_6978_6677; // "mnemixfw"
+pub(crate) const FEED_WRITER: i64 = 0x6d6e_656d_6978_6677; // "mnemixfw"
 
 /// The condition on `tx` of the changes that are final, the lock's key bound to `key` (a
 /// parameter): below the oldest transaction in progress in the statement's snapshot that holds
@@ -41,18 +42,6 @@ fn settled(key: &str) -> String {
 }
 
 impl PostgresStore {
-    /// A write transaction on `client`, marked as a feed writer ([`FEED_WRITER`]) before it
-    /// has a transaction id.
-    pub(crate) async fn begin_write<'c>(
-        &self,
-        client: &'c mut deadpool_postgres::Object,
-    ) -> Result<deadpool_postgres::Transaction<'c>> {
-        let tx = client.transaction().await.db()?;
-        tx.exec("SELECT pg_advisory_xact_lock_shared($1)", &[&FEED_WRITER])
-            .await?;
-        Ok(tx)
-    }
-
     /// Records `change` in `namespace`'s feed by `writer` at `now`, in the transaction `db`
     /// runs.
     pub(crate) async fn record(
@@ -91,13 +80,7 @@ impl PostgresStore {
         limit: usize,
     ) -> Result<Vec<Change>> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .db()?;
+        let tx = begin_snapshot(&mut client).await?;
         let horizon = tx
             .row(
                 &self

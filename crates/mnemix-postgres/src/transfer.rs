@@ -81,13 +81,7 @@ impl TransferStore for PostgresStore {
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
         let mut client = self.client().await?;
         // One snapshot for the whole unit.
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .db()?;
+        let tx = crate::begin_snapshot(&mut client).await?;
         let mut records = Vec::new();
         for row in tx
             .rows(
@@ -126,13 +120,7 @@ impl TransferStore for PostgresStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let now = millis(self.clock.now());
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .db()?;
+        let tx = crate::begin_snapshot(&mut client).await?;
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
         for row in tx
