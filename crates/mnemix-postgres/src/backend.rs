@@ -2,10 +2,8 @@
 
 use async_trait::async_trait;
 use mnemix_core::adapter::held_key;
-use mnemix_core::changes::NewChange;
 use mnemix_core::{
-    Capabilities, Change, ChangeCursor, DeletionReceipt, Durability, MemoryBackend, Namespace,
-    NamespaceReceipt, Operation, Result, Retention, Scope, Timestamp, TransferStore as _,
+    Capabilities, DeletionReceipt, Durability, MemoryBackend, Result, Scope, Timestamp,
     VectorIndexKind, VectorSearch,
 };
 
@@ -30,7 +28,6 @@ impl MemoryBackend for PostgresStore {
                 VectorSearch::Exact
             })
             .with_durability(Durability::Durable)
-            .with_change_feed()
     }
 
     async fn schema_version(&self) -> Result<Option<u32>> {
@@ -71,10 +68,9 @@ impl MemoryBackend for PostgresStore {
     }
 
     async fn forget_all(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let mut receipt = DeletionReceipt::default();
         // Lock the scope's conversations first: an append holds its conversation's row lock
         // until it commits, so this waits for appends in flight and holds off new ones, and
@@ -168,43 +164,8 @@ impl MemoryBackend for PostgresStore {
             &[&namespace, &subject],
         )
         .await?;
-        if scope.subject().is_some() {
-            receipt.changes = self.scrub(&tx, scope).await?;
-        }
-        if receipt.total() > 0 || receipt.changes > 0 {
-            let erased = NewChange::namespace_wide(Operation::Erase);
-            self.record(&tx, scope.namespace(), &erased, &writer, now)
-                .await?;
-        }
         tx.commit().await.db()?;
         self.held_facts.remove(&held_key(scope));
         Ok(receipt)
-    }
-
-    async fn count_owned(&self, scope: &Scope) -> Result<DeletionReceipt> {
-        scope.require_subject("count_owned")?;
-        let mut receipt = DeletionReceipt::of_records(&self.export_scope(scope).await?);
-        let client = self.client().await?;
-        receipt.changes = self.changes_of_subject(&client, scope).await?;
-        Ok(receipt)
-    }
-
-    async fn forget_namespace(&self, namespace: &Namespace) -> Result<NamespaceReceipt> {
-        let receipt = mnemix_core::adapter::forget_namespace_records(self, namespace).await?;
-        self.forget_feed(namespace).await?;
-        Ok(receipt)
-    }
-
-    async fn changes(
-        &self,
-        namespace: &Namespace,
-        after: ChangeCursor,
-        limit: usize,
-    ) -> Result<Vec<Change>> {
-        self.read_changes(namespace, after, limit).await
-    }
-
-    async fn trim_changes(&self, namespace: &Namespace, retention: Retention) -> Result<u64> {
-        self.trim(namespace, retention).await
     }
 }

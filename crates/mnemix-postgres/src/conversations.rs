@@ -5,11 +5,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use mnemix_core::adapter::page_newest_first;
 use mnemix_core::adapter::{plan_append, AppendPlan};
-use mnemix_core::changes::NewChange;
 use mnemix_core::{
     AppendOptions, AppendReceipt, Conversation, ConversationId, ConversationQuery,
     ConversationStore, ConversationUpdate, LoadOptions, MemoryError, Message, MessageId,
-    NewConversation, Operation, Page, Result, Scope, StoredMessage, Timestamp,
+    NewConversation, Page, Result, Scope, StoredMessage, Timestamp,
 };
 use tokio_postgres::Row;
 
@@ -111,9 +110,9 @@ impl PostgresStore {
         options: &AppendOptions,
         probe: bool,
     ) -> Result<Option<AppendReceipt>> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let now = self.clock.now();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         // The row lock: concurrent appends to this conversation queue here.
         let (pk, last_seq) = self.conversation_pk(&tx, scope, id, true).await?;
         let mut stored: HashMap<MessageId, (u64, Message)> = HashMap::new();
@@ -196,11 +195,6 @@ impl PostgresStore {
             &[&to_db(receipt.last_seq), &millis(now), &pk],
         )
         .await?;
-        let change = NewChange::new(Operation::Append, scope)
-            .within(id.as_str())
-            .records(fresh_ids.iter().copied());
-        self.record(&tx, scope.namespace(), &change, &writer, now)
-            .await?;
         tx.commit().await.db()?;
         Ok(Some(receipt))
     }
@@ -213,11 +207,10 @@ impl ConversationStore for PostgresStore {
         scope: &Scope,
         new: NewConversation,
     ) -> Result<Conversation> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let now = self.clock.now();
         let conversation = new.into_conversation(scope, now);
-        let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
-        let inserted = tx
+        let client = self.client().await?;
+        let inserted = client
             .exec(
                 &self.sql(
                     "INSERT INTO {s}.conversations (namespace, subject, id, agent, title, metadata,
@@ -244,11 +237,6 @@ impl ConversationStore for PostgresStore {
                 id: conversation.id.to_string(),
             });
         }
-        let change =
-            NewChange::new(Operation::CreateConversation, scope).within(conversation.id.as_str());
-        self.record(&tx, scope.namespace(), &change, &writer, now)
-            .await?;
-        tx.commit().await.db()?;
         Ok(conversation)
     }
 
@@ -334,9 +322,9 @@ impl ConversationStore for PostgresStore {
         id: &ConversationId,
         update: ConversationUpdate,
     ) -> Result<Conversation> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let now = self.clock.now();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let mut conversation = self.fetch_conversation(&tx, scope, id).await?;
         if let Some(title) = update.title {
             conversation.title = title;
@@ -360,17 +348,13 @@ impl ConversationStore for PostgresStore {
             ],
         )
         .await?;
-        let change = NewChange::new(Operation::UpdateConversation, scope).within(id.as_str());
-        self.record(&tx, scope.namespace(), &change, &writer, now)
-            .await?;
         tx.commit().await.db()?;
         Ok(conversation)
     }
 
     async fn delete_conversation(&self, scope: &Scope, id: &ConversationId) -> Result<bool> {
-        let writer = mnemix_core::changes::writer();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         // Messages, cursors and working memory go by foreign-key cascade; vectors by hand (their
         // conversation id is not a foreign key: a vector may name a conversation not stored).
         let deleted = tx
@@ -399,9 +383,6 @@ impl ConversationStore for PostgresStore {
                 ],
             )
             .await?;
-            let change = NewChange::new(Operation::DeleteConversation, scope).within(id.as_str());
-            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
-                .await?;
         }
         tx.commit().await.db()?;
         Ok(deleted > 0)
@@ -576,17 +557,9 @@ impl ConversationStore for PostgresStore {
         name: &str,
         seq: u64,
     ) -> Result<u64> {
-        let writer = mnemix_core::changes::writer();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let (pk, _) = self.conversation_pk(&tx, scope, id, false).await?;
-        let before: Option<i64> = tx
-            .row(
-                &self.sql("SELECT value FROM {s}.cursors WHERE conversation = $1 AND name = $2"),
-                &[&pk, &name],
-            )
-            .await?
-            .map(|row| row.get(0));
         let row = tx
             .row(
                 &self.sql(
@@ -599,15 +572,7 @@ impl ConversationStore for PostgresStore {
             )
             .await?
             .ok_or_else(|| corrupt("cursor", "upsert returned nothing"))?;
-        let value: i64 = row.get(0);
-        if before != Some(value) {
-            let change = NewChange::new(Operation::AdvanceCursor, scope)
-                .within(id.as_str())
-                .records([name]);
-            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
-                .await?;
-        }
         tx.commit().await.db()?;
-        Ok(from_db(value))
+        Ok(from_db(row.get(0)))
     }
 }

@@ -60,11 +60,6 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fact provenance",
         sql: include_str!("../migrations/0009_fact_provenance.sql"),
     },
-    Migration {
-        version: 10,
-        name: "change feed",
-        sql: include_str!("../migrations/0010_change_feed.sql"),
-    },
 ];
 
 /// Parameters of a statement.

@@ -4,10 +4,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mnemix_core::changes::{working as working_change, NewChange};
 use mnemix_core::{
     CacheStore, Checkpoint, CheckpointId, CheckpointStatus, CheckpointStore, CheckpointUpdate,
-    MemoryError, Namespace, NewCheckpoint, Operation, Result, Scope, Timestamp, WorkingMemory,
+    MemoryError, Namespace, NewCheckpoint, Result, Scope, Timestamp, WorkingMemory,
     WorkingMemoryFormat, WorkingMemoryKey, WorkingMemoryStore, WorkingMemoryUpdate,
 };
 use tokio_postgres::Row;
@@ -129,9 +128,9 @@ impl WorkingMemoryStore for PostgresStore {
         key: &WorkingMemoryKey,
         update: WorkingMemoryUpdate,
     ) -> Result<WorkingMemory> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let now = self.clock.now();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let slot = self.working_slot(&tx, scope, key).await?;
         // Compare-and-set needs the read and the write in one critical section, also when the
         // document does not exist yet (no row to lock): an advisory lock per document.
@@ -151,19 +150,14 @@ impl WorkingMemoryStore for PostgresStore {
             .map_or(0, |w| w.revision);
         let stored = update.apply(current, now)?;
         self.write_working(&tx, scope, slot, &stored).await?;
-        let change = working_change(Operation::SetWorkingMemory, scope, key);
-        self.record(&tx, scope.namespace(), &change, &writer, now)
-            .await?;
         tx.commit().await.db()?;
         Ok(stored)
     }
 
     async fn clear_working_memory(&self, scope: &Scope, key: &WorkingMemoryKey) -> Result<bool> {
-        let writer = mnemix_core::changes::writer();
-        let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
-        let slot = self.working_slot(&tx, scope, key).await?;
-        let removed = tx
+        let client = self.client().await?;
+        let slot = self.working_slot(&client, scope, key).await?;
+        let removed = client
             .exec(
                 &self.sql(
                     "DELETE FROM {s}.working_memory WHERE namespace = $1 AND subject = $2
@@ -172,12 +166,6 @@ impl WorkingMemoryStore for PostgresStore {
                 &[&scope.namespace().as_str(), &subject_of(scope), &slot],
             )
             .await?;
-        if removed > 0 {
-            let change = working_change(Operation::ClearWorkingMemory, scope, key);
-            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
-                .await?;
-        }
-        tx.commit().await.db()?;
         Ok(removed > 0)
     }
 }
@@ -185,10 +173,9 @@ impl WorkingMemoryStore for PostgresStore {
 #[async_trait]
 impl CheckpointStore for PostgresStore {
     async fn put_checkpoint(&self, scope: &Scope, new: NewCheckpoint) -> Result<Checkpoint> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
-        let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
-        let inserted = tx
+        let now = self.clock.now();
+        let client = self.client().await?;
+        let inserted = client
             .exec(
                 &self.sql(
                     "INSERT INTO {s}.checkpoints (namespace, subject, id, workflow, status, state,
@@ -213,10 +200,6 @@ impl CheckpointStore for PostgresStore {
                 id: new.id.to_string(),
             });
         }
-        let change = NewChange::new(Operation::PutCheckpoint, scope).records([new.id.as_str()]);
-        self.record(&tx, scope.namespace(), &change, &writer, now)
-            .await?;
-        tx.commit().await.db()?;
         Ok(new.into_checkpoint(now))
     }
 
@@ -231,9 +214,9 @@ impl CheckpointStore for PostgresStore {
         id: &CheckpointId,
         update: CheckpointUpdate,
     ) -> Result<Checkpoint> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let now = self.clock.now();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         // The row lock makes the version fence and the write one critical section.
         let mut checkpoint = self.fetch_checkpoint(&tx, scope, id, true).await?;
         update.apply_to(&mut checkpoint, now)?;
@@ -253,9 +236,6 @@ impl CheckpointStore for PostgresStore {
             ],
         )
         .await?;
-        let change = NewChange::new(Operation::UpdateCheckpoint, scope).records([id.as_str()]);
-        self.record(&tx, scope.namespace(), &change, &writer, now)
-            .await?;
         tx.commit().await.db()?;
         Ok(checkpoint)
     }
@@ -280,10 +260,8 @@ impl CheckpointStore for PostgresStore {
     }
 
     async fn delete_checkpoint(&self, scope: &Scope, id: &CheckpointId) -> Result<bool> {
-        let writer = mnemix_core::changes::writer();
-        let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
-        let removed = tx
+        let client = self.client().await?;
+        let removed = client
             .exec(
                 &self.sql(
                     "DELETE FROM {s}.checkpoints WHERE namespace = $1 AND subject = $2 AND id = $3",
@@ -295,12 +273,6 @@ impl CheckpointStore for PostgresStore {
                 ],
             )
             .await?;
-        if removed > 0 {
-            let change = NewChange::new(Operation::DeleteCheckpoint, scope).records([id.as_str()]);
-            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
-                .await?;
-        }
-        tx.commit().await.db()?;
         Ok(removed > 0)
     }
 }

@@ -7,12 +7,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mnemix_core::adapter::{fact_tokens, order_history, page_newest_first, rank_facts};
 use mnemix_core::adapter::{held_key, HeldChange, HeldFact, HeldFacts};
-use mnemix_core::changes::NewChange;
 use mnemix_core::lexical::tokenize;
 use mnemix_core::{
-    Fact, FactId, FactQuery, FactSource, FactStore, MemoryError, NewFact, Operation, Page,
-    Provenance, RecallQuery, RememberOptions, RememberOutcome, RememberStatus, Result, Scope,
-    ScoredFact, Timestamp,
+    Fact, FactId, FactQuery, FactSource, FactStore, MemoryError, NewFact, Page, Provenance,
+    RecallQuery, RememberOptions, RememberOutcome, RememberStatus, Result, Scope, ScoredFact,
+    Timestamp,
 };
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
@@ -260,10 +259,10 @@ impl PostgresStore {
         new: NewFact,
         options: RememberOptions,
     ) -> Result<(RememberOutcome, HeldChange)> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
+        let now = self.clock.now();
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         // Dedupe, supersede and eviction read then write the scope's facts: one writer per
         // scope at a time (a row lock cannot cover facts that do not exist yet).
         let lock_key = format!("facts\u{1f}{namespace}\u{1f}{subject}");
@@ -385,15 +384,12 @@ impl PostgresStore {
             )
             .await?
             .ok_or_else(|| corrupt("facts generation", "no row after a write"))?;
+        tx.commit().await.db()?;
         let outcome = RememberOutcome {
             fact,
             status,
             evicted,
         };
-        let recorded = mnemix_core::changes::remembered(scope, &outcome);
-        self.record(&tx, scope.namespace(), &recorded, &writer, now)
-            .await?;
-        tx.commit().await.db()?;
         let mut change = HeldChange::starting(scope, generations.get(0), now);
         change.to = Some(generations.get(1));
         change.wrote(pk, &outcome);
@@ -561,11 +557,9 @@ impl FactStore for PostgresStore {
     }
 
     async fn forget(&self, scope: &Scope, id: &FactId) -> Result<bool> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
-        let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let client = self.client().await?;
         // An expired fact is removed too, but was already gone to readers: not reported.
-        let live = tx
+        let live = client
             .row(
                 &self.sql(
                     "DELETE FROM {s}.facts WHERE namespace = $1 AND subject = $2 AND id = $3
@@ -575,18 +569,11 @@ impl FactStore for PostgresStore {
                     &scope.namespace().as_str(),
                     &subject_of(scope),
                     &id.as_str(),
-                    &millis(now),
+                    &millis(self.clock.now()),
                 ],
             )
             .await?;
-        let forgotten = live.is_some_and(|row| row.get::<_, bool>(0));
-        if forgotten {
-            let change = NewChange::new(Operation::Forget, scope).records([id.as_str()]);
-            self.record(&tx, scope.namespace(), &change, &writer, now)
-                .await?;
-        }
-        tx.commit().await.db()?;
-        Ok(forgotten)
+        Ok(live.is_some_and(|row| row.get::<_, bool>(0)))
     }
 
     async fn set_expiry(
@@ -595,12 +582,10 @@ impl FactStore for PostgresStore {
         ids: &[FactId],
         expires_at: Option<Timestamp>,
     ) -> Result<Vec<FactId>> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
-        let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
-        let asked: Vec<&str> = ids.iter().map(FactId::as_str).collect();
+        let client = self.client().await?;
+        let ids: Vec<&str> = ids.iter().map(FactId::as_str).collect();
         // One statement: all the ids or none.
-        let changed = tx
+        let changed = client
             .rows(
                 &self.sql(
                     "UPDATE {s}.facts SET expires_at = $4, updated_at = $5
@@ -611,27 +596,15 @@ impl FactStore for PostgresStore {
                 &[
                     &scope.namespace().as_str(),
                     &subject_of(scope),
-                    &asked,
+                    &ids,
                     &expires_at.map(millis),
-                    &millis(now),
+                    &millis(self.clock.now()),
                 ],
             )
             .await?;
-        let changed: std::collections::HashSet<String> =
-            changed.iter().map(|row| row.get(0)).collect();
-        // In the order asked, as every backend answers.
-        let changed: Vec<FactId> = ids
+        changed
             .iter()
-            .filter(|id| changed.contains(id.as_str()))
-            .cloned()
-            .collect();
-        if !changed.is_empty() {
-            let change = NewChange::new(Operation::SetExpiry, scope)
-                .records(changed.iter().map(FactId::as_str));
-            self.record(&tx, scope.namespace(), &change, &writer, now)
-                .await?;
-        }
-        tx.commit().await.db()?;
-        Ok(changed)
+            .map(|row| FactId::new(row.get::<_, String>(0)).map_err(|e| corrupt("fact id", e)))
+            .collect()
     }
 }

@@ -78,7 +78,6 @@
 //!   HNSW index is used right away.
 
 mod backend;
-mod changes;
 mod conversations;
 mod db;
 mod documents;
@@ -101,7 +100,7 @@ use tokio_postgres::NoTls;
 
 pub use db::MIGRATIONS;
 
-use crate::db::{Db, DbResult};
+use crate::db::DbResult;
 
 /// The rows of one scope an exact search compares before its collection gets an HNSW index
 /// (see [`PostgresStoreBuilder::index_min_rows`]): pgvector ranks that many rows exactly in
@@ -519,34 +518,6 @@ impl PostgresStore {
     async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.db()
     }
-
-    /// A write transaction on `client`, marked as a writer of the change feed before it has a
-    /// transaction id ([`FEED_WRITER`](changes::FEED_WRITER)).
-    async fn begin_write<'c>(
-        &self,
-        client: &'c mut deadpool_postgres::Object,
-    ) -> Result<deadpool_postgres::Transaction<'c>> {
-        let tx = client.transaction().await.db()?;
-        tx.exec(
-            "SELECT pg_advisory_xact_lock_shared($1)",
-            &[&changes::FEED_WRITER],
-        )
-        .await?;
-        Ok(tx)
-    }
-}
-
-/// A read-only transaction on `client` whose statements all read one snapshot.
-async fn begin_snapshot(
-    client: &mut deadpool_postgres::Object,
-) -> Result<deadpool_postgres::Transaction<'_>> {
-    client
-        .build_transaction()
-        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .db()
 }
 
 #[cfg(test)]

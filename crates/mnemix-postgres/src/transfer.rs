@@ -81,7 +81,13 @@ impl TransferStore for PostgresStore {
     async fn export_namespace(&self, namespace: &Namespace) -> Result<Vec<Record>> {
         let mut client = self.client().await?;
         // One snapshot for the whole unit.
-        let tx = crate::begin_snapshot(&mut client).await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
         let mut records = Vec::new();
         for row in tx
             .rows(
@@ -120,7 +126,13 @@ impl TransferStore for PostgresStore {
         let (namespace, subject) = (scope.namespace().as_str(), subject_of(scope));
         let now = millis(self.clock.now());
         let mut client = self.client().await?;
-        let tx = crate::begin_snapshot(&mut client).await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await
+            .db()?;
         let mut records = Vec::new();
         let mut ids: HashMap<i64, ConversationId> = HashMap::new();
         for row in tx
@@ -252,13 +264,11 @@ impl TransferStore for PostgresStore {
     }
 
     async fn restore(&self, records: Vec<Record>) -> Result<u64> {
-        let (writer, now) = (mnemix_core::changes::writer(), self.clock.now());
-        let restored = mnemix_core::changes::restored(&records);
         let mut records = records;
         sort_canonical(&mut records);
         let written = records.len() as u64;
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let mut collections: HashMap<(Namespace, String), CollectionRow> = HashMap::new();
         // Messages and vectors, the bulk of an export, are written last in bulk; records come
         // in canonical order, so every parent they need is written by then.
@@ -301,9 +311,6 @@ impl TransferStore for PostgresStore {
             })
             .collect();
         self.write_vectors(&tx, &rows).await?;
-        for (namespace, change) in &restored {
-            self.record(&tx, namespace, change, &writer, now).await?;
-        }
         tx.commit().await.db()?;
         self.refresh_statistics(&client, rows.len()).await;
         Ok(written)

@@ -9,10 +9,9 @@ use async_trait::async_trait;
 use futures::future::try_join_all;
 use mnemix_core::adapter::dot_f64;
 use mnemix_core::adapter::{tie_across_k, ExactIndex};
-use mnemix_core::changes::NewChange;
 use mnemix_core::{
-    CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Operation, Result,
-    Scope, VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
+    CollectionSpec, ConversationId, Filter, MemoryError, Metric, Namespace, Result, Scope,
+    VectorHit, VectorId, VectorQuery, VectorRecord, VectorSelector, VectorStore,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{ToSql, Type};
@@ -1184,8 +1183,7 @@ impl VectorStore for PostgresStore {
             existing.spec.check_same(&spec)?;
             return Ok(existing.spec);
         }
-        let writer = mnemix_core::changes::writer();
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         if self
             .insert_collection(&tx, namespace, &spec)
             .await?
@@ -1195,10 +1193,6 @@ impl VectorStore for PostgresStore {
             existing.spec.check_same(&spec)?;
             return Ok(existing.spec);
         }
-        let change =
-            NewChange::namespace_wide(Operation::EnsureCollection).within(spec.name.as_str());
-        self.record(&tx, namespace, &change, &writer, self.clock.now())
-            .await?;
         tx.commit().await.db()?;
         Ok(spec)
     }
@@ -1220,9 +1214,8 @@ impl VectorStore for PostgresStore {
     }
 
     async fn drop_collection(&self, namespace: &Namespace, name: &str) -> Result<bool> {
-        let writer = mnemix_core::changes::writer();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         self.lock_collection_changes(&tx).await?;
         // Vectors go by cascade.
         let dropped = tx
@@ -1231,11 +1224,6 @@ impl VectorStore for PostgresStore {
                 &[&namespace.as_str(), &name],
             )
             .await?;
-        if dropped > 0 {
-            let change = NewChange::namespace_wide(Operation::DropCollection).within(name);
-            self.record(&tx, namespace, &change, &writer, self.clock.now())
-                .await?;
-        }
         tx.commit().await.db()?;
         if dropped == 0 {
             return Ok(false);
@@ -1250,9 +1238,8 @@ impl VectorStore for PostgresStore {
         collection: &str,
         records: Vec<VectorRecord>,
     ) -> Result<usize> {
-        let writer = mnemix_core::changes::writer();
         let mut client = self.client().await?;
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let collection = self.collection(&tx, scope.namespace(), collection).await?;
         for record in &records {
             collection.spec.check_vector(&record.vector)?;
@@ -1267,13 +1254,6 @@ impl VectorStore for PostgresStore {
             })
             .collect();
         let moved = self.write_vectors(&tx, &rows).await?;
-        if !records.is_empty() {
-            let change = NewChange::new(Operation::UpsertVectors, scope)
-                .within(collection.spec.name.as_str())
-                .records(records.iter().map(|r| r.id.as_str()));
-            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
-                .await?;
-        }
         tx.commit().await.db()?;
         for scope in moved {
             self.vector_cache
@@ -1314,7 +1294,6 @@ impl VectorStore for PostgresStore {
         collection: &str,
         selector: VectorSelector,
     ) -> Result<usize> {
-        let writer = mnemix_core::changes::writer();
         let mut client = self.client().await?;
         let collection = self
             .collection(&client, scope.namespace(), collection)
@@ -1346,7 +1325,7 @@ impl VectorStore for PostgresStore {
         };
         let subject = subject_of(scope);
         let names: Vec<&str> = ids.iter().map(VectorId::as_str).collect();
-        let tx = self.begin_write(&mut client).await?;
+        let tx = client.transaction().await.db()?;
         let bump = tx.prepare_cached(&self.sql(BUMP_VERSION)).await.db()?;
         let delete = tx
             .prepare_cached(&self.sql(
@@ -1361,13 +1340,6 @@ impl VectorStore for PostgresStore {
             async { tx.query_one(&bump, &bumped).await.db() },
             tx.complete(&delete, &deleted),
         )?;
-        if removed > 0 {
-            let change = NewChange::new(Operation::DeleteVectors, scope)
-                .within(collection.spec.name.as_str())
-                .records(names.iter().copied());
-            self.record(&tx, scope.namespace(), &change, &writer, self.clock.now())
-                .await?;
-        }
         tx.commit().await.db()?;
         self.vector_cache.advance(
             &(collection.pk, subject.to_owned()),
