@@ -998,11 +998,17 @@ impl MemoryBackend for InMemoryBackend {
         scope.require_subject("count_owned")?;
         let mut receipt = DeletionReceipt::of_records(&self.export_scope(scope).await?);
         if let Some(subject) = scope.subject() {
+            // A dry run: counted under the read lock.
             receipt.changes = self
-                .write()
+                .read()
                 .feed
-                .of_subject(scope.namespace(), subject)
-                .count() as u64;
+                .changes
+                .get(scope.namespace())
+                .map_or(0, |all| {
+                    all.iter()
+                        .filter(|c| c.subject.as_ref() == Some(subject))
+                        .count() as u64
+                });
         }
         Ok(receipt)
     }
